@@ -1,0 +1,124 @@
+"""The error hierarchy shared by every protocol (DESIGN.md §1, "Errors").
+
+Inside a Sans-IO core everything raises :class:`LocalProtocolError`.  At the
+receive boundary (``next_event``) it is re-raised as :class:`RemoteProtocolError`
+(``raise ... from``), so the caller can tell "the peer sent something wrong"
+from "I asked the machine to do something illegal".  Nothing else may escape
+from parsing any input: an ``IndexError`` or ``struct.error`` out of a decoder
+is a bug.
+
+Every error names where it happened: the protocol, the frame, the field and the
+byte offset in the stream (``offset``), and, where the protocol has one, a
+suggested reply (``event_hint``) to send before closing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "LimitExceeded",
+    "LocalProtocolError",
+    "ProtocolError",
+    "RefwireError",
+    "RemoteLimitExceeded",
+    "RemoteProtocolError",
+]
+
+
+class RefwireError(Exception):
+    """Base class of every error refwire raises on purpose."""
+
+
+class ProtocolError(RefwireError):
+    """A violation of a wire protocol.
+
+    Attributes:
+        reason: what is wrong, in words.
+        protocol: the protocol's short name (``"lumberjack"``, ``"pravega"`` ...).
+        frame: the frame or command being parsed or built, if known.
+        field: the field inside it, if known.
+        offset: the byte offset in the stream (or in the enclosing buffer) where
+            the faulty field starts, if known.
+        event_hint: an event the protocol suggests sending before closing.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        protocol: str | None = None,
+        frame: str | None = None,
+        field: str | None = None,
+        offset: int | None = None,
+        event_hint: Any = None,
+    ) -> None:
+        self.reason = reason
+        self.protocol = protocol
+        self.frame = frame
+        self.field = field
+        self.offset = offset
+        self.event_hint = event_hint
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.protocol:
+            where.append(self.protocol)
+        if self.frame:
+            where.append(f"frame {self.frame}")
+        if self.field:
+            where.append(f"field {self.field}")
+        if self.offset is not None:
+            where.append(f"offset {self.offset}")
+        return f"{self.reason} ({', '.join(where)})" if where else self.reason
+
+    def located(
+        self,
+        *,
+        protocol: str | None = None,
+        frame: str | None = None,
+        offset_base: int = 0,
+    ) -> ProtocolError:
+        """Fill in context an inner layer did not know, shifting the offset.
+
+        Returns ``self`` (mutated) so it can be used in ``raise err.located(...)``.
+        """
+        if self.protocol is None:
+            self.protocol = protocol
+        if self.frame is None:
+            self.frame = frame
+        if self.offset is not None:
+            self.offset += offset_base
+        self.args = (self._render(),)
+        return self
+
+    def as_remote(self) -> RemoteProtocolError:
+        """The same error, as seen at the receive boundary."""
+        cls: type[RemoteProtocolError] = (
+            RemoteLimitExceeded if isinstance(self, LimitExceeded) else RemoteProtocolError
+        )
+        return cls(
+            self.reason,
+            protocol=self.protocol,
+            frame=self.frame,
+            field=self.field,
+            offset=self.offset,
+            event_hint=self.event_hint,
+        )
+
+
+class LocalProtocolError(ProtocolError):
+    """Raised inside a core, or when the local side asks for something illegal."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent something that breaks the protocol; the connection is done."""
+
+
+class LimitExceeded(LocalProtocolError):
+    """A length, count or size went past a configured :class:`~refwire.wire.Limits` value."""
+
+
+class RemoteLimitExceeded(RemoteProtocolError):
+    """The peer's input went past a configured limit (the remote face of LimitExceeded)."""

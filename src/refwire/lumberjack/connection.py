@@ -1,0 +1,833 @@
+"""Lumberjack Sans-IO connections: the server (reader) and the client (writer).
+
+Shaped like h11 (DESIGN.md §1): ``receive_data(data, now=...)`` (``b""`` is
+EOF), ``connection_lost()`` (reset), ``next_event()`` returning an event or
+:data:`NEED_DATA`, ``data_to_send()`` for bytes the machine owes on its own,
+``next_deadline()`` / ``handle_timer(now)`` for timers.  No I/O, no clock, no
+randomness: time comes in as ``now``.
+
+Semantics (specs/lumberjack/README.md §3): ``W n`` is a batch header -- exactly
+``n`` data events follow; the server acks a whole batch with the sequence
+number of its last event (Logstash) or, switched, with the count (go-lumber);
+``W 0`` is answered with ``A 0``; ``A 0`` is a keepalive sent while a batch
+waits for the application.  Sequence numbers are u32 and wrap at 2**32.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Literal, Union
+
+import attrs
+
+from ..errors import LimitExceeded, LocalProtocolError, ProtocolError, RemoteProtocolError
+from ..wire import Limits
+from .frames import (
+    ACK,
+    COMPRESSED,
+    DATA,
+    DEFAULT_LIMITS,
+    JSON,
+    MAX_U32,
+    PROTOCOL,
+    V1,
+    V2,
+    WINDOW,
+    Ack,
+    Compressed,
+    DataFrame,
+    Frame,
+    FrameDecoder,
+    JsonFrame,
+    Window,
+    check_window,
+    decode_all,
+    encode_ack,
+    inflate,
+)
+
+__all__ = [
+    "CLIENT_TRANSITIONS",
+    "NEED_DATA",
+    "SERVER_TRANSITIONS",
+    "AckReceived",
+    "AckTimeout",
+    "Batch",
+    "ClientConnection",
+    "ConnectionClosed",
+    "EmptyWindow",
+    "KeepAlive",
+    "ServerConnection",
+    "State",
+    "encode_event",
+    "next_seq",
+]
+
+import struct
+
+_PACK_J: Final = struct.Struct(">BBII").pack
+_PACK_D_HDR: Final = struct.Struct(">BBII").pack
+_PACK_U32: Final = struct.Struct(">I").pack
+_PACK_6: Final = struct.Struct(">BBI").pack
+
+
+class _NeedData:
+    """Sentinel: the machine needs more bytes before it can produce an event."""
+
+    _instance: _NeedData | None = None
+
+    def __new__(cls) -> _NeedData:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+NEED_DATA: Final = _NeedData()
+
+
+class State(enum.Enum):
+    """Connection states (the same names serve both roles)."""
+
+    AWAIT_WINDOW = "await-window"  #: server: between batches
+    IN_BATCH = "in-batch"  #: server: a W announced events still to come
+    IDLE = "idle"  #: client: nothing outstanding
+    AWAITING_ACK = "awaiting-ack"  #: client: a window is sent and not fully acked
+    CLOSED = "closed"  #: the byte stream ended (EOF, reset, or an ack timeout)
+    ERROR = "error"  #: a protocol error; nothing more can be received
+
+
+# Inputs of the state tables.  Anything not listed for a state is a protocol
+# error (the machine moves to ERROR).  Tests walk every (state, input) pair.
+ServerInput = Literal["W", "W0", "data", "C", "A", "eof", "reset"]
+ClientInput = Literal["send", "ack-partial", "ack-last", "keepalive", "ack-bad", "eof", "reset", "timeout"]
+
+SERVER_TRANSITIONS: Final[dict[tuple[State, str], frozenset[State]]] = {
+    (State.AWAIT_WINDOW, "W"): frozenset({State.IN_BATCH}),
+    (State.AWAIT_WINDOW, "W0"): frozenset({State.AWAIT_WINDOW}),
+    (State.AWAIT_WINDOW, "C"): frozenset({State.AWAIT_WINDOW, State.IN_BATCH}),
+    (State.AWAIT_WINDOW, "eof"): frozenset({State.CLOSED}),
+    (State.AWAIT_WINDOW, "reset"): frozenset({State.CLOSED}),
+    (State.IN_BATCH, "data"): frozenset({State.IN_BATCH, State.AWAIT_WINDOW}),
+    (State.IN_BATCH, "C"): frozenset({State.IN_BATCH, State.AWAIT_WINDOW}),
+    (State.IN_BATCH, "reset"): frozenset({State.CLOSED}),
+}
+
+CLIENT_TRANSITIONS: Final[dict[tuple[State, str], frozenset[State]]] = {
+    (State.IDLE, "send"): frozenset({State.AWAITING_ACK}),
+    (State.IDLE, "keepalive"): frozenset({State.IDLE}),
+    (State.IDLE, "eof"): frozenset({State.CLOSED}),
+    (State.IDLE, "reset"): frozenset({State.CLOSED}),
+    (State.AWAITING_ACK, "ack-partial"): frozenset({State.AWAITING_ACK}),
+    (State.AWAITING_ACK, "ack-last"): frozenset({State.IDLE}),
+    (State.AWAITING_ACK, "keepalive"): frozenset({State.AWAITING_ACK}),
+    (State.AWAITING_ACK, "eof"): frozenset({State.CLOSED}),
+    (State.AWAITING_ACK, "reset"): frozenset({State.CLOSED}),
+    (State.AWAITING_ACK, "timeout"): frozenset({State.CLOSED}),
+}
+
+
+# --------------------------------------------------------------------------- events
+
+
+Event = Union[JsonFrame, DataFrame]
+
+
+@attrs.frozen
+class Batch:
+    """A complete window of events, delivered to the application.
+
+    Ack it with :meth:`ServerConnection.accept` once the application holds it.
+    """
+
+    version: int
+    events: tuple[Event, ...]
+    number: int  #: 0, 1, 2 ... per connection
+
+    @property
+    def last_seq(self) -> int:
+        return self.events[-1].seq
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+
+@attrs.frozen
+class EmptyWindow:
+    """The client sent ``W 0``; ``A 0`` is already queued in ``data_to_send()``."""
+
+    version: int
+
+
+@attrs.frozen
+class ConnectionClosed:
+    """The byte stream ended: ``clean`` for EOF at a frame and batch boundary."""
+
+    clean: bool
+    reason: str = ""
+
+
+@attrs.frozen
+class AckReceived:
+    """Client: the server acknowledged ``newly`` more events (``total`` so far in
+    the window); ``complete`` when the whole window is acked."""
+
+    seq: int
+    newly: int
+    total: int
+    complete: bool
+
+
+@attrs.frozen
+class KeepAlive:
+    """Client: ``A 0`` -- the server is alive and still working on the window."""
+
+    version: int
+
+
+@attrs.frozen
+class AckTimeout:
+    """Client: no ack or keepalive within ``ack_timeout``; the connection is done."""
+
+    waited: float
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def next_seq(seq: int) -> int:
+    """The sequence number after ``seq``: u32, wrapping at 2**32 and skipping 0
+    (0 is the keepalive value of an ack, so no event is ever numbered 0)."""
+    return 1 if seq >= MAX_U32 else seq + 1
+
+
+def encode_event(event: Any, version: int) -> bytes | tuple[tuple[bytes, bytes], ...]:
+    """Prepare one application event for the wire, once (resends reuse it).
+
+    v2: ``bytes`` are taken as an already-encoded JSON object; a mapping is
+    JSON-encoded compactly.  v1: a mapping becomes ``D`` pairs (strings as
+    UTF-8, ``bytes`` as is, anything else JSON-encoded); ``str``/``bytes``
+    becomes the single pair ``line``.
+    """
+    if version == V2:
+        if isinstance(event, (bytes, bytearray, memoryview)):
+            return bytes(event)
+        if isinstance(event, str):
+            return event.encode("utf-8")
+        if isinstance(event, Mapping):
+            return json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        raise LocalProtocolError(f"a v2 event must be a mapping or JSON bytes, got {type(event).__name__}", protocol=PROTOCOL, frame="J")
+    if isinstance(event, (bytes, bytearray, str)):
+        event = {"line": event}
+    if not isinstance(event, Mapping):
+        raise LocalProtocolError(f"a v1 event must be a mapping, got {type(event).__name__}", protocol=PROTOCOL, frame="D")
+    return tuple((_kv_bytes(k), _kv_bytes(v)) for k, v in event.items())
+
+
+def _kv_bytes(x: Any) -> bytes:
+    if isinstance(x, bytes):
+        return x
+    if isinstance(x, str):
+        return x.encode("utf-8")
+    return json.dumps(x, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _encode_data(version: int, seq: int, payload: bytes | tuple[tuple[bytes, bytes], ...]) -> bytes:
+    if version == V2:
+        assert isinstance(payload, bytes)
+        return _PACK_J(V2, JSON, seq, len(payload)) + payload
+    assert isinstance(payload, tuple)
+    parts = [_PACK_D_HDR(V1, DATA, seq, len(payload))]
+    for k, v in payload:
+        parts.append(_PACK_U32(len(k)))
+        parts.append(k)
+        parts.append(_PACK_U32(len(v)))
+        parts.append(v)
+    return b"".join(parts)
+
+
+def frame_size(f: Frame) -> int:
+    """The encoded size of a decoded frame."""
+    t = type(f)
+    if t is JsonFrame:
+        return 10 + len(f.payload)  # type: ignore[union-attr]
+    if t is Compressed:
+        return 6 + len(f.payload)  # type: ignore[union-attr]
+    if t is DataFrame:
+        return 10 + sum(8 + len(k) + len(v) for k, v in f.pairs)  # type: ignore[union-attr]
+    return 6
+
+
+def _offset_of(frames: list[Frame], i: int, base: int, c_offset: int | None) -> int:
+    if c_offset is not None:
+        return c_offset
+    return base + sum(frame_size(f) for f in frames[:i])
+
+
+def _to_remote(exc: ProtocolError) -> RemoteProtocolError:
+    if isinstance(exc, RemoteProtocolError):
+        return exc
+    remote = exc.as_remote()
+    remote.__cause__ = exc
+    return remote
+
+
+# --------------------------------------------------------------------------- server
+
+
+class ServerConnection:
+    """The reader side of one connection.
+
+    Args:
+        limits: ceilings for window, frame, inflated size and ``C`` nesting.
+        validate_json: parse every ``J`` payload and require a JSON object
+            (Logstash); off, payloads are handed over unparsed.
+        ack_mode: ``"last-seq"`` acks a batch with its last event's sequence
+            number (Logstash, the default); ``"count"`` with the number of
+            events in it (go-lumber).
+        keepalive_interval: send ``A 0`` this often while a batch waits for the
+            application (``None``: never).  Logstash uses 5 s, go-lumber 3 s.
+        keepalive_version: ``"connection"`` (the connection's own version
+            byte) or ``"v2"`` (always ``'2A'``, as Logstash does even on v1).
+        accept_mixed_versions: accept frames whose version byte differs from
+            the connection's first frame (Logstash does; go-lumber closes).
+        answer_empty_window: answer ``W 0`` with ``A 0`` (Logstash >= 6.7);
+            off, ignore it (go-lumber).
+    """
+
+    role: Final = "server"
+
+    def __init__(
+        self,
+        *,
+        limits: Limits = DEFAULT_LIMITS,
+        validate_json: bool = True,
+        ack_mode: Literal["last-seq", "count"] = "last-seq",
+        keepalive_interval: float | None = 5.0,
+        keepalive_version: Literal["connection", "v2"] = "connection",
+        accept_mixed_versions: bool = False,
+        answer_empty_window: bool = True,
+    ) -> None:
+        if ack_mode not in ("last-seq", "count"):
+            raise ValueError(f"ack_mode must be 'last-seq' or 'count', not {ack_mode!r}")
+        self.limits = limits
+        self.ack_mode = ack_mode
+        self.keepalive_interval = keepalive_interval
+        self.keepalive_version = keepalive_version
+        self.accept_mixed_versions = accept_mixed_versions
+        self.answer_empty_window = answer_empty_window
+        self.state = State.AWAIT_WINDOW
+        #: the connection's version byte, fixed by its first frame.
+        self.version: int | None = None
+        self._decoder = FrameDecoder(limits, validate_json=validate_json)
+        self._events: deque[Batch | EmptyWindow | ConnectionClosed] = deque()
+        self._error: RemoteProtocolError | None = None
+        self._eof = False
+        self._out = bytearray()
+        self._cur: list[Event] = []
+        self._cur_count = 0
+        self._batches = 0
+        self._pending: deque[Batch] = deque()  # delivered, not yet acked
+        self._now = 0.0
+        self._last_output = 0.0
+        self._pending_since = 0.0
+        #: transitions seen, as (state, input, new state) names (for coverage reports).
+        self.transitions_seen: set[tuple[str, str, str]] = set()
+
+    # -- input -------------------------------------------------------------
+    def receive_data(self, data: bytes | bytearray | memoryview, *, now: float | None = None) -> None:
+        """Feed received bytes; ``b""`` means the peer closed its side (EOF)."""
+        if now is not None:
+            self._now = now
+        if self._eof:
+            if data:
+                raise RuntimeError("receive_data after EOF")
+            return
+        if not data:
+            self._eof = True
+            return
+        self._decoder.feed(data)
+
+    def connection_lost(self) -> None:
+        """The transport broke (reset): no more input; unacked batches stay unacked."""
+        self._transition("reset")
+        self._eof = True
+
+    # -- events ------------------------------------------------------------
+    def next_event(self) -> Batch | EmptyWindow | ConnectionClosed | _NeedData:
+        """The next event, or :data:`NEED_DATA`.
+
+        Raises :class:`RemoteProtocolError` once every event decoded before the
+        bad byte has been returned.
+        """
+        events = self._events
+        if events:
+            return events.popleft()
+        if self._error is not None:
+            raise self._error
+        if self.state is State.ERROR:
+            raise RemoteProtocolError("the connection is in the error state", protocol=PROTOCOL)
+        if self.state is State.CLOSED:
+            return ConnectionClosed(clean=True)
+        start = self._decoder.offset
+        frames, err = self._decoder.frames_before_error()
+        try:
+            if frames:
+                self._process(frames, 0, None, start)
+            if err is not None:
+                raise err
+            if not events and self._eof:
+                self._at_eof()
+        except ProtocolError as exc:
+            self.state = State.ERROR
+            self._error = _to_remote(exc)
+        if events:
+            return events.popleft()
+        if self._error is not None:
+            raise self._error
+        return NEED_DATA
+
+    def _at_eof(self) -> None:
+        if self._decoder.buffered:
+            raise LocalProtocolError(
+                f"connection closed inside a frame ({self._decoder.buffered} bytes of it received)",
+                protocol=PROTOCOL,
+                field="(eof)",
+                offset=self._decoder.offset,
+            )
+        if self.state is State.IN_BATCH:
+            raise LocalProtocolError(
+                f"connection closed inside a batch ({len(self._cur)} of {self._cur_count} events received)",
+                protocol=PROTOCOL,
+                frame="W",
+                field="(eof)",
+                offset=self._decoder.offset,
+            )
+        self._transition("eof")
+        self._events.append(ConnectionClosed(clean=True))
+
+    def _transition(self, inp: str, new: State | None = None) -> None:
+        allowed = SERVER_TRANSITIONS.get((self.state, inp))
+        if allowed is None:
+            raise LocalProtocolError(
+                f"{inp!r} is not allowed in state {self.state.value}", protocol=PROTOCOL, field="type"
+            )
+        target = new if new is not None else next(iter(allowed))
+        assert target in allowed, (self.state, inp, target)
+        self.transitions_seen.add((self.state.value, inp, target.value))
+        self.state = target
+
+    def _check_version(self, version: int, frame: str, offset: int | None = None) -> None:
+        if self.version is None:
+            self.version = version
+        elif version != self.version and not self.accept_mixed_versions:
+            raise LocalProtocolError(
+                f"version byte {chr(version)!r} on a version {chr(self.version)!r} connection",
+                protocol=PROTOCOL,
+                frame=frame,
+                field="version",
+                offset=offset,
+            )
+
+    def _process(self, frames: list[Frame], depth: int, c_offset: int | None, base: int = 0) -> None:
+        """Run decoded frames through the machine.  Frames inside a ``C`` report
+        the ``C``'s stream offset; plain frames their own (computed only on error)."""
+        cur = self._cur
+        for i, f in enumerate(frames):
+            t = type(f)
+            if t is JsonFrame or t is DataFrame:
+                if f.version != self.version:  # type: ignore[union-attr]
+                    self._check_version(f.version, "J" if t is JsonFrame else "D", _offset_of(frames, i, base, c_offset))  # type: ignore[union-attr]
+                if self.state is not State.IN_BATCH:
+                    raise LocalProtocolError(
+                        "data frame outside a window (no W announced it)",
+                        protocol=PROTOCOL,
+                        frame="J" if t is JsonFrame else "D",
+                        field="type",
+                        offset=_offset_of(frames, i, base, c_offset),
+                    )
+                cur.append(f)  # type: ignore[arg-type]
+                if len(cur) == self._cur_count:
+                    self._finish_batch()
+                    cur = self._cur
+            elif t is Window:
+                assert isinstance(f, Window)
+                offset = _offset_of(frames, i, base, c_offset)
+                self._check_version(f.version, "W", offset)
+                if self.state is State.IN_BATCH:
+                    raise LocalProtocolError(
+                        f"W while the previous window still expects {self._cur_count - len(cur)} events",
+                        protocol=PROTOCOL,
+                        frame="W",
+                        field="count",
+                        offset=offset,
+                    )
+                check_window(f.count, self.limits, offset=offset)
+                if f.count == 0:
+                    self._transition("W0")
+                    if self.answer_empty_window:
+                        self._emit(encode_ack(0, f.version))
+                    self._events.append(EmptyWindow(f.version))
+                else:
+                    self._transition("W")
+                    self._cur_count = f.count
+            elif t is Compressed:
+                assert isinstance(f, Compressed)
+                offset = _offset_of(frames, i, base, c_offset)
+                self._check_version(f.version, "C", offset)
+                self._inflate_and_process(f, depth, offset)
+                cur = self._cur
+            else:  # Ack
+                raise LocalProtocolError(
+                    "the client sent an A frame (acks flow from server to client)",
+                    protocol=PROTOCOL,
+                    frame="A",
+                    field="type",
+                    offset=_offset_of(frames, i, base, c_offset),
+                )
+
+    def _inflate_and_process(self, f: Compressed, depth: int, offset: int) -> None:
+        limits = self.limits
+        if depth >= limits.max_nesting_depth:
+            raise LimitExceeded(
+                f"C frames nested deeper than the limit max_nesting_depth={limits.max_nesting_depth}",
+                protocol=PROTOCOL,
+                frame="C",
+                field="payload",
+                offset=offset,
+            )
+        inner = inflate(f.payload, max_size=limits.max_decompressed_size, offset=offset)
+        try:
+            frames = decode_all(inner, limits, validate_json=self._decoder.validate_json)
+        except ProtocolError as exc:
+            exc.reason = f"{exc.reason} (at offset {exc.offset} of the inflated payload)"
+            exc.frame = f"C>{exc.frame}" if exc.frame else "C"
+            exc.offset = offset
+            exc.args = (exc._render(),)
+            raise
+        state_before = self.state
+        self._process(frames, depth + 1, offset)
+        self.transitions_seen.add((state_before.value, "C", self.state.value))
+
+    def _finish_batch(self) -> None:
+        batch = Batch(self.version or V2, tuple(self._cur), self._batches)
+        self._batches += 1
+        self._cur = []
+        self._cur_count = 0
+        self._transition("data", State.AWAIT_WINDOW)
+        if not self._pending:
+            self._pending_since = self._now
+        self._pending.append(batch)
+        self._events.append(batch)
+
+    # -- output ------------------------------------------------------------
+    def _emit(self, data: bytes) -> None:
+        self._out += data
+        self._last_output = self._now
+
+    def accept(self, batch: Batch, *, now: float | None = None) -> bytes:
+        """The application holds ``batch``: return the ``A`` frame acking it.
+
+        Batches are acked in the order they were delivered.
+        """
+        if now is not None:
+            self._now = now
+        if not self._pending or self._pending[0] is not batch:
+            raise LocalProtocolError(
+                "batches must be accepted in the order they were delivered", protocol=PROTOCOL, frame="A"
+            )
+        self._pending.popleft()
+        self._pending_since = self._now
+        seq = batch.last_seq if self.ack_mode == "last-seq" else len(batch.events)
+        self._last_output = self._now
+        return encode_ack(seq, batch.version)
+
+    def data_to_send(self) -> bytes:
+        """Bytes the machine owes on its own (``A 0`` for ``W 0``, keepalives)."""
+        out = bytes(self._out)
+        self._out.clear()
+        return out
+
+    @property
+    def pending_batches(self) -> int:
+        """Batches delivered to the application and not yet acked."""
+        return len(self._pending)
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`handle_timer` must be called next (a keepalive is due)."""
+        if not self._pending or self.keepalive_interval is None or self.state is State.ERROR:
+            return None
+        return max(self._pending_since, self._last_output) + self.keepalive_interval
+
+    def handle_timer(self, now: float) -> None:
+        """Queue a keepalive ``A 0`` if one is due at ``now``."""
+        self._now = now
+        deadline = self.next_deadline()
+        if deadline is not None and now >= deadline:
+            version = V2 if self.keepalive_version == "v2" else (self.version or V2)
+            self._emit(encode_ack(0, version))
+
+
+# --------------------------------------------------------------------------- client
+
+
+@attrs.define
+class _OutstandingWindow:
+    events: list[Any]  # the application's objects, in order
+    seqs: list[int]
+    acked: int = 0
+    index: dict[int, int] | None = None  # seq -> count acked when seq is acked (running seqs)
+
+
+class ClientConnection:
+    """The writer side of one connection: one window outstanding at a time.
+
+    Args:
+        version: ``V1`` (``D`` frames) or ``V2`` (``J`` frames).
+        compression_level: zlib level for the one ``C`` frame that carries a
+            window's events (0 = plain frames).  Beats uses 3.
+        sequence: ``"window"`` numbers every window's events 1..n (Beats; every
+            server acks that correctly); ``"running"`` continues a u32 counter
+            across windows from ``first_seq``, wrapping past 2**32 - 1 to 1.
+        ack_timeout: seconds without an ack or keepalive before
+            :class:`AckTimeout` (Beats: 30 s).
+        ack_interpretation: ``"seq"`` (an ack names the last acked sequence
+            number; Logstash) or ``"count"`` (an ack counts events; go-lumber).
+    """
+
+    role: Final = "client"
+
+    def __init__(
+        self,
+        *,
+        version: int = V2,
+        compression_level: int = 3,
+        limits: Limits = DEFAULT_LIMITS,
+        sequence: Literal["window", "running"] = "window",
+        first_seq: int = 1,
+        ack_timeout: float | None = 30.0,
+        ack_interpretation: Literal["seq", "count"] = "seq",
+    ) -> None:
+        if version not in (V1, V2):
+            raise ValueError("version must be V1 (0x31) or V2 (0x32)")
+        if not 0 <= compression_level <= 9:
+            raise ValueError("compression_level must be 0..9")
+        if not 1 <= first_seq <= MAX_U32:
+            raise ValueError("first_seq must be 1..2**32-1 (0 is reserved for keepalives)")
+        self.version = version
+        self.compression_level = compression_level
+        self.limits = limits
+        self.sequence = sequence
+        self.ack_timeout = ack_timeout
+        self.ack_interpretation = ack_interpretation
+        self.state = State.IDLE
+        #: the sequence number the next event will get (running mode).
+        self.next_seq = first_seq
+        self._win: _OutstandingWindow | None = None
+        self._buf = bytearray()
+        self._events: deque[AckReceived | KeepAlive | ConnectionClosed | AckTimeout] = deque()
+        self._error: RemoteProtocolError | None = None
+        self._eof = False
+        self._now = 0.0
+        self._last_activity = 0.0
+        self.transitions_seen: set[tuple[str, str, str]] = set()
+
+    def _transition(self, inp: str, new: State | None = None) -> None:
+        allowed = CLIENT_TRANSITIONS.get((self.state, inp))
+        if allowed is None:
+            raise LocalProtocolError(
+                f"{inp!r} is not allowed in state {self.state.value}", protocol=PROTOCOL, frame="A"
+            )
+        target = new if new is not None else next(iter(allowed))
+        assert target in allowed
+        self.transitions_seen.add((self.state.value, inp, target.value))
+        self.state = target
+
+    # -- sending -----------------------------------------------------------
+    def send_window(self, events: Sequence[Any], *, now: float | None = None, encoded: Sequence[Any] | None = None) -> bytes:
+        """Bytes for ``W n`` followed by the ``n`` events (in one ``C`` when
+        compressing), written as one chunk so no Nagle stall splits them.
+
+        ``encoded`` may give the events already prepared by :func:`encode_event`
+        (the trio client keeps them so a resend does not encode twice).
+        """
+        if now is not None:
+            self._now = now
+        n = len(events)
+        if n == 0:
+            raise LocalProtocolError("a window needs at least one event", protocol=PROTOCOL, frame="W")
+        if n > self.limits.max_window:
+            raise LimitExceeded(
+                f"window of {n} events exceeds the limit max_window={self.limits.max_window}",
+                protocol=PROTOCOL,
+                frame="W",
+                field="count",
+            )
+        if self.state is not State.IDLE:
+            raise LocalProtocolError(f"cannot send a window in state {self.state.value}", protocol=PROTOCOL, frame="W")
+        version = self.version
+        payloads = list(encoded) if encoded is not None else [encode_event(e, version) for e in events]
+        if self.sequence == "window":
+            seqs = list(range(1, n + 1))
+            index = None
+        else:
+            seqs = []
+            s = self.next_seq
+            for _ in range(n):
+                seqs.append(s)
+                s = next_seq(s)
+            self.next_seq = s
+            index = {seq: i + 1 for i, seq in enumerate(seqs)}
+        if version == V2:
+            body = b"".join([_PACK_J(V2, JSON, seq, len(p)) + p for seq, p in zip(seqs, payloads)])  # type: ignore[operator, arg-type]
+        else:
+            body = b"".join([_encode_data(V1, seq, p) for seq, p in zip(seqs, payloads)])
+        head = _PACK_6(version, WINDOW, n)
+        if self.compression_level:
+            import zlib
+
+            z = zlib.compress(body, self.compression_level)
+            data = head + _PACK_6(version, COMPRESSED, len(z)) + z
+        else:
+            data = head + body
+        self._transition("send")
+        self._win = _OutstandingWindow(list(events), seqs, 0, index)
+        self._last_activity = self._now
+        return data
+
+    def unacked(self) -> list[Any]:
+        """The application's events of the current window not acked yet."""
+        w = self._win
+        return [] if w is None else w.events[w.acked :]
+
+    @property
+    def acked(self) -> int:
+        """Events of the current (or just completed) window acked so far."""
+        return 0 if self._win is None else self._win.acked
+
+    # -- receiving ---------------------------------------------------------
+    def receive_data(self, data: bytes | bytearray | memoryview, *, now: float | None = None) -> None:
+        if now is not None:
+            self._now = now
+        if self._eof:
+            if data:
+                raise RuntimeError("receive_data after EOF")
+            return
+        if not data:
+            self._eof = True
+            return
+        self._buf += data
+
+    def connection_lost(self) -> None:
+        if self.state in (State.IDLE, State.AWAITING_ACK):
+            self._transition("reset")
+        self._eof = True
+
+    def next_event(self) -> AckReceived | KeepAlive | ConnectionClosed | AckTimeout | _NeedData:
+        if self._events:
+            return self._events.popleft()
+        if self._error is not None:
+            raise self._error
+        if self.state is State.CLOSED:
+            return ConnectionClosed(clean=False, reason="closed")
+        try:
+            self._parse()
+        except ProtocolError as exc:
+            self.state = State.ERROR
+            self._error = _to_remote(exc)
+        if self._events:
+            return self._events.popleft()
+        if self._error is not None:
+            raise self._error
+        return NEED_DATA
+
+    def _parse(self) -> None:
+        buf = self._buf
+        pos = 0
+        try:
+            while len(buf) - pos >= 6:
+                ver, typ, seq = struct.unpack_from(">BBI", buf, pos)
+                if ver != V1 and ver != V2:
+                    raise LocalProtocolError(f"bad version byte 0x{ver:02x}", protocol=PROTOCOL, field="version", offset=pos)
+                if typ != ACK:
+                    raise LocalProtocolError(
+                        f"unexpected frame type 0x{typ:02x} from the server (only A is allowed)",
+                        protocol=PROTOCOL,
+                        field="type",
+                        offset=pos + 1,
+                    )
+                pos += 6
+                self._on_ack(ver, seq, pos - 6)
+        finally:
+            del buf[:pos]
+        if self._eof and self.state in (State.IDLE, State.AWAITING_ACK):
+            if buf:
+                raise LocalProtocolError(
+                    f"connection closed inside an A frame ({len(buf)} bytes of it)", protocol=PROTOCOL, frame="A", field="(eof)"
+                )
+            self._transition("eof")
+            self._events.append(ConnectionClosed(clean=not self._win or self._win.acked == len(self._win.events)))
+
+    def _on_ack(self, ver: int, seq: int, offset: int) -> None:
+        self._last_activity = self._now
+        w = self._win
+        if seq == 0 and (w is None or self.ack_interpretation == "count" or w.index is None or 0 not in w.index):
+            self._transition("keepalive")
+            self._events.append(KeepAlive(ver))
+            return
+        if ver != self.version:
+            raise LocalProtocolError(
+                f"ack with version byte {chr(ver)!r} on a version {chr(self.version)!r} connection",
+                protocol=PROTOCOL,
+                frame="A",
+                field="version",
+                offset=offset,
+            )
+        if w is None or self.state is not State.AWAITING_ACK:
+            raise LocalProtocolError(f"ack {seq} with no window outstanding", protocol=PROTOCOL, frame="A", field="seq", offset=offset + 2)
+        n = len(w.events)
+        if self.ack_interpretation == "count":
+            count = seq if seq <= n else -1
+        elif w.index is None:
+            count = seq if 1 <= seq <= n else -1
+        else:
+            count = w.index.get(seq, -1)
+        if count < 0:
+            raise LocalProtocolError(
+                f"ack {seq} names no event of the outstanding window ({w.seqs[0]}..{w.seqs[-1]})",
+                protocol=PROTOCOL,
+                frame="A",
+                field="seq",
+                offset=offset + 2,
+            )
+        if count < w.acked:
+            raise LocalProtocolError(
+                f"ack {seq} goes backwards ({count} < {w.acked} events already acked)",
+                protocol=PROTOCOL,
+                frame="A",
+                field="seq",
+                offset=offset + 2,
+            )
+        newly = count - w.acked
+        w.acked = count
+        complete = count == n
+        self._transition("ack-last" if complete else "ack-partial")
+        self._events.append(AckReceived(seq, newly, count, complete))
+
+    # -- timers ------------------------------------------------------------
+    def next_deadline(self) -> float | None:
+        if self.state is not State.AWAITING_ACK or self.ack_timeout is None:
+            return None
+        return self._last_activity + self.ack_timeout
+
+    def handle_timer(self, now: float) -> None:
+        self._now = now
+        deadline = self.next_deadline()
+        if deadline is not None and now >= deadline:
+            self._transition("timeout")
+            self._events.append(AckTimeout(now - self._last_activity))

@@ -1,0 +1,516 @@
+"""Lumberjack frame codec (specs/lumberjack/README.md §2).
+
+Every frame is ``version:u8`` (``'1'`` = 0x31 or ``'2'`` = 0x32), ``type:u8``
+(ASCII) and a payload whose integers are all unsigned 32-bit big-endian:
+
+======  =====  =========  ==================================================
+type    hex    direction  payload
+======  =====  =========  ==================================================
+``W``   0x57   client     ``count:u32`` -- a batch header: *count* events follow
+``D``   0x44   client     ``seq:u32 pairs:u32 (klen:u32 key vlen:u32 value)*`` (v1 only)
+``J``   0x4A   client     ``seq:u32 len:u32 json[len]`` (v2 only)
+``C``   0x43   client     ``len:u32 zlib[len]`` inflating to a whole frame stream
+``A``   0x41   server     ``seq:u32``
+======  =====  =========  ==================================================
+
+This module knows the bytes of one frame and nothing about batches or acks
+(that is :mod:`refwire.lumberjack.connection`).  :class:`FrameDecoder` is
+incremental and O(n) however the input is chunked; it checks every length
+against :class:`~refwire.wire.Limits` before reading or allocating for it.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from typing import Any, Final, Union
+
+import attrs
+
+from ..errors import LimitExceeded, LocalProtocolError, ProtocolError
+from ..wire import U32BE, Limits, ReceiveBuffer, check_limit
+
+__all__ = [
+    "ACK",
+    "COMPRESSED",
+    "DATA",
+    "DEFAULT_LIMITS",
+    "JSON",
+    "V1",
+    "V2",
+    "WINDOW",
+    "Ack",
+    "Compressed",
+    "DataFrame",
+    "Frame",
+    "FrameDecoder",
+    "JsonFrame",
+    "Window",
+    "decode_all",
+    "encode_ack",
+    "inflate",
+]
+
+PROTOCOL: Final = "lumberjack"
+
+V1: Final = 0x31  #: ``'1'``
+V2: Final = 0x32  #: ``'2'``
+WINDOW: Final = 0x57  #: ``'W'``
+DATA: Final = 0x44  #: ``'D'``
+JSON: Final = 0x4A  #: ``'J'``
+COMPRESSED: Final = 0x43  #: ``'C'``
+ACK: Final = 0x41  #: ``'A'``
+
+TYPE_NAMES: Final = {WINDOW: "W", DATA: "D", JSON: "J", COMPRESSED: "C", ACK: "A"}
+VERSIONS: Final = (V1, V2)
+MAX_U32: Final = 0xFFFFFFFF
+
+#: Defaults: window 10000 as go-lumber's ``MaxWindowSize``; 64 MiB frames and
+#: inflated payloads; compressed frames nested at most 4 deep.
+DEFAULT_LIMITS: Final = Limits(
+    max_frame_size=64 * 1024 * 1024,
+    max_decompressed_size=64 * 1024 * 1024,
+    max_window=10_000,
+    max_nesting_depth=4,
+    max_buffered=64 * 1024 * 1024,
+)
+
+_HDR8: Final = struct.Struct(">II")
+_PACK_J_HDR: Final = struct.Struct(">BBII").pack
+_PACK_6: Final = struct.Struct(">BBI").pack
+
+
+def _check_u32(name: str, value: int) -> None:
+    if not (isinstance(value, int) and 0 <= value <= MAX_U32):
+        raise LocalProtocolError(f"{name} must be a u32, got {value!r}", protocol=PROTOCOL, field=name)
+
+
+def _check_version(version: int) -> None:
+    if version not in VERSIONS:
+        raise LocalProtocolError(
+            f"version must be 0x31 ('1') or 0x32 ('2'), got {version!r}", protocol=PROTOCOL, field="version"
+        )
+
+
+# --------------------------------------------------------------------------- frames
+
+
+@attrs.frozen
+class Window:
+    """``W``: the batch header -- exactly ``count`` data events follow."""
+
+    count: int
+    version: int = V2
+
+    def __attrs_post_init__(self) -> None:
+        _check_version(self.version)
+        _check_u32("count", self.count)
+
+    def encode(self) -> bytes:
+        return _PACK_6(self.version, WINDOW, self.count)
+
+
+@attrs.frozen
+class Ack:
+    """``A``: the server acknowledges every event up to and including ``seq``
+    (``seq`` 0 is a keepalive)."""
+
+    seq: int
+    version: int = V2
+
+    def __attrs_post_init__(self) -> None:
+        _check_version(self.version)
+        _check_u32("seq", self.seq)
+
+    def encode(self) -> bytes:
+        return _PACK_6(self.version, ACK, self.seq)
+
+
+@attrs.frozen
+class JsonFrame:
+    """``J`` (v2): one event as a JSON document, kept as the raw bytes received.
+
+    ``data`` is the parsed document when the decoder validated it (strict JSON
+    mode); otherwise :meth:`fields` parses on demand.
+    """
+
+    seq: int
+    payload: bytes
+    version: int = V2
+    data: Any = attrs.field(default=None, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.version != V2:
+            raise LocalProtocolError("a J frame exists only in version 2", protocol=PROTOCOL, frame="J", field="version")
+        _check_u32("seq", self.seq)
+
+    def fields(self) -> Any:
+        """The decoded JSON document."""
+        return self.data if self.data is not None else json.loads(self.payload)
+
+    def encode(self) -> bytes:
+        return _PACK_J_HDR(V2, JSON, self.seq, len(self.payload)) + self.payload
+
+
+@attrs.frozen
+class DataFrame:
+    """``D`` (v1): one event as ordered key/value byte-string pairs."""
+
+    seq: int
+    pairs: tuple[tuple[bytes, bytes], ...]
+    version: int = V1
+
+    def __attrs_post_init__(self) -> None:
+        if self.version != V1:
+            raise LocalProtocolError("a D frame exists only in version 1", protocol=PROTOCOL, frame="D", field="version")
+        _check_u32("seq", self.seq)
+
+    def fields(self) -> dict[str, str]:
+        """The pairs as a dict of UTF-8 strings (invalid bytes replaced, the
+        last duplicate key winning -- as both real servers build their maps)."""
+        return {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in self.pairs}
+
+    def encode(self) -> bytes:
+        parts = [_HDR8.pack(self.seq, len(self.pairs))]
+        for k, v in self.pairs:
+            parts.append(U32BE.pack(len(k)))
+            parts.append(k)
+            parts.append(U32BE.pack(len(v)))
+            parts.append(v)
+        return bytes((V1, DATA)) + b"".join(parts)
+
+
+@attrs.frozen
+class Compressed:
+    """``C``: a zlib stream (RFC 1950) that inflates to a whole frame stream."""
+
+    payload: bytes
+    version: int = V2
+
+    def __attrs_post_init__(self) -> None:
+        _check_version(self.version)
+
+    @classmethod
+    def wrap(cls, frames: bytes, *, level: int = 3, version: int = V2) -> Compressed:
+        return cls(zlib.compress(frames, level), version)
+
+    def encode(self) -> bytes:
+        return _PACK_6(self.version, COMPRESSED, len(self.payload)) + self.payload
+
+
+Frame = Union[Window, Ack, JsonFrame, DataFrame, Compressed]
+
+
+def encode_ack(seq: int, version: int = V2) -> bytes:
+    """``A seq`` without building an object (hot path of the server)."""
+    return _PACK_6(version, ACK, seq)
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def _err(reason: str, *, frame: str | None, field: str | None, offset: int) -> LocalProtocolError:
+    return LocalProtocolError(reason, protocol=PROTOCOL, frame=frame, field=field, offset=offset)
+
+
+def _limit(reason: str, *, frame: str, field: str, offset: int) -> LimitExceeded:
+    return LimitExceeded(reason, protocol=PROTOCOL, frame=frame, field=field, offset=offset)
+
+
+def inflate(payload: bytes, *, max_size: int, offset: int = 0) -> bytes:
+    """Inflate a ``C`` payload, refusing (without allocating it) anything larger
+    than ``max_size`` bytes, a stream that is not zlib, a truncated stream, or
+    bytes after the end of the zlib stream."""
+    d = zlib.decompressobj()
+    try:
+        out = d.decompress(payload, max_size + 1)
+    except zlib.error as exc:
+        raise _err(f"bad zlib stream: {exc}", frame="C", field="payload", offset=offset) from None
+    if len(out) > max_size or d.unconsumed_tail:
+        raise _limit(
+            f"inflated payload exceeds the limit max_decompressed_size={max_size}",
+            frame="C",
+            field="payload",
+            offset=offset,
+        )
+    if not d.eof:
+        raise _err("zlib stream is truncated (no end of stream)", frame="C", field="payload", offset=offset)
+    if d.unused_data:
+        raise _err(
+            f"{len(d.unused_data)} bytes after the end of the zlib stream", frame="C", field="payload", offset=offset
+        )
+    return out
+
+
+class FrameDecoder:
+    """Incremental decoder: ``feed()`` bytes, ``frames()`` returns what is complete.
+
+    ``need`` holds how many buffered bytes the next frame requires; until that
+    many are present ``frames()`` returns at once without looking at the
+    buffer, so a frame trickling in one byte at a time costs O(its size).
+
+    ``validate_json``: parse every ``J`` payload with :func:`json.loads`
+    (keeping the result in ``JsonFrame.data``) and require a JSON object, as
+    Logstash does; off, payloads are passed on unparsed (the fast path).
+    """
+
+    __slots__ = ("_buf", "_need", "limits", "validate_json", "_d_resume")
+
+    def __init__(self, limits: Limits = DEFAULT_LIMITS, *, validate_json: bool = True) -> None:
+        self._buf = ReceiveBuffer()
+        self._need = 2
+        self.limits = limits
+        self.validate_json = validate_json
+        # Resumable walk over a D frame's pairs: (frame start, walked-to offset, pairs left)
+        self._d_resume: tuple[int, int, int] | None = None
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+    @property
+    def offset(self) -> int:
+        """Stream offset of the first byte not yet decoded."""
+        return self._buf.consumed
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        self._buf.feed(data)
+
+    def frames(self) -> list[Frame]:
+        """Every complete frame buffered so far (possibly none).
+
+        Raises :class:`LocalProtocolError` (with frame, field and stream
+        offset) at the first bad byte; the frames before it are returned by the
+        previous calls only, so a caller that wants them should call once per
+        fed chunk (the connection does).
+        """
+        buf = self._buf
+        if len(buf) < self._need:
+            return []
+        out: list[Frame] = []
+        data = buf.data
+        start = buf.pos
+        pos, need = self._scan(data, start, len(data), buf.consumed - start, out)
+        buf.advance_to(pos)
+        self._need = need
+        return out
+
+    def frames_before_error(self) -> tuple[list[Frame], ProtocolError | None]:
+        """Like :meth:`frames` but returns the good frames *and* the error."""
+        buf = self._buf
+        out: list[Frame] = []
+        if len(buf) < self._need:
+            return out, None
+        data = buf.data
+        start = buf.pos
+        try:
+            pos, need = self._scan(data, start, len(data), buf.consumed - start, out)
+        except ProtocolError as exc:
+            return out, exc
+        buf.advance_to(pos)
+        self._need = need
+        return out, None
+
+    def _scan(self, data: bytes | bytearray, pos: int, end: int, base: int, out: list[Frame]) -> tuple[int, int]:
+        """Decode frames in ``data[pos:end]`` into ``out``; ``pos + base`` is the
+        stream offset.  Returns ``(new_pos, need)``."""
+        mv = memoryview(data) if type(data) is not bytes else None
+        try:
+            return self._scan_inner(data, mv, pos, end, base, out)
+        finally:
+            if mv is not None:
+                mv.release()
+
+    def _scan_inner(
+        self,
+        data: bytes | bytearray,
+        mv: memoryview | None,
+        pos: int,
+        end: int,
+        base: int,
+        out: list[Frame],
+    ) -> tuple[int, int]:
+        max_frame = self.limits.max_frame_size
+        validate = self.validate_json
+        unpack8 = _HDR8.unpack_from
+        unpack4 = U32BE.unpack_from
+        append = out.append
+        loads = json.loads
+        while True:
+            avail = end - pos
+            if avail < 2:
+                return pos, 2
+            ver = data[pos]
+            typ = data[pos + 1]
+            if ver != V2 and ver != V1:
+                raise _err(
+                    f"bad version byte 0x{ver:02x} (expected 0x31 '1' or 0x32 '2')",
+                    frame=None,
+                    field="version",
+                    offset=pos + base,
+                )
+            if typ == JSON:
+                if avail < 10:
+                    return pos, 10
+                seq, ln = unpack8(data, pos + 2)
+                if ver != V2:
+                    raise _err("J frame with version byte '1' (J exists only in v2)", frame="J", field="version", offset=pos + base)
+                if ln == 0:
+                    raise _err("J payload length is 0", frame="J", field="len", offset=pos + 6 + base)
+                if ln + 10 > max_frame:
+                    raise _limit(
+                        f"J frame of {ln + 10} bytes exceeds the limit max_frame_size={max_frame}",
+                        frame="J",
+                        field="len",
+                        offset=pos + 6 + base,
+                    )
+                stop = pos + 10 + ln
+                if stop > end:
+                    return pos, 10 + ln
+                payload = data[pos + 10 : stop] if mv is None else mv[pos + 10 : stop].tobytes()
+                if validate:
+                    try:
+                        doc = loads(payload)
+                    except ValueError as exc:
+                        raise _err(f"J payload is not valid JSON: {exc}", frame="J", field="json", offset=pos + 10 + base) from None
+                    if type(doc) is not dict:
+                        raise _err(
+                            f"J payload must be a JSON object, got {type(doc).__name__}",
+                            frame="J",
+                            field="json",
+                            offset=pos + 10 + base,
+                        )
+                    append(JsonFrame(seq, payload, V2, doc))  # type: ignore[arg-type]
+                else:
+                    append(JsonFrame(seq, payload))  # type: ignore[arg-type]
+                pos = stop
+            elif typ == WINDOW or typ == ACK:
+                if avail < 6:
+                    return pos, 6
+                (val,) = unpack4(data, pos + 2)
+                append(Window(val, ver) if typ == WINDOW else Ack(val, ver))
+                pos += 6
+            elif typ == COMPRESSED:
+                if avail < 6:
+                    return pos, 6
+                (ln,) = unpack4(data, pos + 2)
+                if ln + 6 > max_frame:
+                    raise _limit(
+                        f"C frame of {ln + 6} bytes exceeds the limit max_frame_size={max_frame}",
+                        frame="C",
+                        field="len",
+                        offset=pos + 2 + base,
+                    )
+                stop = pos + 6 + ln
+                if stop > end:
+                    return pos, 6 + ln
+                payload = data[pos + 6 : stop] if mv is None else mv[pos + 6 : stop].tobytes()
+                append(Compressed(payload, ver))  # type: ignore[arg-type]
+                pos = stop
+            elif typ == DATA:
+                r = self._scan_data(data, mv, pos, end, base, ver)
+                if isinstance(r, int):
+                    return pos, r
+                append(r[0])
+                pos = r[1]
+            else:
+                raise _err(f"unknown frame type 0x{typ:02x}", frame=None, field="type", offset=pos + 1 + base)
+
+    def _scan_data(
+        self,
+        data: bytes | bytearray,
+        mv: memoryview | None,
+        pos: int,
+        end: int,
+        base: int,
+        ver: int,
+    ) -> tuple[DataFrame, int] | int:
+        """Walk a ``D`` frame at ``pos``: ``(frame, next_pos)`` or the byte
+        count the frame needs from ``pos`` to make progress.  The walk over the
+        pairs resumes where it stopped, so a huge D trickling in stays O(n)."""
+        if end - pos < 10:
+            return 10
+        if ver != V1:
+            raise _err("D frame with version byte '2' (D exists only in v1)", frame="D", field="version", offset=pos + base)
+        seq, count = _HDR8.unpack_from(data, pos + 2)
+        max_frame = self.limits.max_frame_size
+        if 10 + 8 * count > max_frame:
+            raise _limit(
+                f"D frame with {count} pairs cannot fit the limit max_frame_size={max_frame}",
+                frame="D",
+                field="pairs",
+                offset=pos + 6 + base,
+            )
+        stream_pos = pos + base
+        resume = self._d_resume
+        if resume is not None and resume[0] == stream_pos:
+            p = resume[1] - base
+            left = resume[2]
+        else:
+            p = pos + 10
+            left = count
+        while left:
+            if end - p < 4:
+                self._d_resume = (stream_pos, p + base, left)
+                return p + 4 - pos
+            (klen,) = U32BE.unpack_from(data, p)
+            if p + 4 + klen - pos > max_frame:
+                raise _limit(
+                    f"D key of {klen} bytes exceeds the limit max_frame_size={max_frame}",
+                    frame="D",
+                    field="klen",
+                    offset=p + base,
+                )
+            if end - p < 8 + klen:
+                self._d_resume = (stream_pos, p + base, left)
+                return p + 8 + klen - pos
+            (vlen,) = U32BE.unpack_from(data, p + 4 + klen)
+            if p + 8 + klen + vlen - pos > max_frame:
+                raise _limit(
+                    f"D value of {vlen} bytes exceeds the limit max_frame_size={max_frame}",
+                    frame="D",
+                    field="vlen",
+                    offset=p + 4 + klen + base,
+                )
+            if end - p < 8 + klen + vlen:
+                self._d_resume = (stream_pos, p + base, left)
+                return p + 8 + klen + vlen - pos
+            p += 8 + klen + vlen
+            left -= 1
+        self._d_resume = None
+        # Second pass over a frame known to be complete: slice the pairs out.
+        pairs = []
+        q = pos + 10
+        for _ in range(count):
+            (klen,) = U32BE.unpack_from(data, q)
+            k = data[q + 4 : q + 4 + klen] if mv is None else mv[q + 4 : q + 4 + klen].tobytes()
+            q += 4 + klen
+            (vlen,) = U32BE.unpack_from(data, q)
+            v = data[q + 4 : q + 4 + vlen] if mv is None else mv[q + 4 : q + 4 + vlen].tobytes()
+            q += 4 + vlen
+            pairs.append((bytes(k), bytes(v)))
+        return DataFrame(seq, tuple(pairs), V1), q
+
+    def at_frame_boundary(self) -> bool:
+        return len(self._buf) == 0
+
+
+def decode_all(data: bytes, limits: Limits = DEFAULT_LIMITS, *, validate_json: bool = True) -> list[Frame]:
+    """Decode a byte string that must hold whole frames only (as a ``C`` payload must)."""
+    dec = FrameDecoder(limits, validate_json=validate_json)
+    dec.feed(data)
+    frames = dec.frames()
+    if dec.buffered:
+        raise _err(
+            f"{dec.buffered} bytes of an incomplete frame at the end",
+            frame=None,
+            field="(end)",
+            offset=dec.offset,
+        )
+    return frames
+
+
+def check_window(count: int, limits: Limits, *, offset: int | None = None) -> None:
+    """A ``W`` count against ``limits.max_window`` (go-lumber's ErrWindowTooLarge)."""
+    check_limit(count, limits.max_window, name="max_window", field="count", frame="W", offset=offset, protocol=PROTOCOL)
