@@ -1,0 +1,239 @@
+"""trio Lumberjack client: windows, compression, acks, reconnect and resend
+(specs/lumberjack/README.md §3).
+
+``await client.send(events)`` returns when every event is acked.  Events go out
+in windows of ``window_size``: ``W n`` and the ``n`` events (inside one ``C``
+when compressing -- the only shape every real server accepts) in a single
+write.  Acks may be partial; ``A 0`` keepalives re-arm the ack timeout.  On a
+reset, EOF, ack timeout or protocol error the client closes the connection,
+waits (exponential backoff with jitter), reconnects and resends every event
+not yet acked, in a new window: at-least-once delivery, duplicates possible.
+A partial ack received before the failure is kept (go-lumber's client loses it).
+"""
+
+from __future__ import annotations
+
+import random
+import ssl
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal
+
+import attrs
+import trio
+
+from ..drivers import open_stream
+from ..errors import RefwireError, RemoteProtocolError
+from ..wire import Limits
+from .connection import (
+    NEED_DATA,
+    AckReceived,
+    AckTimeout,
+    ClientConnection,
+    ConnectionClosed,
+    KeepAlive,
+    encode_event,
+)
+from .frames import DEFAULT_LIMITS, V2
+
+__all__ = ["ClientConfig", "LumberjackClient", "SendFailed"]
+
+Connector = Callable[[], Awaitable[trio.abc.Stream]]
+
+
+class SendFailed(RefwireError):
+    """``send`` gave up (``max_attempts`` reached); ``unacked`` holds what was not acked."""
+
+    def __init__(self, message: str, *, acked: int, unacked: list[Any]) -> None:
+        super().__init__(message)
+        self.acked = acked
+        self.unacked = unacked
+
+
+@attrs.frozen(kw_only=True)
+class ClientConfig:
+    version: int = V2
+    window_size: int = 2048  #: events per window (Beats' bulk_max_size default)
+    compression_level: int = 3  #: zlib level for the C frame; 0 sends plain frames
+    sequence: Literal["window", "running"] = "window"
+    first_seq: int = 1
+    ack_timeout: float | None = 30.0
+    ack_interpretation: Literal["seq", "count"] = "seq"
+    limits: Limits = DEFAULT_LIMITS
+    backoff_initial: float = 0.1
+    backoff_max: float = 10.0
+    #: give up after this many failed attempts at one window (None: never).
+    max_attempts: int | None = None
+    recv_size: int = 65536
+
+
+class LumberjackClient:
+    """A Lumberjack writer over any stream factory.
+
+    Use :meth:`connect_tcp` for TCP/TLS, or pass ``connect`` (an async callable
+    returning a ``trio.abc.Stream``) to run over anything, the simulator included.
+    ``on_acked(events)`` is called with each run of newly acked events, in order.
+    ``rng`` drives the backoff jitter (inject a seeded one for reproducible runs).
+    """
+
+    def __init__(
+        self,
+        connect: Connector,
+        *,
+        config: ClientConfig = ClientConfig(),
+        on_acked: Callable[[list[Any]], None] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not 1 <= config.window_size <= config.limits.max_window:
+            raise ValueError(f"window_size must be 1..{config.limits.max_window}")
+        self.config = config
+        self._connect = connect
+        self._on_acked = on_acked
+        self._rng = rng or random.Random()
+        self._stream: trio.abc.Stream | None = None
+        self._conn: ClientConnection | None = None
+        self._next_seq = config.first_seq
+        self._lock = trio.Lock()
+        #: counters: windows, events_acked, connects, reconnects, resent_events, keepalives, failures
+        self.stats: dict[str, int] = {
+            "windows": 0,
+            "events_acked": 0,
+            "connects": 0,
+            "reconnects": 0,
+            "resent_events": 0,
+            "keepalives": 0,
+            "failures": 0,
+        }
+        self.transitions_seen: set[tuple[str, str, str]] = set()
+        self.last_error: BaseException | None = None
+
+    @classmethod
+    def connect_tcp(
+        cls,
+        host: str,
+        port: int,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+        connect_timeout: float = 10.0,
+        **kwargs: Any,
+    ) -> LumberjackClient:
+        """A client that connects (lazily, on the first send) to ``host:port``."""
+
+        async def connect() -> trio.abc.Stream:
+            return await open_stream(
+                host, port, ssl_context=ssl_context, server_hostname=server_hostname, timeout=connect_timeout
+            )
+
+        return cls(connect, **kwargs)
+
+    async def __aenter__(self) -> LumberjackClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._drop()
+
+    async def _drop(self) -> None:
+        if self._conn is not None:
+            self.transitions_seen |= self._conn.transitions_seen
+        stream, self._stream, self._conn = self._stream, None, None
+        if stream is not None:
+            await trio.aclose_forcefully(stream)
+
+    async def _ensure(self) -> tuple[trio.abc.Stream, ClientConnection]:
+        if self._stream is None or self._conn is None:
+            cfg = self.config
+            self._stream = await self._connect()
+            self.stats["connects"] += 1
+            self._conn = ClientConnection(
+                version=cfg.version,
+                compression_level=cfg.compression_level,
+                limits=cfg.limits,
+                sequence=cfg.sequence,
+                first_seq=self._next_seq,
+                ack_timeout=cfg.ack_timeout,
+                ack_interpretation=cfg.ack_interpretation,
+            )
+        return self._stream, self._conn
+
+    async def send(self, events: Sequence[Any]) -> None:
+        """Send ``events``; return when every one of them is acked."""
+        cfg = self.config
+        encoded = [encode_event(e, cfg.version) for e in events]
+        async with self._lock:
+            for i in range(0, len(events), cfg.window_size):
+                await self._send_window(list(events[i : i + cfg.window_size]), encoded[i : i + cfg.window_size])
+
+    async def _send_window(self, events: list[Any], encoded: list[Any]) -> None:
+        cfg = self.config
+        attempts = 0
+        backoff = cfg.backoff_initial
+        first = True
+        while events:
+            conn: ClientConnection | None = None
+            try:
+                stream, conn = await self._ensure()
+                if not first:
+                    self.stats["resent_events"] += len(events)
+                first = False
+                data = conn.send_window(events, encoded=encoded, now=trio.current_time())
+                self.stats["windows"] += 1
+                await stream.send_all(data)
+                await self._await_acks(stream, conn, events)
+                self._next_seq = conn.next_seq
+                return
+            except (_Retry, OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, RemoteProtocolError) as exc:
+                self.last_error = exc
+                done = conn.acked if conn is not None else 0
+                if conn is not None:
+                    self._next_seq = conn.next_seq
+                events, encoded = events[done:], encoded[done:]
+                await self._drop()
+                if not events:
+                    return
+                attempts += 1
+                self.stats["failures"] += 1
+                if cfg.max_attempts is not None and attempts >= cfg.max_attempts:
+                    raise SendFailed(
+                        f"gave up after {attempts} attempts: {exc!r}", acked=self.stats["events_acked"], unacked=events
+                    ) from exc
+                delay = min(backoff, cfg.backoff_max)
+                await trio.sleep(delay * (0.5 + self._rng.random() / 2))
+                backoff = min(backoff * 2, cfg.backoff_max)
+                self.stats["reconnects"] += 1
+            except BaseException:
+                # Cancelled mid-write or mid-wait: the wire state is unknown; drop it.
+                await self._drop()
+                raise
+
+    async def _await_acks(self, stream: trio.abc.Stream, conn: ClientConnection, events: list[Any]) -> None:
+        while True:
+            ev = conn.next_event()
+            if ev is NEED_DATA:
+                deadline = conn.next_deadline()
+                with trio.move_on_at(deadline if deadline is not None else float("inf")) as scope:
+                    data = await stream.receive_some(self.config.recv_size)
+                if scope.cancelled_caught:
+                    conn.handle_timer(trio.current_time())
+                    continue
+                conn.receive_data(data, now=trio.current_time())
+                continue
+            if isinstance(ev, AckReceived):
+                if ev.newly:
+                    self.stats["events_acked"] += ev.newly
+                    if self._on_acked is not None:
+                        self._on_acked(events[ev.total - ev.newly : ev.total])
+                if ev.complete:
+                    return
+            elif isinstance(ev, KeepAlive):
+                self.stats["keepalives"] += 1
+            elif isinstance(ev, AckTimeout):
+                raise _Retry(f"no ack for {ev.waited:.1f}s")
+            elif isinstance(ev, ConnectionClosed):
+                raise _Retry("server closed the connection")
+
+
+class _Retry(Exception):
+    """Internal: this attempt failed; reconnect and resend what is unacked."""
