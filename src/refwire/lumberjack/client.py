@@ -93,7 +93,7 @@ class LumberjackClient:
         self._conn: ClientConnection | None = None
         self._next_seq = config.first_seq
         self._lock = trio.Lock()
-        #: counters: windows, events_acked, connects, reconnects, resent_events, keepalives, failures
+        #: counters: windows, events_acked, connects, reconnects, resent_events, keepalives, failures, protocol_errors
         self.stats: dict[str, int] = {
             "windows": 0,
             "events_acked": 0,
@@ -102,6 +102,7 @@ class LumberjackClient:
             "resent_events": 0,
             "keepalives": 0,
             "failures": 0,
+            "protocol_errors": 0,
         }
         self.transitions_seen: set[tuple[str, str, str]] = set()
         self.last_error: BaseException | None = None
@@ -186,6 +187,8 @@ class LumberjackClient:
                 return
             except (_Retry, OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, RemoteProtocolError) as exc:
                 self.last_error = exc
+                if isinstance(exc, RemoteProtocolError):
+                    self.stats["protocol_errors"] += 1
                 done = conn.acked if conn is not None else 0
                 if conn is not None:
                     self._next_seq = conn.next_seq

@@ -43,7 +43,6 @@ from .frames import (
     FrameDecoder,
     JsonFrame,
     Window,
-    check_window,
     decode_all,
     encode_ack,
     inflate,
@@ -263,9 +262,7 @@ def frame_size(f: Frame) -> int:
     return 6
 
 
-def _offset_of(frames: list[Frame], i: int, base: int, c_offset: int | None) -> int:
-    if c_offset is not None:
-        return c_offset
+def _offset_of(frames: list[Frame], i: int, base: int) -> int:
     return base + sum(frame_size(f) for f in frames[:i])
 
 
@@ -294,8 +291,11 @@ class ServerConnection:
             application (``None``: never).  Logstash uses 5 s, go-lumber 3 s.
         keepalive_version: ``"connection"`` (the connection's own version
             byte) or ``"v2"`` (always ``'2A'``, as Logstash does even on v1).
-        accept_mixed_versions: accept frames whose version byte differs from
-            the connection's first frame (Logstash does; go-lumber closes).
+        accept_mixed_versions: Logstash's rule: a frame's version byte need not
+            match the connection's; a batch takes the version of its ``W`` and
+            holds ``J`` frames if that is 2, ``D`` frames if 1, whatever their
+            own version bytes.  Off (default), every frame must carry the
+            connection's version byte (go-lumber).
         answer_empty_window: answer ``W 0`` with ``A 0`` (Logstash >= 6.7);
             off, ignore it (go-lumber).
     """
@@ -324,7 +324,8 @@ class ServerConnection:
         self.state = State.AWAIT_WINDOW
         #: the connection's version byte, fixed by its first frame.
         self.version: int | None = None
-        self._decoder = FrameDecoder(limits, validate_json=validate_json)
+        self._decoder = FrameDecoder(limits, validate_json=validate_json, strict_versions=not accept_mixed_versions)
+        self._batch_version = V2
         self._events: deque[Batch | EmptyWindow | ConnectionClosed] = deque()
         self._error: RemoteProtocolError | None = None
         self._eof = False
@@ -397,6 +398,7 @@ class ServerConnection:
             raise LocalProtocolError(
                 f"connection closed inside a frame ({self._decoder.buffered} bytes of it received)",
                 protocol=PROTOCOL,
+                frame=self._decoder.pending_frame_name(),
                 field="(eof)",
                 offset=self._decoder.offset,
             )
@@ -422,34 +424,34 @@ class ServerConnection:
         self.transitions_seen.add((self.state.value, inp, target.value))
         self.state = target
 
-    def _check_version(self, version: int, frame: str, offset: int | None = None) -> None:
-        if self.version is None:
-            self.version = version
-        elif version != self.version and not self.accept_mixed_versions:
-            raise LocalProtocolError(
-                f"version byte {chr(version)!r} on a version {chr(self.version)!r} connection",
-                protocol=PROTOCOL,
-                frame=frame,
-                field="version",
-                offset=offset,
-            )
-
     def _process(self, frames: list[Frame], depth: int, c_offset: int | None, base: int = 0) -> None:
-        """Run decoded frames through the machine.  Frames inside a ``C`` report
-        the ``C``'s stream offset; plain frames their own (computed only on error)."""
+        """Run decoded frames through the machine.
+
+        Errors name the offending field at its stream offset; for frames inside
+        a ``C`` the frame is named ``C>X`` and the offset is the ``C``'s (the
+        inflated bytes have no stream offset).  Offsets of plain frames are
+        computed only when an error happens.
+        """
         cur = self._cur
+        mixed = self.accept_mixed_versions
         for i, f in enumerate(frames):
             t = type(f)
             if t is JsonFrame or t is DataFrame:
-                if f.version != self.version:  # type: ignore[union-attr]
-                    self._check_version(f.version, "J" if t is JsonFrame else "D", _offset_of(frames, i, base, c_offset))  # type: ignore[union-attr]
                 if self.state is not State.IN_BATCH:
-                    raise LocalProtocolError(
-                        "data frame outside a window (no W announced it)",
-                        protocol=PROTOCOL,
-                        frame="J" if t is JsonFrame else "D",
-                        field="type",
-                        offset=_offset_of(frames, i, base, c_offset),
+                    name = "J" if t is JsonFrame else "D"
+                    raise self._error_at(
+                        "data frame outside a window (no W announced it)", frames, i, base, c_offset, name, "type", 1
+                    )
+                if f.version != self._batch_version:  # type: ignore[union-attr]
+                    name = "J" if t is JsonFrame else "D"
+                    if mixed:
+                        raise self._error_at(
+                            f"{name} frame in a version {chr(self._batch_version)!r} batch",
+                            frames, i, base, c_offset, name, "type", 1,
+                        )
+                    raise self._error_at(
+                        f"version byte {chr(f.version)!r} on a version {chr(self._batch_version)!r} connection",  # type: ignore[union-attr]
+                        frames, i, base, c_offset, name, "version", 0,
                     )
                 cur.append(f)  # type: ignore[arg-type]
                 if len(cur) == self._cur_count:
@@ -457,17 +459,17 @@ class ServerConnection:
                     cur = self._cur
             elif t is Window:
                 assert isinstance(f, Window)
-                offset = _offset_of(frames, i, base, c_offset)
-                self._check_version(f.version, "W", offset)
+                self._check_version(f.version, frames, i, base, c_offset, "W")
                 if self.state is State.IN_BATCH:
-                    raise LocalProtocolError(
+                    raise self._error_at(
                         f"W while the previous window still expects {self._cur_count - len(cur)} events",
-                        protocol=PROTOCOL,
-                        frame="W",
-                        field="count",
-                        offset=offset,
+                        frames, i, base, c_offset, "W", "type", 1,
                     )
-                check_window(f.count, self.limits, offset=offset)
+                if f.count > self.limits.max_window:
+                    raise self._error_at(
+                        f"count {f.count} exceeds the limit max_window={self.limits.max_window}",
+                        frames, i, base, c_offset, "W", "count", 2, limit=True,
+                    )
                 if f.count == 0:
                     self._transition("W0")
                     if self.answer_empty_window:
@@ -476,20 +478,45 @@ class ServerConnection:
                 else:
                     self._transition("W")
                     self._cur_count = f.count
+                    self._batch_version = f.version
             elif t is Compressed:
                 assert isinstance(f, Compressed)
-                offset = _offset_of(frames, i, base, c_offset)
-                self._check_version(f.version, "C", offset)
-                self._inflate_and_process(f, depth, offset)
+                self._check_version(f.version, frames, i, base, c_offset, "C")
+                self._inflate_and_process(f, depth, c_offset if c_offset is not None else _offset_of(frames, i, base))
                 cur = self._cur
             else:  # Ack
-                raise LocalProtocolError(
-                    "the client sent an A frame (acks flow from server to client)",
-                    protocol=PROTOCOL,
-                    frame="A",
-                    field="type",
-                    offset=_offset_of(frames, i, base, c_offset),
+                raise self._error_at(
+                    "the client sent an A frame (acks flow from server to client)", frames, i, base, c_offset, "A", "type", 1
                 )
+
+    def _error_at(
+        self,
+        reason: str,
+        frames: list[Frame],
+        i: int,
+        base: int,
+        c_offset: int | None,
+        frame: str,
+        field: str,
+        rel: int,
+        *,
+        limit: bool = False,
+    ) -> LocalProtocolError:
+        cls = LimitExceeded if limit else LocalProtocolError
+        if c_offset is not None:
+            return cls(reason, protocol=PROTOCOL, frame=f"C>{frame}", field=field, offset=c_offset)
+        return cls(reason, protocol=PROTOCOL, frame=frame, field=field, offset=_offset_of(frames, i, base) + rel)
+
+    def _check_version(
+        self, version: int, frames: list[Frame], i: int, base: int, c_offset: int | None, frame: str
+    ) -> None:
+        if self.version is None:
+            self.version = version
+        elif version != self.version and not self.accept_mixed_versions:
+            raise self._error_at(
+                f"version byte {chr(version)!r} on a version {chr(self.version)!r} connection",
+                frames, i, base, c_offset, frame, "version", 0,
+            )
 
     def _inflate_and_process(self, f: Compressed, depth: int, offset: int) -> None:
         limits = self.limits
@@ -503,10 +530,12 @@ class ServerConnection:
             )
         inner = inflate(f.payload, max_size=limits.max_decompressed_size, offset=offset)
         try:
-            frames = decode_all(inner, limits, validate_json=self._decoder.validate_json)
+            frames = decode_all(
+                inner, limits, validate_json=self._decoder.validate_json, strict_versions=self._decoder.strict_versions
+            )
         except ProtocolError as exc:
             exc.reason = f"{exc.reason} (at offset {exc.offset} of the inflated payload)"
-            exc.frame = f"C>{exc.frame}" if exc.frame else "C"
+            exc.frame = f"C>{exc.frame}" if exc.frame and not exc.frame.startswith("C") else (exc.frame or "C")
             exc.offset = offset
             exc.args = (exc._render(),)
             raise
@@ -515,7 +544,7 @@ class ServerConnection:
         self.transitions_seen.add((state_before.value, "C", self.state.value))
 
     def _finish_batch(self) -> None:
-        batch = Batch(self.version or V2, tuple(self._cur), self._batches)
+        batch = Batch(self._batch_version, tuple(self._cur), self._batches)
         self._batches += 1
         self._cur = []
         self._cur_count = 0
@@ -630,6 +659,7 @@ class ClientConnection:
         self.next_seq = first_seq
         self._win: _OutstandingWindow | None = None
         self._buf = bytearray()
+        self._consumed = 0  # stream offset of _buf[0]
         self._events: deque[AckReceived | KeepAlive | ConnectionClosed | AckTimeout] = deque()
         self._error: RemoteProtocolError | None = None
         self._eof = False
@@ -749,26 +779,39 @@ class ClientConnection:
     def _parse(self) -> None:
         buf = self._buf
         pos = 0
+        base = self._consumed
         try:
-            while len(buf) - pos >= 6:
-                ver, typ, seq = struct.unpack_from(">BBI", buf, pos)
+            # Check the version and type bytes as soon as they arrive, not once 6 bytes are in.
+            while len(buf) - pos >= 1:
+                ver = buf[pos]
                 if ver != V1 and ver != V2:
-                    raise LocalProtocolError(f"bad version byte 0x{ver:02x}", protocol=PROTOCOL, field="version", offset=pos)
+                    raise LocalProtocolError(f"bad version byte 0x{ver:02x}", protocol=PROTOCOL, field="version", offset=base + pos)
+                if len(buf) - pos < 2:
+                    break
+                typ = buf[pos + 1]
                 if typ != ACK:
                     raise LocalProtocolError(
                         f"unexpected frame type 0x{typ:02x} from the server (only A is allowed)",
                         protocol=PROTOCOL,
                         field="type",
-                        offset=pos + 1,
+                        offset=base + pos + 1,
                     )
+                if len(buf) - pos < 6:
+                    break
+                (seq,) = struct.unpack_from(">I", buf, pos + 2)
                 pos += 6
-                self._on_ack(ver, seq, pos - 6)
+                self._on_ack(ver, seq, base + pos - 6)
         finally:
             del buf[:pos]
+            self._consumed += pos
         if self._eof and self.state in (State.IDLE, State.AWAITING_ACK):
             if buf:
                 raise LocalProtocolError(
-                    f"connection closed inside an A frame ({len(buf)} bytes of it)", protocol=PROTOCOL, frame="A", field="(eof)"
+                    f"connection closed inside an A frame ({len(buf)} bytes of it)",
+                    protocol=PROTOCOL,
+                    frame="A",
+                    field="(eof)",
+                    offset=self._consumed,
                 )
             self._transition("eof")
             self._events.append(ConnectionClosed(clean=not self._win or self._win.acked == len(self._win.events)))

@@ -1,0 +1,204 @@
+"""Run, replay and shrink simulation seeds (research/sansio-sim.md §4.5–4.7).
+
+One seed fixes everything: the swarm fault knobs, the workload, every latency
+and split, and trio's scheduling order.  :func:`run_seed` returns a
+:class:`SimResult` (outcome, violated invariant, counts, simulated time, the
+state transitions seen, and the trace hash); the same seed gives the same hash.
+A failing result carries a one-line replay command; :func:`shrink` switches
+fault kinds off and makes the workload smaller while the failure persists.
+
+Pure Python: no pyspark here, so the data pipeline can call it per seed.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+
+from .faults import FAULT_KINDS, Faults
+from .rand import SimRandom
+from .runtime import run_deterministic
+from .scenarios import SCENARIOS, Scenario
+from .trace import Trace
+
+__all__ = ["SimResult", "replay_command", "run_seed", "run_seeds", "shrink"]
+
+
+@attrs.frozen(kw_only=True)
+class SimResult:
+    """What one seed did."""
+
+    protocol: str
+    seed: int
+    #: "pass", "violation", "liveness" (did not converge after healing) or "crash".
+    outcome: str
+    #: the invariant violated (or the exception type of a crash), "" on pass.
+    violation: str = ""
+    detail: str = ""
+    trace_hash: str = ""
+    sim_time: float = 0.0
+    counts: dict[str, int] = attrs.field(factory=dict)
+    transitions: tuple[str, ...] = ()
+    faults: dict[str, float] = attrs.field(factory=dict)
+    workload: dict[str, Any] = attrs.field(factory=dict)
+    #: True when faults/workload were given explicitly rather than drawn from the seed.
+    overridden: bool = False
+    trace_tail: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "pass"
+
+    @property
+    def failure_kind(self) -> str:
+        return "" if self.ok else f"{self.outcome}:{self.violation}"
+
+    def replay(self) -> str:
+        return replay_command(self)
+
+    def to_row(self) -> dict[str, Any]:
+        """A flat, JSON-able dict (one row of a campaign table)."""
+        d = attrs.asdict(self)
+        d["transitions"] = list(self.transitions)
+        d["trace_tail"] = list(self.trace_tail)
+        d["replay"] = self.replay()
+        return d
+
+
+def replay_command(result: SimResult) -> str:
+    cmd = f"refwire sim {result.protocol} --seed {result.seed}"
+    if result.overridden:
+        knobs = {"faults": result.faults, "workload": result.workload}
+        cmd += " --knobs '" + json.dumps(knobs, sort_keys=True, separators=(",", ":")) + "'"
+    return cmd
+
+
+def draw(protocol: str, seed: int) -> tuple[Scenario, Faults, dict[str, Any]]:
+    """The scenario, fault knobs and workload a seed stands for."""
+    try:
+        scenario = SCENARIOS[protocol]
+    except KeyError:
+        raise ValueError(f"no simulation scenario for {protocol!r}; known: {', '.join(sorted(SCENARIOS))}") from None
+    rng = SimRandom(seed)
+    faults = Faults.swarm(rng.child("faults"))
+    workload = scenario.draw_workload(rng.child("workload"))
+    return scenario, faults, workload
+
+
+def run_seed(
+    protocol: str,
+    seed: int,
+    *,
+    faults: Faults | None = None,
+    workload: dict[str, Any] | None = None,
+    trace_lines: int = 20,
+) -> SimResult:
+    """Run one seed to completion (bounded in simulated time) and judge it."""
+    scenario, drawn_faults, drawn_workload = draw(protocol, seed)
+    overridden = faults is not None or workload is not None
+    faults = faults if faults is not None else drawn_faults
+    wl = dict(drawn_workload)
+    if workload:
+        wl.update(workload)
+    trace = Trace()
+    rng = SimRandom(seed).child("run")
+
+    async def main() -> Any:
+        return await scenario.run(rng=rng, faults=faults, workload=wl, trace=trace)
+
+    try:
+        report = run_deterministic(main, seed)
+    except BaseException as exc:  # a crash is a result, not an abort
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        tb = traceback.format_exception(exc)
+        return SimResult(
+            protocol=protocol,
+            seed=seed,
+            outcome="crash",
+            violation=type(exc).__name__,
+            detail="".join(tb[-3:]).strip()[-2000:],
+            trace_hash=trace.hash(),
+            faults=faults.to_dict(),
+            workload=wl,
+            overridden=overridden,
+            counts=dict(trace.counters),
+            trace_tail=tuple(trace.tail(trace_lines)),
+        )
+    return SimResult(
+        protocol=protocol,
+        seed=seed,
+        outcome=report.outcome,
+        violation=report.violation,
+        detail=report.detail,
+        trace_hash=trace.hash(),
+        sim_time=round(report.sim_time, 6),
+        counts={**dict(trace.counters), **report.counts},
+        transitions=tuple(sorted(report.transitions)),
+        faults=faults.to_dict(),
+        workload=wl,
+        overridden=overridden,
+        trace_tail=tuple(trace.tail(trace_lines)) if report.outcome != "pass" else (),
+    )
+
+
+def run_seeds(protocol: str, seeds: Iterable[int], **kwargs: Any) -> list[SimResult]:
+    return [run_seed(protocol, s, **kwargs) for s in seeds]
+
+
+def shrink(
+    result: SimResult,
+    *,
+    max_runs: int = 200,
+    log: Callable[[str], None] | None = None,
+) -> SimResult:
+    """Reduce a failing result while the same failure kind persists.
+
+    Tries, in order: switching whole fault kinds off, then making each
+    shrinkable workload knob smaller (the scenario says how).  Returns the
+    smallest failing result found (``overridden``, so its replay command
+    carries the knobs).
+    """
+    if result.ok:
+        raise ValueError("nothing to shrink: the result passed")
+    scenario = SCENARIOS[result.protocol]
+    kind = result.failure_kind
+    best = result
+    faults = Faults.from_dict(result.faults)
+    workload = dict(result.workload)
+    runs = 0
+
+    def attempt(f: Faults, w: dict[str, Any]) -> SimResult | None:
+        nonlocal runs
+        runs += 1
+        r = run_seed(result.protocol, result.seed, faults=f, workload=w)
+        if r.failure_kind == kind:
+            if log:
+                log(f"  still fails ({kind}) with {f.banner() or 'no faults'} {w}")
+            return r
+        return None
+
+    for name in FAULT_KINDS:
+        if runs >= max_runs:
+            break
+        trial = faults.without(name)
+        if trial == faults:
+            continue
+        r = attempt(trial, workload)
+        if r is not None:
+            faults, best = trial, r
+    progress = True
+    while progress and runs < max_runs:
+        progress = False
+        for key, smaller in scenario.shrink_steps(workload):
+            if runs >= max_runs:
+                break
+            trial_w = {**workload, key: smaller}
+            r = attempt(faults, trial_w)
+            if r is not None:
+                workload, best, progress = trial_w, r, True
+    return attrs.evolve(best, overridden=True)

@@ -1,0 +1,275 @@
+"""Lumberjack under faults: several clients, a server that crashes and restarts.
+
+Real drivers (:class:`~refwire.lumberjack.LumberjackClient`,
+:class:`~refwire.lumberjack.LumberjackServer`) run unchanged over the
+simulated network.  Invariants (DESIGN.md §3, research/sansio-sim.md §3.3):
+
+* ``ack-before-delivery`` -- every event a client saw acked had already
+  reached the server application (no ack covers an event not received);
+* ``order`` -- on each server connection, events arrive in their client's
+  order, from one client;
+* ``seq-gap`` -- sequence numbers inside a batch are consecutive mod 2**32
+  (skipping 0), also across the rollover;
+* ``client-protocol-error`` -- our server never sent our client anything the
+  client had to reject;
+* ``lost`` -- after the liveness phase every event reached the application
+  at least once (duplicates are allowed: at-least-once);
+* liveness -- once faults are healed, every client's ``send`` returns within
+  ``liveness_time`` virtual seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import trio
+
+from refwire.lumberjack import V1, V2, Batch, next_seq
+from refwire.lumberjack.client import ClientConfig, LumberjackClient
+from refwire.lumberjack.server import ConnectionInfo, LumberjackServer, ServerConfig
+
+from ..faults import Faults
+from ..net import SimNet
+from ..rand import SimRandom
+from ..trace import Trace
+from . import ScenarioReport
+
+ADDRESS = "lumberjack-server:5044"
+
+
+class LumberjackScenario:
+    name = "lumberjack"
+
+    def draw_workload(self, rng: SimRandom) -> dict[str, Any]:
+        return {
+            "clients": rng.int_between(1, 4),
+            "events": rng.int_between(5, 250),
+            "window": rng.pick([1, 2, 7, 32, 100]),
+            "version": rng.pick([1, 2]),
+            "compression": rng.pick([0, 3]),
+            "sequence": rng.pick(["window", "running"]),
+            # Running counters start near the u32 rollover (and the signed 2**31 edge) most of the time.
+            "first_seq": rng.pick([1, 2**31 - 3, 2**32 - 5, 2**32 - 1]),
+            "restarts": rng.pick([0, 0, 1, 2]),
+            "app_delay": rng.pick([0.0, 0.0, 0.3, 7.0]),
+            "keepalive": rng.pick([1.0, 5.0]),
+            "ack_timeout": rng.pick([10.0, 30.0]),
+            "safety_time": 60.0,
+            "liveness_time": 900.0,
+            "bug": "",
+        }
+
+    def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
+        if workload["clients"] > 1:
+            yield "clients", 1
+        if workload["events"] > 1:
+            yield "events", max(1, workload["events"] // 2)
+        if workload["restarts"]:
+            yield "restarts", 0
+        if workload["app_delay"]:
+            yield "app_delay", 0.0
+        if workload["window"] > 1:
+            yield "window", max(1, workload["window"] // 2)
+        if workload["compression"]:
+            yield "compression", 0
+        if workload["sequence"] != "window":
+            yield "sequence", "window"
+
+    async def run(self, *, rng: SimRandom, faults: Faults, workload: dict[str, Any], trace: Trace) -> ScenarioReport:
+        return await _Run(rng, faults, workload, trace).main()
+
+
+class _Run:
+    def __init__(self, rng: SimRandom, faults: Faults, wl: dict[str, Any], trace: Trace) -> None:
+        self.rng = rng
+        self.wl = wl
+        self.trace = trace
+        self.net = SimNet(rng.child("net"), faults, trace)
+        self.delivered: set[tuple[int, int]] = set()
+        self.deliveries = 0
+        self.per_conn: dict[tuple[int, int], tuple[int, int]] = {}  # (server gen, conn id) -> last (client, index)
+        self.violation: tuple[str, str] | None = None
+        self.healed = trio.Event()
+        self.done: dict[int, float] = {}
+        self.all_done = trio.Event()
+        self.clients: list[LumberjackClient] = []
+        self.servers: list[LumberjackServer] = []
+        self.app_rng = rng.child("app")
+        self.counts: dict[str, int] = {"wrap_batches": 0, "server_restarts": 0, "duplicates": 0, "events_total": 0}
+        # The drivers log protocol errors and lost connections; in a simulation they are expected noise.
+        logging.getLogger("refwire").setLevel(logging.CRITICAL)
+
+    def violate(self, kind: str, detail: str) -> None:
+        if self.violation is None:
+            self.violation = (kind, detail)
+            self.trace.record(trio.current_time(), "VIOLATION", kind, detail)
+
+    # -- the application behind the server ---------------------------------
+    def _store(self, gen: int, batch: Batch, info: ConnectionInfo) -> None:
+        key = (gen, info.id)
+        for ev in batch.events:
+            fields = ev.fields()
+            c, i = int(fields["c"]), int(fields["i"])
+            last = self.per_conn.get(key)
+            if last is not None and (last[0] != c or last[1] >= i):
+                self.violate("order", f"connection {key}: event {(c, i)} after {last}")
+            self.per_conn[key] = (c, i)
+            if (c, i) in self.delivered:
+                self.counts["duplicates"] += 1
+            self.delivered.add((c, i))
+            self.deliveries += 1
+        self.trace.record(trio.current_time(), "app", gen, info.id, len(batch.events), batch.events[0].seq, batch.last_seq)
+
+    def make_handler(self, gen: int, nursery: trio.Nursery) -> Any:
+        wl = self.wl
+
+        async def handler(batch: Batch, info: ConnectionInfo) -> None:
+            seqs = [e.seq for e in batch.events]
+            for a, b in zip(seqs, seqs[1:]):
+                if next_seq(a) != b:
+                    self.violate("seq-gap", f"batch seqs {a} then {b}")
+            if seqs[-1] < seqs[0]:
+                self.counts["wrap_batches"] += 1
+                self.trace.probe("lumberjack.batch-crosses-2^32")
+            if wl["app_delay"]:
+                await trio.sleep(self.app_rng.expo(wl["app_delay"], 4 * wl["app_delay"]))
+            if wl["bug"] == "ack-before-deliver":
+                # Planted bug (tests the checker and the shrinker): store after acking.
+                async def later() -> None:
+                    await trio.sleep(0.05)
+                    self._store(gen, batch, info)
+
+                nursery.start_soon(later)
+                return
+            self._store(gen, batch, info)
+
+        return handler
+
+    # -- the server, crashing and restarting -------------------------------
+    async def server_life(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        wl = self.wl
+        life_rng = self.rng.child("server-life")
+        started = False
+        for gen in range(wl["restarts"] + 1):
+            async with trio.open_nursery() as nursery:
+                server = LumberjackServer(
+                    self.make_handler(gen, nursery),
+                    config=ServerConfig(keepalive_interval=wl["keepalive"], idle_timeout=60.0),
+                )
+                self.servers.append(server)
+                listener = self.net.listen(ADDRESS)
+                await nursery.start(server.serve, [listener])
+                if not started:
+                    started = True
+                    task_status.started()
+                last = gen == wl["restarts"]
+                if last:
+                    await trio.sleep_forever()
+                with trio.move_on_after(life_rng.between(1.0, wl["safety_time"])):
+                    await self.healed.wait()
+                if self.healed.is_set():
+                    await trio.sleep_forever()
+                # Crash: every connection reset, the listener gone; the application's store survives.
+                self.counts["server_restarts"] += 1
+                self.trace.record(trio.current_time(), "server-crash", gen)
+                self.net.reset_all(ADDRESS)
+                await listener.aclose()
+                await server.shutdown(0)
+                nursery.cancel_scope.cancel()
+            with trio.move_on_after(life_rng.between(0.1, 3.0)):
+                await self.healed.wait()
+
+    # -- clients -------------------------------------------------------------
+    async def client_task(self, c: int) -> None:
+        wl = self.wl
+        n = wl["events"]
+        version = V2 if wl["version"] == 2 else V1
+        if version == V2:
+            events: list[Any] = [{"c": c, "i": i, "m": "x" * (i % 17)} for i in range(n)]
+        else:
+            events = [{"c": str(c), "i": str(i), "m": "y" * (i % 13)} for i in range(n)]
+
+        def on_acked(acked: list[Any]) -> None:
+            for e in acked:
+                key = (c, int(e["i"]))
+                if key not in self.delivered:
+                    self.violate("ack-before-delivery", f"client {c} saw event {key[1]} acked before the application had it")
+            self.trace.record(trio.current_time(), "acked", c, len(acked))
+
+        client = LumberjackClient(
+            lambda: self.net.connect(ADDRESS),
+            config=ClientConfig(
+                version=version,
+                window_size=wl["window"],
+                compression_level=wl["compression"],
+                sequence=wl["sequence"],
+                first_seq=wl["first_seq"],
+                ack_timeout=wl["ack_timeout"],
+                backoff_initial=0.1,
+                backoff_max=5.0,
+            ),
+            on_acked=on_acked,
+            rng=self.rng.child("client", c),
+        )
+        self.clients.append(client)
+        await client.send(events)
+        self.done[c] = trio.current_time()
+        await client.aclose()
+        if len(self.done) == wl["clients"]:
+            self.all_done.set()
+
+    async def main(self) -> ScenarioReport:
+        wl = self.wl
+        self.counts["events_total"] = wl["clients"] * wl["events"]
+        outcome, violation, detail = "pass", "", ""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.server_life)
+            for c in range(wl["clients"]):
+                nursery.start_soon(self.client_task, c)
+            # Safety phase: faults on.
+            with trio.move_on_after(wl["safety_time"]):
+                await self.all_done.wait()
+            # Liveness phase: heal the network, stop crashing; everything must converge.
+            self.net.heal()
+            self.healed.set()
+            self.trace.record(trio.current_time(), "healed")
+            with trio.move_on_after(wl["liveness_time"]) as scope:
+                await self.all_done.wait()
+            if scope.cancelled_caught:
+                waiting = sorted(set(range(wl["clients"])) - set(self.done))
+                outcome, violation = "liveness", "no-convergence"
+                detail = f"clients {waiting} still sending {wl['liveness_time']}s after healing"
+            self.trace.record(trio.current_time(), "stop")
+            nursery.cancel_scope.cancel()
+        if self.violation is not None:
+            outcome, (violation, detail) = "violation", self.violation
+        elif outcome == "pass":
+            missing = [(c, i) for c in range(wl["clients"]) for i in range(wl["events"]) if (c, i) not in self.delivered]
+            if missing:
+                outcome, violation = "violation", "lost"
+                detail = f"{len(missing)} events never delivered, first {missing[:3]}"
+        protocol_errors = sum(cl.stats.get("protocol_errors", 0) for cl in self.clients)
+        if protocol_errors and outcome == "pass":
+            outcome, violation = "violation", "client-protocol-error"
+            detail = f"our client rejected {protocol_errors} replies from our server: {self.clients[0].last_error!r}"
+        counts = dict(self.counts)
+        counts["deliveries"] = self.deliveries
+        for key in ("reconnects", "resent_events", "keepalives", "windows", "failures"):
+            counts[f"client_{key}"] = sum(cl.stats[key] for cl in self.clients)
+        for key in ("connections", "protocol_errors", "batches"):
+            counts[f"server_{key}"] = sum(s.stats[key] for s in self.servers)
+        transitions = set()
+        for cl in self.clients:
+            transitions |= {f"client:{a}-{i}->{b}" for a, i, b in cl.transitions_seen}
+        for s in self.servers:
+            transitions |= {f"server:{a}-{i}->{b}" for a, i, b in s.transitions_seen}
+        return ScenarioReport(
+            outcome=outcome,
+            violation=violation,
+            detail=detail,
+            sim_time=trio.current_time(),
+            counts=counts,
+            transitions=frozenset(transitions),
+        )

@@ -1,0 +1,367 @@
+"""Lumberjack codec and server machine: properties and the edge cases of
+specs/lumberjack/README.md §4 (each checked against what the real servers do)."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from lumberjack_strategies import any_frame, client_streams, drain, json_frame, split
+
+from refwire.errors import RemoteLimitExceeded, RemoteProtocolError
+from refwire.lumberjack import (
+    DEFAULT_LIMITS,
+    NEED_DATA,
+    V1,
+    V2,
+    Batch,
+    Compressed,
+    ConnectionClosed,
+    DataFrame,
+    EmptyWindow,
+    FrameDecoder,
+    JsonFrame,
+    ServerConnection,
+    Window,
+    decode_all,
+)
+from refwire.lumberjack import frames as frames_mod
+from refwire.lumberjack.frames import inflate
+
+W = Window
+J = json_frame
+
+
+def C(*frames: bytes | object, level: int = 6, version: int = V2) -> bytes:
+    raw = b"".join(f if isinstance(f, bytes) else f.encode() for f in frames)  # type: ignore[attr-defined]
+    return Compressed(zlib.compress(raw, level), version).encode()
+
+
+def enc(*frames: object) -> bytes:
+    return b"".join(f if isinstance(f, bytes) else f.encode() for f in frames)  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------- properties
+
+
+@given(st.lists(any_frame, max_size=8))
+def test_round_trip(frames: list[object]) -> None:
+    data = enc(*frames)
+    assert decode_all(data, validate_json=False) == frames
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(client_streams(), st.lists(st.integers(0, 10_000), max_size=30))
+def test_any_split_of_a_valid_stream_decodes_the_same(stream: tuple[bytes, list[list[int]]], cuts: list[int]) -> None:
+    data, expected = stream
+    whole, err1, acks1 = drain(ServerConnection(), [data])
+    pieces, err2, acks2 = drain(ServerConnection(), split(data, cuts))
+    assert err1 is None and err2 is None
+    assert [[e.seq for e in b.events] for b in whole] == expected
+    assert whole == pieces
+    assert acks1 == acks2
+
+
+def test_one_byte_at_a_time() -> None:
+    data = enc(W(2), J(1, {"a": 1}), J(2, {"b": 2}), W(1, V2), J(3, {}), C(W(1), J(7, {})))
+    batches, err, sent = drain(ServerConnection(), [data[i : i + 1] for i in range(len(data))])
+    assert err is None
+    assert [[e.seq for e in b.events] for b in batches] == [[1, 2], [3], [7]]
+    assert sent == bytes.fromhex("324100000002" "324100000003" "324100000007")
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=200))
+def test_garbage_only_raises_remote_protocol_error(data: bytes) -> None:
+    conn = ServerConnection()
+    conn.receive_data(data)
+    conn.receive_data(b"")
+    try:
+        for _ in range(len(data) + 2):
+            ev = conn.next_event()
+            if ev is NEED_DATA or isinstance(ev, ConnectionClosed):
+                break
+        else:
+            raise AssertionError("more events than bytes")
+    except RemoteProtocolError as exc:
+        assert exc.protocol == "lumberjack"
+        assert exc.offset is not None
+
+
+@given(client_streams(), st.integers(0, 10_000), st.integers(0, 255))
+def test_mutated_streams_only_raise_remote_protocol_error(stream: tuple[bytes, list[list[int]]], where: int, byte: int) -> None:
+    data = bytearray(stream[0])
+    data[where % len(data)] = byte
+    try:
+        drain(ServerConnection(), [bytes(data)])
+    except Exception as exc:  # pragma: no cover - the assertion is the test
+        raise AssertionError(f"escaped: {exc!r}") from exc
+
+
+def test_linear_time_feeding_counts_scans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One byte at a time, the decoder looks at the buffer O(frames) times, not O(bytes)."""
+    calls = {"n": 0}
+    real = FrameDecoder._scan_inner
+
+    def counting(self: FrameDecoder, *a: object) -> object:
+        calls["n"] += 1
+        return real(self, *a)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FrameDecoder, "_scan_inner", counting)
+    big = J(1, {"m": "x" * 200_000}).encode()
+    frames = [W(50).encode()] + [J(i, {"i": i}).encode() for i in range(1, 50)] + [big]
+    data = b"".join(frames)
+    dec = FrameDecoder()
+    got = 0
+    for i in range(len(data)):
+        dec.feed(data[i : i + 1])
+        got += len(dec.frames())
+    assert got == 51
+    assert calls["n"] <= 3 * 51 + 3
+
+
+def test_huge_d_frame_trickle_is_linear(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = {"n": 0}
+    real = FrameDecoder._scan_data
+
+    def counting(self: FrameDecoder, *a: object) -> object:
+        calls["n"] += 1
+        return real(self, *a)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FrameDecoder, "_scan_data", counting)
+    pairs = tuple((b"k%d" % i, b"v" * 3) for i in range(3000))
+    data = DataFrame(1, pairs).encode()
+    dec = FrameDecoder()
+    out = []
+    for i in range(0, len(data), 1):
+        dec.feed(data[i : i + 1])
+        out += dec.frames()
+    assert out == [DataFrame(1, pairs)]
+    assert calls["n"] <= 2 * 2 * len(pairs) + 4  # bounded by pairs, not pairs squared
+
+
+# --------------------------------------------------------------------------- accepted shapes (Logstash's)
+
+
+def seqs(batches: list[Batch]) -> list[list[int]]:
+    return [[e.seq for e in b.events] for b in batches]
+
+
+def test_acks_name_the_last_seq_and_w0_gets_a0() -> None:
+    batches, err, sent = drain(ServerConnection(), [enc(W(0), W(2), J(5, {}), J(6, {}))])
+    assert err is None and seqs(batches) == [[5, 6]]
+    assert sent == bytes.fromhex("324100000000" "324100000006")
+
+
+def test_count_ack_mode_is_go_lumber_style() -> None:
+    _, _, sent = drain(ServerConnection(ack_mode="count"), [enc(W(2), J(5, {}), J(6, {}))])
+    assert sent == bytes.fromhex("324100000002")
+
+
+def test_empty_window_can_be_ignored_like_go_lumber() -> None:
+    conn = ServerConnection(answer_empty_window=False)
+    conn.receive_data(W(0).encode())
+    assert isinstance(conn.next_event(), EmptyWindow)
+    assert conn.data_to_send() == b""
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "expected"),
+    [
+        ("window split over C and plain", enc(W(3), C(J(1, {})), J(2, {}), C(J(3, {}))), [[1, 2, 3]]),
+        ("nested C", enc(W(2), C(C(J(1, {}), J(2, {})))), [[1, 2]]),
+        ("W inside C", C(W(2), J(1, {}), J(2, {})), [[1, 2]]),
+        ("two windows in one C", C(W(1), J(1, {}), W(1), J(2, {})), [[1], [2]]),
+        ("stored zlib block (level 0)", enc(W(1), C(J(1, {}), level=0)), [[1]]),
+        ("empty C", enc(W(1), C(b""), J(1, {})), [[1]]),
+        ("pipelined windows", enc(W(2), J(1, {}), J(2, {}), W(2), J(1, {}), J(2, {})), [[1, 2], [1, 2]]),
+        ("rollover inside a batch", enc(W(3), J(2**32 - 2, {}), J(2**32 - 1, {}), J(1, {})), [[2**32 - 2, 2**32 - 1, 1]]),
+        ("D with zero pairs (go-lumber accepts)", enc(W(1, V1), DataFrame(1, ())), [[1]]),
+    ],
+)
+def test_accepted_shapes(name: str, data: bytes, expected: list[list[int]]) -> None:
+    batches, err, _ = drain(ServerConnection(), [data])
+    assert err is None, err
+    assert seqs(batches) == expected
+
+
+def test_batch_crossing_2_32_is_acked_with_its_last_seq() -> None:
+    _, _, sent = drain(ServerConnection(), [enc(W(3), J(2**32 - 2, {}), J(2**32 - 1, {}), J(0, {}))])
+    # Logstash would answer A 0 here (signed compare); we ack the last event's seq, which is 0
+    # only because this client numbered an event 0 -- refwire's client never does (skips 0).
+    assert sent == bytes.fromhex("324100000000")
+
+
+def test_v1_d_frame_fields() -> None:
+    batches, err, _ = drain(ServerConnection(), [enc(W(1, V1), DataFrame(1, ((b"line", b"hi"), (b"line", b"again"))))])
+    assert err is None
+    assert batches[0].events[0].fields() == {"line": "again"}  # last duplicate wins, as both servers
+
+
+def test_keepalive_timer_while_batch_pending() -> None:
+    conn = ServerConnection(keepalive_interval=5.0)
+    conn.receive_data(enc(W(1), J(1, {})), now=100.0)
+    batch = conn.next_event()
+    assert isinstance(batch, Batch)
+    assert conn.next_deadline() == 105.0
+    conn.handle_timer(104.9)
+    assert conn.data_to_send() == b""
+    conn.handle_timer(105.0)
+    assert conn.data_to_send() == bytes.fromhex("324100000000")
+    assert conn.next_deadline() == 110.0
+    assert conn.accept(batch, now=107.0) == bytes.fromhex("324100000001")
+    assert conn.next_deadline() is None
+
+
+def test_keepalive_version_follows_connection_or_v2_switch() -> None:
+    for kv, expected in (("connection", "314100000000"), ("v2", "324100000000")):
+        conn = ServerConnection(keepalive_version=kv)  # type: ignore[arg-type]
+        conn.receive_data(enc(W(1, V1), DataFrame(1, ((b"a", b"b"),))), now=0.0)
+        assert isinstance(conn.next_event(), Batch)
+        conn.handle_timer(5.0)
+        assert conn.data_to_send().hex() == expected
+
+
+def test_batches_must_be_accepted_in_order() -> None:
+    conn = ServerConnection()
+    conn.receive_data(enc(W(1), J(1, {}), W(1), J(2, {})))
+    b1, b2 = conn.next_event(), conn.next_event()
+    assert isinstance(b1, Batch) and isinstance(b2, Batch)
+    with pytest.raises(Exception, match="order"):
+        conn.accept(b2)
+    assert conn.accept(b1)[-1] == 1
+    assert conn.accept(b2)[-1] == 2
+
+
+def test_mixed_versions_switch_follows_logstash() -> None:
+    # A v1 batch after a v2 one: go-lumber closes (our default), Logstash serves both.
+    data = enc(W(1), J(1, {}), W(1, V1), DataFrame(2, ()))
+    _, err, _ = drain(ServerConnection(), [data])
+    assert err is not None and (err.frame, err.field, err.offset) == ("W", "version", 18)
+    batches, err, sent = drain(ServerConnection(accept_mixed_versions=True), [data])
+    assert err is None and seqs(batches) == [[1], [2]]
+    assert sent == bytes.fromhex("324100000001" "314100000002")  # each batch acked with its W's version
+    # '1J' inside a v2 batch: Logstash accepts it (the batch is v2); a D in a v2 batch it resets.
+    one_j = enc(W(1)) + bytes.fromhex("314a0000000100000002") + b"{}"
+    _, err, _ = drain(ServerConnection(), [one_j])
+    assert err is not None and err.field == "version"
+    batches, err, _ = drain(ServerConnection(accept_mixed_versions=True), [one_j])
+    assert err is None and seqs(batches) == [[1]]
+    d_in_v2 = enc(W(1), DataFrame(1, ()))
+    _, err, _ = drain(ServerConnection(accept_mixed_versions=True), [d_in_v2])
+    assert err is not None and (err.frame, err.field) == ("D", "type")
+
+
+def test_validate_json_off_passes_payloads_through() -> None:
+    bad = enc(W(1)) + bytes.fromhex("324a0000000100000005") + b"[1,2]"
+    batches, err, _ = drain(ServerConnection(validate_json=False), [bad])
+    assert err is None and batches[0].events[0].payload == b"[1,2]"
+
+
+# --------------------------------------------------------------------------- refused input
+
+
+J_HDR = bytes.fromhex("324a00000001")
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "frame", "field", "offset"),
+    [
+        ("unknown type", enc(W(1)) + b"2X\x00\x00\x00\x00", None, "type", 7),
+        ("bad version", b"3W\x00\x00\x00\x01", None, "version", 0),
+        ("first byte newline", b"\nW\x00\x00\x00\x01", None, "version", 0),
+        ("D on v2", enc(W(1)) + b"2D" + bytes(8), "D", "version", 6),
+        ("J on v1", enc(W(1, V1)) + b"1J" + bytes(8), "J", "version", 6),
+        ("A from client", enc(W(1)) + bytes.fromhex("324100000001"), "A", "type", 7),
+        ("J length 0", enc(W(1)) + J_HDR + bytes(4), "J", "len", 12),
+        ("J not JSON", enc(W(1)) + J_HDR + b"\x00\x00\x00\x03abc", "J", "json", 16),
+        ("J a JSON array", enc(W(1)) + J_HDR + b"\x00\x00\x00\x05[1,2]", "J", "json", 16),
+        ("J without W", enc(J(1, {})), "J", "type", 1),
+        ("W inside an unfinished window", enc(W(2), J(1, {}), W(1)), "W", "type", 19),
+        ("W over max_window", enc(W(20_000)), "W", "count", 2),
+        ("more events in C than W announced", enc(W(1), C(J(1, {}), J(2, {}))), "C>J", "type", 6),
+        ("frame split across two C", enc(W(1), Compressed(zlib.compress(J(1, {}).encode()[:5])), Compressed(zlib.compress(J(1, {}).encode()[5:]))), "C", "(end)", 6),
+        ("garbage zlib", enc(W(1)) + b"2C\x00\x00\x00\x04abcd", "C", "payload", 6),
+        ("raw deflate, no zlib header", enc(W(1), Compressed(zlib.compress(J(1, {}).encode())[2:-4])), "C", "payload", 6),
+        ("truncated zlib", enc(W(1), Compressed(zlib.compress(J(1, {}).encode())[:-6])), "C", "payload", 6),
+        ("bytes after the zlib stream", enc(W(1), Compressed(zlib.compress(J(1, {}).encode()) + b"xx")), "C", "payload", 6),
+    ],
+)
+def test_refused_input(name: str, data: bytes, frame: str | None, field: str, offset: int) -> None:
+    _, err, _ = drain(ServerConnection(), [data])
+    assert err is not None, name
+    assert (err.frame, err.field, err.offset) == (frame, field, offset), str(err)
+    assert "lumberjack" in str(err)
+
+
+def test_eof_inside_a_frame_and_inside_a_batch() -> None:
+    _, err, _ = drain(ServerConnection(), [enc(W(1)) + J_HDR])
+    assert err is not None and (err.frame, err.field, err.offset) == ("J", "(eof)", 6)
+    _, err, _ = drain(ServerConnection(), [enc(W(2), J(1, {}))])
+    assert err is not None and "inside a batch" in str(err)
+
+
+def test_frames_before_a_bad_byte_are_delivered_first() -> None:
+    data = enc(W(1), J(1, {}), W(1), J(2, {})) + b"2X"
+    batches, err, sent = drain(ServerConnection(), [data])
+    assert seqs(batches) == [[1], [2]]
+    assert err is not None and err.field == "type"
+    conn = ServerConnection()
+    conn.receive_data(data)
+    assert isinstance(conn.next_event(), Batch)
+    assert isinstance(conn.next_event(), Batch)
+    with pytest.raises(RemoteProtocolError):
+        conn.next_event()
+    with pytest.raises(RemoteProtocolError):  # and it stays broken
+        conn.next_event()
+
+
+# --------------------------------------------------------------------------- limits
+
+
+def test_zlib_bomb_is_refused_without_inflating_it() -> None:
+    bomb = zlib.compress(b"\0" * (256 * 1024 * 1024), 9)  # 256 MiB inflated, ~250 KB on the wire
+    assert len(bomb) < 300_000
+    with pytest.raises(Exception) as info:
+        inflate(bomb, max_size=1024 * 1024)
+    assert "max_decompressed_size" in str(info.value)
+    _, err, _ = drain(ServerConnection(), [enc(W(1), Compressed(bomb))])
+    assert isinstance(err, RemoteLimitExceeded)
+
+
+def test_oversized_frames_are_refused_from_the_header() -> None:
+    import attrs
+
+    limits = attrs.evolve(DEFAULT_LIMITS, max_frame_size=1000)
+    for data in (
+        enc(W(1)) + J_HDR + (10**9).to_bytes(4, "big"),
+        enc(W(1)) + b"2C" + (10**9).to_bytes(4, "big"),
+        enc(W(1, V1)) + b"1D\x00\x00\x00\x01" + (10**8).to_bytes(4, "big"),
+        enc(W(1, V1)) + b"1D\x00\x00\x00\x01\x00\x00\x00\x01" + (10**9).to_bytes(4, "big"),
+    ):
+        conn = ServerConnection(limits=limits)
+        conn.receive_data(data)  # header only: the claimed payload is never allocated
+        with pytest.raises(RemoteLimitExceeded):
+            conn.next_event()
+
+
+def test_nesting_depth_limit() -> None:
+    inner = enc(W(1), J(1, {}))
+    for _ in range(DEFAULT_LIMITS.max_nesting_depth + 1):
+        inner = C(inner)
+    _, err, _ = drain(ServerConnection(), [inner])
+    assert isinstance(err, RemoteLimitExceeded) and "max_nesting_depth" in str(err)
+
+
+def test_frame_constructors_validate() -> None:
+    with pytest.raises(Exception):
+        Window(-1)
+    with pytest.raises(Exception):
+        Window(1, 0x33)
+    with pytest.raises(Exception):
+        JsonFrame(1, b"{}", V1)
+    with pytest.raises(Exception):
+        DataFrame(2**32, ())
+    assert frames_mod.TYPE_NAMES[0x57] == "W"
