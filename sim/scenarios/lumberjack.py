@@ -39,11 +39,19 @@ from . import ScenarioReport
 ADDRESS = "lumberjack-server:5044"
 
 
+def liveness_bound(wl: dict[str, Any]) -> float:
+    """Virtual seconds after healing within which every client must be done:
+    reconnect slack plus, per window, the application's worst delay (the
+    expo draw is capped at 4x its mean) and a round trip."""
+    windows = -(-wl["events"] // wl["window"])
+    return 300.0 + windows * (4 * wl["app_delay"] + 1.0)
+
+
 class LumberjackScenario:
     name = "lumberjack"
 
     def draw_workload(self, rng: SimRandom) -> dict[str, Any]:
-        return {
+        wl: dict[str, Any] = {
             "clients": rng.int_between(1, 4),
             "events": rng.int_between(5, 250),
             "window": rng.pick([1, 2, 7, 32, 100]),
@@ -57,9 +65,10 @@ class LumberjackScenario:
             "keepalive": rng.pick([1.0, 5.0]),
             "ack_timeout": rng.pick([10.0, 30.0]),
             "safety_time": 60.0,
-            "liveness_time": 900.0,
             "bug": "",
         }
+        wl["liveness_time"] = liveness_bound(wl)
+        return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
         if workload["clients"] > 1:

@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--keepalive", type=_nonneg_float, default=5.0, metavar="S", help="send A 0 every S seconds while a batch is pending (0 = never; default 5)")
     s.add_argument("--keepalive-v2", action="store_true", help="send keepalives as '2A' even on v1 connections (as Logstash does)")
     s.add_argument("--idle-timeout", type=_nonneg_float, default=60.0, metavar="S", help="close connections idle for S seconds (0 = never; default 60)")
+    s.add_argument("--batch-timeout", type=_nonneg_float, default=30.0, metavar="S", help="close connections that stall S seconds inside a batch (0 = never; default 30, as go-lumber)")
     s.add_argument("--max-window", type=_positive_int, default=10_000, metavar="N", help="largest W accepted (default 10000, as go-lumber)")
     s.add_argument("--no-validate-json", action="store_true", help="pass J payloads on unparsed (faster; no JSON check)")
     s.add_argument("--accept-mixed-versions", action="store_true", help="accept frames whose version byte differs from the connection's (as Logstash)")
@@ -161,6 +162,7 @@ async def _serve_lumberjack(args: argparse.Namespace) -> int:
         keepalive_interval=args.keepalive or None,
         keepalive_version="v2" if args.keepalive_v2 else "connection",
         idle_timeout=args.idle_timeout or None,
+        batch_timeout=args.batch_timeout or None,
         accept_mixed_versions=args.accept_mixed_versions,
     )
     server = LumberjackServer(handler, config=config, ssl_context=ssl_ctx)

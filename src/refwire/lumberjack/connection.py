@@ -583,6 +583,11 @@ class ServerConnection:
         return out
 
     @property
+    def mid_batch(self) -> bool:
+        """A batch or a frame has started arriving and is not complete."""
+        return self.state is State.IN_BATCH or self._decoder.buffered > 0
+
+    @property
     def pending_batches(self) -> int:
         """Batches delivered to the application and not yet acked."""
         return len(self._pending)

@@ -52,6 +52,9 @@ class ServerConfig:
     #: close a connection that sends nothing for this long while no batch is
     #: pending (Logstash ``client_inactivity_timeout`` is 60 s); None = never.
     idle_timeout: float | None = 60.0
+    #: close a connection that stops sending in the middle of a batch (or of a
+    #: frame) for this long (go-lumber allows 30 s for a whole batch); None = never.
+    batch_timeout: float | None = 30.0
     handshake_timeout: float = 10.0
     #: batches decoded ahead of the application per connection.
     pipeline_depth: int = 2
@@ -225,12 +228,16 @@ class LumberjackServer:
             closing = self._stream_server.closing
             async with queue_send:
                 while True:
-                    idle = cfg.idle_timeout
-                    with trio.move_on_after(idle if idle is not None else float("inf")) as scope:
+                    mid = conn.mid_batch
+                    wait = cfg.batch_timeout if mid else cfg.idle_timeout
+                    with trio.move_on_after(wait if wait is not None else float("inf")) as scope:
                         data = await stream.receive_some(cfg.recv_size)
                     if scope.cancelled_caught:
-                        if conn.pending_batches == 0 and conn.state.value == "await-window":
-                            log.info("lumberjack: connection %d (%s): idle for %ss; closing", info.id, info.peer, idle)
+                        if mid:
+                            log.warning("lumberjack: connection %d (%s): no data for %ss inside a batch; closing", info.id, info.peer, wait)
+                            return
+                        if conn.pending_batches == 0:
+                            log.info("lumberjack: connection %d (%s): idle for %ss; closing", info.id, info.peer, wait)
                             return
                         continue
                     conn.receive_data(data, now=trio.current_time())
