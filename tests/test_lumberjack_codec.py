@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lumberjack_strategies import any_frame, client_streams, drain, json_frame, split
 
-from refwire.errors import RemoteLimitExceeded, RemoteProtocolError
+from refwire.errors import LocalProtocolError, RemoteLimitExceeded, RemoteProtocolError
 from refwire.lumberjack import (
     DEFAULT_LIMITS,
     NEED_DATA,
@@ -305,7 +305,7 @@ def test_eof_inside_a_frame_and_inside_a_batch() -> None:
 
 def test_frames_before_a_bad_byte_are_delivered_first() -> None:
     data = enc(W(1), J(1, {}), W(1), J(2, {})) + b"2X"
-    batches, err, sent = drain(ServerConnection(), [data])
+    batches, err, _ = drain(ServerConnection(), [data])
     assert seqs(batches) == [[1], [2]]
     assert err is not None and err.field == "type"
     conn = ServerConnection()
@@ -356,12 +356,12 @@ def test_nesting_depth_limit() -> None:
 
 
 def test_frame_constructors_validate() -> None:
-    with pytest.raises(Exception):
+    with pytest.raises(LocalProtocolError, match="count"):
         Window(-1)
-    with pytest.raises(Exception):
+    with pytest.raises(LocalProtocolError, match="version"):
         Window(1, 0x33)
-    with pytest.raises(Exception):
+    with pytest.raises(LocalProtocolError, match="only in version 2"):
         JsonFrame(1, b"{}", V1)
-    with pytest.raises(Exception):
+    with pytest.raises(LocalProtocolError, match="seq"):
         DataFrame(2**32, ())
     assert frames_mod.TYPE_NAMES[0x57] == "W"

@@ -62,7 +62,7 @@ def test_buffer_one_byte_at_a_time_is_linear() -> None:
     n = 300_000
     buf = ReceiveBuffer()
     max_backing = 0
-    for i in range(n):
+    for _ in range(n):
         buf.feed(b"x")
         if len(buf) == 10:
             buf.advance_to(buf.pos + 10)

@@ -20,6 +20,7 @@ simulated network.  Invariants (DESIGN.md §3, research/sansio-sim.md §3.3):
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -43,8 +44,8 @@ def liveness_bound(wl: dict[str, Any]) -> float:
     """Virtual seconds after healing within which every client must be done:
     reconnect slack plus, per window, the application's worst delay (the
     expo draw is capped at 4x its mean) and a round trip."""
-    windows = -(-wl["events"] // wl["window"])
-    return 300.0 + windows * (4 * wl["app_delay"] + 1.0)
+    windows = -(-int(wl["events"]) // int(wl["window"]))
+    return 300.0 + windows * (4 * float(wl["app_delay"]) + 1.0)
 
 
 class LumberjackScenario:
@@ -136,7 +137,7 @@ class _Run:
 
         async def handler(batch: Batch, info: ConnectionInfo) -> None:
             seqs = [e.seq for e in batch.events]
-            for a, b in zip(seqs, seqs[1:]):
+            for a, b in itertools.pairwise(seqs):
                 if next_seq(a) != b:
                     self.violate("seq-gap", f"batch seqs {a} then {b}")
             if seqs[-1] < seqs[0]:

@@ -132,17 +132,17 @@ def _write_event(out: TextIO, event: Any) -> None:
 
 
 async def _serve_lumberjack(args: argparse.Namespace) -> int:
-    from .lumberjack import Batch, DEFAULT_LIMITS
-    from .lumberjack.server import ConnectionInfo, LumberjackServer, ServerConfig
-
     import attrs
+
+    from .lumberjack import DEFAULT_LIMITS, Batch
+    from .lumberjack.server import ConnectionInfo, LumberjackServer, ServerConfig
 
     ssl_ctx = None
     if args.tls_cert:
         ssl_ctx = server_ssl_context(args.tls_cert, args.tls_key, client_ca=args.tls_client_ca)
     elif args.tls_key or args.tls_client_ca:
         raise UsageError("--tls-key and --tls-client-ca need --tls-cert")
-    out: TextIO = open(args.out, "a", encoding="utf-8") if args.out else sys.stdout  # noqa: SIM115
+    out: TextIO = open(args.out, "a", encoding="utf-8") if args.out else sys.stdout
     received = 0
     done = trio.Event()
 

@@ -143,10 +143,10 @@ class ReceiveBuffer:
         if type(self._data) is bytes:
             self._data = bytearray(memoryview(self._data)[self._pos :])
             self._pos = 0
-        elif self._pos >= _COMPACT_AT and self._pos * 2 >= len(self._data):
+        assert isinstance(self._data, bytearray)
+        if self._pos >= _COMPACT_AT and self._pos * 2 >= len(self._data):
             del self._data[: self._pos]
             self._pos = 0
-        assert isinstance(self._data, bytearray)
         self._data += data
 
     @property
@@ -196,7 +196,7 @@ class Reader:
     carry offsets a person can find in a capture.
     """
 
-    __slots__ = ("_data", "_pos", "_end", "_base_delta", "protocol", "frame")
+    __slots__ = ("_base_delta", "_data", "_end", "_pos", "frame", "protocol")
 
     def __init__(
         self,

@@ -19,7 +19,7 @@ import enum
 import json
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal, Union
+from typing import Any, Final, Literal
 
 import attrs
 
@@ -36,7 +36,6 @@ from .frames import (
     V1,
     V2,
     WINDOW,
-    Ack,
     Compressed,
     DataFrame,
     Frame,
@@ -134,7 +133,7 @@ CLIENT_TRANSITIONS: Final[dict[tuple[State, str], frozenset[State]]] = {
 # --------------------------------------------------------------------------- events
 
 
-Event = Union[JsonFrame, DataFrame]
+Event = JsonFrame | DataFrame
 
 
 @attrs.frozen
@@ -252,13 +251,10 @@ def _encode_data(version: int, seq: int, payload: bytes | tuple[tuple[bytes, byt
 
 def frame_size(f: Frame) -> int:
     """The encoded size of a decoded frame."""
-    t = type(f)
-    if t is JsonFrame:
-        return 10 + len(f.payload)  # type: ignore[union-attr]
-    if t is Compressed:
-        return 6 + len(f.payload)  # type: ignore[union-attr]
-    if t is DataFrame:
-        return 10 + sum(8 + len(k) + len(v) for k, v in f.pairs)  # type: ignore[union-attr]
+    if isinstance(f, (JsonFrame, Compressed)):
+        return (10 if isinstance(f, JsonFrame) else 6) + len(f.payload)
+    if isinstance(f, DataFrame):
+        return 10 + sum(8 + len(k) + len(v) for k, v in f.pairs)
     return 6
 
 
@@ -442,7 +438,7 @@ class ServerConnection:
                     raise self._error_at(
                         "data frame outside a window (no W announced it)", frames, i, base, c_offset, name, "type", 1
                     )
-                if f.version != self._batch_version:  # type: ignore[union-attr]
+                if f.version != self._batch_version:
                     name = "J" if t is JsonFrame else "D"
                     if mixed:
                         raise self._error_at(
@@ -450,7 +446,7 @@ class ServerConnection:
                             frames, i, base, c_offset, name, "type", 1,
                         )
                     raise self._error_at(
-                        f"version byte {chr(f.version)!r} on a version {chr(self._batch_version)!r} connection",  # type: ignore[union-attr]
+                        f"version byte {chr(f.version)!r} on a version {chr(self._batch_version)!r} connection",
                         frames, i, base, c_offset, name, "version", 0,
                     )
                 cur.append(f)  # type: ignore[arg-type]
@@ -719,9 +715,9 @@ class ClientConnection:
             self.next_seq = s
             index = {seq: i + 1 for i, seq in enumerate(seqs)}
         if version == V2:
-            body = b"".join([_PACK_J(V2, JSON, seq, len(p)) + p for seq, p in zip(seqs, payloads)])  # type: ignore[operator, arg-type]
+            body = b"".join([_PACK_J(V2, JSON, seq, len(p)) + p for seq, p in zip(seqs, payloads, strict=True)])  # type: ignore[operator]
         else:
-            body = b"".join([_encode_data(V1, seq, p) for seq, p in zip(seqs, payloads)])
+            body = b"".join([_encode_data(V1, seq, p) for seq, p in zip(seqs, payloads, strict=True)])
         head = _PACK_6(version, WINDOW, n)
         if self.compression_level:
             import zlib

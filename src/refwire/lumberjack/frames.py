@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from typing import Any, Final, Union
+from typing import Any, Final
 
 import attrs
 
@@ -199,7 +199,7 @@ class Compressed:
         return _PACK_6(self.version, COMPRESSED, len(self.payload)) + self.payload
 
 
-Frame = Union[Window, Ack, JsonFrame, DataFrame, Compressed]
+Frame = Window | Ack | JsonFrame | DataFrame | Compressed
 
 
 _new = object.__new__
@@ -209,18 +209,18 @@ _set = object.__setattr__
 def _trusted_json(seq: int, payload: bytes, data: Any) -> JsonFrame:
     """A JsonFrame from values the decoder already knows are valid (a u32 it
     unpacked, version 2): skips the constructor checks on the hot path."""
-    f = _new(JsonFrame)
+    f: JsonFrame = _new(JsonFrame)
     _set(f, "seq", seq)
     _set(f, "payload", payload)
     _set(f, "version", V2)
     _set(f, "data", data)
-    return f  # type: ignore[no-any-return]
+    return f
 
 
-_scan_once = json.JSONDecoder().scan_once
+_scan_once: Any = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
-def _loads_object(payload: bytes) -> Any:
+def _loads_object(payload: bytes | bytearray) -> Any:
     """``json.loads(payload)``, taking the C scanner directly for the common case
     (UTF-8, no leading whitespace, one document): the same result, a third of
     the cost.  Anything unusual falls back to ``json.loads`` itself, so the
@@ -288,7 +288,7 @@ class FrameDecoder:
     Logstash does; off, payloads are passed on unparsed (the fast path).
     """
 
-    __slots__ = ("_buf", "_need", "limits", "validate_json", "strict_versions", "_d_resume")
+    __slots__ = ("_buf", "_d_resume", "_need", "limits", "strict_versions", "validate_json")
 
     def __init__(self, limits: Limits = DEFAULT_LIMITS, *, validate_json: bool = True, strict_versions: bool = True) -> None:
         self._buf = ReceiveBuffer()
@@ -492,7 +492,7 @@ class FrameDecoder:
             if end - p < 4:
                 self._d_resume = (stream_pos, p + base, left)
                 return p + 4 - pos
-            (klen,) = U32BE.unpack_from(data, p)
+            klen: int = U32BE.unpack_from(data, p)[0]
             if p + 4 + klen - pos > max_frame:
                 raise _limit(
                     f"D key of {klen} bytes exceeds the limit max_frame_size={max_frame}",
@@ -503,7 +503,7 @@ class FrameDecoder:
             if end - p < 8 + klen:
                 self._d_resume = (stream_pos, p + base, left)
                 return p + 8 + klen - pos
-            (vlen,) = U32BE.unpack_from(data, p + 4 + klen)
+            vlen: int = U32BE.unpack_from(data, p + 4 + klen)[0]
             if p + 8 + klen + vlen - pos > max_frame:
                 raise _limit(
                     f"D value of {vlen} bytes exceeds the limit max_frame_size={max_frame}",
@@ -521,18 +521,18 @@ class FrameDecoder:
         pairs = []
         q = pos + 10
         for _ in range(count):
-            (klen,) = U32BE.unpack_from(data, q)
+            klen = U32BE.unpack_from(data, q)[0]
             k = data[q + 4 : q + 4 + klen] if mv is None else mv[q + 4 : q + 4 + klen].tobytes()
             q += 4 + klen
-            (vlen,) = U32BE.unpack_from(data, q)
+            vlen = U32BE.unpack_from(data, q)[0]
             v = data[q + 4 : q + 4 + vlen] if mv is None else mv[q + 4 : q + 4 + vlen].tobytes()
             q += 4 + vlen
             pairs.append((bytes(k), bytes(v)))
-        f = _new(DataFrame)
+        f: DataFrame = _new(DataFrame)
         _set(f, "seq", seq)
         _set(f, "pairs", tuple(pairs))
         _set(f, "version", V1)
-        return f, q  # type: ignore[return-value]
+        return f, q
 
     def at_frame_boundary(self) -> bool:
         return len(self._buf) == 0
