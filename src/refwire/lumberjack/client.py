@@ -187,6 +187,8 @@ class LumberjackClient:
                 return
             except (_Retry, OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, RemoteProtocolError) as exc:
                 self.last_error = exc
+                if conn is not None and isinstance(exc, (OSError, trio.BrokenResourceError, trio.ClosedResourceError)):
+                    conn.connection_lost()
                 if isinstance(exc, RemoteProtocolError):
                     self.stats["protocol_errors"] += 1
                 done = conn.acked if conn is not None else 0

@@ -352,7 +352,8 @@ class ServerConnection:
 
     def connection_lost(self) -> None:
         """The transport broke (reset): no more input; unacked batches stay unacked."""
-        self._transition("reset")
+        if self.state in (State.AWAIT_WINDOW, State.IN_BATCH):
+            self._transition("reset")
         self._eof = True
 
     # -- events ------------------------------------------------------------

@@ -275,6 +275,7 @@ class LumberjackServer:
                 try:
                     await reader()
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                    conn.connection_lost()
                     log.info("lumberjack: connection %d (%s) lost: %s", info.id, info.peer, exc or type(exc).__name__)
                     nursery.cancel_scope.cancel()
                 # The reader is done: the worker drains the queued batches, then we stop keepalives.
