@@ -365,3 +365,24 @@ def test_frame_constructors_validate() -> None:
     with pytest.raises(LocalProtocolError, match="seq"):
         DataFrame(2**32, ())
     assert frames_mod.TYPE_NAMES[0x57] == "W"
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b'{"a":NaN}', b'{"a":Infinity}', b"\xef\xbb\xbf{}", b'{"a":"\xff"}', b'{"a":1', b'{"a":1}{"b":2}'],
+    ids=["NaN", "Infinity", "byte-order-mark", "invalid-utf8", "truncated", "two-documents"],
+)
+def test_strict_json_is_refused_like_jackson(payload: bytes) -> None:
+    data = enc(W(1)) + b"2J\x00\x00\x00\x01" + len(payload).to_bytes(4, "big") + payload
+    _, err, _ = drain(ServerConnection(), [data])
+    assert err is not None and (err.frame, err.field, err.offset) == ("J", "json", 16)
+
+
+def test_json_edge_values_keep_exact_payload() -> None:
+    payload = b'{"big":123456789012345678901234567890,"u":"\\u00e9","nested":{"a":[1,2,{"b":null}]}}'
+    data = enc(W(1)) + b"2J\x00\x00\x00\x01" + len(payload).to_bytes(4, "big") + payload
+    batches, err, _ = drain(ServerConnection(), [data])
+    assert err is None
+    ev = batches[0].events[0]
+    assert ev.payload == payload  # byte-exact, whatever the parser does with huge integers
+    assert ev.fields()["u"] == "é" and ev.fields()["nested"]["a"][2] == {"b": None}

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
 import attrs
+import orjson
 
 from ..errors import LimitExceeded, LocalProtocolError, ProtocolError, RemoteProtocolError
 from ..wire import Limits
@@ -218,7 +219,7 @@ def encode_event(event: Any, version: int) -> bytes | tuple[tuple[bytes, bytes],
         if isinstance(event, str):
             return event.encode("utf-8")
         if isinstance(event, Mapping):
-            return json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+            return _dumps(event)
         raise LocalProtocolError(f"a v2 event must be a mapping or JSON bytes, got {type(event).__name__}", protocol=PROTOCOL, frame="J")
     if isinstance(event, (bytes, bytearray, str)):
         event = {"line": event}
@@ -227,12 +228,21 @@ def encode_event(event: Any, version: int) -> bytes | tuple[tuple[bytes, bytes],
     return tuple((_kv_bytes(k), _kv_bytes(v)) for k, v in event.items())
 
 
+def _dumps(obj: Any) -> bytes:
+    """Compact UTF-8 JSON; orjson for speed, the standard library for what orjson
+    refuses (non-string keys, integers beyond 64 bits)."""
+    try:
+        return orjson.dumps(obj)
+    except TypeError:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
 def _kv_bytes(x: Any) -> bytes:
     if isinstance(x, bytes):
         return x
     if isinstance(x, str):
         return x.encode("utf-8")
-    return json.dumps(x, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return _dumps(x)
 
 
 def _encode_data(version: int, seq: int, payload: bytes | tuple[tuple[bytes, bytes], ...]) -> bytes:

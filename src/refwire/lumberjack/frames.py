@@ -27,6 +27,7 @@ import zlib
 from typing import Any, Final
 
 import attrs
+import orjson
 
 from ..errors import LimitExceeded, LocalProtocolError, ProtocolError
 from ..wire import U32BE, Limits, ReceiveBuffer, check_limit
@@ -217,22 +218,15 @@ def _trusted_json(seq: int, payload: bytes, data: Any) -> JsonFrame:
     return f
 
 
-_scan_once: Any = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
-
-
 def _loads_object(payload: bytes | bytearray) -> Any:
-    """``json.loads(payload)``, taking the C scanner directly for the common case
-    (UTF-8, no leading whitespace, one document): the same result, a third of
-    the cost.  Anything unusual falls back to ``json.loads`` itself, so the
-    accepted language and the error messages are exactly json.loads'."""
-    try:
-        text = payload.decode("utf-8")
-        doc, end = _scan_once(text, 0)
-        if end == len(text) or not text[end:].strip(" \t\n\r"):
-            return doc
-    except (StopIteration, ValueError):
-        pass
-    return json.loads(payload)
+    """Parse a ``J`` payload as strict RFC 8259 JSON (orjson: UTF-8 only, no
+    byte-order mark, no ``NaN``/``Infinity``, as Logstash's Jackson by default).
+
+    Raises ``ValueError`` (orjson's JSONDecodeError) on invalid input.
+    Integers beyond 64 bits come back as floats; ``JsonFrame.payload`` always
+    keeps the exact bytes.
+    """
+    return orjson.loads(payload)
 
 
 def encode_ack(seq: int, version: int = V2) -> bytes:
@@ -283,7 +277,7 @@ class FrameDecoder:
     many are present ``frames()`` returns at once without looking at the
     buffer, so a frame trickling in one byte at a time costs O(its size).
 
-    ``validate_json``: parse every ``J`` payload as :func:`json.loads` does
+    ``validate_json``: parse every ``J`` payload as strict JSON (orjson)
     (keeping the result in ``JsonFrame.data``) and require a JSON object, as
     Logstash does; off, payloads are passed on unparsed (the fast path).
     """
