@@ -140,6 +140,14 @@ class ReceiveBuffer:
             self._data = data if type(data) is bytes else bytes(data)
             self._pos = 0
             return
+        remaining = len(self._data) - self._pos
+        if len(data) >= remaining:
+            # Joining copies at most twice the new chunk (linear overall) and keeps
+            # the buffer a ``bytes``, so decoders slice payloads out without a view.
+            with memoryview(self._data) as view:
+                self._data = b"".join((view[self._pos :], data))
+            self._pos = 0
+            return
         if type(self._data) is bytes:
             self._data = bytearray(memoryview(self._data)[self._pos :])
             self._pos = 0

@@ -78,6 +78,7 @@ DEFAULT_LIMITS: Final = Limits(
 )
 
 _HDR8: Final = struct.Struct(">II")
+_HDR10: Final = struct.Struct(">BBII")
 _PACK_J_HDR: Final = struct.Struct(">BBII").pack
 _PACK_6: Final = struct.Struct(">BBI").pack
 
@@ -216,6 +217,10 @@ def _trusted_json(seq: int, payload: bytes, data: Any) -> JsonFrame:
     _set(f, "version", V2)
     _set(f, "data", data)
     return f
+
+
+# Slot descriptors of JsonFrame: setting through them skips the frozen __setattr__.
+_JSON_SETTERS: Final = tuple(JsonFrame.__dict__[name].__set__ for name in ("seq", "payload", "version", "data"))
 
 
 def _loads_object(payload: bytes | bytearray) -> Any:
@@ -368,10 +373,44 @@ class FrameDecoder:
         unpack4 = U32BE.unpack_from
         append = out.append
         loads = _loads_object
+        new = _new
+        json_cls = JsonFrame
+        set_seq, set_payload, set_version, set_data = _JSON_SETTERS
         strict_versions = self.strict_versions
+        unpack10 = _HDR10.unpack_from
+        v2 = V2
+        json_t = JSON
         while True:
             avail = end - pos
-            if avail < 2:
+            if avail >= 10:
+                ver, typ, seq, ln = unpack10(data, pos)
+                if typ == json_t and ver == v2 and 0 < ln and ln + 10 <= max_frame and pos + 10 + ln <= end:
+                    # Fast path: a complete, well-formed J frame (the common case).
+                    stop = pos + 10 + ln
+                    payload = data[pos + 10 : stop] if mv is None else mv[pos + 10 : stop].tobytes()
+                    if validate:
+                        try:
+                            doc = loads(payload)
+                        except ValueError as exc:
+                            raise _err(f"J payload is not valid JSON: {exc}", frame="J", field="json", offset=pos + 10 + base) from None
+                        if type(doc) is not dict:
+                            raise _err(
+                                f"J payload must be a JSON object, got {type(doc).__name__}",
+                                frame="J",
+                                field="json",
+                                offset=pos + 10 + base,
+                            )
+                    else:
+                        doc = None
+                    f = new(json_cls)
+                    set_seq(f, seq)
+                    set_payload(f, payload)
+                    set_version(f, v2)
+                    set_data(f, doc)
+                    append(f)
+                    pos = stop
+                    continue
+            elif avail < 2:
                 return pos, 2
             ver = data[pos]
             typ = data[pos + 1]
@@ -413,9 +452,15 @@ class FrameDecoder:
                             field="json",
                             offset=pos + 10 + base,
                         )
-                    append(_trusted_json(seq, payload, doc))  # type: ignore[arg-type]
                 else:
-                    append(_trusted_json(seq, payload, None))  # type: ignore[arg-type]
+                    doc = None
+                # Inlined _trusted_json (the hot path): slot setters, no constructor checks.
+                f = new(json_cls)
+                set_seq(f, seq)
+                set_payload(f, payload)
+                set_version(f, V2)
+                set_data(f, doc)
+                append(f)
                 pos = stop
             elif typ == WINDOW or typ == ACK:
                 if avail < 6:
