@@ -13,6 +13,7 @@ Pure Python: no pyspark here, so the data pipeline can call it per seed.
 from __future__ import annotations
 
 import json
+import logging
 import traceback
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -110,6 +111,11 @@ def run_seed(
     async def main() -> Any:
         return await scenario.run(rng=rng, faults=faults, workload=wl, trace=trace)
 
+    # The drivers log lost connections and protocol errors; under injected faults
+    # that is expected noise, so quiet them for the run and restore the level after.
+    refwire_log = logging.getLogger("refwire")
+    saved_level = refwire_log.level
+    refwire_log.setLevel(logging.CRITICAL)
     try:
         report = run_deterministic(main, seed)
     except BaseException as exc:  # a crash is a result, not an abort
@@ -129,6 +135,8 @@ def run_seed(
             counts=dict(trace.counters),
             trace_tail=tuple(trace.tail(trace_lines)),
         )
+    finally:
+        refwire_log.setLevel(saved_level)
     return SimResult(
         protocol=protocol,
         seed=seed,

@@ -21,7 +21,6 @@ simulated network.  Invariants (DESIGN.md §3, research/sansio-sim.md §3.3):
 from __future__ import annotations
 
 import itertools
-import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -108,8 +107,6 @@ class _Run:
         self.servers: list[LumberjackServer] = []
         self.app_rng = rng.child("app")
         self.counts: dict[str, int] = {"wrap_batches": 0, "server_restarts": 0, "duplicates": 0, "events_total": 0}
-        # The drivers log protocol errors and lost connections; in a simulation they are expected noise.
-        logging.getLogger("refwire").setLevel(logging.CRITICAL)
 
     def violate(self, kind: str, detail: str) -> None:
         if self.violation is None:

@@ -116,3 +116,12 @@ def test_long_sweep(request: pytest.FixtureRequest) -> None:
     first = request.config.getoption("--sim-first-seed")
     failures = [r for r in (run_seed("lumberjack", s) for s in range(first, first + n)) if not r.ok]
     assert not failures, "\n".join(f"{r.failure_kind}: {r.replay()}" for r in failures)
+
+
+def test_a_run_leaves_logging_as_it_found_it() -> None:
+    import logging
+
+    log = logging.getLogger("refwire")
+    before = log.level
+    run_seed("lumberjack", 1)
+    assert log.level == before
