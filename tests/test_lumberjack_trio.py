@@ -33,15 +33,15 @@ import pytest
 import trio
 import trio.testing
 import trustme
+from refwire.sim.faults import Faults
+from refwire.sim.net import SimNet
+from refwire.sim.rand import SimRandom
+from refwire.sim.trace import Trace
 
 from refwire.drivers import client_ssl_context, open_stream, parse_hostport, server_ssl_context
 from refwire.lumberjack import V1, V2, Batch
 from refwire.lumberjack.client import ClientConfig, LumberjackClient, SendFailed
 from refwire.lumberjack.server import ConnectionInfo, LumberjackServer, ServerConfig
-from refwire.sim.faults import Faults
-from refwire.sim.net import SimNet
-from refwire.sim.rand import SimRandom
-from refwire.sim.trace import Trace
 
 LOCAL = "127.0.0.1"
 WAIT = 20.0  # bound of every single network wait (seconds; virtual under autojump_clock)
@@ -446,7 +446,7 @@ async def tls_server(handler: Collector, tls_files: TlsFiles, *, client_ca: bool
 async def test_tls(tls_files: TlsFiles, version: int) -> None:
     handler = Collector()
     events = make_events(60, version)
-    async with tls_server(handler, tls_files, client_ca=False) as (server, port):
+    async with tls_server(handler, tls_files, client_ca=False) as (_server, port):
         ctx = client_ssl_context(str(tls_files.ca))
         config = ClientConfig(version=version, window_size=25, ack_timeout=10.0, max_attempts=2)
         async with LumberjackClient.connect_tcp(LOCAL, port, ssl_context=ctx, config=config) as client:
@@ -459,14 +459,14 @@ async def test_tls(tls_files: TlsFiles, version: int) -> None:
 async def test_tls_client_certificate_required(tls_files: TlsFiles, caplog: pytest.LogCaptureFixture) -> None:
     handler = Collector()
     events = make_events(10)
-    async with tls_server(handler, tls_files, client_ca=True) as (server, port):
+    async with tls_server(handler, tls_files, client_ca=True) as (_server, port):
         # Without a client certificate: refused (the server aborts the handshake).
         no_cert = client_ssl_context(str(tls_files.ca))
         config = ClientConfig(window_size=5, ack_timeout=5.0, max_attempts=1)
         async with LumberjackClient.connect_tcp(LOCAL, port, ssl_context=no_cert, config=config) as client:
             with trio.fail_after(WAIT), pytest.raises(SendFailed) as info:
                 await client.send(events)
-        assert info.value.unacked == events[:5]
+        assert info.value.unacked == events  # the failing window and the one after it
         assert handler.batches == []
         # With one signed by the CA: delivered.
         with_cert = client_ssl_context(str(tls_files.ca), certfile=str(tls_files.client))
@@ -479,7 +479,7 @@ async def test_tls_client_certificate_required(tls_files: TlsFiles, caplog: pyte
 
 async def test_tls_client_rejects_untrusted_server(tls_files: TlsFiles) -> None:
     handler = Collector()
-    async with tls_server(handler, tls_files, client_ca=False) as (server, port):
+    async with tls_server(handler, tls_files, client_ca=False) as (_server, port):
         other_ca = trustme.CA()
         ctx = ssl_ctx_trusting(other_ca)
         config = ClientConfig(ack_timeout=5.0, max_attempts=1)
@@ -524,7 +524,10 @@ async def test_many_concurrent_connections() -> None:
     for conn_id, batch in handler.batches:
         by_conn.setdefault(conn_id, []).extend(ev.fields() for ev in batch.events)
     assert len(by_conn) == n_clients
-    expected = {f"c{i}": as_received(make_events(per_client, V2 if i % 2 else V1, tag=f"c{i}"), V2 if i % 2 else V1) for i in range(n_clients)}
+    expected = {
+        f"c{i}": as_received(make_events(per_client, V2 if i % 2 else V1, tag=f"c{i}"), V2 if i % 2 else V1)
+        for i in range(n_clients)
+    }
     for docs in by_conn.values():
         tag = docs[0].get("tag") or docs[0]["line"].split()[0]
         assert docs == expected.pop(tag)
@@ -562,7 +565,7 @@ async def test_protocol_error_closes_only_that_connection(caplog: pytest.LogCapt
     assert "field type" in warnings[0] and f"offset {len(prefix) + 1}" in warnings[0], warnings[0]
     assert server.stats["protocol_errors"] == 1
     assert good.stats["connects"] == 1 and good.stats["reconnects"] == 0
-    assert handler.docs == make_events(10, tag="before") + [{"bad": "conn"}] + make_events(10, tag="after")
+    assert handler.docs == [*make_events(10, tag="before"), {"bad": "conn"}, *make_events(10, tag="after")]
 
 
 async def test_protocol_error_inside_compressed_frame_names_it(
@@ -658,7 +661,9 @@ async def test_client_survives_slow_server_thanks_to_keepalives(autojump_clock: 
 # --------------------------------------------------------------------------- idle and batch timeouts
 
 
-async def test_idle_timeout_closes_an_idle_connection(autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture) -> None:
+async def test_idle_timeout_closes_an_idle_connection(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
     server = LumberjackServer(Collector(), config=ServerConfig(idle_timeout=10.0, batch_timeout=None))
     async with running(server, "memory") as ep:
         raw = RawPeer(await ep.connect())
@@ -725,11 +730,6 @@ async def test_timeouts_do_not_close_a_connection_waiting_for_a_slow_handler(aut
     assert len(handler.batches) == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="refwire bug: the idle timer keeps running while a batch is pending, so the connection is closed "
-    "(idle_timeout - handler time % idle_timeout) after the ack instead of idle_timeout after it",
-)
 async def test_idle_timeout_restarts_after_a_slow_ack(autojump_clock: trio.testing.MockClock) -> None:
     # ServerConfig.idle_timeout: "close a connection that sends nothing for this long while no batch is pending".
     handler = Collector(delay=20.0)
@@ -830,11 +830,6 @@ async def test_shutdown_over_tcp_refuses_new_connections() -> None:
     assert handler.docs == make_events(5)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="refwire bug: shutdown() does not close idle connections (the reader only checks `closing` after a receive), "
-    "so one idle client holds shutdown for the whole grace period",
-)
 async def test_shutdown_closes_idle_connections_promptly(autojump_clock: trio.testing.MockClock) -> None:
     server = LumberjackServer(Collector(), config=ServerConfig(idle_timeout=None))
     async with trio.open_nursery() as nursery:
@@ -1083,11 +1078,6 @@ async def test_client_gives_up_after_max_attempts_keeps_partial_progress(autojum
     assert info.value.acked == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="refwire bug: SendFailed.unacked holds only the failing window's rest; the later windows of the "
-    "same send() call (never sent) are missing, so a caller re-queueing .unacked loses them",
-)
 async def test_client_send_failed_unacked_covers_later_windows(autojump_clock: trio.testing.MockClock) -> None:
     async def ack_one_window_then_close(peer: RawPeer) -> None:
         w = await peer.read_window()
@@ -1121,7 +1111,7 @@ async def test_client_running_sequence_wraps_past_2_32_skipping_0() -> None:
 
 async def test_client_running_sequence_partial_ack_across_the_wrap(autojump_clock: trio.testing.MockClock) -> None:
     async def partial_then_close(peer: RawPeer) -> None:
-        w = await peer.read_window()
+        await peer.read_window()
         await peer.ack(2**32 - 1)  # 2 of 4
         await peer.ack(1)  # 3 of 4
 
@@ -1165,7 +1155,9 @@ async def test_client_partial_count_acks(autojump_clock: trio.testing.MockClock)
     events = make_events(5)
     acked: list[list[Any]] = []
     async with fake_server(count_acks) as fake:
-        async with fake_client(fake, acked, window_size=5, sequence="running", first_seq=100, ack_interpretation="count") as client:
+        async with fake_client(
+            fake, acked, window_size=5, sequence="running", first_seq=100, ack_interpretation="count"
+        ) as client:
             with trio.fail_after(WAIT):
                 await client.send(events)
                 await client.send(events)
@@ -1207,3 +1199,191 @@ async def test_client_reconnects_after_server_closed_idle_connection(autojump_cl
                 await client.send(events)
     assert acked == [events, events]
     assert fake.peers[1].windows[0].docs == events
+
+
+async def test_concurrent_sends_on_one_client_are_serialized() -> None:
+    handler = Collector()
+    server = LumberjackServer(handler)
+    a, b = make_events(30, tag="a"), make_events(30, tag="b")
+    async with running(server, "memory") as ep:
+        async with LumberjackClient(ep.connect, config=ClientConfig(window_size=4, ack_timeout=10.0)) as client:
+            with trio.fail_after(WAIT):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(client.send, a)
+                    nursery.start_soon(client.send, b)
+    docs = handler.docs
+    assert sorted(docs, key=lambda d: (d["tag"], d["n"])) == a + b
+    # each send's windows are not interleaved with the other's
+    tags = "".join(d["tag"] for d in docs)
+    assert tags in ("a" * 30 + "b" * 30, "b" * 30 + "a" * 30)
+    assert client.stats["connects"] == 1
+
+
+# --------------------------------------------------------------------------- more server edge cases (raw client)
+
+
+async def test_server_pipelined_windows_are_acked_in_order(autojump_clock: trio.testing.MockClock) -> None:
+    handler = Collector(delay=1.0)
+    server = LumberjackServer(handler, config=ServerConfig(keepalive_interval=None))
+    async with running(server, "memory") as ep:
+        raw = RawPeer(await ep.connect())
+        one = w_frame(2) + j_frame(1, {"w": 1}) + j_frame(2, {"w": 1})
+        two = w_frame(3) + c_frame(j_frame(1, {"w": 2}) + j_frame(2, {"w": 2}) + j_frame(3, {"w": 2}))
+        three = w_frame(1) + j_frame(7, {"w": 3})
+        await raw.send(one + two + three)
+        with trio.fail_after(WAIT):
+            assert [await raw.read_ack() for _ in range(3)] == [(V2, 2), (V2, 3), (V2, 7)]
+        await raw.aclose()
+    assert [d["w"] for d in handler.docs] == [1, 1, 2, 2, 2, 3]
+
+
+@pytest.mark.parametrize("answer", [True, False])
+async def test_server_empty_window(autojump_clock: trio.testing.MockClock, answer: bool) -> None:
+    handler = Collector()
+    server = LumberjackServer(handler, config=ServerConfig(answer_empty_window=answer))
+    async with running(server, "memory") as ep:
+        raw = RawPeer(await ep.connect())
+        await raw.send(w_frame(0) + w_frame(1) + j_frame(1, {"a": 1}))
+        with trio.fail_after(WAIT):
+            acks = [await raw.read_ack() for _ in range(2 if answer else 1)]
+        assert acks == ([(V2, 0), (V2, 1)] if answer else [(V2, 1)])
+        await raw.aclose()
+    assert handler.docs == [{"a": 1}]
+
+
+async def test_server_window_over_the_limit_closes(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = LumberjackServer(Collector())
+    async with running(server, "memory") as ep:
+        raw = RawPeer(await ep.connect())
+        await raw.send(w_frame(20_000))
+        with trio.fail_after(WAIT):
+            assert await raw.at_eof()
+        await raw.aclose()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "max_window=10000" in warnings[0] and "field count" in warnings[0] and "offset 2" in warnings[0]
+
+
+async def test_server_acks_batches_decoded_before_a_protocol_error(autojump_clock: trio.testing.MockClock) -> None:
+    handler = Collector()
+    server = LumberjackServer(handler)
+    async with running(server, "memory") as ep:
+        raw = RawPeer(await ep.connect())
+        await raw.send(w_frame(1) + j_frame(1, {"a": 1}) + b"2X\x00\x00\x00\x00")
+        with trio.fail_after(WAIT):
+            assert await raw.read_ack() == (V2, 1)
+            assert await raw.at_eof()
+        await raw.aclose()
+    assert handler.docs == [{"a": 1}]
+    assert server.stats["protocol_errors"] == 1
+
+
+async def test_server_acks_a_client_that_half_closed(autojump_clock: trio.testing.MockClock) -> None:
+    handler = Collector(delay=2.0)
+    server = LumberjackServer(handler, config=ServerConfig(keepalive_interval=None))
+    async with running(server, "sim", faults=Faults.none()) as ep:
+        stream = await ep.connect()
+        raw = RawPeer(stream)
+        await raw.send(w_frame(2) + j_frame(1, {"a": 1}) + j_frame(2, {"a": 2}))
+        assert isinstance(stream, trio.abc.HalfCloseableStream)
+        await stream.send_eof()
+        with trio.fail_after(WAIT):
+            assert await raw.read_ack() == (V2, 2)
+            assert await raw.at_eof()
+        await raw.aclose()
+    assert handler.docs == [{"a": 1}, {"a": 2}]
+    assert server.stats["protocol_errors"] == 0
+
+
+async def test_server_large_event() -> None:
+    handler = Collector()
+    server = LumberjackServer(handler)
+    big = {"message": "x" * (1 << 20), "n": 0}
+    async with running(server, "memory") as ep:
+        async with LumberjackClient(ep.connect, config=ClientConfig(ack_timeout=10.0)) as client:
+            with trio.fail_after(WAIT):
+                await client.send([big, {"n": 1}])
+    assert handler.docs == [big, {"n": 1}]
+
+
+async def test_batches_refused_when_a_handler_is_set() -> None:
+    server = LumberjackServer(Collector())
+    with pytest.raises(RuntimeError):
+        async with server.batches():
+            pass
+
+
+# --------------------------------------------------------------------------- TLS over the simulator (virtual time)
+
+
+def sim_tls_contexts(tls_files: TlsFiles, *, client_cert: bool = False) -> tuple[Any, Any]:
+    server_ctx = server_ssl_context(str(tls_files.server), client_ca=str(tls_files.ca) if client_cert else None)
+    client_ctx = client_ssl_context(str(tls_files.ca), certfile=str(tls_files.client) if client_cert else None)
+    return server_ctx, client_ctx
+
+
+async def test_tls_over_trickling_simulator(autojump_clock: trio.testing.MockClock, tls_files: TlsFiles) -> None:
+    server_ctx, client_ctx = sim_tls_contexts(tls_files, client_cert=True)
+    handler = Collector()
+    server = LumberjackServer(handler, ssl_context=server_ctx)
+    events = make_events(40)
+    async with running(server, "sim") as ep:
+
+        async def connect() -> trio.abc.Stream:
+            tls = trio.SSLStream(await ep.connect(), client_ctx, server_hostname="localhost")
+            await tls.do_handshake()
+            return tls
+
+        async with LumberjackClient(connect, config=ClientConfig(window_size=9, ack_timeout=10.0)) as client:
+            with trio.fail_after(WAIT):
+                await client.send(events)
+    assert handler.docs == events
+    assert client.stats["reconnects"] == 0
+
+
+async def test_tls_handshake_timeout(
+    autojump_clock: trio.testing.MockClock, tls_files: TlsFiles, caplog: pytest.LogCaptureFixture
+) -> None:
+    server_ctx, _ = sim_tls_contexts(tls_files)
+    server = LumberjackServer(Collector(), ssl_context=server_ctx, config=ServerConfig(handshake_timeout=4.0))
+    async with running(server, "sim", faults=Faults.none()) as ep:
+        raw = RawPeer(await ep.connect())  # connects, never says hello
+        t0 = trio.current_time()
+        with trio.fail_after(WAIT):
+            assert await raw.at_eof()
+        assert trio.current_time() - t0 == pytest.approx(4.0, abs=0.1)
+        await raw.aclose()
+    assert any("TLS handshake failed" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+
+
+async def test_client_write_stall_times_out_and_reconnects(autojump_clock: trio.testing.MockClock) -> None:
+    # Beats/go-lumber bound the write of a window by `timeout` (30 s) too (research §6).
+    net = SimNet(SimRandom(5), Faults.none(), Trace(max_lines=100), send_buffer=4096)
+    listener = net.listen(FAKE_ADDRESS)
+    events = [{"n": i, "pad": "x" * 100} for i in range(200)]  # ~25 kB per window, plain frames
+    served: list[RawWindow] = []
+
+    async def server(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        stalled = await listener.accept()  # accepted, never read
+        peer = RawPeer(await listener.accept())
+        w = await peer.read_window()
+        served.append(w)
+        await peer.ack(w.seqs[-1])
+        await trio.sleep_forever()
+        del stalled
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server)
+
+        async def connect() -> trio.abc.Stream:
+            return await net.connect(FAKE_ADDRESS)
+
+        config = ClientConfig(window_size=200, compression_level=0, ack_timeout=5.0, backoff_initial=0.1)
+        async with LumberjackClient(connect, config=config, rng=random.Random(0)) as client:
+            with trio.fail_after(60):
+                await client.send(events)
+        nursery.cancel_scope.cancel()
+    assert served[0].docs == events
+    assert client.stats["reconnects"] == 1

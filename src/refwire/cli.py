@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 import trio
 
-from .drivers import client_ssl_context, parse_hostport, server_ssl_context
+from .drivers import client_ssl_context, listener_address, parse_hostport, server_ssl_context
 from .errors import RefwireError
 
 __all__ = ["main"]
@@ -167,22 +167,26 @@ async def _serve_lumberjack(args: argparse.Namespace) -> int:
     )
     server = LumberjackServer(handler, config=config, ssl_context=ssl_ctx)
     host, port = args.listen
+    # Listen before any nursery exists, so a busy port is a plain usage error.
+    try:
+        listeners = await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     try:
         async with trio.open_nursery() as nursery:
-            try:
-                addresses = await nursery.start(server.serve_tcp, host, port)
-            except OSError as exc:
-                raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-            for a in addresses:
-                print(f"listening on {a}", file=sys.stderr, flush=True)
 
-            async def stop_on_signal() -> None:
+            async def stop_on_signal(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
                 with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                    task_status.started()
                     async for _ in signals:
                         done.set()
                         return
 
-            nursery.start_soon(stop_on_signal)
+            # The signal handler is in place before the address is announced.
+            await nursery.start(stop_on_signal)
+            await nursery.start(server.serve, listeners)
+            for lst in listeners:
+                print(f"listening on {listener_address(lst)}", file=sys.stderr, flush=True)
             await done.wait()
             await server.shutdown(grace=5.0)
             nursery.cancel_scope.cancel()

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from refwire.sim.faults import FAULT_KINDS, Faults
 from refwire.sim.runner import SimResult, run_seed, shrink
 

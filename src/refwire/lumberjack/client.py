@@ -41,7 +41,11 @@ Connector = Callable[[], Awaitable[trio.abc.Stream]]
 
 
 class SendFailed(RefwireError):
-    """``send`` gave up (``max_attempts`` reached); ``unacked`` holds what was not acked."""
+    """``send`` gave up (``max_attempts`` reached).
+
+    ``acked`` counts the events of that ``send`` call that were acked;
+    ``unacked`` holds the rest, in order (re-queue them for at-least-once).
+    """
 
     def __init__(self, message: str, *, acked: int, unacked: list[Any]) -> None:
         super().__init__(message)
@@ -57,6 +61,9 @@ class ClientConfig:
     sequence: Literal["window", "running"] = "window"
     first_seq: int = 1
     ack_timeout: float | None = 30.0
+    #: seconds one write may take before the connection is given up (a server
+    #: that stops reading); Beats' write deadline is 30 s.  None = no limit.
+    write_timeout: float | None = 30.0
     ack_interpretation: Literal["seq", "count"] = "seq"
     limits: Limits = DEFAULT_LIMITS
     backoff_initial: float = 0.1
@@ -164,8 +171,17 @@ class LumberjackClient:
         cfg = self.config
         encoded = [encode_event(e, cfg.version) for e in events]
         async with self._lock:
+            acked_before = self.stats["events_acked"]
             for i in range(0, len(events), cfg.window_size):
-                await self._send_window(list(events[i : i + cfg.window_size]), encoded[i : i + cfg.window_size])
+                try:
+                    await self._send_window(list(events[i : i + cfg.window_size]), encoded[i : i + cfg.window_size])
+                except SendFailed as exc:
+                    # Everything after the failing window was never sent either.
+                    raise SendFailed(
+                        str(exc),
+                        acked=self.stats["events_acked"] - acked_before,
+                        unacked=exc.unacked + list(events[i + cfg.window_size :]),
+                    ) from exc.__cause__
 
     async def _send_window(self, events: list[Any], encoded: list[Any]) -> None:
         cfg = self.config
@@ -181,7 +197,8 @@ class LumberjackClient:
                 first = False
                 data = conn.send_window(events, encoded=encoded, now=trio.current_time())
                 self.stats["windows"] += 1
-                await stream.send_all(data)
+                with trio.fail_after(cfg.write_timeout if cfg.write_timeout is not None else float("inf")):
+                    await stream.send_all(data)
                 await self._await_acks(stream, conn, events)
                 self._next_seq = conn.next_seq
                 return

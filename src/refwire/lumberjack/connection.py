@@ -117,6 +117,8 @@ SERVER_TRANSITIONS: Final[dict[tuple[State, str], frozenset[State]]] = {
     (State.IN_BATCH, "reset"): frozenset({State.CLOSED}),
 }
 
+_IN_BATCH_DATA: Final = (State.IN_BATCH.value, "data", State.IN_BATCH.value)
+
 CLIENT_TRANSITIONS: Final[dict[tuple[State, str], frozenset[State]]] = {
     (State.IDLE, "send"): frozenset({State.AWAITING_ACK}),
     (State.IDLE, "keepalive"): frozenset({State.IDLE}),
@@ -335,6 +337,7 @@ class ServerConnection:
         self._events: deque[Batch | EmptyWindow | ConnectionClosed] = deque()
         self._error: RemoteProtocolError | None = None
         self._eof = False
+        self._reset = False
         self._out = bytearray()
         self._cur: list[Event] = []
         self._cur_count = 0
@@ -365,6 +368,7 @@ class ServerConnection:
         if self.state in (State.AWAIT_WINDOW, State.IN_BATCH):
             self._transition("reset")
         self._eof = True
+        self._reset = True
 
     # -- events ------------------------------------------------------------
     def next_event(self) -> Batch | EmptyWindow | ConnectionClosed | _NeedData:
@@ -381,7 +385,7 @@ class ServerConnection:
         if self.state is State.ERROR:
             raise RemoteProtocolError("the connection is in the error state", protocol=PROTOCOL)
         if self.state is State.CLOSED:
-            return ConnectionClosed(clean=True)
+            return ConnectionClosed(clean=not self._reset, reason="reset" if self._reset else "")
         start = self._decoder.offset
         frames, err = self._decoder.frames_before_error()
         try:
@@ -464,6 +468,9 @@ class ServerConnection:
                 if len(cur) == self._cur_count:
                     self._finish_batch()
                     cur = self._cur
+                elif len(cur) == 1:
+                    # in-batch -> in-batch, recorded once per batch rather than per frame (hot path)
+                    self.transitions_seen.add(_IN_BATCH_DATA)
             elif t is Window:
                 assert isinstance(f, Window)
                 self._check_version(f.version, frames, i, base, c_offset, "W")

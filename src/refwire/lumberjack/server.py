@@ -175,7 +175,15 @@ class LumberjackServer:
 
     # -- one connection -------------------------------------------------------
     async def handle_stream(self, stream: trio.abc.Stream) -> None:
-        """Serve one already-accepted connection until it ends."""
+        """Serve one already-accepted connection until it ends.
+
+        Timers: while a batch (or a frame) is incomplete, ``batch_timeout``
+        seconds without a byte close the connection; while nothing is pending,
+        ``idle_timeout`` seconds since the last byte received or the last ack
+        sent close it; while a batch waits for the application neither runs.
+        On shutdown an idle connection closes at once; a busy one finishes its
+        pending batches first (within the server's grace period).
+        """
         cfg = self.config
         conn = cfg.machine()
         self._next_id += 1
@@ -184,6 +192,25 @@ class LumberjackServer:
         lock = trio.StrictFIFOLock()
         wake = [trio.Event()]
         queue_send, queue_recv = trio.open_memory_channel[Batch](max(0, cfg.pipeline_depth - 1))
+        closing = self._stream_server.closing
+        inf = float("inf")
+        last_rx = trio.current_time()
+        last_activity = last_rx
+        rx_scope: list[trio.CancelScope | None] = [None]
+
+        def receive_deadline() -> float:
+            if conn.mid_batch:
+                return last_rx + cfg.batch_timeout if cfg.batch_timeout is not None else inf
+            if conn.pending_batches:
+                return inf
+            if closing.is_set():
+                return -inf
+            return last_activity + cfg.idle_timeout if cfg.idle_timeout is not None else inf
+
+        def rearm() -> None:
+            scope = rx_scope[0]
+            if scope is not None:
+                scope.deadline = receive_deadline()
 
         async def send(data: bytes) -> None:
             async with lock:
@@ -198,6 +225,7 @@ class LumberjackServer:
                 worker_done.set()
 
         async def _work() -> None:
+            nonlocal last_activity
             async with queue_recv:
                 async for batch in queue_recv:
                     try:
@@ -210,6 +238,8 @@ class LumberjackServer:
                     self.stats["batches"] += 1
                     self.stats["events"] += len(batch.events)
                     await send(ack)
+                    last_activity = trio.current_time()
+                    rearm()
 
         async def keepalive() -> None:
             while True:
@@ -224,23 +254,36 @@ class LumberjackServer:
                 if out:
                     await send(out)
 
+        async def watch_shutdown() -> None:
+            await closing.wait()
+            rearm()
+
         async def reader() -> None:
-            closing = self._stream_server.closing
+            nonlocal last_rx, last_activity
             async with queue_send:
                 while True:
-                    mid = conn.mid_batch
-                    wait = cfg.batch_timeout if mid else cfg.idle_timeout
-                    with trio.move_on_after(wait if wait is not None else float("inf")) as scope:
+                    with trio.CancelScope(deadline=receive_deadline()) as scope:
+                        rx_scope[0] = scope
                         data = await stream.receive_some(cfg.recv_size)
+                    rx_scope[0] = None
                     if scope.cancelled_caught:
-                        if mid:
-                            log.warning("lumberjack: connection %d (%s): no data for %ss inside a batch; closing", info.id, info.peer, wait)
-                            return
-                        if conn.pending_batches == 0:
-                            log.info("lumberjack: connection %d (%s): idle for %ss; closing", info.id, info.peer, wait)
-                            return
+                        now = trio.current_time()
+                        if conn.mid_batch:
+                            if cfg.batch_timeout is not None and now >= last_rx + cfg.batch_timeout:
+                                log.warning(
+                                    "lumberjack: connection %d (%s): no data for %ss inside a batch; closing",
+                                    info.id, info.peer, cfg.batch_timeout,
+                                )
+                                return
+                        elif not conn.pending_batches:
+                            if closing.is_set():
+                                return
+                            if cfg.idle_timeout is not None and now >= last_activity + cfg.idle_timeout:
+                                log.info("lumberjack: connection %d (%s): idle for %ss; closing", info.id, info.peer, cfg.idle_timeout)
+                                return
                         continue
-                    conn.receive_data(data, now=trio.current_time())
+                    last_rx = last_activity = trio.current_time()
+                    conn.receive_data(data, now=last_rx)
                     while True:
                         try:
                             event = conn.next_event()
@@ -259,28 +302,29 @@ class LumberjackServer:
                                 await send(out)
                         elif isinstance(event, ConnectionClosed):
                             return
-                    if closing.is_set() and conn.state.value == "await-window":
-                        return
 
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(worker)
-                ka_scope = trio.CancelScope()
+                side_scope = trio.CancelScope()
 
-                async def keepalive_scoped() -> None:
-                    with ka_scope:
-                        await keepalive()
+                async def side_tasks() -> None:
+                    with side_scope:
+                        async with trio.open_nursery() as side:
+                            side.start_soon(keepalive)
+                            side.start_soon(watch_shutdown)
 
-                nursery.start_soon(keepalive_scoped)
+                nursery.start_soon(side_tasks)
                 try:
                     await reader()
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                     conn.connection_lost()
                     log.info("lumberjack: connection %d (%s) lost: %s", info.id, info.peer, exc or type(exc).__name__)
                     nursery.cancel_scope.cancel()
-                # The reader is done: the worker drains the queued batches, then we stop keepalives.
+                # The reader is done: the worker drains the queued batches (acking
+                # them), then keepalives stop and the connection closes.
                 await worker_done.wait()
-                ka_scope.cancel()
+                side_scope.cancel()
         except* _Close:
             pass
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:

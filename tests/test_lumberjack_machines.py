@@ -1,0 +1,696 @@
+"""State-machine tests of the Lumberjack Sans-IO machines (connection.py).
+
+1. All pairs, h2 style (research/sansio-sim.md §1.3): every (state, input) of each
+   role, driven with real bytes and real method calls, checked against the
+   transition tables and against the per-pair grids below; plus a check that the
+   test itself exercised every entry (and every target state) of each table.
+2. A RuleBasedStateMachine (§3.4) pairing a ClientConnection with a
+   ServerConnection over an in-memory wire cut into arbitrary chunks.
+3. The tables rendered as Graphviz DOT and parsed back: the table is the single
+   source of the picture.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any, get_args
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+from lumberjack_strategies import json_frame, json_objects
+
+from refwire.errors import LocalProtocolError, RemoteProtocolError
+from refwire.lumberjack import (
+    NEED_DATA,
+    V1,
+    V2,
+    Ack,
+    AckReceived,
+    AckTimeout,
+    Batch,
+    ClientConnection,
+    Compressed,
+    ConnectionClosed,
+    DataFrame,
+    JsonFrame,
+    KeepAlive,
+    ServerConnection,
+    State,
+    Window,
+)
+from refwire.lumberjack.connection import CLIENT_TRANSITIONS, SERVER_TRANSITIONS, ClientInput, ServerInput
+
+Conn = ServerConnection | ClientConnection
+Table = Mapping[tuple[State, str], frozenset[State]]
+
+TABLES: dict[str, Table] = {"server": SERVER_TRANSITIONS, "client": CLIENT_TRANSITIONS}
+INPUTS: dict[str, tuple[str, ...]] = {"server": get_args(ServerInput), "client": get_args(ClientInput)}
+ROLE_STATES = {
+    "server": {State.AWAIT_WINDOW, State.IN_BATCH, State.CLOSED, State.ERROR},
+    "client": {State.IDLE, State.AWAITING_ACK, State.CLOSED, State.ERROR},
+}
+TERMINAL = {State.CLOSED, State.ERROR}
+U32_WRAP = 2**32 - 1  # sequence numbers run 1 .. 2**32-1, then 1 again
+
+
+def expand(table: Table) -> set[tuple[str, str, str]]:
+    """Every (state, input, target) a table allows, as transitions_seen spells them."""
+    return {(s.value, inp, t.value) for (s, inp), targets in table.items() for t in targets}
+
+
+def pump(conn: Conn) -> tuple[list[object], RemoteProtocolError | None]:
+    """next_event() until NEED_DATA, an end-of-connection event or an error."""
+    events: list[object] = []
+    for _ in range(20):
+        try:
+            ev = conn.next_event()
+        except RemoteProtocolError as exc:
+            return events, exc
+        if ev is NEED_DATA:
+            break
+        events.append(ev)
+        if isinstance(ev, (ConnectionClosed, AckTimeout)):
+            break
+    return events, None
+
+
+# =========================================================================== 1. all pairs
+#
+# Outcome legend, one per (setup, input) cell:
+#   ok       the pair is in the table: no error, the new state is one the table
+#            allows, and transitions_seen records the transition.
+#   error    received input the table forbids: next_event() raises
+#            RemoteProtocolError, the machine is in ERROR and stays there.
+#   sticky   the machine already was in ERROR: next_event() raises again.
+#   local    an illegal local call: it raises LocalProtocolError and changes
+#            nothing (no transition, no bytes, same state).
+#   runtime  bytes fed after EOF or reset: receive_data raises RuntimeError.
+#   ignored  no error and no transition: an end-of-stream signal repeated in a
+#            terminal state, bytes after an ack timeout (the client is CLOSED and
+#            answers ConnectionClosed), or a spurious timer (next_deadline() is
+#            None there, so an I/O loop never fires it).
+#
+# Rows are setups: a state reached with real bytes, several ways where the
+# outcome or the target state depends on how.  Columns are the input names of
+# the role's Literal type.
+
+SERVER_GRID = """
+                W        W0       data     C        A        eof      reset
+await-window    ok       ok       error    ok       error    ok       ok
+in-batch-2      error    error    ok       ok       error    error    ok
+in-batch-1      error    error    ok       ok       error    error    ok
+closed-eof      runtime  runtime  runtime  runtime  runtime  ignored  ignored
+closed-reset    runtime  runtime  runtime  runtime  runtime  ignored  ignored
+error           sticky   sticky   sticky   sticky   sticky   sticky   sticky
+"""
+
+CLIENT_GRID = """
+                      send   ack-partial ack-last keepalive ack-bad  eof      reset    timeout
+idle                  ok     error       error    ok        error    ok       ok       ignored
+idle-after-window     ok     error       error    ok        error    ok       ok       ignored
+awaiting-ack          local  ok          ok       ok        error    ok       ok       ok
+awaiting-ack-2-acked  local  ok          ok       ok        error    ok       ok       ok
+closed-eof            local  runtime     runtime  runtime   runtime  ignored  ignored  ignored
+closed-reset          local  runtime     runtime  runtime   runtime  ignored  ignored  ignored
+closed-timeout        local  ignored     ignored  ignored   ignored  ignored  ignored  ignored
+error                 local  sticky      sticky   sticky    sticky   sticky   sticky   sticky
+"""
+
+
+def parse_grid(text: str) -> dict[tuple[str, str], str]:
+    header, *rows = (line.split() for line in text.strip().splitlines())
+    return {(row[0], inp): cell for row in rows for inp, cell in zip(header, row[1:], strict=True)}
+
+
+GRIDS = {"server": parse_grid(SERVER_GRID), "client": parse_grid(CLIENT_GRID)}
+
+# Known misbehaviour: (role, setup, input) -> reason.  Each becomes a strict xfail.
+KNOWN_BUGS: dict[tuple[str, str, str], str] = {}
+
+
+@dataclass(frozen=True)
+class Setup:
+    state: State
+    build: Callable[[], Any]
+    next_seq: int = 1  # server: the seq the next J of the open batch carries
+    acked: int = 0  # client: events of the outstanding 4-event window acked
+
+
+def J(seq: int) -> bytes:
+    return json_frame(seq, {"n": seq}).encode()
+
+
+def C(*frames: bytes) -> bytes:
+    return Compressed(zlib.compress(b"".join(frames), 6), V2).encode()
+
+
+def server_after(*chunks: bytes, reset: bool = False) -> ServerConnection:
+    conn = ServerConnection(keepalive_interval=5.0)
+    for chunk in chunks:
+        conn.receive_data(chunk, now=0.0)
+        pump(conn)
+    if reset:
+        conn.connection_lost()
+        pump(conn)
+    return conn
+
+
+SERVER_SETUPS = {
+    "await-window": Setup(State.AWAIT_WINDOW, lambda: server_after()),
+    "in-batch-2": Setup(State.IN_BATCH, lambda: server_after(Window(2).encode())),
+    "in-batch-1": Setup(State.IN_BATCH, lambda: server_after(Window(2).encode(), J(1)), next_seq=2),
+    "closed-eof": Setup(State.CLOSED, lambda: server_after(b"")),
+    "closed-reset": Setup(State.CLOSED, lambda: server_after(reset=True)),
+    "error": Setup(State.ERROR, lambda: server_after(b"\x00\x00")),
+}
+
+N = 4  # events in the window the client setups send
+
+
+def client_after(*steps: Callable[[ClientConnection], object]) -> ClientConnection:
+    conn = ClientConnection(version=V2, compression_level=0, ack_timeout=30.0)
+    for step in steps:
+        step(conn)
+        pump(conn)
+    return conn
+
+
+def _send(c: ClientConnection) -> bytes:
+    return c.send_window([{"n": i} for i in range(N)], now=0.0)
+
+
+def _ack(seq: int, version: int = V2) -> Callable[[ClientConnection], None]:
+    return lambda c: c.receive_data(Ack(seq, version).encode(), now=1.0)
+
+
+CLIENT_SETUPS = {
+    "idle": Setup(State.IDLE, lambda: client_after()),
+    "idle-after-window": Setup(State.IDLE, lambda: client_after(_send, _ack(N))),
+    "awaiting-ack": Setup(State.AWAITING_ACK, lambda: client_after(_send)),
+    "awaiting-ack-2-acked": Setup(State.AWAITING_ACK, lambda: client_after(_send, _ack(2)), acked=2),
+    "closed-eof": Setup(State.CLOSED, lambda: client_after(lambda c: c.receive_data(b""))),
+    "closed-reset": Setup(State.CLOSED, lambda: client_after(lambda c: c.connection_lost())),
+    "closed-timeout": Setup(State.CLOSED, lambda: client_after(_send, lambda c: c.handle_timer(30.0))),
+    "error": Setup(State.ERROR, lambda: client_after(lambda c: c.receive_data(b"\x00"))),
+}
+
+SETUPS = {"server": SERVER_SETUPS, "client": CLIENT_SETUPS}
+
+Action = Callable[[Any, Setup], object]
+
+
+@dataclass(frozen=True)
+class Realization:
+    """One concrete way to apply an input (bytes or a call)."""
+
+    label: str
+    act: Action
+    applies: Callable[[Setup], bool] = lambda setup: True
+
+
+def recv(make: Callable[[Setup], bytes]) -> Action:
+    return lambda conn, setup: conn.receive_data(make(setup), now=2.0)
+
+
+SERVER_INPUTS: dict[str, list[Realization]] = {
+    "W": [Realization("W 2", recv(lambda s: Window(2).encode()))],
+    "W0": [Realization("W 0", recv(lambda s: Window(0).encode()))],
+    "data": [Realization("J next-seq", recv(lambda s: J(s.next_seq)))],
+    "C": [
+        # the frame that is legal next, compressed: W 1 between batches, the next J inside one
+        Realization("C[next frame]", recv(lambda s: C(J(s.next_seq) if s.state is State.IN_BATCH else Window(1).encode()))),
+        Realization("C[]", recv(lambda s: C())),
+    ],
+    "A": [Realization("A 1", recv(lambda s: Ack(1).encode()))],
+    "eof": [Realization("receive_data(b'')", lambda conn, s: conn.receive_data(b""))],
+    "reset": [Realization("connection_lost()", lambda conn, s: conn.connection_lost())],
+}
+
+CLIENT_INPUTS: dict[str, list[Realization]] = {
+    "send": [Realization("send_window([e])", lambda conn, s: conn.send_window([{"e": 1}], now=2.0))],
+    "ack-partial": [Realization("A acked+1", recv(lambda s: Ack(s.acked + 1).encode()))],
+    "ack-last": [Realization(f"A {N}", recv(lambda s: Ack(N).encode()))],
+    "keepalive": [Realization("A 0", recv(lambda s: Ack(0).encode()))],
+    "ack-bad": [
+        Realization(f"A {N + 1} (no such event)", recv(lambda s: Ack(N + 1).encode())),
+        Realization("A acked+1 with version '1'", recv(lambda s: Ack(s.acked + 1, V1).encode())),
+        Realization("A acked-1 (backwards)", recv(lambda s: Ack(s.acked - 1).encode()), applies=lambda s: s.acked >= 2),
+    ],
+    "eof": [Realization("receive_data(b'')", lambda conn, s: conn.receive_data(b""))],
+    "reset": [Realization("connection_lost()", lambda conn, s: conn.connection_lost())],
+    "timeout": [
+        Realization(
+            "handle_timer(next_deadline())",
+            lambda conn, s: conn.handle_timer(d if (d := conn.next_deadline()) is not None else 1000.0),
+        )
+    ],
+}
+
+REALIZATIONS = {"server": SERVER_INPUTS, "client": CLIENT_INPUTS}
+
+
+@dataclass
+class Observation:
+    role: str
+    setup: str
+    inp: str
+    label: str
+    before: State
+    after: State
+    call_exc: BaseException | None
+    pump_exc: RemoteProtocolError | None
+    events: list[object]
+    seen: set[tuple[str, str, str]] = field(default_factory=set)
+    conn: Any = None
+
+    @property
+    def outcome(self) -> str:
+        if isinstance(self.call_exc, RuntimeError):
+            return "runtime"
+        if self.call_exc is not None:
+            return "local"
+        if self.pump_exc is not None:
+            return "sticky" if self.before is State.ERROR else "error"
+        if (self.before, self.inp) in TABLES[self.role]:
+            return "ok"
+        if self.after is self.before and not self.seen:
+            return "ignored"
+        return f"unexpected {self.before.value} -> {self.after.value}, seen {self.seen}"
+
+
+def run_case(role: str, setup_name: str, inp: str, real: Realization) -> Observation:
+    setup = SETUPS[role][setup_name]
+    conn = setup.build()
+    assert conn.state is setup.state, f"setup {setup_name} reached {conn.state}"
+    conn.transitions_seen.clear()
+    call_exc: BaseException | None = None
+    try:
+        real.act(conn, setup)
+    except (LocalProtocolError, RuntimeError) as exc:  # anything else is a bug and propagates
+        call_exc = exc
+    events, pump_exc = pump(conn)
+    return Observation(
+        role, setup_name, inp, real.label, setup.state, conn.state, call_exc, pump_exc, events, set(conn.transitions_seen), conn
+    )
+
+
+CASES = [
+    (role, setup_name, inp, real)
+    for role in ("server", "client")
+    for setup_name in SETUPS[role]
+    for inp in INPUTS[role]
+    for real in REALIZATIONS[role][inp]
+    if real.applies(SETUPS[role][setup_name])
+]
+
+
+def _param(role: str, setup_name: str, inp: str, real: Realization) -> Any:
+    reason = KNOWN_BUGS.get((role, setup_name, inp))
+    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+    return pytest.param(role, setup_name, inp, real, id=f"{role}:{setup_name}:{inp}:{real.label}", marks=marks)
+
+
+@pytest.mark.parametrize(("role", "setup_name", "inp", "real"), [_param(*c) for c in CASES])
+def test_state_input_pair(role: str, setup_name: str, inp: str, real: Realization) -> None:
+    obs = run_case(role, setup_name, inp, real)
+    expected = GRIDS[role][(setup_name, inp)]
+    detail = f"call raised {obs.call_exc!r}, next_event raised {obs.pump_exc!r}, events {obs.events}"
+    assert obs.outcome == expected, f"{role} {setup_name} + {inp} ({real.label}): {obs.outcome}, grid says {expected}; {detail}"
+    conn = obs.conn
+    if expected == "ok":
+        assert obs.after in TABLES[role][(obs.before, inp)], detail
+        if inp in ("eof", "reset", "timeout"):
+            assert isinstance(obs.events[-1], (ConnectionClosed, AckTimeout)), obs.events
+    elif expected == "error":
+        assert obs.after is State.ERROR
+        with pytest.raises(RemoteProtocolError):  # the error is sticky
+            conn.next_event()
+    elif expected == "sticky":
+        assert obs.after is State.ERROR
+    else:  # local / runtime / ignored: nothing happened
+        assert obs.after is obs.before and not obs.seen, detail
+        if expected == "ignored" and obs.before not in TERMINAL:
+            assert inp == "timeout" and conn.next_deadline() is None  # only a spurious timer may be ignored
+        if expected == "local" and obs.before is State.AWAITING_ACK:
+            # the refused send left the outstanding window intact and usable
+            assert len(conn.unacked()) == N - SETUPS[role][setup_name].acked
+            conn.receive_data(Ack(N).encode())
+            assert isinstance(conn.next_event(), AckReceived) and conn.state is State.IDLE
+    if (obs.after in TERMINAL and expected != "local") or obs.before in TERMINAL:
+        # a terminal machine stays unusable: ERROR re-raises, CLOSED only says closed
+        if conn.state is State.ERROR:
+            with pytest.raises(RemoteProtocolError):
+                conn.next_event()
+        else:
+            assert isinstance(conn.next_event(), ConnectionClosed)
+    if expected == "ok":  # last, so a KNOWN_BUGS xfail hides nothing above
+        assert (obs.before.value, inp, obs.after.value) in obs.seen, f"transitions_seen = {obs.seen}"
+
+
+@pytest.mark.parametrize("role", ["server", "client"])
+def test_grid_agrees_with_table(role: str) -> None:
+    """The readable grid above and the source table say the same thing."""
+    grid, setups, table = GRIDS[role], SETUPS[role], TABLES[role]
+    assert {s.state for s in setups.values()} == ROLE_STATES[role]
+    assert set(grid) == {(name, inp) for name in setups for inp in INPUTS[role]}
+    assert set(REALIZATIONS[role]) == set(INPUTS[role])
+    assert {s for s, _ in table} | {t for ts in table.values() for t in ts} <= ROLE_STATES[role]
+    assert {inp for _, inp in table} <= set(INPUTS[role])
+    for (name, inp), cell in grid.items():
+        assert (cell == "ok") == ((setups[name].state, inp) in table), (name, inp, cell)
+
+
+@pytest.mark.parametrize("role", ["server", "client"])
+def test_all_pairs_exercise_every_table_entry(role: str) -> None:
+    """Coverage of the table itself: every (state, input) key and every target
+    state it allows was reached by some case above."""
+    observed = set()
+    for r, setup_name, inp, real in CASES:
+        if r == role:
+            obs = run_case(r, setup_name, inp, real)
+            if obs.outcome == "ok":
+                observed.add((obs.before.value, inp, obs.after.value))
+    assert observed == expand(TABLES[role])
+
+
+@pytest.mark.parametrize(
+    "role",
+    [
+        "server",
+        "client",
+    ],
+)
+def test_transitions_seen_reports_every_table_entry(role: str) -> None:
+    """The machines' own coverage record agrees with the states observed."""
+    seen: set[tuple[str, str, str]] = set()
+    for r, setup_name, inp, real in CASES:
+        if r == role:
+            seen |= run_case(r, setup_name, inp, real).seen
+    assert seen == expand(TABLES[role])
+
+
+def test_server_reset_inside_a_batch_is_not_clean() -> None:
+    conn = server_after(Window(2).encode(), J(1))
+    conn.connection_lost()
+    ev = conn.next_event()
+    assert isinstance(ev, ConnectionClosed) and not ev.clean
+
+
+# =========================================================================== 2. client <-> server
+
+
+def next_seq(seq: int) -> int:
+    return seq % U32_WRAP + 1  # 2**32-1 -> 1: never 0
+
+
+def wire_form(event: Mapping[str, Any], version: int) -> object:
+    """What the server should hand over for ``event`` (an independent oracle)."""
+    if version == V2:
+        return event
+    return tuple(
+        (k.encode(), v.encode() if isinstance(v, str) else json.dumps(v, separators=(",", ":")).encode())
+        for k, v in event.items()
+    )
+
+
+def delivered_form(ev: JsonFrame | DataFrame) -> object:
+    return json.loads(ev.payload) if isinstance(ev, JsonFrame) else ev.pairs
+
+
+ACK_TIMEOUT = 30.0
+CHUNK = st.one_of(st.integers(1, 16), st.integers(17, 2048))  # bytes moved by one step: torn frames and whole windows
+
+
+class PairedMachines(RuleBasedStateMachine):
+    """Our client and our server, joined by two in-memory byte pipes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c2s = bytearray()
+        self.s2c = bytearray()
+        self.now = 0.0
+        self.app_queue: deque[Batch] = deque()  # delivered by the server, not accepted yet
+        self.sent: list[tuple[int, object]] = []  # (seq, form) of every event, in order
+        self.received: list[tuple[int, object]] = []  # handed to the server application
+        self.accepted = 0
+        self.acked = 0
+        self.acked_before = 0
+        self.window: list[int] | None = None  # seqs of the outstanding window
+        self.last_activity = 0.0
+        self.timed_out = False
+        self.batches = 0
+        # Timers fire between network steps, not back to back: a run of timer steps
+        # only makes time pass (one step with a larger advance does that), and
+        # Hypothesis likes repeating a step, which would time every run out.
+        self.timer_last = False
+
+    @initialize(
+        version=st.sampled_from([V1, V2]),
+        level=st.integers(0, 9),
+        sequence=st.sampled_from(["window", "running"]),
+        first_seq=st.one_of(st.just(1), st.integers(2**32 - 6, 2**32 - 1)),
+        ack_mode=st.sampled_from(["last-seq", "count"]),
+        keepalive_version=st.sampled_from(["connection", "v2"]),
+        mixed=st.booleans(),
+        validate=st.booleans(),
+    )
+    def connect(
+        self,
+        version: int,
+        level: int,
+        sequence: Any,
+        first_seq: int,
+        ack_mode: Any,
+        keepalive_version: Any,
+        mixed: bool,
+        validate: bool,
+    ) -> None:
+        self.version = version
+        self.ack_mode = ack_mode
+        self.keepalive_version = keepalive_version
+        self.sequence = sequence
+        self.seq = first_seq
+        self.client = ClientConnection(
+            version=version,
+            compression_level=level,
+            sequence=sequence,
+            first_seq=first_seq,
+            ack_timeout=ACK_TIMEOUT,
+            ack_interpretation="seq" if ack_mode == "last-seq" else "count",
+        )
+        self.server = ServerConnection(
+            ack_mode=ack_mode,
+            keepalive_interval=5.0,
+            keepalive_version=keepalive_version,
+            accept_mixed_versions=mixed,
+            validate_json=validate,
+        )
+
+    # -- helpers -----------------------------------------------------------------
+    def pump_server(self) -> None:
+        while (ev := self.server.next_event()) is not NEED_DATA:  # a RemoteProtocolError fails the test
+            assert isinstance(ev, Batch), f"server produced {ev!r} from our client's bytes"
+            assert ev.number == self.batches
+            self.batches += 1
+            got = [(e.seq, delivered_form(e)) for e in ev.events]
+            start = len(self.received)
+            assert got == self.sent[start : start + len(got)], "server delivered something other than what was sent next"
+            self.received.extend(got)
+            self.app_queue.append(ev)
+        self.s2c += self.server.data_to_send()
+
+    def pump_client(self) -> None:
+        while (ev := self.client.next_event()) is not NEED_DATA:  # a RemoteProtocolError fails the test
+            if isinstance(ev, KeepAlive):
+                self.last_activity = self.now
+                continue
+            assert isinstance(ev, AckReceived), f"client produced {ev!r} from our server's bytes"
+            assert self.window is not None
+            # our server acks whole batches, each once: a complete ack moving forward
+            assert ev.complete and ev.newly == ev.total == len(self.window) > 0, ev
+            self.acked += ev.newly
+            self.window = None
+            self.last_activity = self.now
+
+    def move_all(self) -> None:
+        while self.c2s or self.app_queue or (self.s2c and not self.timed_out):
+            if self.c2s:
+                self.move_c2s(len(self.c2s))
+            while self.app_queue:
+                self.server_accepts()
+            if self.s2c and not self.timed_out:
+                self.move_s2c(len(self.s2c))
+
+    # -- rules -------------------------------------------------------------------
+    @precondition(lambda self: self.client.state is State.IDLE)
+    @rule(events=st.lists(json_objects, min_size=1, max_size=5))
+    def client_sends_window(self, events: list[dict[str, Any]]) -> None:
+        self.timer_last = False
+        self.c2s += self.client.send_window(events, now=self.now)
+        if self.sequence == "window":
+            seqs = list(range(1, len(events) + 1))
+        else:
+            seqs = []
+            for _ in events:
+                seqs.append(self.seq)
+                self.seq = next_seq(self.seq)
+        self.sent.extend((s, wire_form(e, self.version)) for s, e in zip(seqs, events, strict=True))
+        self.window = seqs
+        self.last_activity = self.now
+        assert self.client.state is State.AWAITING_ACK and self.client.unacked() == events
+
+    @precondition(lambda self: self.c2s)
+    @rule(n=CHUNK)
+    def move_c2s(self, n: int) -> None:
+        self.timer_last = False
+        chunk = bytes(self.c2s[:n])
+        del self.c2s[:n]
+        self.server.receive_data(chunk, now=self.now)
+        self.pump_server()
+
+    @precondition(lambda self: self.app_queue)
+    @rule()
+    def server_accepts(self) -> None:
+        self.timer_last = False
+        batch = self.app_queue.popleft()
+        ack = self.server.accept(batch, now=self.now)
+        value = batch.last_seq if self.ack_mode == "last-seq" else len(batch)
+        assert ack == Ack(value, self.version).encode()
+        self.accepted += len(batch)
+        self.s2c += ack
+
+    @precondition(lambda self: self.server.next_deadline() is not None and not self.timer_last)
+    @rule()
+    def server_keepalive_timer(self) -> None:
+        self.timer_last = True
+        deadline = self.server.next_deadline()
+        assert deadline is not None
+        self.now = max(self.now, deadline)
+        self.server.handle_timer(self.now)
+        version = V2 if self.keepalive_version == "v2" else self.version
+        assert self.server.data_to_send() == Ack(0, version).encode()
+        self.s2c += Ack(0, version).encode()
+
+    @precondition(lambda self: self.s2c and not self.timed_out)
+    @rule(n=CHUNK)
+    def move_s2c(self, n: int) -> None:
+        self.timer_last = False
+        chunk = bytes(self.s2c[:n])
+        del self.s2c[:n]
+        self.client.receive_data(chunk, now=self.now)
+        self.pump_client()
+
+    @precondition(lambda self: (self.client.state is State.AWAITING_ACK and not self.timer_last) or self.timed_out)
+    @rule(advance=st.sampled_from([*range(9), *range(9), 31]))  # now and then a stall past ack_timeout
+    def client_ack_timer(self, advance: int) -> None:
+        self.timer_last = True
+        self.now += advance
+        if self.timed_out:  # a CLOSED client has no deadline; firing it anyway changes nothing
+            self.client.handle_timer(self.now)
+            assert self.client.next_deadline() is None and self.client.state is State.CLOSED
+            return
+        due = self.client.state is State.AWAITING_ACK and self.now >= self.last_activity + ACK_TIMEOUT
+        assert self.client.next_deadline() == (self.last_activity + ACK_TIMEOUT if self.window is not None else None)
+        self.client.handle_timer(self.now)
+        ev = self.client.next_event()
+        if due:
+            # a legitimate timeout: nothing reached the client for ack_timeout seconds
+            assert isinstance(ev, AckTimeout) and ev.waited >= ACK_TIMEOUT, ev
+            assert self.client.state is State.CLOSED
+            self.timed_out = True
+        else:
+            assert ev is NEED_DATA, ev
+
+    # -- invariants --------------------------------------------------------------
+    @invariant()
+    def acks_never_exceed_what_the_application_accepted(self) -> None:
+        assert self.acked <= self.accepted
+        assert self.client.acked <= self.accepted
+
+    @invariant()
+    def acks_never_go_backwards(self) -> None:
+        assert self.acked >= self.acked_before
+        self.acked_before = self.acked
+
+    @invariant()
+    def nobody_is_in_error(self) -> None:
+        assert self.server.state is not State.ERROR
+        assert self.client.state is not State.ERROR
+
+    @invariant()
+    def quiet_wire_means_idle_client(self) -> None:
+        if not (self.c2s or self.s2c or self.app_queue or self.timed_out):
+            assert self.client.state is State.IDLE
+            assert self.server.state is State.AWAIT_WINDOW and self.server.pending_batches == 0
+            assert self.received == self.sent and self.acked == self.accepted == len(self.sent)
+
+    def teardown(self) -> None:
+        if not hasattr(self, "client"):
+            return
+        self.move_all()
+        # every event delivered exactly once, in order (a timed-out window still
+        # reached the server: nothing was resent)
+        assert self.received == self.sent
+        assert self.accepted == len(self.sent)
+        if not self.timed_out:
+            assert self.client.state is State.IDLE and self.acked == len(self.sent)
+        # seqs consecutive mod 2**32, skipping 0: across the stream for running
+        # numbering, within each window for per-window numbering
+        seqs = [s for s, _ in self.received]
+        assert 0 not in seqs
+        if self.sequence == "running":
+            assert all(b == next_seq(a) for a, b in pairwise(seqs))
+
+
+def test_client_and_server_over_a_chunked_wire() -> None:
+    run_state_machine_as_test(
+        PairedMachines,
+        settings=settings(max_examples=400, stateful_step_count=40, deadline=None),
+    )
+
+
+# =========================================================================== 3. tables as pictures
+
+
+def to_dot(name: str, table: Table, inputs: tuple[str, ...]) -> str:
+    """The table as Graphviz: its transitions solid; every input it does not list
+    for a live state dashed to ``error`` (the implicit rule of the table)."""
+    live = sorted({s for s, _ in table}, key=lambda s: s.value)
+    states = sorted(set(live) | {t for ts in table.values() for t in ts} | {State.ERROR}, key=lambda s: s.value)
+    lines = [f"digraph {name} {{"]
+    lines += [f'  "{s.value}"{" [shape=doublecircle]" if s not in live else ""};' for s in states]
+    for (src, inp), targets in sorted(table.items(), key=lambda kv: (kv[0][0].value, kv[0][1])):
+        lines += [f'  "{src.value}" -> "{t.value}" [label="{inp}"];' for t in sorted(targets, key=lambda t: t.value)]
+    lines += [f'  "{s.value}" -> "error" [label="{inp}", style=dashed];' for s in live for inp in inputs if (s, inp) not in table]
+    return "\n".join([*lines, "}"])
+
+
+EDGE = re.compile(r'^  "([^"]+)" -> "([^"]+)" \[label="([^"]+)"(, style=dashed)?\];$', re.M)
+
+
+@pytest.mark.parametrize("role", ["server", "client"])
+def test_dot_rendering_is_the_table(role: str) -> None:
+    table, inputs = TABLES[role], INPUTS[role]
+    dot = to_dot(role, table, inputs)
+    for s in ROLE_STATES[role]:
+        assert f'"{s.value}"' in dot, s
+    for inp in inputs:
+        assert f'label="{inp}"' in dot, inp
+    solid: dict[tuple[State, str], set[State]] = {}
+    dashed = set()
+    for src, dst, inp, is_dashed in EDGE.findall(dot):
+        if is_dashed:
+            assert dst == State.ERROR.value
+            dashed.add((State(src), inp))
+        else:
+            solid.setdefault((State(src), inp), set()).add(State(dst))
+    assert {k: frozenset(v) for k, v in solid.items()} == dict(table)
+    assert dashed.isdisjoint(table) and len(dashed) + len(table) == len({s for s, _ in table}) * len(inputs)
