@@ -285,7 +285,30 @@ def _to_remote(exc: ProtocolError) -> RemoteProtocolError:
 # --------------------------------------------------------------------------- server
 
 
-class ServerConnection:
+class _Receiver:
+    """The receive side both roles share: bytes (``b""`` = EOF) and the time."""
+
+    _eof: bool
+    _now: float
+
+    def receive_data(self, data: bytes | bytearray | memoryview, *, now: float | None = None) -> None:
+        """Feed received bytes; ``b""`` means the peer closed its side (EOF)."""
+        if now is not None:
+            self._now = now
+        if self._eof:
+            if data:
+                raise RuntimeError("receive_data after EOF")
+            return
+        if not data:
+            self._eof = True
+            return
+        self._feed(data)
+
+    def _feed(self, data: bytes | bytearray | memoryview) -> None:
+        raise NotImplementedError
+
+
+class ServerConnection(_Receiver):
     """The reader side of one connection.
 
     Args:
@@ -350,17 +373,7 @@ class ServerConnection:
         self.transitions_seen: set[tuple[str, str, str]] = set()
 
     # -- input -------------------------------------------------------------
-    def receive_data(self, data: bytes | bytearray | memoryview, *, now: float | None = None) -> None:
-        """Feed received bytes; ``b""`` means the peer closed its side (EOF)."""
-        if now is not None:
-            self._now = now
-        if self._eof:
-            if data:
-                raise RuntimeError("receive_data after EOF")
-            return
-        if not data:
-            self._eof = True
-            return
+    def _feed(self, data: bytes | bytearray | memoryview) -> None:
         self._decoder.feed(data)
 
     def connection_lost(self) -> None:
@@ -632,7 +645,7 @@ class _OutstandingWindow:
     index: dict[int, int] | None = None  # seq -> count acked when seq is acked (running seqs)
 
 
-class ClientConnection:
+class ClientConnection(_Receiver):
     """The writer side of one connection: one window outstanding at a time.
 
     Args:
@@ -760,16 +773,7 @@ class ClientConnection:
         return 0 if self._win is None else self._win.acked
 
     # -- receiving ---------------------------------------------------------
-    def receive_data(self, data: bytes | bytearray | memoryview, *, now: float | None = None) -> None:
-        if now is not None:
-            self._now = now
-        if self._eof:
-            if data:
-                raise RuntimeError("receive_data after EOF")
-            return
-        if not data:
-            self._eof = True
-            return
+    def _feed(self, data: bytes | bytearray | memoryview) -> None:
         self._buf += data
 
     def connection_lost(self) -> None:
