@@ -1,0 +1,34 @@
+"""The benchmark harness still runs end to end (its --quick mode checks every
+count itself and exits non-zero on any shortfall).  No timing is asserted:
+performance is read from the benchmark's own side-by-side output."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.interop
+def test_lumberjack_benchmark_quick_run_completes() -> None:
+    for peer in ("timbersnake", "pylogbeat"):
+        if os.environ.get("CI"):
+            __import__(peer)  # CI installs the peers: missing is a failure, not a skip
+        else:
+            pytest.importorskip(peer)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "lumberjack_bench.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    for section in ("1. Server ingest", "2. Client send", "3. Decode", "Ratios"):
+        assert section in out.stdout
