@@ -458,10 +458,11 @@ class ServerConnection(_Receiver):
         """
         cur = self._cur
         mixed = self.accept_mixed_versions
+        in_batch = State.IN_BATCH
         for i, f in enumerate(frames):
             t = type(f)
             if t is JsonFrame or t is DataFrame:
-                if self.state is not State.IN_BATCH:
+                if self.state is not in_batch:
                     name = "J" if t is JsonFrame else "D"
                     raise self._error_at(
                         "data frame outside a window (no W announced it)", frames, i, base, c_offset, name, "type", 1
@@ -478,10 +479,11 @@ class ServerConnection(_Receiver):
                         frames, i, base, c_offset, name, "version", 0,
                     )
                 cur.append(f)  # type: ignore[arg-type]
-                if len(cur) == self._cur_count:
+                n = len(cur)
+                if n == self._cur_count:
                     self._finish_batch()
                     cur = self._cur
-                elif len(cur) == 1:
+                elif n == 1:
                     # in-batch -> in-batch, recorded once per batch rather than per frame (hot path)
                     self.transitions_seen.add(_IN_BATCH_DATA)
             elif t is Window:

@@ -372,7 +372,7 @@ class FrameDecoder:
         unpack8 = _HDR8.unpack_from
         unpack4 = U32BE.unpack_from
         append = out.append
-        loads = _loads_object
+        loads = orjson.loads  # = _loads_object, without the extra call on the hot path
         new = _new
         json_cls = JsonFrame
         set_seq, set_payload, set_version, set_data = _JSON_SETTERS
