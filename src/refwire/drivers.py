@@ -189,11 +189,6 @@ class StreamServer:
         await self._done.wait()
 
 
-async def serve_tcp_listeners(host: str, port: int) -> list[trio.SocketListener]:
-    """Open TCP listeners on ``host:port`` (port 0 picks a free one)."""
-    return await trio.open_tcp_listeners(port, host=host)
-
-
 def listener_address(listener: trio.abc.Listener[Any]) -> str:
     """``HOST:PORT`` a TCP listener is bound to (``?`` for other listeners)."""
     sock = getattr(listener, "socket", None)

@@ -30,7 +30,7 @@ import attrs
 import orjson
 
 from ..errors import LimitExceeded, LocalProtocolError, ProtocolError
-from ..wire import U32BE, Limits, ReceiveBuffer, check_limit
+from ..wire import U32BE, Limits, ReceiveBuffer
 
 __all__ = [
     "ACK",
@@ -208,30 +208,8 @@ _new = object.__new__
 _set = object.__setattr__
 
 
-def _trusted_json(seq: int, payload: bytes, data: Any) -> JsonFrame:
-    """A JsonFrame from values the decoder already knows are valid (a u32 it
-    unpacked, version 2): skips the constructor checks on the hot path."""
-    f: JsonFrame = _new(JsonFrame)
-    _set(f, "seq", seq)
-    _set(f, "payload", payload)
-    _set(f, "version", V2)
-    _set(f, "data", data)
-    return f
-
-
 # Slot descriptors of JsonFrame: setting through them skips the frozen __setattr__.
 _JSON_SETTERS: Final = tuple(JsonFrame.__dict__[name].__set__ for name in ("seq", "payload", "version", "data"))
-
-
-def _loads_object(payload: bytes | bytearray) -> Any:
-    """Parse a ``J`` payload as strict RFC 8259 JSON (orjson: UTF-8 only, no
-    byte-order mark, no ``NaN``/``Infinity``, as Logstash's Jackson by default).
-
-    Raises ``ValueError`` (orjson's JSONDecodeError) on invalid input.
-    Integers beyond 64 bits come back as floats; ``JsonFrame.payload`` always
-    keeps the exact bytes.
-    """
-    return orjson.loads(payload)
 
 
 def encode_ack(seq: int, version: int = V2) -> bytes:
@@ -372,7 +350,10 @@ class FrameDecoder:
         unpack8 = _HDR8.unpack_from
         unpack4 = U32BE.unpack_from
         append = out.append
-        loads = orjson.loads  # = _loads_object, without the extra call on the hot path
+        # Strict RFC 8259 JSON (orjson): UTF-8 only, no byte-order mark, no NaN or
+        # Infinity -- Jackson's defaults, as Logstash parses.  Integers beyond 64
+        # bits come back as floats; JsonFrame.payload always keeps the exact bytes.
+        loads = orjson.loads
         new = _new
         json_cls = JsonFrame
         set_seq, set_payload, set_version, set_data = _JSON_SETTERS
@@ -555,9 +536,6 @@ class FrameDecoder:
         _set(f, "version", V1)
         return f, q
 
-    def at_frame_boundary(self) -> bool:
-        return len(self._buf) == 0
-
     def pending_frame_name(self) -> str | None:
         """The type letter of the incomplete frame buffered, if its type byte arrived."""
         head = self._buf.peek(2)
@@ -579,8 +557,3 @@ def decode_all(
             offset=dec.offset,
         )
     return frames
-
-
-def check_window(count: int, limits: Limits, *, offset: int | None = None) -> None:
-    """A ``W`` count against ``limits.max_window`` (go-lumber's ErrWindowTooLarge)."""
-    check_limit(count, limits.max_window, name="max_window", field="count", frame="W", offset=offset, protocol=PROTOCOL)
