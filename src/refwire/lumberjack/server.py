@@ -112,6 +112,7 @@ class LumberjackServer:
         )
         self._next_id = 0
         self._chan_send: trio.MemorySendChannel[tuple[Batch, ConnectionInfo]] | None = None
+        self._consumer = trio.Event()  # set while a batches() consumer is open
         self.listeners: Sequence[trio.abc.Listener[Any]] = ()
         #: ``HOST:PORT`` of each TCP listener once :meth:`serve_tcp` started.
         self.addresses: list[str] = []
@@ -161,16 +162,21 @@ class LumberjackServer:
             raise RuntimeError("this server was given a handler; batches() is for handler-less servers")
         send, recv = trio.open_memory_channel[tuple[Batch, ConnectionInfo]](0)
         self._chan_send = send
-        async with recv:
-            yield recv
-        self._chan_send = None
+        self._consumer.set()
+        try:
+            async with recv:
+                yield recv
+        finally:
+            self._chan_send = None
+            self._consumer = trio.Event()
 
     async def _deliver(self, batch: Batch, info: ConnectionInfo) -> None:
         if self._handler is not None:
             await self._handler(batch, info)
             return
+        # Batches wait (unacked, with keepalives) until a consumer opens batches().
         while self._chan_send is None:
-            await trio.sleep(0.01)
+            await self._consumer.wait()
         await self._chan_send.send((batch, info))
 
     # -- one connection -------------------------------------------------------
