@@ -100,16 +100,22 @@ def test_mutated_streams_only_raise_remote_protocol_error(stream: tuple[bytes, l
         raise AssertionError(f"escaped: {exc!r}") from exc
 
 
-def test_linear_time_feeding_counts_scans(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One byte at a time, the decoder looks at the buffer O(frames) times, not O(bytes)."""
+def count_calls(monkeypatch: pytest.MonkeyPatch, method: str) -> dict[str, int]:
+    """Count calls of a FrameDecoder method (work, not seconds)."""
     calls = {"n": 0}
-    real = FrameDecoder._scan_inner
+    real = getattr(FrameDecoder, method)
 
     def counting(self: FrameDecoder, *a: object) -> object:
         calls["n"] += 1
-        return real(self, *a)  # type: ignore[arg-type]
+        return real(self, *a)
 
-    monkeypatch.setattr(FrameDecoder, "_scan_inner", counting)
+    monkeypatch.setattr(FrameDecoder, method, counting)
+    return calls
+
+
+def test_linear_time_feeding_counts_scans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One byte at a time, the decoder looks at the buffer O(frames) times, not O(bytes)."""
+    calls = count_calls(monkeypatch, "_scan_inner")
     big = J(1, {"m": "x" * 200_000}).encode()
     frames = [W(50).encode()] + [J(i, {"i": i}).encode() for i in range(1, 50)] + [big]
     data = b"".join(frames)
@@ -123,14 +129,7 @@ def test_linear_time_feeding_counts_scans(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_huge_d_frame_trickle_is_linear(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = {"n": 0}
-    real = FrameDecoder._scan_data
-
-    def counting(self: FrameDecoder, *a: object) -> object:
-        calls["n"] += 1
-        return real(self, *a)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(FrameDecoder, "_scan_data", counting)
+    calls = count_calls(monkeypatch, "_scan_data")
     pairs = tuple((b"k%d" % i, b"v" * 3) for i in range(3000))
     data = DataFrame(1, pairs).encode()
     dec = FrameDecoder()
