@@ -17,7 +17,7 @@ from ..faults import Faults
 from ..rand import SimRandom
 from ..trace import Trace
 
-__all__ = ["SCENARIOS", "Scenario", "ScenarioReport"]
+__all__ = ["SCENARIOS", "SCENARIO_MODULES", "Scenario", "ScenarioReport"]
 
 
 @attrs.frozen(kw_only=True)
@@ -40,10 +40,15 @@ class Scenario(Protocol):
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]: ...
 
 
-def _registry() -> dict[str, Scenario]:
-    from .lumberjack import LumberjackScenario
+#: One module per protocol, each with a ``SCENARIO`` instance.
+SCENARIO_MODULES = ("lumberjack",)
 
-    return {s.name: s for s in (LumberjackScenario(),)}
+
+def _registry() -> dict[str, Scenario]:
+    import importlib
+
+    found: list[Scenario] = [importlib.import_module(f"{__name__}.{m}").SCENARIO for m in SCENARIO_MODULES]
+    return {s.name: s for s in found}
 
 
 SCENARIOS: dict[str, Scenario] = _registry()

@@ -280,3 +280,4 @@ class _Run:
             counts=counts,
             transitions=frozenset(transitions),
         )
+SCENARIO = LumberjackScenario()

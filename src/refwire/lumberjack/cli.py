@@ -1,0 +1,190 @@
+"""``refwire serve lumberjack`` and ``refwire send lumberjack``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any, TextIO
+
+import trio
+
+from ..cliutil import Commands, UsageError, hostport, nonneg_float, open_listeners, positive_int, stop_on_signal
+from ..drivers import client_ssl_context, listener_address, server_ssl_context
+
+__all__ = ["register"]
+
+
+def register(cmds: Commands) -> None:
+    """Add the Lumberjack subcommands."""
+    serve_sub = cmds.serve
+    send_sub = cmds.send
+    s = serve_sub.add_parser("lumberjack", help="Lumberjack v1/v2 server (Beats/Logstash)")
+    s.add_argument("--listen", type=hostport, default=("127.0.0.1", 5044), metavar="HOST:PORT", help="address to listen on (port 0 = any free port; default 127.0.0.1:5044)")
+    s.add_argument("--out", metavar="FILE", help="write each event as a JSON line here (default: stdout)")
+    s.add_argument("--tls-cert", metavar="PEM", help="serve TLS with this certificate chain")
+    s.add_argument("--tls-key", metavar="PEM", help="private key of --tls-cert (if not in the same file)")
+    s.add_argument("--tls-client-ca", metavar="PEM", help="require client certificates signed by this CA")
+    s.add_argument("--ack-mode", choices=("last-seq", "count"), default="last-seq", help="ack with the batch's last sequence number (Logstash, default) or its event count (go-lumber)")
+    s.add_argument("--keepalive", type=nonneg_float, default=5.0, metavar="S", help="send A 0 every S seconds while a batch is pending (0 = never; default 5)")
+    s.add_argument("--keepalive-v2", action="store_true", help="send keepalives as '2A' even on v1 connections (as Logstash does)")
+    s.add_argument("--idle-timeout", type=nonneg_float, default=60.0, metavar="S", help="close connections idle for S seconds (0 = never; default 60)")
+    s.add_argument("--batch-timeout", type=nonneg_float, default=30.0, metavar="S", help="close connections that stall S seconds inside a batch (0 = never; default 30, as go-lumber)")
+    s.add_argument("--max-window", type=positive_int, default=10_000, metavar="N", help="largest W accepted (default 10000, as go-lumber)")
+    s.add_argument("--no-validate-json", action="store_true", help="pass J payloads on unparsed (faster; no JSON check)")
+    s.add_argument("--accept-mixed-versions", action="store_true", help="accept frames whose version byte differs from the connection's (as Logstash)")
+    s.add_argument("--exit-after", type=positive_int, metavar="N", help="shut down after N events")
+
+    s.set_defaults(func=_serve_lumberjack)
+
+    c = send_sub.add_parser("lumberjack", help="send events to a Lumberjack server")
+    c.add_argument("address", type=hostport, metavar="HOST:PORT")
+    c.add_argument("--count", type=positive_int, metavar="N", help="send N generated events instead of JSON lines from stdin")
+    c.add_argument("--window", type=positive_int, default=2048, metavar="N", help="events per window (default 2048)")
+    c.add_argument("--compression", type=int, choices=range(10), default=3, metavar="0-9", help="zlib level of the C frame (0 = plain frames; default 3)")
+    c.add_argument("--protocol-version", "--lj-version", dest="lj_version", type=int, choices=(1, 2), default=2, help="1 (D frames) or 2 (J frames, default)")
+    c.add_argument("--sequence", choices=("window", "running"), default="window", help="number events 1..n per window (default) or with a running u32 counter")
+    c.add_argument("--first-seq", type=int, default=1, metavar="N", help="first sequence number with --sequence running")
+    c.add_argument("--ack-timeout", type=nonneg_float, default=30.0, metavar="S", help="reconnect after S seconds without an ack or keepalive (default 30)")
+    c.add_argument("--max-attempts", type=positive_int, default=5, metavar="N", help="give up on a window after N failed attempts (default 5)")
+    c.add_argument("--tls", action="store_true", help="connect with TLS (implied by the other --tls options)")
+    c.add_argument("--tls-ca", metavar="PEM", help="trust this CA (default: the system store)")
+    c.add_argument("--tls-cert", metavar="PEM", help="present this client certificate")
+    c.add_argument("--tls-key", metavar="PEM", help="private key of --tls-cert")
+    c.add_argument("--tls-no-verify", action="store_true", help="do not verify the server certificate")
+    c.add_argument("--server-name", metavar="NAME", help="TLS server name (default: HOST)")
+
+    c.set_defaults(func=_send_lumberjack)
+
+
+def _write_event(out: TextIO, event: Any) -> None:
+    payload = getattr(event, "payload", None)
+    if payload is not None:
+        line = payload.decode("utf-8", "replace")
+        if "\n" in line or "\r" in line:
+            line = json.dumps(json.loads(line), separators=(",", ":"), ensure_ascii=False)
+    else:
+        line = json.dumps(event.fields(), separators=(",", ":"), ensure_ascii=False)
+    out.write(line + "\n")
+
+
+async def _serve_lumberjack(args: argparse.Namespace) -> int:
+    import attrs
+
+    from . import DEFAULT_LIMITS, Batch
+    from .server import ConnectionInfo, LumberjackServer, ServerConfig
+
+    ssl_ctx = None
+    if args.tls_cert:
+        ssl_ctx = server_ssl_context(args.tls_cert, args.tls_key, client_ca=args.tls_client_ca)
+    elif args.tls_key or args.tls_client_ca:
+        raise UsageError("--tls-key and --tls-client-ca need --tls-cert")
+    out: TextIO = open(args.out, "a", encoding="utf-8") if args.out else sys.stdout
+    received = 0
+    done = trio.Event()
+
+    async def handler(batch: Batch, info: ConnectionInfo) -> None:
+        nonlocal received
+        for ev in batch.events:
+            _write_event(out, ev)
+        out.flush()
+        received += len(batch.events)
+        if args.exit_after and received >= args.exit_after:
+            done.set()
+
+    config = ServerConfig(
+        limits=attrs.evolve(DEFAULT_LIMITS, max_window=args.max_window),
+        validate_json=not args.no_validate_json,
+        ack_mode=args.ack_mode,
+        keepalive_interval=args.keepalive or None,
+        keepalive_version="v2" if args.keepalive_v2 else "connection",
+        idle_timeout=args.idle_timeout or None,
+        batch_timeout=args.batch_timeout or None,
+        accept_mixed_versions=args.accept_mixed_versions,
+    )
+    server = LumberjackServer(handler, config=config, ssl_context=ssl_ctx)
+    host, port = args.listen
+    listeners = await open_listeners(host, port)
+    try:
+        async with trio.open_nursery() as nursery:
+
+            # The signal handler is in place before the address is announced.
+            await nursery.start(stop_on_signal, done)
+            await nursery.start(server.serve, listeners)
+            for lst in listeners:
+                print(f"listening on {listener_address(lst)}", file=sys.stderr, flush=True)
+            await done.wait()
+            await server.shutdown(grace=5.0)
+            nursery.cancel_scope.cancel()
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    print(f"received {received} events on {server.stats['connections']} connections", file=sys.stderr)
+    return 0
+
+
+
+
+def _read_events(stream: TextIO) -> list[Any]:
+    events = []
+    for n, line in enumerate(stream, 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError as exc:
+            raise UsageError(f"stdin line {n} is not JSON: {exc}") from None
+        if not isinstance(doc, dict):
+            raise UsageError(f"stdin line {n} is not a JSON object")
+        events.append(doc)
+    return events
+
+
+async def _send_lumberjack(args: argparse.Namespace) -> int:
+    from .client import ClientConfig, LumberjackClient, SendFailed
+
+    if args.count:
+        events: list[Any] = [{"message": f"event {i}", "seq": i} for i in range(args.count)]
+    else:
+        events = _read_events(sys.stdin)
+    if not events:
+        print("nothing to send", file=sys.stderr)
+        return 0
+    if args.window > 10_000:
+        raise UsageError("--window above 10000 is refused by go-lumber-based servers; use at most 10000")
+    tls = args.tls or args.tls_ca or args.tls_cert or args.tls_no_verify
+    ctx = (
+        client_ssl_context(args.tls_ca, certfile=args.tls_cert, keyfile=args.tls_key, verify=not args.tls_no_verify)
+        if tls
+        else None
+    )
+    if not 1 <= args.first_seq <= 0xFFFFFFFF:
+        raise UsageError("--first-seq must be 1..4294967295")
+    config = ClientConfig(
+        version=0x30 + args.lj_version,
+        window_size=args.window,
+        compression_level=args.compression,
+        sequence=args.sequence,
+        first_seq=args.first_seq,
+        ack_timeout=args.ack_timeout or None,
+        max_attempts=args.max_attempts,
+    )
+    host, port = args.address
+    client = LumberjackClient.connect_tcp(host, port, ssl_context=ctx, server_hostname=args.server_name, config=config)
+    t0 = time.perf_counter()
+    try:
+        async with client:
+            await client.send(events)
+    except SendFailed as exc:
+        print(f"refwire: {exc} ({exc.acked} acked, {len(exc.unacked)} not)", file=sys.stderr)
+        return 1
+    dt = time.perf_counter() - t0
+    st = client.stats
+    print(
+        f"sent {len(events)} events, all acked, in {dt:.3f}s ({len(events) / dt:.0f} events/s; "
+        f"{st['windows']} windows, {st['reconnects']} reconnects)",
+        file=sys.stderr,
+    )
+    return 0
