@@ -1,0 +1,434 @@
+"""Pravega wire codec (specs/pravega/README.md §1-§4): frames, field kinds, decoder.
+
+Every frame is ``i32 type, i32 length`` (big-endian) and ``length`` payload
+bytes.  Each command is a frozen attrs class whose fields carry their wire
+kind in metadata; one interpreter encodes and decodes them all from that
+layout, so the field order on the wire is exactly the order of the class
+fields (which is *not* always Java's constructor order: DataAppended,
+CreateSegment).
+
+Decoding is Java-tolerant as ``WireCommands.readFrom`` is (§2.4): fields added
+after version 1 are *optional* and take their default when the payload ends
+before them; bytes after the last known field are ignored (newer peers add
+fields that way).  Mandatory fields that are missing are an error naming the
+field and its stream offset.  Encoding always writes the full current layout.
+
+Strings are Java modified UTF-8 with a u16 length (``DataOutput.writeUTF``),
+decoded leniently as the JDK does.  Booleans decode as Java does (any non-zero
+byte is true) and encode as 00/01.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, ClassVar, Final
+
+import attrs
+
+from ..errors import LocalProtocolError
+from ..wire import I32BE, I64BE, Limits, Reader, ReceiveBuffer, check_limit, encode_mutf8
+
+__all__ = [
+    "COMMANDS",
+    "DEFAULT_LIMITS",
+    "HEADER",
+    "MAX_WIRECOMMAND_SIZE",
+    "NO_VERSION",
+    "NOT_EXISTS",
+    "NULL_VALUE",
+    "OLDEST_COMPATIBLE_VERSION",
+    "WIRE_VERSION",
+    "Command",
+    "CommandDecoder",
+    "TableEntry",
+    "TableKey",
+    "decode_command",
+    "encode_command",
+]
+
+PROTOCOL: Final = "pravega"
+
+#: The wire version refwire speaks (Pravega master, research §0) and the oldest it accepts.
+WIRE_VERSION: Final = 17
+OLDEST_COMPATIBLE_VERSION: Final = 5
+
+#: Netty's ``LengthFieldBasedFrameDecoder(0x00FFFFFF, 4, 4)`` caps the whole
+#: frame, header included, at 16 MiB - 1 (§1).
+MAX_WIRECOMMAND_SIZE: Final = 0x00FFFFFF
+HEADER: Final = 8
+
+#: ``Long.MIN_VALUE``: "no event number yet" in AppendSetup, NO_VERSION for table keys, null attribute.
+NULL_VALUE: Final = -(1 << 63)
+NO_VERSION: Final = NULL_VALUE
+NOT_EXISTS: Final = -1
+
+DEFAULT_LIMITS: Final = Limits(
+    max_frame_size=MAX_WIRECOMMAND_SIZE,
+    max_decompressed_size=MAX_WIRECOMMAND_SIZE,
+    max_string_size=0xFFFF,
+    max_window=2000,  # SetupAppends per connection (the Java client's MAX_SETUP_SEGMENTS_SIZE)
+    max_buffered=8 * 1024 * 1024 + 8,  # largest reassembled event / append data (Serializer.MAX_EVENT_SIZE + header)
+)
+
+_HDR = struct.Struct(">ii")
+_UUID = struct.Struct(">QQ")
+_I64I32 = struct.Struct(">qi")
+
+# --------------------------------------------------------------------------- field kinds
+
+I32: Final = "i32"
+I64: Final = "i64"
+U8: Final = "u8"
+BOOL: Final = "bool"
+UUID: Final = "uuid"
+UTF: Final = "utf"
+BLOB32: Final = "blob32"  #: i32 length + bytes
+REST: Final = "rest"  #: bytes to the end of the frame
+EVENT: Final = "event"  #: an Event frame (i32 type 0, i32 length, bytes) inside a command
+ENTRIES: Final = "entries"  #: TableEntries
+KEYS: Final = "keys"  #: i32 count + TableKey*
+LONGS: Final = "longs"  #: i32 count + i64*
+OPT_BLOB32: Final = "opt_blob32"  #: TableIteratorArgs buffer: i32 length + bytes, or empty if < 4 bytes remain
+
+_MIN_BYTES = {I32: 4, I64: 8, U8: 1, BOOL: 1, UUID: 16, UTF: 1, BLOB32: 4, REST: 0, EVENT: 8, ENTRIES: 4, KEYS: 4, LONGS: 4}
+
+_NO_DEFAULT = object()
+
+
+def f(kind: str, *, default: Any = _NO_DEFAULT, optional: Any = _NO_DEFAULT) -> Any:
+    """A command field of wire ``kind``.
+
+    ``default`` is the constructor default; ``optional`` marks a trailing field
+    added after version 1 and is the value decoding uses when the payload ends
+    before it (§2.4).
+    """
+    meta = {"kind": kind, "optional": optional}
+    if default is _NO_DEFAULT and optional is not _NO_DEFAULT:
+        default = optional
+    if default is _NO_DEFAULT:
+        return attrs.field(metadata=meta)
+    return attrs.field(default=default, metadata=meta)
+
+
+@attrs.frozen
+class TableKey:
+    """A table-segment key (§9): ``i32 payloadLen, i32 len, bytes, i64 version``.
+    Java writes no version for an empty key (payloadLen still counts it) and
+    reads none back, so an empty key always has NO_VERSION."""
+
+    data: bytes
+    key_version: int = NO_VERSION
+
+
+@attrs.frozen
+class TableEntry:
+    key: TableKey
+    value: bytes
+
+
+# --------------------------------------------------------------------------- base class
+
+
+class Command:
+    """Base of every wire command.  Subclasses are frozen attrs classes
+    registered with :func:`command`."""
+
+    __slots__ = ()
+    TYPE: ClassVar[int]
+    NAME: ClassVar[str]
+    DIRECTION: ClassVar[str]  #: "request", "reply" or "both"
+    LAYOUT: ClassVar[tuple[tuple[str, str, Any], ...]]
+
+    def encode(self) -> bytes:
+        """The whole frame, header included."""
+        return encode_command(self)
+
+
+COMMANDS: dict[int, type[Command]] = {}
+
+
+def command(code: int, direction: str) -> Callable[[type[Any]], type[Any]]:
+    def register(cls: type[Any]) -> type[Any]:
+        if code in COMMANDS:
+            raise ValueError(f"type code {code} registered twice")
+        cls.TYPE = code
+        cls.NAME = cls.__name__
+        cls.DIRECTION = direction
+        cls.LAYOUT = tuple((a.name, a.metadata["kind"], a.metadata["optional"]) for a in attrs.fields(cls))
+        COMMANDS[code] = cls
+        return cls
+
+    return register
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def _put_utf(out: bytearray, s: str, name: str, cmd: str) -> None:
+    raw = encode_mutf8(s)
+    if len(raw) > 0xFFFF:
+        raise LocalProtocolError(
+            f"encoded string too long: {len(raw)} bytes (writeUTF allows 65535)", protocol=PROTOCOL, frame=cmd, field=name
+        )
+    out += len(raw).to_bytes(2, "big")
+    out += raw
+
+
+def _put_key(out: bytearray, key: TableKey) -> None:
+    n = len(key.data)
+    out += _HDR.pack(4 + n + 8, n)
+    if n:
+        out += key.data
+        out += I64BE.pack(key.key_version)
+
+
+def _encode_field(out: bytearray, kind: str, v: Any, name: str, cmd: str) -> None:
+    try:
+        if kind == I64:
+            out += I64BE.pack(v)
+        elif kind == I32:
+            out += I32BE.pack(v)
+        elif kind == UUID:
+            out += v.bytes
+        elif kind == UTF:
+            _put_utf(out, v, name, cmd)
+        elif kind == BLOB32 or kind == OPT_BLOB32:
+            out += I32BE.pack(len(v))
+            out += v
+        elif kind == BOOL:
+            out.append(1 if v else 0)
+        elif kind == U8:
+            out.append(v)
+        elif kind == REST:
+            if isinstance(v, int):  # Padding
+                out += bytes(v)
+            else:
+                out += v
+        elif kind == EVENT:
+            out += _HDR.pack(0, len(v))
+            out += v
+        elif kind == LONGS:
+            out += I32BE.pack(len(v))
+            for x in v:
+                out += I64BE.pack(x)
+        elif kind == KEYS:
+            out += I32BE.pack(len(v))
+            for k in v:
+                _put_key(out, k)
+        elif kind == ENTRIES:
+            out += I32BE.pack(len(v))
+            for e in v:
+                _put_key(out, e.key)
+                out += _HDR.pack(4 + len(e.value), len(e.value))
+                out += e.value
+        else:  # pragma: no cover - a layout bug
+            raise AssertionError(kind)
+    except (struct.error, ValueError, OverflowError, TypeError, AttributeError) as exc:
+        raise LocalProtocolError(f"cannot encode {v!r}: {exc}", protocol=PROTOCOL, frame=cmd, field=name) from None
+
+
+def encode_command(cmd: Command, *, max_frame_size: int = MAX_WIRECOMMAND_SIZE) -> bytes:
+    """The whole frame for ``cmd`` (§1); refuses frames past ``max_frame_size``."""
+    out = bytearray(8)
+    name = cmd.NAME
+    for fname, kind, _opt in cmd.LAYOUT:
+        _encode_field(out, kind, getattr(cmd, fname), fname, name)
+    n = len(out) - HEADER
+    if n + HEADER > max_frame_size:
+        raise LocalProtocolError(
+            f"frame of {n + HEADER} bytes is larger than the limit of {max_frame_size}",
+            protocol=PROTOCOL,
+            frame=name,
+            field="length",
+        )
+    _HDR.pack_into(out, 0, cmd.TYPE, n)
+    return bytes(out)
+
+
+def encode_event(payload: bytes | bytearray | memoryview) -> bytes:
+    """An Event frame as stored in segments and carried in append data (§5)."""
+    return _HDR.pack(0, len(payload)) + bytes(payload)
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def _read_key(r: Reader, field: str) -> TableKey:
+    r.i32be(f"{field}.payload_length")
+    n = r.i32be(f"{field}.length")
+    if n == 0:
+        return TableKey(b"", NO_VERSION)
+    data = r.raw(n, f"{field}.data")
+    return TableKey(data, r.i64be(f"{field}.key_version"))
+
+
+def _read_count(r: Reader, field: str, min_item: int) -> int:
+    n = r.i32be(field)
+    if n < 0:
+        raise r.error(f"negative count {n}", field=field, offset=r.offset - 4)
+    if n * min_item > r.remaining:
+        raise r.error(f"count {n} needs at least {n * min_item} bytes, {r.remaining} left", field=field, offset=r.offset - 4)
+    return n
+
+
+def _decode_field(r: Reader, kind: str, name: str) -> Any:
+    if kind == I64:
+        return r.i64be(name)
+    if kind == I32:
+        return r.i32be(name)
+    if kind == UUID:
+        return uuid.UUID(bytes=r.raw(16, name))
+    if kind == UTF:
+        return r.java_utf(name)
+    if kind == BLOB32:
+        n = r.i32be(f"{name}.length")
+        return r.raw(n, name)
+    if kind == OPT_BLOB32:
+        if r.remaining < 4:
+            return b""
+        n = r.i32be(f"{name}.length")
+        return r.raw(n, name) if n > 0 else b""
+    if kind == BOOL:
+        return r.u8(name) != 0
+    if kind == U8:
+        return r.u8(name)
+    if kind == REST:
+        return r.rest(name)
+    if kind == EVENT:
+        start = r.offset
+        t = r.i32be(f"{name}.type")
+        if t != 0:
+            raise r.error(f"event type must be 0, got {t}", field=f"{name}.type", offset=start)
+        n = r.i32be(f"{name}.length")
+        return r.raw(n, name)
+    if kind == LONGS:
+        count = _read_count(r, f"{name}.count", 8)
+        return tuple(r.i64be(f"{name}[{i}]") for i in range(count))
+    if kind == KEYS:
+        count = _read_count(r, f"{name}.count", 8)
+        return tuple(_read_key(r, f"{name}[{i}]") for i in range(count))
+    if kind == ENTRIES:
+        count = _read_count(r, f"{name}.count", 16)
+        out = []
+        for i in range(count):
+            key = _read_key(r, f"{name}[{i}].key")
+            r.i32be(f"{name}[{i}].value.payload_length")
+            vn = r.i32be(f"{name}[{i}].value.length")
+            out.append(TableEntry(key, r.raw(vn, f"{name}[{i}].value") if vn else b""))
+        return tuple(out)
+    raise AssertionError(kind)  # pragma: no cover
+
+
+def decode_command(
+    code: int,
+    data: bytes | bytearray | memoryview,
+    *,
+    start: int = 0,
+    end: int | None = None,
+    base: int = 0,
+    allow_inner: bool = False,
+) -> Command:
+    """Decode the payload ``data[start:end]`` of type ``code`` (the 8-byte header already read).
+
+    ``base`` is the stream offset of ``data[start]``, for error messages.  Event,
+    Padding and PartialEvent exist only inside append blocks; at the top level
+    they are refused unless ``allow_inner`` (§5.3).
+    """
+    cls = COMMANDS.get(code)
+    if cls is None or (cls.DIRECTION == "inner" and not allow_inner and code != -1):
+        what = "unknown wire command" if cls is None else f"{cls.NAME} is not a top-level command"
+        raise LocalProtocolError(f"{what}: type {code}", protocol=PROTOCOL, frame=None, field="type", offset=base - 8)
+    if end is None:
+        end = len(data)
+    if code == -1:  # Padding: its length is the payload length
+        return cls(length=end - start)  # type: ignore[call-arg]
+    r = Reader(data, start=start, end=end, base=base, protocol=PROTOCOL, frame=cls.NAME)
+    values: dict[str, Any] = {}
+    for name, kind, optional in cls.LAYOUT:
+        if optional is not _NO_DEFAULT and r.remaining < _MIN_BYTES.get(kind, 1):
+            values[name] = optional
+            continue
+        values[name] = _decode_field(r, kind, name)
+    return cls(**values)
+
+
+# --------------------------------------------------------------------------- stream decoder
+
+
+class CommandDecoder:
+    """Incremental frame decoder over a :class:`ReceiveBuffer` (§1).
+
+    ``feed(data)`` then iterate :meth:`commands`; a malformed frame raises
+    :class:`LocalProtocolError` *after* every complete frame before it was
+    delivered.  The length field is checked against ``limits.max_frame_size``
+    before the payload is waited for, so a lying length never allocates.
+    """
+
+    __slots__ = ("_buf", "_max_payload", "allow_inner", "limits", "offset")
+
+    def __init__(self, limits: Limits = DEFAULT_LIMITS, *, allow_inner: bool = False) -> None:
+        self.limits = limits
+        self._max_payload = limits.max_frame_size - HEADER
+        self._buf = ReceiveBuffer()
+        self.offset = 0  #: stream offset of the next undecoded byte
+        self.allow_inner = allow_inner
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        self._buf.feed(data)
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+    def next_command(self) -> Command | None:
+        """The next complete command, or None if more bytes are needed."""
+        buf = self._buf
+        data = buf.data
+        pos = buf.pos
+        if len(data) - pos < HEADER:
+            return None
+        code, n = _HDR.unpack_from(data, pos)
+        if n < 0 or n > self._max_payload:
+            frame = COMMANDS[code].NAME if code in COMMANDS else f"type {code}"
+            if n < 0:
+                raise LocalProtocolError(
+                    f"negative frame length {n}", protocol=PROTOCOL, frame=frame, field="length", offset=self.offset + 4
+                )
+            check_limit(
+                n,
+                self._max_payload,
+                name="max_frame_size-8",
+                field="length",
+                frame=frame,
+                offset=self.offset + 4,
+                protocol=PROTOCOL,
+            )
+        end = pos + HEADER + n
+        if len(data) < end:
+            return None
+        start = self.offset
+        cmd = decode_command(code, data, start=pos + HEADER, end=end, base=start + HEADER, allow_inner=self.allow_inner)
+        buf.advance_to(end)
+        self.offset = start + HEADER + n
+        return cmd
+
+    def commands(self) -> Iterator[Command]:
+        while (cmd := self.next_command()) is not None:
+            yield cmd
+
+
+def split_frames(data: bytes, *, base: int = 0, allow_inner: bool = True) -> Sequence[Command]:
+    """Decode a buffer holding whole frames only (an append block's content)."""
+    dec = CommandDecoder(allow_inner=allow_inner)
+    dec.offset = base
+    dec.feed(data)
+    out = list(dec.commands())
+    if dec.buffered:
+        raise LocalProtocolError("truncated frame at the end of the buffer", protocol=PROTOCOL, offset=dec.offset)
+    return out
+
+
+# Importing the command classes registers them in COMMANDS.
+from . import commands as _commands  # noqa: E402, F401
