@@ -25,6 +25,7 @@ import attrs
 import orjson
 
 from ..errors import LimitExceeded, LocalProtocolError, ProtocolError, RemoteProtocolError
+from ..sansio import NEED_DATA, NeedData, to_remote
 from ..wire import Limits
 from .frames import (
     ACK,
@@ -73,21 +74,8 @@ _PACK_U32: Final = struct.Struct(">I").pack
 _PACK_6: Final = struct.Struct(">BBI").pack
 
 
-class _NeedData:
-    """Sentinel: the machine needs more bytes before it can produce an event."""
+_NeedData = NeedData
 
-    _instance: _NeedData | None = None
-
-    def __new__(cls) -> _NeedData:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "NEED_DATA"
-
-
-NEED_DATA: Final = _NeedData()
 
 
 class State(enum.Enum):
@@ -274,12 +262,7 @@ def _offset_of(frames: list[Frame], i: int, base: int) -> int:
     return base + sum(frame_size(f) for f in frames[:i])
 
 
-def _to_remote(exc: ProtocolError) -> RemoteProtocolError:
-    if isinstance(exc, RemoteProtocolError):
-        return exc
-    remote = exc.as_remote()
-    remote.__cause__ = exc
-    return remote
+_to_remote = to_remote
 
 
 # --------------------------------------------------------------------------- server
