@@ -1,0 +1,637 @@
+"""Pravega Sans-IO connections: the segment-store side and the client side.
+
+Shaped like h11 (DESIGN.md §1): ``receive_data(data)`` (``b""`` = EOF),
+``connection_lost()``, ``next_event()`` → event or :data:`NEED_DATA`,
+``send(command)`` → bytes, ``data_to_send()`` for replies the machine owes on
+its own (Hello, KeepAlive echoes).
+
+The server machine is the protocol half of a segment store: Java's
+``AppendDecoder`` (block reassembly, specs/pravega/README.md §5.3) and the
+per-writer ``WriterState`` of ``AppendProcessor`` (§5.4: event numbers must not
+go backwards, acks chain ``previousEventNumber``).  Storing, reading and
+answering requests is the application's (:mod:`.store`).  Every violation that
+makes real Pravega close the connection without a reply raises a
+:class:`RemoteProtocolError` naming the field and offset; the machine is then
+in the ERROR state and the driver closes the connection.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections import deque
+from typing import Final
+
+import attrs
+
+from ..errors import LocalProtocolError, ProtocolError, RemoteProtocolError
+from ..sansio import NEED_DATA, NeedData, to_remote
+from ..wire import Limits, check_limit
+from .codec import DEFAULT_LIMITS, OLDEST_COMPATIBLE_VERSION, PROTOCOL, WIRE_VERSION, Command, CommandDecoder, encode_event
+from .commands import (
+    AppendBlock,
+    AppendBlockEnd,
+    AppendSetup,
+    ConditionalAppend,
+    ConditionalBlockEnd,
+    ConditionalCheckFailed,
+    DataAppended,
+    Hello,
+    KeepAlive,
+    Padding,
+    PartialEvent,
+    SetupAppend,
+)
+
+__all__ = [
+    "SERVER_TRANSITIONS",
+    "Append",
+    "ConnectionClosed",
+    "HelloReceived",
+    "KeepAliveReceived",
+    "ReplyReceived",
+    "RequestReceived",
+    "ServerConnection",
+    "ClientConnection",
+    "State",
+]
+
+_APPEND_PATH: Final = frozenset(
+    {SetupAppend.TYPE, AppendBlock.TYPE, AppendBlockEnd.TYPE, Padding.TYPE, ConditionalAppend.TYPE, ConditionalBlockEnd.TYPE}
+)
+
+
+class State(enum.Enum):
+    OPEN = "open"  #: commands flow
+    IN_BLOCK = "in-block"  #: server: an AppendBlock is held until its AppendBlockEnd
+    CLOSING = "closing"  #: the machine owes a last reply and then the connection must close
+    CLOSED = "closed"  #: EOF or reset
+    ERROR = "error"  #: a protocol violation; nothing more is received
+
+
+# Inputs: the command kinds that move the machine.  Anything not listed for a
+# state is a protocol violation (real Pravega closes the connection).
+SERVER_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
+    (State.OPEN, "hello"): State.OPEN,
+    (State.OPEN, "hello-incompatible"): State.CLOSING,
+    (State.OPEN, "keepalive"): State.OPEN,
+    (State.OPEN, "setup"): State.OPEN,
+    (State.OPEN, "block"): State.IN_BLOCK,
+    (State.OPEN, "block-end"): State.OPEN,
+    (State.OPEN, "conditional"): State.OPEN,
+    (State.OPEN, "padding"): State.OPEN,
+    (State.OPEN, "request"): State.OPEN,
+    (State.OPEN, "eof"): State.CLOSED,
+    (State.OPEN, "reset"): State.CLOSED,
+    (State.IN_BLOCK, "block-end"): State.OPEN,
+    # Types outside the append path slip past AppendDecoder's "unexpected
+    # command after a block" check (§5.3), so they are allowed mid-block.
+    (State.IN_BLOCK, "hello"): State.IN_BLOCK,
+    (State.IN_BLOCK, "hello-incompatible"): State.CLOSING,
+    (State.IN_BLOCK, "keepalive"): State.IN_BLOCK,
+    (State.IN_BLOCK, "request"): State.IN_BLOCK,
+    (State.IN_BLOCK, "reset"): State.CLOSED,
+    (State.IN_BLOCK, "eof"): State.CLOSED,
+}
+
+CLIENT_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
+    (State.OPEN, "hello"): State.OPEN,
+    (State.OPEN, "keepalive"): State.OPEN,
+    (State.OPEN, "reply"): State.OPEN,
+    (State.OPEN, "eof"): State.CLOSED,
+    (State.OPEN, "reset"): State.CLOSED,
+}
+
+
+# --------------------------------------------------------------------------- events
+
+
+@attrs.frozen
+class HelloReceived:
+    high_version: int
+    low_version: int
+    compatible: bool
+
+
+@attrs.frozen
+class KeepAliveReceived:
+    pass
+
+
+@attrs.frozen
+class RequestReceived:
+    """A request the application answers with :meth:`ServerConnection.send`
+    (SetupAppend, ReadSegment, GetStreamSegmentInfo, CreateSegment, tables…)."""
+
+    command: Command
+
+
+@attrs.frozen
+class Append:
+    """One reassembled append (§5.3): ``data`` is stored as-is.
+
+    ``expected_offset`` is None for unconditional appends.  ``event_number``
+    is the number of the *last* event in ``data``; ``event_count`` events.
+    """
+
+    segment: str
+    writer_id: uuid.UUID
+    event_number: int
+    event_count: int
+    data: bytes
+    request_id: int
+    expected_offset: int | None = None
+
+
+@attrs.frozen
+class ReplyReceived:
+    command: Command
+
+
+@attrs.frozen
+class ConnectionClosed:
+    clean: bool = True
+    reason: str = ""
+
+
+ServerEvent = HelloReceived | KeepAliveReceived | RequestReceived | Append | ConnectionClosed
+ClientEvent = HelloReceived | KeepAliveReceived | ReplyReceived | ConnectionClosed
+
+
+@attrs.define
+class WriterState:
+    """``AppendProcessor.WriterState`` for one (segment, writer) (§5.4)."""
+
+    last_stored: int  #: highest event number handed to storage
+    last_acked: int  #: highest event number acked with DataAppended
+    in_flight: int = 0
+
+
+@attrs.define
+class _Session:
+    """``AppendDecoder``'s per-writer record (§5.3)."""
+
+    segment: str
+    last_event_number: int = 0  # Java's default, not Long.MIN_VALUE
+
+
+def _versions_compatible(high: int, low: int) -> bool:
+    """The server's rule (§7): close unless ``low <= ours <= high`` overlap."""
+    return not (low > WIRE_VERSION or high < OLDEST_COMPATIBLE_VERSION)
+
+
+class _Base:
+    role: str
+    _transitions: dict[tuple[State, str], State]
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.state = State.OPEN
+        self._decoder = CommandDecoder(limits)
+        self._events: deque[ServerEvent | ClientEvent] = deque()
+        self._out = bytearray()
+        self._eof = False
+        self._reset = False
+        self._error: RemoteProtocolError | None = None
+        self.transitions_seen: set[tuple[str, str, str]] = set()
+        self.peer_version: tuple[int, int] | None = None
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        """Feed received bytes; ``b""`` means the peer closed its side."""
+        if self._eof:
+            if data:
+                raise RuntimeError("receive_data after EOF")
+            return
+        if not data:
+            self._eof = True
+            return
+        self._decoder.feed(data)
+
+    def connection_lost(self) -> None:
+        """The transport broke (reset)."""
+        self._eof = True
+        self._reset = True
+
+    def data_to_send(self) -> bytes:
+        out = bytes(self._out)
+        self._out.clear()
+        return out
+
+    @property
+    def must_close(self) -> bool:
+        """True once the connection must be closed after :meth:`data_to_send` is flushed."""
+        return self.state in (State.CLOSING, State.ERROR)
+
+    def _transition(self, inp: str, *, offset: int | None = None, frame: str | None = None) -> None:
+        new = self._transitions.get((self.state, inp))
+        if new is None:
+            raise LocalProtocolError(
+                f"{frame or inp} is not allowed in state {self.state.value}",
+                protocol=PROTOCOL,
+                frame=frame,
+                field="type",
+                offset=offset,
+            )
+        self.transitions_seen.add((self.state.value, inp, new.value))
+        self.state = new
+
+    def _pump(self) -> None:
+        raise NotImplementedError
+
+    def _next(self) -> ServerEvent | ClientEvent | NeedData:
+        events = self._events
+        if events:
+            return events.popleft()
+        if self._error is not None:
+            raise self._error
+        if self.state is State.CLOSED:
+            return ConnectionClosed(clean=not self._reset, reason="reset" if self._reset else "")
+        if self.state is State.CLOSING:
+            return NEED_DATA
+        try:
+            self._pump()
+            if not events and self._eof:
+                self._at_eof()
+        except ProtocolError as exc:
+            self.state = State.ERROR
+            self._error = to_remote(exc)
+        if events:
+            return events.popleft()
+        if self._error is not None:
+            raise self._error
+        return NEED_DATA
+
+    def _at_eof(self) -> None:
+        if self._reset:
+            self._transition("reset")
+            self._events.append(ConnectionClosed(clean=False, reason="reset"))
+            return
+        if self._decoder.buffered:
+            raise LocalProtocolError(
+                f"connection closed inside a frame ({self._decoder.buffered} bytes of it received)",
+                protocol=PROTOCOL,
+                field="(eof)",
+                offset=self._decoder.offset,
+            )
+        self._transition("eof")
+        self._events.append(ConnectionClosed(clean=self.state is not State.IN_BLOCK))
+
+
+# --------------------------------------------------------------------------- server
+
+
+class ServerConnection(_Base):
+    """The segment-store side of one connection.
+
+    Usage: feed bytes, pull events; answer :class:`RequestReceived` with
+    :meth:`send`; store each :class:`Append` and then call
+    :meth:`append_stored` (→ DataAppended) or :meth:`append_failed`.
+    """
+
+    role = "server"
+    _transitions = SERVER_TRANSITIONS
+
+    def __init__(self, limits: Limits = DEFAULT_LIMITS, *, max_writers: int = 10_000) -> None:
+        super().__init__(limits)
+        self.max_writers = max_writers
+        self._sessions: dict[uuid.UUID, _Session] = {}
+        self._writers: dict[tuple[str, uuid.UUID], WriterState] = {}
+        self._block: AppendBlock | None = None
+        self._block_offset = 0
+
+    def next_event(self) -> ServerEvent | NeedData:
+        """The next event or :data:`NEED_DATA`; raises :class:`RemoteProtocolError`
+        (after the events decoded before the bad byte) on a violation."""
+        return self._next()  # type: ignore[return-value]
+
+    def writer_state(self, segment: str, writer_id: uuid.UUID) -> WriterState | None:
+        return self._writers.get((segment, writer_id))
+
+    # -- receive -------------------------------------------------------------
+    def _pump(self) -> None:
+        dec = self._decoder
+        while self.state in (State.OPEN, State.IN_BLOCK) and not self._events:
+            start = dec.offset
+            cmd = dec.next_command()
+            if cmd is None:
+                return
+            self._on_command(cmd, start)
+
+    def _on_command(self, cmd: Command, offset: int) -> None:
+        code = cmd.TYPE
+        if self.state is State.IN_BLOCK and code in _APPEND_PATH and code != AppendBlockEnd.TYPE:
+            raise LocalProtocolError(
+                f"unexpected {cmd.NAME} following an append block", protocol=PROTOCOL, frame=cmd.NAME, field="type", offset=offset
+            )
+        if isinstance(cmd, Hello):
+            ok = _versions_compatible(cmd.high_version, cmd.low_version)
+            self.peer_version = (cmd.high_version, cmd.low_version)
+            self._out += Hello().encode()
+            self._transition("hello" if ok else "hello-incompatible", offset=offset, frame="Hello")
+            self._events.append(HelloReceived(cmd.high_version, cmd.low_version, ok))
+        elif isinstance(cmd, KeepAlive):
+            self._transition("keepalive", offset=offset, frame="KeepAlive")
+            self._out += KeepAlive().encode()
+            self._events.append(KeepAliveReceived())
+        elif isinstance(cmd, SetupAppend):
+            self._transition("setup", offset=offset, frame="SetupAppend")
+            if cmd.writer_id not in self._sessions:
+                check_limit(
+                    len(self._sessions) + 1,
+                    self.max_writers,
+                    name="max_writers",
+                    field="writer_id",
+                    frame="SetupAppend",
+                    offset=offset,
+                    protocol=PROTOCOL,
+                )
+            self._sessions[cmd.writer_id] = _Session(cmd.segment)
+            self._events.append(RequestReceived(cmd))
+        elif isinstance(cmd, AppendBlock):
+            self._session_for(cmd.writer_id, offset, "AppendBlock")
+            self._transition("block", offset=offset, frame="AppendBlock")
+            self._block = cmd
+            self._block_offset = offset
+        elif isinstance(cmd, AppendBlockEnd):
+            self._on_block_end(cmd, offset)
+        elif isinstance(cmd, ConditionalAppend | ConditionalBlockEnd):
+            self._transition("conditional", offset=offset, frame=cmd.NAME)
+            session = self._session_for(cmd.writer_id, offset, cmd.NAME)
+            if cmd.event_number < session.last_event_number:
+                raise LocalProtocolError(
+                    f"event number went backwards: {cmd.event_number} after {session.last_event_number}",
+                    protocol=PROTOCOL,
+                    frame=cmd.NAME,
+                    field="event_number",
+                    offset=offset + 8 + 16,
+                )
+            session.last_event_number = cmd.event_number
+            data = encode_event(cmd.event) if isinstance(cmd, ConditionalAppend) else cmd.data
+            self._begin_append(
+                Append(session.segment, cmd.writer_id, cmd.event_number, 1, data, cmd.request_id, cmd.expected_offset), offset
+            )
+        elif isinstance(cmd, Padding):
+            self._transition("padding", offset=offset, frame="Padding")  # accepted and ignored (§5.3)
+        elif isinstance(cmd, PartialEvent):
+            raise LocalProtocolError(
+                "PartialEvent is only valid inside an append block",
+                protocol=PROTOCOL,
+                frame="PartialEvent",
+                field="type",
+                offset=offset,
+            )
+        elif cmd.DIRECTION == "request":
+            self._transition("request", offset=offset, frame=cmd.NAME)
+            self._events.append(RequestReceived(cmd))
+        else:
+            raise LocalProtocolError(
+                f"{cmd.NAME} is a reply, not a request", protocol=PROTOCOL, frame=cmd.NAME, field="type", offset=offset
+            )
+
+    def _session_for(self, writer_id: uuid.UUID, offset: int, frame: str) -> _Session:
+        session = self._sessions.get(writer_id)
+        if session is None:
+            raise LocalProtocolError(
+                f"writer {writer_id} referenced before SetupAppend",
+                protocol=PROTOCOL,
+                frame=frame,
+                field="writer_id",
+                offset=offset + 8,
+            )
+        return session
+
+    def _on_block_end(self, end: AppendBlockEnd, offset: int) -> None:
+        session = self._session_for(end.writer_id, offset, "AppendBlockEnd")
+        fo = offset + 8  # payload start: writer_id(16) size(4) len(4) data num(4) last(8) rid(8)
+        if end.num_events <= 0:
+            raise LocalProtocolError(
+                f"numEvents must be positive, got {end.num_events}",
+                protocol=PROTOCOL,
+                frame="AppendBlockEnd",
+                field="num_events",
+                offset=fo + 24 + len(end.data),
+            )
+        if end.last_event_number < session.last_event_number:
+            raise LocalProtocolError(
+                f"last event number went backwards: {end.last_event_number} after {session.last_event_number}",
+                protocol=PROTOCOL,
+                frame="AppendBlockEnd",
+                field="last_event_number",
+                offset=fo + 28 + len(end.data),
+            )
+        block = self._block
+        if block is None:
+            data = end.data  # the Rust client's bare AppendBlockEnd: sizeOfWholeEvents is ignored
+        else:
+            if block.writer_id != end.writer_id:
+                raise LocalProtocolError(
+                    f"AppendBlockEnd writer {end.writer_id} does not match its AppendBlock writer {block.writer_id}",
+                    protocol=PROTOCOL,
+                    frame="AppendBlockEnd",
+                    field="writer_id",
+                    offset=fo,
+                )
+            size = end.size_of_whole_events
+            if not 0 <= size <= len(block.data):
+                raise LocalProtocolError(
+                    f"sizeOfWholeEvents {size} is outside the block's {len(block.data)} bytes",
+                    protocol=PROTOCOL,
+                    frame="AppendBlockEnd",
+                    field="size_of_whole_events",
+                    offset=fo + 16,
+                )
+            data = self._reassemble(block, size, end)
+            self._block = None
+        self._transition("block-end", offset=offset, frame="AppendBlockEnd")
+        session.last_event_number = end.last_event_number
+        check_limit(
+            len(data),
+            self.limits.max_buffered + self.limits.max_frame_size,
+            name="max_buffered",
+            field="data",
+            frame="AppendBlockEnd",
+            offset=offset,
+            protocol=PROTOCOL,
+        )
+        self._begin_append(
+            Append(session.segment, end.writer_id, end.last_event_number, end.num_events, data, end.request_id), offset
+        )
+
+    def _reassemble(self, block: AppendBlock, size: int, end: AppendBlockEnd) -> bytes:
+        whole = block.data[:size]
+        rest = block.data[size:]
+        if not rest:
+            return whole  # quirk copied from AppendDecoder: end.data is ignored when the block has no remainder
+        base = self._block_offset + 8 + 16 + size
+        if len(rest) < 8:
+            raise LocalProtocolError(
+                f"{len(rest)} bytes after the whole events are not a command header",
+                protocol=PROTOCOL,
+                frame="AppendBlock",
+                field="data",
+                offset=base,
+            )
+        code = int.from_bytes(rest[:4], "big", signed=True)
+        n = int.from_bytes(rest[4:8], "big", signed=True)
+        if code not in (PartialEvent.TYPE, Padding.TYPE):
+            raise LocalProtocolError(
+                f"the block's remainder must be a PartialEvent or Padding, found type {code}",
+                protocol=PROTOCOL,
+                frame="AppendBlock",
+                field="data",
+                offset=base,
+            )
+        if n != len(rest) - 8:
+            raise LocalProtocolError(
+                f"the {'PartialEvent' if code == PartialEvent.TYPE else 'Padding'} length {n} does not match the "
+                f"{len(rest) - 8} bytes left in the block",
+                protocol=PROTOCOL,
+                frame="PartialEvent" if code == PartialEvent.TYPE else "Padding",
+                field="length",
+                offset=base + 4,
+            )
+        if code == Padding.TYPE:
+            if end.data:
+                raise LocalProtocolError(
+                    "an AppendBlockEnd after Padding must carry no data",
+                    protocol=PROTOCOL,
+                    frame="AppendBlockEnd",
+                    field="data",
+                    offset=None,
+                )
+            return whole
+        return whole + rest[8:] + end.data
+
+    def _begin_append(self, append: Append, offset: int) -> None:
+        """``AppendProcessor.append`` + ``WriterState.beginAppend`` (§5.4)."""
+        state = self._writers.get((append.segment, append.writer_id))
+        if state is None:
+            raise LocalProtocolError(
+                f"append for writer {append.writer_id} on {append.segment!r} before its AppendSetup",
+                protocol=PROTOCOL,
+                field="writer_id",
+                offset=offset + 8,
+            )
+        if append.event_number < state.last_stored:
+            raise LocalProtocolError(
+                f"event {append.event_number} was already appended (last stored {state.last_stored})",
+                protocol=PROTOCOL,
+                field="event_number",
+                offset=offset,
+            )
+        state.last_stored = append.event_number
+        state.in_flight += 1
+        self._events.append(append)
+
+    # -- send ----------------------------------------------------------------
+    def send(self, cmd: Command) -> bytes:
+        """Encode a reply.  An AppendSetup (re)starts the writer's state (§5.4)."""
+        if cmd.DIRECTION not in ("reply", "both"):
+            raise LocalProtocolError(f"a server does not send {cmd.NAME}", protocol=PROTOCOL, frame=cmd.NAME)
+        if isinstance(cmd, AppendSetup):
+            self._writers[(cmd.segment, cmd.writer_id)] = WriterState(cmd.last_event_number, cmd.last_event_number)
+        return cmd.encode()
+
+    def append_stored(self, append: Append, segment_length: int) -> bytes:
+        """The append is durable: the DataAppended to send (or ``b""`` if this
+        event number was already acked).  Call in the order appends arrived."""
+        state = self._writers.get((append.segment, append.writer_id))
+        if state is None:
+            return b""  # the writer was set up again or dropped meanwhile
+        state.in_flight -= 1
+        previous = state.last_acked
+        if previous >= append.event_number:
+            return b""
+        state.last_acked = append.event_number
+        return DataAppended(
+            writer_id=append.writer_id,
+            event_number=append.event_number,
+            previous_event_number=previous,
+            request_id=append.request_id,
+            current_segment_write_offset=segment_length,
+        ).encode()
+
+    def append_conditional_failed(self, append: Append) -> bytes:
+        """The expected offset did not match: ConditionalCheckFailed; the writer
+        state rolls back to the last ack when nothing else is in flight."""
+        state = self._writers.get((append.segment, append.writer_id))
+        if state is not None:
+            state.in_flight -= 1
+            if state.in_flight == 0:
+                state.last_stored = state.last_acked
+        return ConditionalCheckFailed(
+            writer_id=append.writer_id, event_number=append.event_number, request_id=append.request_id
+        ).encode()
+
+    def append_failed(self, append: Append, reply: Command) -> bytes:
+        """The store refused the append (sealed, deleted…): send ``reply`` and
+        drop the writer state, so the writer must set up again (§5.4)."""
+        self._writers.pop((append.segment, append.writer_id), None)
+        return self.send(reply)
+
+
+# --------------------------------------------------------------------------- client
+
+
+class ClientConnection(_Base):
+    """The client side: sends Hello first and checks the server's Hello (§7).
+
+    Replies are delivered as :class:`ReplyReceived`; routing them to requests
+    by ``request_id`` is the caller's (the driver's) job.
+    """
+
+    role = "client"
+    _transitions = CLIENT_TRANSITIONS
+
+    def __init__(
+        self, limits: Limits = DEFAULT_LIMITS, *, version: tuple[int, int] = (WIRE_VERSION, OLDEST_COMPATIBLE_VERSION)
+    ) -> None:
+        super().__init__(limits)
+        self.version = version
+        self.hello_received = False
+
+    def initiate(self) -> bytes:
+        """The Hello a client sends right after connecting."""
+        return Hello(high_version=self.version[0], low_version=self.version[1]).encode()
+
+    def next_event(self) -> ClientEvent | NeedData:
+        return self._next()  # type: ignore[return-value]
+
+    def send(self, cmd: Command) -> bytes:
+        if cmd.DIRECTION not in ("request", "both"):
+            raise LocalProtocolError(f"a client does not send {cmd.NAME}", protocol=PROTOCOL, frame=cmd.NAME)
+        if self.state not in (State.OPEN,):
+            raise LocalProtocolError(f"cannot send {cmd.NAME} in state {self.state.value}", protocol=PROTOCOL, frame=cmd.NAME)
+        return cmd.encode()
+
+    def _pump(self) -> None:
+        dec = self._decoder
+        while self.state is State.OPEN and not self._events:
+            start = dec.offset
+            cmd = dec.next_command()
+            if cmd is None:
+                return
+            if isinstance(cmd, Hello):
+                high, low = cmd.high_version, cmd.low_version
+                self.peer_version = (high, low)
+                if low > self.version[0] or high < self.version[1]:  # the ranges do not overlap
+                    raise LocalProtocolError(
+                        f"server speaks versions {low}..{high}, we speak {self.version[1]}..{self.version[0]}",
+                        protocol=PROTOCOL,
+                        frame="Hello",
+                        field="low_version",
+                        offset=start + 12,
+                    )
+                self._transition("hello", offset=start, frame="Hello")
+                self.hello_received = True
+                self._events.append(HelloReceived(high, low, True))
+            elif isinstance(cmd, KeepAlive):
+                self._transition("keepalive", offset=start, frame="KeepAlive")
+                self._events.append(KeepAliveReceived())
+            elif cmd.DIRECTION == "reply":
+                self._transition("reply", offset=start, frame=cmd.NAME)
+                self._events.append(ReplyReceived(cmd))
+            else:
+                raise LocalProtocolError(
+                    f"{cmd.NAME} is a request, not a reply", protocol=PROTOCOL, frame=cmd.NAME, field="type", offset=start
+                )
