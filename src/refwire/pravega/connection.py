@@ -141,6 +141,9 @@ class Append:
     data: bytes
     request_id: int
     expected_offset: int | None = None
+    #: the writer's last stored event number before this append: the value
+    #: the store compares its writer attribute with, atomically (§5.4)
+    previous_stored: int = 0
 
 
 @attrs.frozen
@@ -519,6 +522,7 @@ class ServerConnection(_Base):
                 field="event_number",
                 offset=offset,
             )
+        append = attrs.evolve(append, previous_stored=state.last_stored)
         state.last_stored = append.event_number
         state.in_flight += 1
         self._events.append(append)
