@@ -1,0 +1,238 @@
+"""A writer's append session, Sans-IO (specs/pravega/README.md §5.1, §5.2, §5.5).
+
+Event numbers start at 1 per (segment, writer) and never go back, across
+reconnects.  After every (re)connect the writer sends SetupAppend; the
+server's AppendSetup carries the last event number it stored for this writer,
+so the session drops everything up to it and resends the rest with their
+original numbers: each event is stored exactly once and in order.
+
+Two encodings of the same appends, both accepted by real Pravega:
+
+* ``"rust"`` -- one bare ``AppendBlockEnd`` per batch, data = whole Event frames
+  (the Rust/Python client);
+* ``"java"`` -- ``AppendBlock`` + whole events + a ``PartialEvent`` (the head of
+  the event that did not fit) or ``Padding``, then ``AppendBlockEnd`` with the
+  partial event's tail (the Java client's streamed blocks).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import deque
+from typing import Final, Literal
+
+import attrs
+
+from ..errors import LocalProtocolError
+from .codec import NULL_VALUE, PROTOCOL, encode_event
+from .commands import AppendBlock, AppendBlockEnd, AppendSetup, DataAppended, Padding, PartialEvent, SetupAppend
+
+__all__ = ["MAX_EVENT_SIZE", "PendingEvent", "WriterSession"]
+
+#: ``Serializer.MAX_EVENT_SIZE`` (§5.1)
+MAX_EVENT_SIZE: Final = 8 * 1024 * 1024
+#: the Java client's cap on a block (``MAX_BATCH_SIZE``)
+MAX_BLOCK: Final = 2 * 256 * 1024 - 1024
+
+Style = Literal["rust", "java"]
+
+
+@attrs.frozen
+class PendingEvent:
+    number: int
+    frame: bytes  #: the Event frame: header + payload
+
+
+class WriterSession:
+    """Appends of one writer to one segment.
+
+    Usage: :meth:`add` events; after connecting send :meth:`setup`, feed the
+    reply to :meth:`on_append_setup`; then send :meth:`take` whenever it has
+    bytes; feed each DataAppended to :meth:`on_data_appended`; on a broken
+    connection call :meth:`connection_lost` and start again with setup.
+    """
+
+    def __init__(
+        self,
+        segment: str,
+        writer_id: uuid.UUID | None = None,
+        *,
+        style: Style = "rust",
+        token: str = "",
+        max_batch_bytes: int = MAX_BLOCK,
+        max_batch_events: int = 499,
+    ) -> None:
+        self.segment = segment
+        self.writer_id = writer_id or uuid.uuid4()
+        self.style = style
+        self.token = token
+        self.max_batch_bytes = max_batch_bytes
+        self.max_batch_events = max_batch_events
+        self.next_number = 1
+        self.pending: deque[PendingEvent] = deque()  #: unacked, in order
+        self._unsent = 0  #: index in ``pending`` of the first event not sent on this connection
+        self.ready = False  #: AppendSetup received on the current connection
+        self.last_acked = NULL_VALUE
+        self.request_id = 0
+        #: block sizes to use in "java" style (one per block, cycled); None = the batch size
+        self.java_block_sizes: list[int] | None = None
+        self._block_turn = 0
+
+    # -- events ---------------------------------------------------------------------
+    def add(self, payload: bytes) -> int:
+        """Queue one event; returns its event number."""
+        if len(payload) > MAX_EVENT_SIZE:
+            raise LocalProtocolError(
+                f"event of {len(payload)} bytes is larger than {MAX_EVENT_SIZE}", protocol=PROTOCOL, frame="Event", field="data"
+            )
+        n = self.next_number
+        self.next_number += 1
+        self.pending.append(PendingEvent(n, encode_event(payload)))
+        return n
+
+    @property
+    def unacked(self) -> int:
+        return len(self.pending)
+
+    # -- connection lifecycle -----------------------------------------------------
+    def setup(self, request_id: int) -> SetupAppend:
+        self.request_id = request_id
+        self.ready = False
+        self._unsent = 0
+        return SetupAppend(request_id=request_id, writer_id=self.writer_id, segment=self.segment, delegation_token=self.token)
+
+    def on_append_setup(self, cmd: AppendSetup) -> None:
+        """Drop what the server already stored; resend the rest (§5.5)."""
+        if cmd.writer_id != self.writer_id or cmd.segment != self.segment:
+            raise LocalProtocolError(
+                "AppendSetup for another writer or segment", protocol=PROTOCOL, frame="AppendSetup", field="writer_id"
+            )
+        last = cmd.last_event_number
+        if last >= self.next_number:
+            raise LocalProtocolError(
+                f"server says event {last} is stored, but only {self.next_number - 1} were written",
+                protocol=PROTOCOL,
+                frame="AppendSetup",
+                field="last_event_number",
+            )
+        self._ack_up_to(last)
+        self.last_acked = max(self.last_acked, last) if last != NULL_VALUE else self.last_acked
+        self.ready = True
+        self._unsent = 0
+
+    def connection_lost(self) -> None:
+        self.ready = False
+        self._unsent = 0
+
+    def _ack_up_to(self, number: int) -> list[int]:
+        done = []
+        while self.pending and self.pending[0].number <= number:
+            done.append(self.pending.popleft().number)
+            self._unsent = max(0, self._unsent - 1)
+        return done
+
+    def on_data_appended(self, cmd: DataAppended) -> list[int]:
+        """The event numbers this ack completes; checks the chain as the Java client does."""
+        prev, num = cmd.previous_event_number, cmd.event_number
+        lowest = self.pending[0].number if self.pending else None
+        if not prev < num or (lowest is not None and not lowest > prev) or num >= self.next_number:
+            raise LocalProtocolError(
+                f"bad ack: event {num} after {prev} (lowest in flight {lowest}, last written {self.next_number - 1})",
+                protocol=PROTOCOL,
+                frame="DataAppended",
+                field="event_number",
+            )
+        self.last_acked = num
+        return self._ack_up_to(num)
+
+    # -- encoding -------------------------------------------------------------------
+    def take(self) -> bytes:
+        """Bytes for every event not yet sent on this connection (empty until ready)."""
+        if not self.ready:
+            return b""
+        out = bytearray()
+        events = list(self.pending)[self._unsent :]
+        i = 0
+        while i < len(events):
+            batch: list[PendingEvent] = []
+            size = 0
+            while (
+                i < len(events)
+                and len(batch) < self.max_batch_events
+                and (not batch or size + len(events[i].frame) <= self.max_batch_bytes)
+            ):
+                batch.append(events[i])
+                size += len(events[i].frame)
+                i += 1
+            out += self._encode_rust(batch) if self.style == "rust" else self._encode_java(batch)
+        self._unsent = len(self.pending)
+        return bytes(out)
+
+    def _encode_rust(self, batch: list[PendingEvent]) -> bytes:
+        data = b"".join(e.frame for e in batch)
+        return AppendBlockEnd(
+            writer_id=self.writer_id,
+            size_of_whole_events=len(data),
+            data=data,
+            num_events=len(batch),
+            last_event_number=batch[-1].number,
+            request_id=self.request_id,
+        ).encode()
+
+    def _next_block_size(self, default: int) -> int:
+        sizes = self.java_block_sizes
+        if not sizes:
+            return default
+        size = sizes[self._block_turn % len(sizes)]
+        self._block_turn += 1
+        return size
+
+    def _encode_java(self, batch: list[PendingEvent]) -> bytes:
+        """Java's ``CommandEncoder`` blocks (§5.1): a block of ``B`` bytes holds
+        whole events while they fit, then the head of the next event as a
+        PartialEvent (its tail rides in the AppendBlockEnd) or Padding."""
+        out = bytearray()
+        wid = self.writer_id
+        i = 0
+        while i < len(batch):
+            first = batch[i].frame
+            block = self._next_block_size(sum(len(e.frame) for e in batch[i:]))
+            if block <= len(first):  # unbatched: exactly one event, no trailer
+                out += AppendBlock(writer_id=wid, data=first).encode()
+                out += AppendBlockEnd(
+                    writer_id=wid,
+                    size_of_whole_events=len(first),
+                    data=b"",
+                    num_events=1,
+                    last_event_number=batch[i].number,
+                    request_id=self.request_id,
+                ).encode()
+                i += 1
+                continue
+            left = block
+            body = bytearray()
+            count = 0
+            while i < len(batch) and left > len(batch[i].frame):
+                body += batch[i].frame
+                left -= len(batch[i].frame)
+                count += 1
+                i += 1
+            tail = b""
+            if i < len(batch):  # the next event does not fit: split it
+                frame = batch[i].frame
+                body += PartialEvent(data=frame[:left]).encode()
+                tail = frame[left:]
+                count += 1
+                i += 1
+            else:
+                body += Padding(length=left).encode()
+            out += AppendBlock(writer_id=wid, data=bytes(body)).encode()
+            out += AppendBlockEnd(
+                writer_id=wid,
+                size_of_whole_events=block - left,
+                data=tail,
+                num_events=count,
+                last_event_number=batch[i - 1].number,
+                request_id=self.request_id,
+            ).encode()
+        return bytes(out)
