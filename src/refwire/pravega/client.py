@@ -1,0 +1,437 @@
+"""Pravega clients on trio: a request/reply connection, an event writer that
+survives reconnects without duplicates, and a segment reader
+(specs/pravega/README.md §5-§7).
+
+These talk to a segment store directly (addressed by ``HOST:PORT`` and a
+fully qualified segment name such as ``scope/stream/0.#epoch.0``); finding the
+store through a controller is the application's business.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import random
+import struct
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from ..drivers import open_stream
+from ..errors import LocalProtocolError, ProtocolError, RefwireError
+from ..wire import Limits
+from .codec import DEFAULT_LIMITS, PROTOCOL, Command
+from .commands import (
+    AppendSetup,
+    ConditionalCheckFailed,
+    CreateSegment,
+    DataAppended,
+    GetStreamSegmentInfo,
+    NoSuchSegment,
+    ReadSegment,
+    SealSegment,
+    SegmentAlreadyExists,
+    SegmentCreated,
+    SegmentIsSealed,
+    SegmentRead,
+    SegmentSealed,
+    StreamSegmentInfo,
+    WrongHost,
+    request_id_of,
+)
+from .connection import ClientConnection, ConnectionClosed, HelloReceived, KeepAliveReceived, ReplyReceived
+from .writer import Style, WriterSession
+
+__all__ = [
+    "EventWriter",
+    "PravegaConnection",
+    "RequestFailed",
+    "SegmentReader",
+    "WriteFailed",
+    "WriterConfig",
+    "create_segment",
+    "parse_events",
+    "seal_segment",
+    "segment_info",
+]
+
+log = logging.getLogger("refwire.pravega.client")
+_HDR = struct.Struct(">ii")
+_ids = itertools.count(1)
+
+
+class RequestFailed(RefwireError):
+    """The server answered a request with an error reply (``reply``)."""
+
+    def __init__(self, reply: Command) -> None:
+        super().__init__(f"{reply.NAME}: {reply}")
+        self.reply = reply
+
+
+class WriteFailed(RefwireError):
+    """An EventWriter gave up; ``unacked`` are the event numbers not known stored."""
+
+    def __init__(self, reason: str, unacked: Sequence[int]) -> None:
+        super().__init__(reason)
+        self.unacked = list(unacked)
+
+
+def next_request_id() -> int:
+    return next(_ids)
+
+
+class PravegaConnection:
+    """One connection to a segment store: Hello exchanged, replies routed by requestId.
+
+    ``await conn.request(cmd)`` sends a request and returns its reply (any
+    reply with the same requestId); ``subscribe(rid, handler)`` routes every
+    reply with ``rid`` to ``handler`` (writers' DataAppended).
+    """
+
+    def __init__(self, stream: trio.abc.Stream, *, limits: Limits = DEFAULT_LIMITS) -> None:
+        self.stream = stream
+        self.machine = ClientConnection(limits)
+        self._waiters: dict[int, trio.MemorySendChannel[Command]] = {}
+        self._handlers: dict[int, Callable[[Command], None]] = {}
+        self._lock = trio.Lock()
+        self.closed = trio.Event()
+        self.error: BaseException | None = None
+        self._hello = trio.Event()
+
+    @classmethod
+    async def connect(cls, host: str, port: int, *, timeout: float = 10.0, **kwargs: Any) -> PravegaConnection:
+        stream = await open_stream(host, port, timeout=timeout)
+        return cls(stream, **kwargs)
+
+    async def send(self, cmd: Command) -> None:
+        data = self.machine.send(cmd)
+        async with self._lock:
+            await self.stream.send_all(data)
+
+    async def send_raw(self, data: bytes) -> None:
+        if data:
+            async with self._lock:
+                await self.stream.send_all(data)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Send Hello, wait for the server's Hello, then route replies until the connection ends."""
+        try:
+            await self.send_raw(self.machine.initiate())
+            started = False
+            while True:
+                try:
+                    data = await self.stream.receive_some(256 * 1024)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self.machine.connection_lost()
+                    data = b""
+                self.machine.receive_data(data)
+                while True:
+                    ev = self.machine.next_event()
+                    if isinstance(ev, HelloReceived):
+                        if not started:
+                            started = True
+                            self._hello.set()
+                            task_status.started()
+                    elif isinstance(ev, ReplyReceived):
+                        self._route(ev.command)
+                    elif isinstance(ev, KeepAliveReceived):
+                        pass
+                    elif isinstance(ev, ConnectionClosed):
+                        if not started:
+                            raise trio.BrokenResourceError("connection closed before the server's Hello")
+                        return
+                    else:
+                        break
+        except ProtocolError as exc:
+            self.error = exc
+            raise
+        finally:
+            self.closed.set()
+            for ch in self._waiters.values():
+                ch.close()
+            await trio.aclose_forcefully(self.stream)
+
+    def _route(self, cmd: Command) -> None:
+        rid = request_id_of(cmd)
+        handler = self._handlers.get(rid)
+        if handler is not None:
+            handler(cmd)
+            return
+        ch = self._waiters.pop(rid, None)
+        if ch is not None:
+            ch.send_nowait(cmd)
+            ch.close()
+            return
+        log.warning("pravega: reply with unknown requestId %d ignored: %s", rid, cmd.NAME)
+
+    def subscribe(self, request_id: int, handler: Callable[[Command], None]) -> None:
+        self._handlers[request_id] = handler
+
+    def unsubscribe(self, request_id: int) -> None:
+        self._handlers.pop(request_id, None)
+
+    async def request(self, cmd: Command, *, timeout: float = 30.0) -> Command:
+        """Send ``cmd`` and wait for the reply with its requestId (Rust's 30 s request timeout)."""
+        rid = int(cmd.request_id)  # type: ignore[attr-defined]
+        send, recv = trio.open_memory_channel[Command](1)
+        self._waiters[rid] = send
+        try:
+            with trio.fail_after(timeout):
+                await self.send(cmd)
+                try:
+                    return await recv.receive()
+                except trio.EndOfChannel:
+                    raise trio.BrokenResourceError(f"connection closed before the reply to {cmd.NAME}") from self.error
+        finally:
+            self._waiters.pop(rid, None)
+
+    async def aclose(self) -> None:
+        await trio.aclose_forcefully(self.stream)
+
+
+async def _with_connection(
+    host: str, port: int, fn: Callable[[PravegaConnection], Awaitable[Any]], *, timeout: float = 10.0
+) -> Any:
+    conn = await PravegaConnection.connect(host, port, timeout=timeout)
+    async with trio.open_nursery() as nursery:
+        with trio.fail_after(timeout):
+            await nursery.start(conn.run)
+        try:
+            return await fn(conn)
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+async def create_segment(host: str, port: int, segment: str, *, timeout: float = 10.0) -> bool:
+    """Create ``segment``; False if it already existed."""
+
+    async def go(conn: PravegaConnection) -> bool:
+        reply = await conn.request(CreateSegment(request_id=next_request_id(), segment=segment), timeout=timeout)
+        if isinstance(reply, SegmentCreated):
+            return True
+        if isinstance(reply, SegmentAlreadyExists):
+            return False
+        raise RequestFailed(reply)
+
+    return bool(await _with_connection(host, port, go, timeout=timeout))
+
+
+async def seal_segment(host: str, port: int, segment: str, *, timeout: float = 10.0) -> None:
+    async def go(conn: PravegaConnection) -> None:
+        reply = await conn.request(SealSegment(request_id=next_request_id(), segment=segment), timeout=timeout)
+        if not isinstance(reply, SegmentSealed | SegmentIsSealed):
+            raise RequestFailed(reply)
+
+    await _with_connection(host, port, go, timeout=timeout)
+
+
+@attrs.frozen(kw_only=True)
+class WriterConfig:
+    style: Style = "rust"
+    max_attempts: int | None = 10  #: consecutive failed connections before giving up (None = forever)
+    backoff: tuple[float, float] = (0.05, 2.0)  #: first and largest reconnect delay (jittered)
+    connect_timeout: float = 10.0
+    ack_timeout: float = 30.0  #: reconnect when nothing is acked for this long while events are unacked
+    token: str = ""
+
+
+class EventWriter:
+    """Writes events to one segment, exactly once and in order across reconnects (§5.5).
+
+    ``await writer.write(payloads)`` returns when all are durably stored.  The
+    writer reconnects on any failure, sends SetupAppend, and resends only what
+    the server's AppendSetup says it does not have.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        segment: str,
+        *,
+        writer_id: uuid.UUID | None = None,
+        config: WriterConfig = WriterConfig(),
+        connect: Callable[[], Awaitable[trio.abc.Stream]] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.host, self.port = host, port
+        self.session = WriterSession(segment, writer_id, style=config.style, token=config.token)
+        self.config = config
+        self._connect = connect or (lambda: open_stream(host, port, timeout=config.connect_timeout))
+        self._rng = rng or random.Random()
+        self._progress = trio.Event()
+        self.stats = {"connections": 0, "reconnects": 0, "acked": 0}
+
+    @property
+    def writer_id(self) -> uuid.UUID:
+        return self.session.writer_id
+
+    async def write(self, payloads: Sequence[bytes]) -> None:
+        for p in payloads:
+            self.session.add(p)
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Until every queued event is acked (or :class:`WriteFailed`)."""
+        failures = 0
+        delay = self.config.backoff[0]
+        while self.session.pending:
+            try:
+                await self._one_connection()
+                failures = 0
+                delay = self.config.backoff[0]
+            except (
+                OSError,
+                trio.BrokenResourceError,
+                trio.ClosedResourceError,
+                trio.TooSlowError,
+                ProtocolError,
+                RequestFailed,
+            ) as exc:
+                failures += 1
+                self.session.connection_lost()
+                if isinstance(exc, RequestFailed) and isinstance(exc.reply, NoSuchSegment):
+                    raise WriteFailed(
+                        f"segment {self.session.segment!r} does not exist", [e.number for e in self.session.pending]
+                    ) from exc
+                if self.config.max_attempts is not None and failures >= self.config.max_attempts:
+                    raise WriteFailed(
+                        f"gave up after {failures} failed attempts: {exc}", [e.number for e in self.session.pending]
+                    ) from exc
+                log.info("pravega writer: %s; reconnecting", exc)
+                await trio.sleep(delay * (0.5 + self._rng.random()))
+                delay = min(delay * 2, self.config.backoff[1])
+                self.stats["reconnects"] += 1
+
+    async def _one_connection(self) -> None:
+        stream = await self._connect()
+        self.stats["connections"] += 1
+        conn = PravegaConnection(stream)
+        session = self.session
+        async with trio.open_nursery() as nursery:
+            with trio.fail_after(self.config.connect_timeout):
+                await nursery.start(conn.run)
+            rid = next_request_id()
+            acks: trio.MemorySendChannel[Command]
+            acks, acks_recv = trio.open_memory_channel[Command](math.inf)
+            conn.subscribe(rid, acks.send_nowait)
+            setup = session.setup(rid)
+            await conn.send(setup)
+            with trio.fail_after(self.config.ack_timeout):
+                reply = await acks_recv.receive()
+            if not isinstance(reply, AppendSetup):
+                raise RequestFailed(reply)
+            session.on_append_setup(reply)
+            await conn.send_raw(session.take())
+            while session.pending:
+                with trio.fail_after(self.config.ack_timeout):
+                    try:
+                        reply = await acks_recv.receive()
+                    except trio.EndOfChannel:
+                        raise trio.BrokenResourceError("connection closed") from None
+                if isinstance(reply, DataAppended):
+                    self.stats["acked"] += len(session.on_data_appended(reply))
+                elif isinstance(reply, ConditionalCheckFailed):
+                    raise RequestFailed(reply)
+                elif isinstance(reply, SegmentIsSealed | NoSuchSegment | WrongHost):
+                    raise RequestFailed(reply)
+                else:
+                    raise RequestFailed(reply)
+                await conn.send_raw(session.take())
+            nursery.cancel_scope.cancel()
+        if conn.closed.is_set() and session.pending:
+            raise trio.BrokenResourceError("connection closed")
+
+
+def parse_events(data: bytes, *, base: int = 0) -> tuple[list[tuple[int, bytes]], int]:
+    """Split segment bytes into ``(offset, payload)`` of whole Event frames (§6);
+    returns them and the number of bytes consumed (a partial event is left)."""
+    out: list[tuple[int, bytes]] = []
+    pos = 0
+    n = len(data)
+    while pos + 8 <= n:
+        t, ln = _HDR.unpack_from(data, pos)
+        if t != 0 or ln < 0:
+            raise LocalProtocolError(
+                f"event was of wrong type {t}" if t != 0 else f"negative event length {ln}",
+                protocol=PROTOCOL,
+                frame="Event",
+                field="type",
+                offset=base + pos,
+            )
+        if pos + 8 + ln > n:
+            break
+        out.append((base + pos, bytes(data[pos + 8 : pos + 8 + ln])))
+        pos += 8 + ln
+    return out, pos
+
+
+class SegmentReader:
+    """Reads a segment from ``offset`` on: raw bytes or events, waiting at the tail."""
+
+    def __init__(
+        self, conn: PravegaConnection, segment: str, *, offset: int = 0, read_size: int = 1024 * 1024, token: str = ""
+    ) -> None:
+        self.conn = conn
+        self.segment = segment
+        self.offset = offset
+        self.read_size = read_size
+        self.token = token
+        self.end_of_segment = False
+        self._carry = b""
+
+    async def read(self, *, timeout: float = 30.0) -> SegmentRead:
+        """One ReadSegment at the current offset; advances past the data."""
+        reply = await self.conn.request(
+            ReadSegment(
+                segment=self.segment,
+                offset=self.offset,
+                suggested_length=self.read_size,
+                delegation_token=self.token,
+                request_id=next_request_id(),
+            ),
+            timeout=timeout,
+        )
+        if isinstance(reply, SegmentIsSealed):
+            self.end_of_segment = True
+            return SegmentRead(
+                segment=self.segment, offset=self.offset, at_tail=True, end_of_segment=True, data=b"", request_id=reply.request_id
+            )
+        if not isinstance(reply, SegmentRead):
+            raise RequestFailed(reply)
+        if reply.offset != self.offset:
+            raise LocalProtocolError(
+                f"SegmentRead offset {reply.offset} does not echo the request's {self.offset}",
+                protocol=PROTOCOL,
+                frame="SegmentRead",
+                field="offset",
+            )
+        self.offset += len(reply.data)
+        self.end_of_segment = reply.end_of_segment
+        return reply
+
+    async def events(self, *, until_tail: bool = False) -> AsyncIterator[tuple[int, bytes]]:
+        """``(offset, payload)`` of each event; stops at the end of a sealed
+        segment, or at the tail when ``until_tail``."""
+        start = self.offset - len(self._carry)
+        while not self.end_of_segment:
+            r = await self.read()
+            buf = self._carry + r.data
+            evs, used = parse_events(buf, base=start)
+            self._carry = buf[used:]
+            start += used
+            for ev in evs:
+                yield ev
+            if until_tail and r.at_tail and not self._carry:
+                return
+
+
+async def segment_info(conn: PravegaConnection, segment: str) -> StreamSegmentInfo:
+    reply = await conn.request(GetStreamSegmentInfo(request_id=next_request_id(), segment_name=segment))
+    if not isinstance(reply, StreamSegmentInfo):
+        raise RequestFailed(reply)
+    return reply
