@@ -30,7 +30,7 @@ from .errors import RefwireError
 __all__ = ["PROTOCOL_CLIS", "main"]
 
 #: Modules with a ``register(Commands)`` function, one per protocol.
-PROTOCOL_CLIS = ("refwire.lumberjack.cli",)
+PROTOCOL_CLIS = ("refwire.lumberjack.cli", "refwire.pravega.cli", "refwire.tank.cli", "refwire.pipeline.cli")
 
 
 def _sim_protocols() -> tuple[str, ...]:
@@ -46,10 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run a server")
     send = sub.add_parser("send", help="send data to a server (write, produce, call)")
+    read = sub.add_parser("read", help="read data from a server (read, consume)")
     cmds = Commands(
         serve=serve.add_subparsers(dest="protocol", metavar="PROTOCOL"),
         send=send.add_subparsers(dest="protocol", metavar="PROTOCOL"),
         top=sub,
+        read=read.add_subparsers(dest="protocol", metavar="PROTOCOL"),
     )
     for name in PROTOCOL_CLIS:
         importlib.import_module(name).register(cmds)

@@ -38,7 +38,9 @@ class Commands:
 
     serve: argparse._SubParsersAction[argparse.ArgumentParser]  #: ``refwire serve PROTOCOL``
     send: argparse._SubParsersAction[argparse.ArgumentParser]  #: ``refwire send PROTOCOL`` (write, produce, call)
-    top: argparse._SubParsersAction[argparse.ArgumentParser]  #: top-level commands (``refwire read …``)
+    top: argparse._SubParsersAction[argparse.ArgumentParser]  #: top-level commands (``refwire campaign …``)
+    #: ``refwire read PROTOCOL`` (read, fetch, consume); None for callers built before it existed
+    read: argparse._SubParsersAction[argparse.ArgumentParser] | None = None
 
 
 def positive_int(text: str) -> int:

@@ -30,9 +30,9 @@ from .commands import ReadSegment, SegmentRead
 from .connection import Append, ConnectionClosed, HelloReceived, KeepAliveReceived, RequestReceived, ServerConnection
 from .processor import RequestProcessor, TokenVerifier
 from .storage import FileLog, Log, MemoryLog
-from .store import SegmentStore
+from .store import NoSuchSegmentError, SegmentExistsError, SegmentStore
 
-__all__ = ["SegmentStoreServer", "ServerConfig"]
+__all__ = ["SegmentStoreServer", "ServerConfig", "StoreAdmin", "memory_server"]
 
 log = logging.getLogger("refwire.pravega.server")
 
@@ -97,6 +97,11 @@ class SegmentStoreServer:
         import time
 
         return int(time.time() * 1000)
+
+    @property
+    def admin(self) -> StoreAdmin:
+        """This store as the controller's :class:`~.controller.SegmentAdmin`."""
+        return StoreAdmin(self)
 
     def _wake(self, segment: str) -> None:
         ev = self._wakeups.pop(segment, None)
@@ -284,6 +289,41 @@ class SegmentStoreServer:
                     return
                 else:  # NEED_DATA
                     break
+
+
+class StoreAdmin:
+    """The segment store as the controller sees it (``SegmentAdmin``)."""
+
+    def __init__(self, server: SegmentStoreServer) -> None:
+        self._server = server
+
+    def create_segment(self, name: str) -> bool:
+        try:
+            self._server.store.create(name, now=self._server._time_ms())
+        except SegmentExistsError:
+            return False
+        self._server._dirty.set()
+        return True
+
+    def seal_segment(self, name: str) -> bool:
+        try:
+            self._server.store.seal(name, now=self._server._time_ms())
+        except NoSuchSegmentError:
+            return False
+        self._server._dirty.set()
+        return True
+
+    def delete_segment(self, name: str) -> bool:
+        try:
+            self._server.store.delete(name, now=self._server._time_ms())
+        except NoSuchSegmentError:
+            return False
+        self._server._dirty.set()
+        return True
+
+    def segment_info(self, name: str) -> tuple[int, int, bool] | None:
+        seg = self._server.store.segments.get(name)
+        return None if seg is None else (seg.start_offset, seg.visible, seg.sealed_visible)
 
 
 def memory_server(**kwargs: Any) -> SegmentStoreServer:

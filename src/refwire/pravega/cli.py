@@ -1,0 +1,181 @@
+"""``refwire serve pravega``, ``refwire send pravega`` and ``refwire read pravega``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import trio
+
+from ..cliutil import Commands, UsageError, hostport, nonneg_float, open_listeners, positive_int, stop_on_signal
+from ..drivers import listener_address
+
+__all__ = ["register"]
+
+
+def register(cmds: Commands) -> None:
+    """Add the Pravega subcommands."""
+    s = cmds.serve.add_parser("pravega", help="Pravega segment store (+ a minimal controller for the real client)")
+    s.add_argument(
+        "--listen",
+        type=hostport,
+        default=("127.0.0.1", 6000),
+        metavar="HOST:PORT",
+        help="segment store address (default 127.0.0.1:6000; port 0 = any)",
+    )
+    s.add_argument(
+        "--controller",
+        type=hostport,
+        default=("127.0.0.1", 9090),
+        metavar="HOST:PORT",
+        help="controller (gRPC) address (default 127.0.0.1:9090; port 0 = any)",
+    )
+    s.add_argument("--no-controller", action="store_true", help="serve the segment store only")
+    s.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="keep segments (and the controller's state) in DIR; survives restarts (default: in memory)",
+    )
+    s.add_argument(
+        "--tail-wait",
+        type=nonneg_float,
+        default=10.0,
+        metavar="S",
+        help="answer a read parked at the tail with an empty atTail read after S seconds (0 = wait forever, as Java; default 10)",
+    )
+    s.add_argument("--stack-traces", action="store_true", help="fill serverStackTrace in error replies")
+    s.set_defaults(func=_serve)
+
+    w = cmds.send.add_parser("pravega", help="write events to a segment")
+    w.add_argument("address", type=hostport, metavar="HOST:PORT", help="the segment store")
+    w.add_argument("--segment", required=True, metavar="NAME", help="fully qualified segment, e.g. scope/stream/0.#epoch.0")
+    w.add_argument("--create", action="store_true", help="create the segment first (no error if it exists)")
+    w.add_argument("--count", type=positive_int, metavar="N", help="write N generated events instead of lines from stdin")
+    w.add_argument(
+        "--style",
+        choices=("rust", "java"),
+        default="rust",
+        help="bare AppendBlockEnd (Rust client, default) or streamed AppendBlock blocks (Java client)",
+    )
+    w.add_argument(
+        "--max-attempts",
+        type=positive_int,
+        default=10,
+        metavar="N",
+        help="give up after N failed connections in a row (default 10)",
+    )
+    w.set_defaults(func=_send)
+
+    if cmds.read is not None:
+        r = cmds.read.add_parser("pravega", help="read events from a segment")
+        r.add_argument("address", type=hostport, metavar="HOST:PORT", help="the segment store")
+        r.add_argument("--segment", required=True, metavar="NAME")
+        r.add_argument("--offset", type=int, default=0, metavar="N", help="start at this byte offset (default 0)")
+        r.add_argument(
+            "--follow", action="store_true", help="keep waiting at the tail for new events (until interrupted or sealed)"
+        )
+        r.add_argument("--raw", action="store_true", help="print the bytes as they are instead of splitting Event frames")
+        r.set_defaults(func=_read)
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from .controller import PravegaController
+    from .server import SegmentStoreServer, ServerConfig
+
+    config = ServerConfig(tail_wait=args.tail_wait or None, stack_traces=args.stack_traces)
+    data_dir = Path(args.data_dir) if args.data_dir else None
+    server = SegmentStoreServer.open_dir(data_dir, config=config) if data_dir else SegmentStoreServer(config=config)
+    host, port = args.listen
+    listeners = await open_listeners(host, port)
+    ctl_listeners = [] if args.no_controller else await open_listeners(*args.controller)
+    store_addr = listeners[0].socket.getsockname()[:2]
+    controller = None
+    if not args.no_controller:
+        controller = PravegaController(
+            server.admin, (str(store_addr[0]), int(store_addr[1])), state_path=data_dir / "controller.json" if data_dir else None
+        )
+    done = trio.Event()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(stop_on_signal, done)
+        await nursery.start(server.serve, listeners)
+        for lst in listeners:
+            print(f"listening on {listener_address(lst)} (segment store)", file=sys.stderr, flush=True)
+        if controller is not None:
+            await nursery.start(controller.serve, ctl_listeners)
+            for lst in ctl_listeners:
+                print(f"listening on {listener_address(lst)} (controller)", file=sys.stderr, flush=True)
+        await done.wait()
+        if controller is not None:
+            await controller.shutdown(grace=2.0)
+        await server.shutdown(grace=5.0)
+        nursery.cancel_scope.cancel()
+    st = server.stats
+    print(
+        f"served {st['connections']} connections, {st['events']} events in {st['appends']} appends, {st['reads']} reads",
+        file=sys.stderr,
+    )
+    return 0
+
+
+async def _send(args: argparse.Namespace) -> int:
+    from .client import EventWriter, WriteFailed, WriterConfig, create_segment
+
+    host, port = args.address
+    if args.count:
+        payloads = [f"event {i}".encode() for i in range(args.count)]
+    else:
+        payloads = [line.rstrip(b"\n") for line in sys.stdin.buffer]
+    if args.create:
+        await create_segment(host, port, args.segment)
+    writer = EventWriter(host, port, args.segment, config=WriterConfig(style=args.style, max_attempts=args.max_attempts))
+    t0 = time.perf_counter()
+    try:
+        await writer.write(payloads)
+    except WriteFailed as exc:
+        print(f"refwire: {exc} ({len(exc.unacked)} events not acked)", file=sys.stderr)
+        return 1
+    dt = time.perf_counter() - t0
+    print(
+        f"wrote {len(payloads)} events, all acked, in {dt:.3f}s ({len(payloads) / max(dt, 1e-9):.0f} events/s; "
+        f"writer {writer.writer_id}, {writer.stats['reconnects']} reconnects)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+async def _read(args: argparse.Namespace) -> int:
+    from .client import PravegaConnection, RequestFailed, SegmentReader
+
+    host, port = args.address
+    if args.offset < 0:
+        raise UsageError("--offset must not be negative")
+    conn = await PravegaConnection.connect(host, port)
+    count = 0
+    out = sys.stdout.buffer
+    async with trio.open_nursery() as nursery:
+        await nursery.start(conn.run)
+        reader = SegmentReader(conn, args.segment, offset=args.offset)
+        try:
+            if args.raw:
+                while not reader.end_of_segment:
+                    r = await reader.read()
+                    out.write(r.data)
+                    out.flush()
+                    if r.at_tail and not args.follow:
+                        break
+            else:
+                async for _offset, payload in reader.events(until_tail=not args.follow):
+                    out.write(payload + b"\n")
+                    out.flush()
+                    count += 1
+        except RequestFailed as exc:
+            print(f"refwire: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            nursery.cancel_scope.cancel()
+    print(
+        f"read {count} events, next offset {reader.offset}{' (end of segment)' if reader.end_of_segment else ''}", file=sys.stderr
+    )
+    return 0
