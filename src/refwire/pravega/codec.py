@@ -95,6 +95,7 @@ OPT_BLOB32: Final = "opt_blob32"  #: TableIteratorArgs buffer: i32 length + byte
 _MIN_BYTES = {I32: 4, I64: 8, U8: 1, BOOL: 1, UUID: 16, UTF: 1, BLOB32: 4, REST: 0, EVENT: 8, ENTRIES: 4, KEYS: 4, LONGS: 4}
 
 _NO_DEFAULT = object()
+_LENIENT_BLOB = frozenset({"AppendBlockEnd", "ConditionalBlockEnd"})
 
 
 def f(kind: str, *, default: Any = _NO_DEFAULT, optional: Any = _NO_DEFAULT) -> Any:
@@ -284,6 +285,8 @@ def _decode_field(r: Reader, kind: str, name: str) -> Any:
         return r.java_utf(name)
     if kind == BLOB32:
         n = r.i32be(f"{name}.length")
+        if n < 0 and r.frame in _LENIENT_BLOB:
+            return b""  # these read the data only "if (dataLength > 0)" (§4)
         return r.raw(n, name)
     if kind == OPT_BLOB32:
         if r.remaining < 4:

@@ -484,7 +484,7 @@ class ServerConnection(_Base):
                 field="data",
                 offset=base,
             )
-        if n != len(rest) - 8:
+        if not 0 <= n <= len(rest) - 8:
             raise LocalProtocolError(
                 f"the {'PartialEvent' if code == PartialEvent.TYPE else 'Padding'} length {n} does not match the "
                 f"{len(rest) - 8} bytes left in the block",
@@ -503,7 +503,8 @@ class ServerConnection(_Base):
                     offset=None,
                 )
             return whole
-        return whole + rest[8:] + end.data
+        # AppendDecoder decodes one frame from the remainder and ignores bytes after it (§5.3).
+        return whole + rest[8 : 8 + n] + end.data
 
     def _begin_append(self, append: Append, offset: int) -> None:
         """``AppendProcessor.append`` + ``WriterState.beginAppend`` (§5.4)."""

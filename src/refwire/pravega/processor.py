@@ -194,7 +194,12 @@ class RequestProcessor:
             return Outcome(TableKeyDoesNotExist(request_id=rid, segment=segment, server_stack_trace=self._trace(exc)))
         except TableNotEmptyError as exc:
             return Outcome(TableSegmentNotEmpty(request_id=rid, segment=segment, server_stack_trace=self._trace(exc)))
-        except (IllegalArgumentError, BadOffsetError) as exc:
+        except BadOffsetError as exc:
+            # handleException: BadOffsetException -> SegmentIsTruncated(expected = the current length) (§8)
+            return Outcome(
+                SegmentIsTruncated(request_id=rid, segment=segment, start_offset=exc.actual, server_stack_trace=self._trace(exc), offset=exc.given)
+            )
+        except IllegalArgumentError as exc:
             return Outcome(ErrorMessage(request_id=rid, segment=segment, message=str(exc), error_code=0))
 
     def _dispatch(self, cmd: Command, rid: int, segment: str, *, now: int, was_parked: bool) -> Outcome:

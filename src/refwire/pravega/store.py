@@ -67,9 +67,11 @@ class SegmentTruncatedError(StoreError):
 
 
 class BadOffsetError(StoreError):
-    def __init__(self, expected: int, actual: int) -> None:
-        super().__init__(f"expected offset {expected}, segment length is {actual}")
-        self.expected = expected
+    """``given`` is the offset the request expected; ``actual`` the segment's length."""
+
+    def __init__(self, given: int, actual: int) -> None:
+        super().__init__(f"expected offset {given}, segment length is {actual}")
+        self.given = given
         self.actual = actual
 
 
@@ -339,7 +341,7 @@ class SegmentStore:
     @staticmethod
     def _check_versions(seg: Segment, keys: Iterable[TableKey], offset: int) -> None:
         if offset != -1 and offset != seg.length:
-            raise BadKeyVersionError(f"table segment offset {offset} is not the current length {seg.length}")
+            raise BadOffsetError(offset, seg.length)
         for key in keys:
             cur = seg.table.get(key.data)
             if key.key_version == NO_VERSION:
