@@ -24,7 +24,7 @@ import trio
 from ..drivers import open_stream
 from ..errors import LocalProtocolError, ProtocolError, RefwireError
 from ..wire import Limits
-from .codec import DEFAULT_LIMITS, PROTOCOL, Command
+from .codec import CLIENT_LIMITS, PROTOCOL, Command
 from .commands import (
     AppendSetup,
     ConditionalCheckFailed,
@@ -92,7 +92,7 @@ class PravegaConnection:
     reply with ``rid`` to ``handler`` (writers' DataAppended).
     """
 
-    def __init__(self, stream: trio.abc.Stream, *, limits: Limits = DEFAULT_LIMITS) -> None:
+    def __init__(self, stream: trio.abc.Stream, *, limits: Limits = CLIENT_LIMITS) -> None:
         self.stream = stream
         self.machine = ClientConnection(limits)
         self._waiters: dict[int, trio.MemorySendChannel[Command]] = {}

@@ -32,6 +32,7 @@ from ..wire import I32BE, I64BE, Limits, Reader, ReceiveBuffer, check_limit, enc
 
 __all__ = [
     "COMMANDS",
+    "CLIENT_LIMITS",
     "DEFAULT_LIMITS",
     "HEADER",
     "MAX_WIRECOMMAND_SIZE",
@@ -70,6 +71,15 @@ DEFAULT_LIMITS: Final = Limits(
     max_string_size=0xFFFF,
     max_window=2000,  # SetupAppends per connection (the Java client's MAX_SETUP_SEGMENTS_SIZE)
     max_buffered=8 * 1024 * 1024 + 8,  # largest reassembled event / append data (Serializer.MAX_EVENT_SIZE + header)
+)
+
+#: What the Java and Rust clients accept: a payload of up to 0x00FFFFFF bytes (§1).
+CLIENT_LIMITS: Final = Limits(
+    max_frame_size=MAX_WIRECOMMAND_SIZE + HEADER,
+    max_decompressed_size=MAX_WIRECOMMAND_SIZE,
+    max_string_size=0xFFFF,
+    max_window=2000,
+    max_buffered=8 * 1024 * 1024 + 8,
 )
 
 _HDR = struct.Struct(">ii")

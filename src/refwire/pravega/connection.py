@@ -27,7 +27,15 @@ import attrs
 from ..errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 from ..sansio import NEED_DATA, NeedData, to_remote
 from ..wire import Limits, check_limit
-from .codec import DEFAULT_LIMITS, OLDEST_COMPATIBLE_VERSION, PROTOCOL, WIRE_VERSION, Command, CommandDecoder, encode_event
+from .codec import (
+    DEFAULT_LIMITS,
+    OLDEST_COMPATIBLE_VERSION,
+    PROTOCOL,
+    WIRE_VERSION,
+    Command,
+    CommandDecoder,
+    encode_event,
+)
 from .commands import (
     AppendBlock,
     AppendBlockEnd,

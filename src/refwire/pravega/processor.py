@@ -197,7 +197,13 @@ class RequestProcessor:
         except BadOffsetError as exc:
             # handleException: BadOffsetException -> SegmentIsTruncated(expected = the current length) (§8)
             return Outcome(
-                SegmentIsTruncated(request_id=rid, segment=segment, start_offset=exc.actual, server_stack_trace=self._trace(exc), offset=exc.given)
+                SegmentIsTruncated(
+                    request_id=rid,
+                    segment=segment,
+                    start_offset=exc.actual,
+                    server_stack_trace=self._trace(exc),
+                    offset=exc.given,
+                )
             )
         except IllegalArgumentError as exc:
             return Outcome(ErrorMessage(request_id=rid, segment=segment, message=str(exc), error_code=0))
