@@ -134,6 +134,12 @@ class TlsFiles:
     client_context: ssl.SSLContext
 
 
+@pytest.fixture
+def pravega_client() -> None:
+    """The real Pravega client (``pravega==0.3.8``) must be importable."""
+    require_peer(None if importlib.util.find_spec("pravega_client") else "pravega_client (pip install pravega==0.3.8)")
+
+
 @pytest.fixture(scope="session")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
     ca = trustme.CA()
