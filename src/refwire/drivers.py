@@ -196,3 +196,14 @@ def listener_address(listener: trio.abc.Listener[Any]) -> str:
         return "?"
     host, port = sock.getsockname()[:2]
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def first_error(exc: BaseException) -> BaseException:
+    """The first leaf of a (nested) exception group, or ``exc`` itself.
+
+    trio nurseries wrap their children's errors in groups; a driver that
+    handles "the connection broke" wants the error itself.
+    """
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc

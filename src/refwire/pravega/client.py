@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import trio
 
-from ..drivers import open_stream
+from ..drivers import first_error, open_stream
 from ..errors import LocalProtocolError, ProtocolError, RefwireError
 from ..wire import Limits
 from .codec import CLIENT_LIMITS, PROTOCOL, Command
@@ -43,7 +43,7 @@ from .commands import (
     WrongHost,
     request_id_of,
 )
-from .connection import ClientConnection, ConnectionClosed, HelloReceived, KeepAliveReceived, ReplyReceived
+from .connection import ClientConnection, ConnectionClosed, HelloReceived, KeepAliveReceived, ReplyReceived, State
 from .writer import Style, WriterSession
 
 __all__ = [
@@ -108,6 +108,8 @@ class PravegaConnection:
         return cls(stream, **kwargs)
 
     async def send(self, cmd: Command) -> None:
+        if self.closed.is_set() or self.machine.state is not State.OPEN:
+            raise trio.ClosedResourceError(f"connection closed; cannot send {cmd.NAME}") from self.error
         data = self.machine.send(cmd)
         async with self._lock:
             await self.stream.send_all(data)
@@ -264,7 +266,8 @@ class EventWriter:
         self._connect = connect or (lambda: open_stream(host, port, timeout=config.connect_timeout))
         self._rng = rng or random.Random()
         self._progress = trio.Event()
-        self.stats = {"connections": 0, "reconnects": 0, "acked": 0}
+        self.last_protocol_error: ProtocolError | None = None
+        self.stats = {"connections": 0, "reconnects": 0, "acked": 0, "protocol_errors": 0}
 
     @property
     def writer_id(self) -> uuid.UUID:
@@ -281,7 +284,10 @@ class EventWriter:
         delay = self.config.backoff[0]
         while self.session.pending:
             try:
-                await self._one_connection()
+                try:
+                    await self._one_connection()
+                except BaseExceptionGroup as group:
+                    raise first_error(group) from group
                 failures = 0
                 delay = self.config.backoff[0]
             except (
@@ -294,6 +300,9 @@ class EventWriter:
             ) as exc:
                 failures += 1
                 self.session.connection_lost()
+                if isinstance(exc, ProtocolError) and exc.field != "(eof)":
+                    self.stats["protocol_errors"] += 1  # the server sent something we had to reject
+                    self.last_protocol_error = exc
                 if isinstance(exc, RequestFailed) and isinstance(exc.reply, NoSuchSegment):
                     raise WriteFailed(
                         f"segment {self.session.segment!r} does not exist", [e.number for e in self.session.pending]

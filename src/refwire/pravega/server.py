@@ -217,8 +217,8 @@ class SegmentStoreServer:
                 finally:
                     await send_q.send((0, "close"))
                     send_q.close()
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
+            log.debug("pravega: connection lost: %s", group.exceptions[0])
         finally:
             self.transitions_seen |= conn.transitions_seen
 
