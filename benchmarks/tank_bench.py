@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+# ruff: noqa: RUF001  (the output uses the multiplication sign on purpose)
+"""TANK benchmark, side by side in one run (DESIGN.md §5; specs/tank/README.md §9).
+
+    python benchmarks/tank_bench.py [--messages 50000] [--reps 3] [--quick]
+
+1. Broker throughput: messages/s produced into and consumed back out of
+   refwire's TankBroker by refwire's TankClient over TCP loopback, with small
+   (32 B) and large (4 KiB) messages, bundles of 100, with and without Snappy.
+   Broker and client run in one trio process (no peer exists in Python).
+2. Decode: refwire's ``read_chunk`` over a chunk of uncompressed bundles
+   against a bare ``struct`` loop that walks the same bytes (lower bound),
+   and ``read_chunk`` over Snappy bundles.
+
+Every run checks its counts and exits 1 on a shortfall.  Best of ``--reps``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+import sys
+import time
+from collections.abc import Callable
+
+import trio
+
+from refwire.tank import Message, TankBroker, TankClient, encode_bundle, encode_entry, read_chunk
+from refwire.wire import decode_uvarint
+
+_Q = struct.Struct("<Q")
+
+
+def fail(msg: str) -> None:
+    print(f"FAILED: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+async def _broker_run(n: int, size: int, compress: bool, bundle: int) -> tuple[float, float]:
+    broker = TankBroker()
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    payload = b"x" * size
+    msgs = [Message(payload, 1_700_000_000_000) for _ in range(bundle)]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.serve, listeners)
+        async with TankClient.connect_tcp("127.0.0.1", port) as c:
+            await c.create_topic("bench", 1)
+            t0 = time.perf_counter()
+            sent = 0
+            window = 8  # produce requests in flight
+
+            async def producer(k: int) -> None:
+                nonlocal sent
+                while sent < n:
+                    sent += bundle
+                    r = await c.produce("bench", 0, msgs, compress=compress)
+                    if r.error:
+                        fail(f"produce error {r.error}")
+
+            async with trio.open_nursery() as inner:
+                for k in range(window):
+                    inner.start_soon(producer, k)
+            t_prod = time.perf_counter() - t0
+            stored = broker.storage.topics["bench"][0].last_assigned
+            t0 = time.perf_counter()
+            seq, got = 1, 0
+            while got < stored:
+                pd = await c.consume("bench", 0, seq, fetch_size=4 * 1024 * 1024)
+                assert pd.chunk is not None
+                got += len(pd.chunk.messages)
+                seq = pd.chunk.next_seq
+            t_cons = time.perf_counter() - t0
+            if got != stored:
+                fail(f"consumed {got} of {stored}")
+        await broker.shutdown(0.1)
+        nursery.cancel_scope.cancel()
+    return stored / t_prod, stored / t_cons
+
+
+def _struct_walk(chunk: bytes) -> int:
+    """Lower bound: walk entries and messages with struct/varint, no objects."""
+    p, end, count = 0, len(chunk), 0
+    while p < end:
+        blen, p = decode_uvarint(chunk, p, end)
+        bend = p + blen
+        flags = chunk[p]
+        p += 1
+        n = (flags >> 2) & 15
+        if n == 0:
+            n, p = decode_uvarint(chunk, p, bend)
+        for _ in range(n):
+            mf = chunk[p]
+            p += 1
+            if not mf & 2:
+                _Q.unpack_from(chunk, p)
+                p += 8
+            if mf & 1:
+                p += 1 + chunk[p]
+            clen, p = decode_uvarint(chunk, p, bend)
+            chunk[p : p + clen]
+            p += clen
+            count += 1
+    return count
+
+
+def _best(fn: Callable[[], int], reps: int) -> float:
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--messages", type=int, default=50_000)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="small run (checks the harness, not the numbers)")
+    args = ap.parse_args()
+    n = 2_000 if args.quick else args.messages
+    reps = 1 if args.quick else args.reps
+    print(f"python {sys.version.split()[0]}, trio {trio.__version__}; best of {reps}\n")
+    print("1. Broker throughput (TankClient → TankBroker → TankClient, TCP loopback, bundles of 100)")
+    print(f"{'messages':<22}{'produce msg/s':>16}{'consume msg/s':>16}{'produce MB/s':>14}")
+    for size in (32, 4096):
+        for compress in (False, True):
+            count = n if size == 32 else max(1_000, n // 10)
+            runs = [trio.run(_broker_run, count, size, compress, 100) for _ in range(reps)]
+            prod, cons = max(r[0] for r in runs), max(r[1] for r in runs)
+            label = f"{size} B{' + Snappy' if compress else ''}"
+            print(f"{label:<22}{prod:>16,.0f}{cons:>16,.0f}{prod * size / 1e6:>14.1f}")
+    print("\n2. Decode one chunk (uncompressed: 32 B messages, bundles of 100)")
+    msgs = [Message(b"y" * 32, 1_700_000_000_000 + i // 10) for i in range(100)]
+    plain = b"".join(encode_entry(encode_bundle(msgs, compress=False)) for _ in range(n // 100))
+    snappy = b"".join(encode_entry(encode_bundle(msgs, compress=True)) for _ in range(n // 100))
+    total = (n // 100) * 100
+
+    def refwire_plain() -> int:
+        r = read_chunk(plain, base_seq=1, hwmark=2**62, requested_seq=0)
+        if len(r.messages) != total:
+            fail("decode count")
+        return len(r.messages)
+
+    def refwire_snappy() -> int:
+        r = read_chunk(snappy, base_seq=1, hwmark=2**62, requested_seq=0)
+        if len(r.messages) != total:
+            fail("decode count (snappy)")
+        return len(r.messages)
+
+    def bare() -> int:
+        if _struct_walk(plain) != total:
+            fail("struct count")
+        return total
+
+    t_ref, t_bare, t_sn = _best(refwire_plain, reps), _best(bare, reps), _best(refwire_snappy, reps)
+    mb = len(plain) / 1e6
+    print(f"{'refwire read_chunk':<28}{mb / t_ref:>8.1f} MB/s {total / t_ref:>12,.0f} msg/s")
+    print(f"{'bare struct loop':<28}{mb / t_bare:>8.1f} MB/s {total / t_bare:>12,.0f} msg/s")
+    print(f"{'refwire read_chunk, Snappy':<28}{mb / t_sn:>8.1f} MB/s {total / t_sn:>12,.0f} msg/s (MB of uncompressed chunk)")
+    print(f"\nRatios: refwire decode = {t_bare / t_ref:.2f}× the bare struct loop's speed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,297 @@
+"""TANK under faults: producers and long-polling consumers on several
+partitions, a broker that crashes and restarts from its durable log.
+
+Real drivers (:class:`~refwire.tank.TankClient`, :class:`~refwire.tank.TankBroker`)
+run unchanged over the simulated network (partial reads, trickles, resets,
+stalls, half-open connections, refused connects).  Each partition has one
+producer whose plan fixes every message's sequence number up front (dense from
+1, or sparse with gaps via ProduceWithSeqnum); a produce whose outcome is
+unknown after a failure is settled by asking the broker's high water mark
+before any resend, so nothing is stored twice.  Invariants (research/tank.md §7,
+DESIGN.md §3):
+
+* ``seq`` -- every consumer receives, per partition, exactly the planned
+  messages in order: each delivery is the next planned (seq, content) after
+  its previous one (dense, or sparse exactly as published; none twice after
+  it resumes from its last sequence number);
+* ``hwmark`` -- the high water mark a consumer sees never goes backwards and
+  never lags a message it was given;
+* ``produce`` -- a produce is never half stored, and the broker never
+  refuses a planned bundle;
+* ``client-protocol-error`` -- our client never had to reject our broker's bytes;
+* liveness -- after healing, every producer and consumer finishes within
+  ``liveness_time`` virtual seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import trio
+
+from refwire.tank import BrokerConfig, ClientConfig, ConnectionLost, Message, Storage, TankBroker, TankClient
+
+from ..faults import Faults
+from ..net import SimNet
+from ..rand import SimRandom
+from ..trace import Trace
+from . import ScenarioReport
+
+ADDRESS = "tank-broker:11011"
+TOPIC = "events"
+_LOST = (ConnectionLost, OSError, trio.BrokenResourceError, trio.ClosedResourceError)
+
+
+class TankScenario:
+    name = "tank"
+
+    def draw_workload(self, rng: SimRandom) -> dict[str, Any]:
+        wl: dict[str, Any] = {
+            "partitions": rng.int_between(1, 3),
+            "messages": rng.int_between(5, 120),
+            "bundle": rng.pick([1, 3, 8, 20]),
+            "sparse": rng.pick([0, 0, 1]),
+            "compress": rng.pick([0, 1]),
+            "consumers": rng.int_between(1, 3),
+            "max_wait": rng.pick([0.0, 0.5, 3.0]),
+            "min_bytes": rng.pick([0, 0, 60]),
+            "fetch_size": rng.pick([16, 200, 65536]),
+            "restarts": rng.pick([0, 0, 1, 2]),
+            "safety_time": 60.0,
+            "liveness_time": 400.0,
+        }
+        return wl
+
+    def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
+        for key, small in (("partitions", 1), ("consumers", 1), ("restarts", 0), ("sparse", 0), ("compress", 0), ("min_bytes", 0), ("max_wait", 0.0)):
+            if workload[key] != small:
+                yield key, small
+        if workload["messages"] > 1:
+            yield "messages", max(1, workload["messages"] // 2)
+        if workload["bundle"] > 1:
+            yield "bundle", 1
+
+    async def run(self, *, rng: SimRandom, faults: Faults, workload: dict[str, Any], trace: Trace) -> ScenarioReport:
+        return await _Run(rng, faults, workload, trace).main()
+
+
+class _Run:
+    def __init__(self, rng: SimRandom, faults: Faults, wl: dict[str, Any], trace: Trace) -> None:
+        self.rng = rng
+        self.wl = wl
+        self.trace = trace
+        self.net = SimNet(rng.child("net"), faults, trace)
+        self.storage = Storage()  # the durable state: survives broker restarts
+        self.brokers: list[TankBroker] = []
+        self.clients: list[TankClient] = []
+        self.violation: tuple[str, str] | None = None
+        self.healed = trio.Event()
+        self.all_done = trio.Event()
+        self.pending = 0
+        self.topic_ready = trio.Event()
+        self.counts: dict[str, int] = {"events_total": 0, "deliveries": 0, "broker_restarts": 0, "uncertain_produces": 0,
+                                       "resends": 0, "consume_retries": 0, "long_poll_hits": 0}
+        # The plan: per partition, (seq, content) of every message, in order.
+        self.plan: list[list[tuple[int, bytes]]] = []
+        prng = rng.child("plan")
+        for p in range(wl["partitions"]):
+            seq, msgs = 0, []
+            for i in range(wl["messages"]):
+                seq += 1 + (prng.int_between(0, 3) if wl["sparse"] else 0)
+                msgs.append((seq, b"p%d-%d-" % (p, i) + b"x" * prng.int_between(0, 40)))
+            self.plan.append(msgs)
+        self.counts["events_total"] = wl["partitions"] * wl["messages"]
+
+    def violate(self, kind: str, detail: str) -> None:
+        if self.violation is None:
+            self.violation = (kind, detail)
+            self.trace.record(trio.current_time(), "VIOLATION", kind, detail)
+
+    def _client(self, who: str) -> TankClient:
+        c = TankClient(lambda: self.net.connect(ADDRESS), config=ClientConfig(ping_interval=5.0, request_timeout=20.0))
+        self.clients.append(c)
+        return c
+
+    def _finished(self) -> None:
+        self.pending -= 1
+        if self.pending == 0:
+            self.all_done.set()
+
+    async def _backoff(self, rng: SimRandom) -> None:
+        await trio.sleep(rng.between(0.05, 1.0))
+
+    # -- broker ----------------------------------------------------------------
+    async def broker_life(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        life = self.rng.child("broker-life")
+        started = False
+        for gen in range(self.wl["restarts"] + 1):
+            async with trio.open_nursery() as nursery:
+                broker = TankBroker(self.storage, BrokerConfig())
+                self.brokers.append(broker)
+                listener = self.net.listen(ADDRESS)
+                await nursery.start(broker.serve, [listener])
+                if not started:
+                    started = True
+                    task_status.started()
+                if gen == self.wl["restarts"]:
+                    await trio.sleep_forever()
+                with trio.move_on_after(life.between(1.0, self.wl["safety_time"])):
+                    await self.healed.wait()
+                if self.healed.is_set():
+                    await trio.sleep_forever()
+                self.counts["broker_restarts"] += 1
+                self.trace.record(trio.current_time(), "broker-crash", gen)
+                self.net.reset_all(ADDRESS)
+                await listener.aclose()
+                await broker.shutdown(0)
+                nursery.cancel_scope.cancel()
+            with trio.move_on_after(life.between(0.1, 3.0)):
+                await self.healed.wait()
+
+    # -- producers -------------------------------------------------------------
+    async def _hwmark(self, c: TankClient, p: int, rng: SimRandom) -> int:
+        while True:
+            try:
+                infos = await c.discover_partitions(TOPIC)
+                return infos[p].hwmark
+            except _LOST:
+                await self._backoff(rng)
+
+    async def producer(self, p: int) -> None:
+        rng = self.rng.child("producer", p)
+        c = self._client(f"producer-{p}")
+        async with c:
+            if p == 0:
+                while True:
+                    try:
+                        err = await c.create_topic(TOPIC, self.wl["partitions"])
+                        if err in (0, 1):
+                            break
+                    except _LOST:
+                        pass
+                    await self._backoff(rng)
+                self.topic_ready.set()
+            await self.topic_ready.wait()
+            plan = self.plan[p]
+            size = self.wl["bundle"]
+            prev_last = 0
+            for i in range(0, len(plan), size):
+                part = plan[i : i + size]
+                msgs = [Message(content, 1_000 + i, None, seq if self.wl["sparse"] else None) for seq, content in part]
+                last = part[-1][0]
+                while True:
+                    try:
+                        if self.wl["sparse"]:
+                            res = await c.produce_sparse(TOPIC, p, msgs, compress=bool(self.wl["compress"]))
+                        else:
+                            res = await c.produce(TOPIC, p, msgs, compress=bool(self.wl["compress"]))
+                        err = res.error
+                    except _LOST:
+                        err = -1
+                        self.counts["uncertain_produces"] += 1
+                        await self._backoff(rng)
+                    if err == 0:
+                        break
+                    if err not in (-1, 0x0A):
+                        self.violate("produce", f"partition {p}: broker refused a planned bundle with {err:#04x}")
+                        return
+                    hw = await self._hwmark(c, p, rng)
+                    if hw >= last:
+                        break  # it was stored before the failure
+                    if hw != prev_last:
+                        self.violate("produce", f"partition {p}: hwmark {hw} between {prev_last} and {last}: bundle half stored")
+                        return
+                    self.counts["resends"] += 1
+                self.trace.record(trio.current_time(), "produced", p, last)
+                prev_last = last
+        self._finished()
+
+    # -- consumers -------------------------------------------------------------
+    async def consumer(self, k: int, c: TankClient, p: int) -> None:
+        rng = self.rng.child("consumer", k, p)
+        plan = self.plan[p]
+        idx = 0  # next planned message expected
+        seq = 0
+        hw_seen = 0
+        await self.topic_ready.wait()
+        while idx < len(plan):
+            try:
+                pd = await c.consume(TOPIC, p, seq, max_wait=self.wl["max_wait"], min_bytes=self.wl["min_bytes"], fetch_size=self.wl["fetch_size"])
+            except _LOST:
+                self.counts["consume_retries"] += 1
+                await self._backoff(rng)
+                continue
+            if pd.hwmark < hw_seen:
+                self.violate("hwmark", f"consumer {k} partition {p}: hwmark went from {hw_seen} to {pd.hwmark}")
+            hw_seen = max(hw_seen, pd.hwmark)
+            msgs = pd.chunk.messages if pd.chunk else ()
+            for m in msgs:
+                want = plan[idx] if idx < len(plan) else None
+                if want is None or (m.seq, m.content) != want:
+                    self.violate("seq", f"consumer {k} partition {p}: got seq {m.seq} {m.content[:12]!r}, expected {want and (want[0], want[1][:12])}")
+                    return
+                if m.seq is not None and m.seq > pd.hwmark:
+                    self.violate("hwmark", f"consumer {k} partition {p}: seq {m.seq} above hwmark {pd.hwmark}")
+                idx += 1
+                self.counts["deliveries"] += 1
+            if msgs and self.wl["max_wait"]:
+                self.counts["long_poll_hits"] += 1
+            if pd.chunk is not None:
+                seq = pd.chunk.next_seq
+            if not msgs and not self.wl["max_wait"]:
+                await trio.sleep(rng.between(0.05, 0.5))  # a polling consumer at the end
+        self.trace.record(trio.current_time(), "consumed", k, p, idx)
+        self._finished()
+
+    async def consumer_group(self, k: int) -> None:
+        c = self._client(f"consumer-{k}")
+        async with c, trio.open_nursery() as n:  # one connection, a long poll per partition
+            for p in range(self.wl["partitions"]):
+                n.start_soon(self.consumer, k, c, p)
+
+    async def main(self) -> ScenarioReport:
+        wl = self.wl
+        self.pending = wl["partitions"] * (1 + wl["consumers"])
+        outcome, violation, detail = "pass", "", ""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.broker_life)
+            for p in range(wl["partitions"]):
+                nursery.start_soon(self.producer, p)
+            for k in range(wl["consumers"]):
+                nursery.start_soon(self.consumer_group, k)
+            with trio.move_on_after(wl["safety_time"]):
+                await self.all_done.wait()
+            self.net.heal()
+            self.healed.set()
+            self.trace.record(trio.current_time(), "healed")
+            with trio.move_on_after(wl["liveness_time"]) as scope:
+                await self.all_done.wait()
+            if scope.cancelled_caught and self.violation is None:
+                outcome, violation = "liveness", "no-convergence"
+                detail = f"{self.pending} producers/consumers unfinished {wl['liveness_time']}s after healing"
+            self.trace.record(trio.current_time(), "stop")
+            nursery.cancel_scope.cancel()
+        if self.violation is not None:
+            outcome, (violation, detail) = "violation", self.violation
+        errors = sum(c.stats["protocol_errors"] for c in self.clients)
+        if errors and outcome == "pass":
+            outcome, violation = "violation", "client-protocol-error"
+            detail = f"our client rejected our broker's bytes {errors} times: {next(c.last_error for c in self.clients if c.last_error)!r}"
+        counts = dict(self.counts)
+        counts["client_reconnects"] = sum(max(0, c.stats["connects"] - 1) for c in self.clients)
+        counts["client_pings"] = sum(c.stats["pings_sent"] for c in self.clients)
+        for key in ("connections", "protocol_errors", "idle_closed"):
+            counts[f"broker_{key}"] = sum(b.stats[key] for b in self.brokers)
+        counts["broker_woken"] = sum(b.core.stats["woken"] for b in self.brokers)
+        counts["broker_timeouts"] = sum(b.core.stats["timeouts"] for b in self.brokers)
+        transitions = set()
+        for c in self.clients:
+            transitions |= {f"client:{a}-{i}->{b}" for a, i, b in c.transitions_seen}
+        for b in self.brokers:
+            transitions |= {f"broker:{a}-{i}->{z}" for a, i, z in b.transitions_seen}
+        return ScenarioReport(outcome=outcome, violation=violation, detail=detail, sim_time=trio.current_time(),
+                              counts=counts, transitions=frozenset(transitions))
+
+
+SCENARIO = TankScenario()

@@ -1,0 +1,461 @@
+"""TANK bundles and consume chunks (research/tank.md §5 and §6; specs/tank/README.md §4).
+
+A bundle is ``flags:u8 [count:varint] [firstSeq:u64 [lastSeq-firstSeq-1:varint]]``
+followed by a message set (raw-Snappy compressed as a whole when ``flags & 3 == 1``).
+Each message is ``flags:u8 [seqDelta:varint] [ts:u64] [keyLen:u8 key] contentLen:varint content``.
+
+On the wire and in storage a bundle travels as ``bundleLen:varint bundle`` (an
+*entry*).  A consume chunk is a run of entries; the last one may be partial
+(TANK 1 brokers clipped chunks at the fetch size), so :func:`read_chunk`
+delivers every complete message and says how to make progress (§6).
+
+Everything here is pure: bytes in, values out, a typed error naming the field
+and offset for anything malformed, never more memory than a limit allows.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Final
+
+import attrs
+import cramjam
+
+from ..errors import LimitExceeded, LocalProtocolError
+from ..wire import Limits, decode_uvarint, encode_uvarint
+
+__all__ = [
+    "CODEC_NONE",
+    "CODEC_SNAPPY",
+    "MSG_HAVE_KEY",
+    "MSG_SEQ_PREV_PLUS_ONE",
+    "MSG_USE_LAST_TS",
+    "SPARSE",
+    "U64_MAX",
+    "BundleHeader",
+    "ChunkResult",
+    "Message",
+    "choose_compression",
+    "decode_bundle",
+    "encode_bundle",
+    "encode_entry",
+    "parse_bundle_header",
+    "read_chunk",
+    "snappy_decompress",
+]
+
+PROTOCOL: Final = "tank"
+CODEC_NONE: Final = 0
+CODEC_SNAPPY: Final = 1
+SPARSE: Final = 0x40
+_RESERVED: Final = 0x80
+MSG_HAVE_KEY: Final = 1
+MSG_USE_LAST_TS: Final = 2
+MSG_SEQ_PREV_PLUS_ONE: Final = 4
+_MSG_KNOWN: Final = MSG_HAVE_KEY | MSG_USE_LAST_TS | MSG_SEQ_PREV_PLUS_ONE
+U64_MAX: Final = 0xFFFF_FFFF_FFFF_FFFF
+U32_MAX: Final = 0xFFFF_FFFF
+_U64: Final = struct.Struct("<Q")
+#: every message takes at least ``flags`` + ``contentLen`` (2 bytes): a count larger
+#: than half the bytes present is a lie and is refused before decoding anything.
+_MIN_MESSAGE: Final = 2
+
+
+@attrs.frozen
+class Message:
+    """One message: ``content``, ``ts`` (ms since the epoch, opaque u64), an
+    optional ``key`` (at most 255 bytes) and, once decoded or for sparse
+    bundles, its sequence number ``seq``."""
+
+    content: bytes
+    ts: int = 0
+    key: bytes | None = None
+    seq: int | None = None
+
+
+@attrs.frozen
+class BundleHeader:
+    """The uncompressed head of a bundle (§5.2).  ``size`` is the header's byte length."""
+
+    flags: int
+    count: int
+    first_seq: int | None
+    last_seq: int | None
+    size: int
+
+    @property
+    def codec(self) -> int:
+        return self.flags & 3
+
+    @property
+    def sparse(self) -> bool:
+        return bool(self.flags & SPARSE)
+
+
+def _err(reason: str, field: str, offset: int, frame: str = "bundle") -> LocalProtocolError:
+    return LocalProtocolError(reason, protocol=PROTOCOL, frame=frame, field=field, offset=offset)
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def choose_compression(messages: Sequence[Message]) -> bool:
+    """The C++ client's policy (§5.6): Snappy above 512 messages or 1024 bytes of keys+contents."""
+    return len(messages) > 512 or sum(len(m.content) + len(m.key or b"") for m in messages) > 1024
+
+
+def encode_bundle(messages: Sequence[Message], *, compress: bool | None = None, sparse: bool = False) -> bytes:
+    """Encode a bundle as the C++ client does (§12.4): count in the flags when
+    1..15, else a varint; UseLastSpecifiedTS when a timestamp repeats the
+    previous one; for ``sparse`` bundles the messages' ``seq`` fields (strictly
+    increasing) give firstSeq/lastSeq and per-message deltas, SeqNumPrevPlusOne
+    marking a middle message whose delta is 0.  ``compress=None`` applies
+    :func:`choose_compression`."""
+    n = len(messages)
+    if n == 0:
+        raise _err("a bundle needs at least one message (count 0 crashes the real broker)", "count", 0)
+    if n > U32_MAX:
+        raise _err("too many messages for one bundle", "count", 0)
+    if compress is None:
+        compress = choose_compression(messages)
+    flags = (CODEC_SNAPPY if compress else CODEC_NONE) | (SPARSE if sparse else 0)
+    head = bytearray()
+    if n <= 15:
+        flags |= n << 2
+        head.append(flags)
+    else:
+        head.append(flags)
+        head += encode_uvarint(n)
+    seqs: list[int] = []
+    if sparse:
+        for i, m in enumerate(messages):
+            if m.seq is None or not 1 <= m.seq < U64_MAX:
+                raise _err(f"sparse bundle message {i} needs a sequence number 1..2**64-2", "seq", 0)
+            if seqs and m.seq <= seqs[-1]:
+                raise _err(f"sparse bundle message {i}: seq {m.seq} not above {seqs[-1]}", "seq", 0)
+            seqs.append(m.seq)
+        head += _U64.pack(seqs[0])
+        if n != 1:
+            head += encode_uvarint(_check_u32(seqs[-1] - seqs[0] - 1, "lastSeq"))
+    body = bytearray()
+    last_ts: int | None = None
+    for i, m in enumerate(messages):
+        mflags = 0
+        if m.key is not None:
+            if len(m.key) > 255:
+                raise _err(f"message {i}: key of {len(m.key)} bytes (at most 255)", "key", 0)
+            mflags |= MSG_HAVE_KEY
+        if i > 0 and m.ts == last_ts:
+            mflags |= MSG_USE_LAST_TS
+        middle = sparse and 0 < i < n - 1
+        delta = seqs[i] - seqs[i - 1] - 1 if middle else 0
+        if middle and delta == 0:
+            mflags |= MSG_SEQ_PREV_PLUS_ONE
+        body.append(mflags)
+        if middle and delta:
+            body += encode_uvarint(_check_u32(delta, "seqDelta"))
+        if not mflags & MSG_USE_LAST_TS:
+            if not 0 <= m.ts <= U64_MAX:
+                raise _err(f"message {i}: timestamp {m.ts} is not a u64", "ts", 0)
+            body += _U64.pack(m.ts)
+            last_ts = m.ts
+        if m.key is not None:
+            body.append(len(m.key))
+            body += m.key
+        body += encode_uvarint(_check_u32(len(m.content), "contentLen"))
+        body += m.content
+    if compress:
+        return bytes(head) + bytes(cramjam.snappy.compress_raw(bytes(body)))
+    return bytes(head + body)
+
+
+def encode_entry(bundle: bytes) -> bytes:
+    """``bundleLen:varint bundle`` -- the unit of produce bodies, chunks and logs."""
+    return encode_uvarint(len(bundle)) + bundle
+
+
+def _check_u32(v: int, field: str) -> int:
+    if not 0 <= v <= U32_MAX:
+        raise _err(f"{field} {v} does not fit in a u32 varint", field, 0)
+    return v
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def parse_bundle_header(
+    data: bytes | memoryview, start: int = 0, end: int | None = None, *, base: int = 0
+) -> BundleHeader:
+    """Parse the header of the bundle at ``data[start:end]`` (§5.2).
+
+    Raises :class:`LocalProtocolError` for a truncated header, count 0, the
+    unimplemented bit 7, or an undefined codec.  Offsets are ``base + index``.
+    """
+    if end is None:
+        end = len(data)
+    p = start
+    if p >= end:
+        raise _err("truncated: empty bundle", "flags", base + p)
+    flags = data[p]
+    p += 1
+    if flags & _RESERVED:
+        raise _err(f"bundle flags {flags:#04x}: bit 7 (extra flags) is not implemented by TANK", "flags", base + p - 1)
+    if flags & 3 > CODEC_SNAPPY:
+        raise _err(f"bundle codec {flags & 3} is undefined (0 none, 1 Snappy)", "flags", base + p - 1)
+    count = (flags >> 2) & 0x0F
+    if count == 0:
+        count, p = decode_uvarint(data, p, end, field="count", base=base)
+        if count == 0:
+            raise _err("bundle message count is 0", "count", base + p - 1)
+    first = last = None
+    if flags & SPARSE:
+        if end - p < 8:
+            raise _err("truncated: firstSeq needs 8 bytes", "firstSeq", base + p)
+        (first,) = _U64.unpack_from(data, p)
+        p += 8
+        if count == 1:
+            last = first
+        else:
+            gap, p = decode_uvarint(data, p, end, field="lastSeq", base=base)
+            last = first + gap + 1
+        if first == 0 or last >= U64_MAX:
+            raise _err(f"sparse sequence numbers {first}..{last} out of range", "firstSeq", base + start + 1)
+        if last - first + 1 < count:
+            raise _err(f"sparse range {first}..{last} cannot hold {count} messages", "lastSeq", base + p - 1)
+    return BundleHeader(flags=flags, count=count, first_seq=first, last_seq=last, size=p - start)
+
+
+def snappy_decompress(payload: bytes | memoryview, *, max_size: int, offset: int = 0) -> bytes:
+    """Raw Snappy (§5.6): the declared uncompressed length is read and checked
+    against ``max_size`` *before* anything is inflated; corrupt input raises."""
+    n, _ = decode_uvarint(payload, 0, len(payload), field="snappyLength", base=offset)
+    if n > max_size:
+        raise LimitExceeded(
+            f"Snappy length {n} exceeds the limit max_decompressed_size={max_size}",
+            protocol=PROTOCOL, frame="bundle", field="snappyLength", offset=offset,
+        )
+    try:
+        out = bytes(cramjam.snappy.decompress_raw(bytes(payload)))
+    except Exception as exc:  # cramjam.DecompressionError and friends
+        raise _err(f"corrupt Snappy data: {exc}", "messageSet", offset) from None
+    if len(out) != n:  # pragma: no cover - cramjam checks this itself
+        raise _err(f"Snappy produced {len(out)} bytes, header said {n}", "messageSet", offset)
+    return out
+
+
+def _decode_messages(
+    data: bytes | memoryview,
+    p: int,
+    end: int,
+    header: BundleHeader,
+    base_seq: int,
+    *,
+    base: int,
+    stop_at_truncation: bool,
+) -> tuple[list[Message], int]:
+    """Decode up to ``header.count`` messages from ``data[p:end]``.
+
+    Returns the messages and the position after the last complete one.  With
+    ``stop_at_truncation`` a message that does not fit ends the walk quietly
+    (a partial trailing bundle); otherwise it is an error.
+    """
+    out: list[Message] = []
+    n = header.count
+    sparse = header.sparse
+    seq = header.first_seq if sparse else base_seq
+    assert seq is not None
+    ts = 0
+    for i in range(n):
+        start = p
+        try:
+            if p >= end:
+                raise _err(f"truncated: message {i} of {n}", "messageFlags", base + p)
+            mflags = data[p]
+            p += 1
+            if mflags & ~_MSG_KNOWN & 0xFF:
+                raise _err(f"message {i}: unknown flags {mflags:#04x}", "messageFlags", base + p - 1)
+            if sparse and i > 0:
+                assert header.last_seq is not None
+                if mflags & MSG_SEQ_PREV_PLUS_ONE:
+                    seq += 1
+                elif i == n - 1:
+                    seq = header.last_seq
+                else:
+                    delta, p = decode_uvarint(data, p, end, field="seqDelta", base=base)
+                    seq += 1 + delta
+                if seq > header.last_seq or (i == n - 1 and seq != header.last_seq):
+                    raise _err(f"message {i}: seq {seq} disagrees with lastSeq {header.last_seq}", "seqDelta", base + start)
+            elif i > 0:
+                seq += 1
+            if not mflags & MSG_USE_LAST_TS:
+                if end - p < 8:
+                    raise _err("truncated: ts needs 8 bytes", "ts", base + p)
+                (ts,) = _U64.unpack_from(data, p)
+                p += 8
+            key = None
+            if mflags & MSG_HAVE_KEY:
+                if p >= end:
+                    raise _err("truncated: keyLen", "keyLen", base + p)
+                klen = data[p]
+                p += 1
+                if end - p < klen:
+                    raise _err(f"truncated: key needs {klen} bytes", "key", base + p)
+                key = bytes(data[p : p + klen])
+                p += klen
+            clen, p = decode_uvarint(data, p, end, field="contentLen", base=base)
+            if end - p < clen:
+                raise _err(f"truncated: content needs {clen} bytes, {end - p} left", "content", base + p)
+            content = bytes(data[p : p + clen])
+            p += clen
+        except LocalProtocolError as exc:
+            if stop_at_truncation and exc.reason.startswith("truncated"):
+                return out, start
+            raise
+        out.append(Message(content, ts, key, seq))
+    return out, p
+
+
+def decode_bundle(
+    bundle: bytes | memoryview,
+    *,
+    base_seq: int | None = None,
+    limits: Limits | None = None,
+    base: int = 0,
+) -> tuple[BundleHeader, list[Message]]:
+    """Decode one complete bundle.  Non-sparse bundles number their messages
+    from ``base_seq`` (``seq`` stays ``None`` without one).  Trailing bytes
+    after the last message are an error (the declared sizes lie)."""
+    max_dec = (limits.max_decompressed_size if limits else 64 * 1024 * 1024)
+    header = parse_bundle_header(bundle, 0, len(bundle), base=base)
+    p, end, data = header.size, len(bundle), bundle
+    dbase = base
+    if header.codec == CODEC_SNAPPY:
+        data = snappy_decompress(bundle[p:], max_size=max_dec, offset=base + p)
+        p, end, dbase = 0, len(data), base + header.size
+    if header.count > (end - p) // _MIN_MESSAGE:
+        raise _err(f"count {header.count} cannot fit in {end - p} bytes of messages", "count", base)
+    msgs, q = _decode_messages(data, p, end, header, base_seq or 0, base=dbase, stop_at_truncation=False)
+    if q != end:
+        raise _err(f"{end - q} bytes after the last of {header.count} messages", "messageSet", dbase + q)
+    if base_seq is None and not header.sparse:
+        msgs = [attrs.evolve(m, seq=None) for m in msgs]
+    return header, msgs
+
+
+# --------------------------------------------------------------------------- chunks (§6)
+
+
+@attrs.frozen
+class ChunkResult:
+    """What one partition's chunk yielded (§6.7).
+
+    * ``messages`` -- every complete message with ``requested <= seq <= hwmark``, in order;
+    * ``next_seq`` -- the sequence number to request next;
+    * ``min_fetch_size`` -- a fetch size that makes progress past a bundle
+      that did not fit (0 when the chunk ended cleanly);
+    * ``partial`` -- the chunk ended inside a bundle;
+    * ``drained`` -- the chunk was empty (the consumer is at the end).
+    """
+
+    messages: tuple[Message, ...]
+    next_seq: int
+    min_fetch_size: int = 0
+    partial: bool = False
+    drained: bool = False
+
+
+def read_chunk(
+    chunk: bytes | memoryview,
+    *,
+    base_seq: int | None,
+    hwmark: int,
+    requested_seq: int,
+    limits: Limits | None = None,
+    offset: int = 0,
+) -> ChunkResult:
+    """Walk a consume chunk as ``TankClient::process_consume`` does (§6).
+
+    ``base_seq`` is the response's baseSeqNum (``None`` for err 0xfe: the first
+    bundle is sparse and carries its own).  Complete messages of a partial
+    uncompressed bundle are delivered; a partial compressed bundle is skipped
+    and ``min_fetch_size`` names the size that reaches its end.  Malformed
+    complete bundles raise :class:`LocalProtocolError`.
+    """
+    max_dec = limits.max_decompressed_size if limits else 64 * 1024 * 1024
+    end = len(chunk)
+    tail = requested_seq == U64_MAX
+    out: list[Message] = []
+    p = 0
+    seq = base_seq
+    min_fetch = 0
+    partial = False
+    stop = False
+    while p < end and not stop:
+        entry_start = p
+        try:
+            blen, p = decode_uvarint(chunk, p, end, field="bundleLen", base=offset)
+        except LocalProtocolError as exc:
+            if "truncated" not in exc.reason:
+                raise
+            partial, min_fetch = True, (end - entry_start) + 1024
+            break
+        bundle_end = p + blen
+        if blen == 0:
+            raise _err("empty bundle (bundleLen 0)", "bundleLen", offset + entry_start)
+        whole = bundle_end <= end
+        try:
+            header = parse_bundle_header(chunk, p, min(bundle_end, end), base=offset)
+        except LocalProtocolError as exc:
+            if whole or not exc.reason.startswith("truncated"):
+                raise
+            partial, min_fetch = True, bundle_end - entry_start
+            break
+        if header.sparse:
+            assert header.first_seq is not None and header.last_seq is not None
+            if seq is not None and header.first_seq < seq and entry_start > 0:
+                raise _err(f"sparse firstSeq {header.first_seq} below the running seq {seq}", "firstSeq", offset + p + 1)
+            first, after = header.first_seq, header.last_seq + 1
+        else:
+            if seq is None:
+                raise _err("err 0xfe but the first bundle is not sparse", "flags", offset + p)
+            first, after = seq, seq + header.count
+        if not tail and requested_seq >= after:
+            seq = after  # fast skip (§6.3): no need to look inside
+            if not whole:
+                partial, min_fetch = True, bundle_end - entry_start
+            p = bundle_end
+            continue
+        ms = p + header.size
+        if header.codec == CODEC_SNAPPY:
+            if not whole:
+                partial, min_fetch = True, bundle_end - entry_start
+                break
+            data: bytes | memoryview = snappy_decompress(chunk[ms:bundle_end], max_size=max_dec, offset=offset + ms)
+            dstart, dend, dbase = 0, len(data), offset + ms
+        else:
+            data, dstart, dend, dbase = chunk, ms, min(bundle_end, end), offset
+        if header.count > (dend - dstart) // _MIN_MESSAGE and whole:
+            raise _err(f"count {header.count} cannot fit in {dend - dstart} bytes", "count", offset + p)
+        msgs, q = _decode_messages(data, dstart, dend, header, first, base=dbase, stop_at_truncation=not whole)
+        if whole and q != dend:
+            raise _err(f"{dend - q} bytes after the last of {header.count} messages", "messageSet", dbase + q)
+        for m in msgs:
+            assert m.seq is not None
+            if m.seq > hwmark:
+                stop = True
+                break
+            if tail or m.seq >= requested_seq:
+                out.append(m)
+        if not whole:
+            partial, min_fetch = True, bundle_end - entry_start
+            break
+        seq = after
+        p = bundle_end
+    if out:
+        last = out[-1].seq
+        assert last is not None
+        next_seq = last + 1 if tail else max(requested_seq, last + 1)
+    else:
+        next_seq = hwmark + 1 if tail else requested_seq
+    return ChunkResult(tuple(out), next_seq, min_fetch, partial, end == 0)

@@ -1,0 +1,164 @@
+"""``refwire serve tank`` and ``refwire send tank HOST:PORT {create-topic,produce,consume,status,discover}``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import trio
+
+from ..cliutil import Commands, UsageError, hostport, nonneg_float, open_listeners, positive_int, stop_on_signal
+from ..drivers import listener_address
+
+__all__ = ["register"]
+
+
+def register(cmds: Commands) -> None:
+    """Add the TANK subcommands."""
+    s = cmds.serve.add_parser("tank", help="TANK broker (standalone)")
+    s.add_argument("--listen", type=hostport, default=("127.0.0.1", 11011), metavar="HOST:PORT", help="address to listen on (port 0 = any free port; default 127.0.0.1:11011)")
+    s.add_argument("--data-dir", metavar="DIR", help="keep topics in DIR/<topic>/<partition>/data.log (survives a restart); default: in memory")
+    s.add_argument("--fsync", action="store_true", help="fsync every append before acknowledging it (with --data-dir)")
+    s.add_argument("--read-only", action="store_true", help="refuse produces (0xfe) and topic creation, as 'tank -r'")
+    s.add_argument("--idle-timeout", type=nonneg_float, default=16.0, metavar="S", help="close connections idle for S seconds (0 = never; default 16, as the real broker)")
+    s.add_argument("--topic", action="append", default=[], metavar="NAME[:PARTITIONS]", help="create this topic at start if missing (repeatable)")
+    s.set_defaults(func=_serve)
+
+    c = cmds.send.add_parser("tank", help="talk to a TANK broker")
+    c.add_argument("address", type=hostport, metavar="HOST:PORT")
+    sub = c.add_subparsers(dest="tank_command", metavar="COMMAND", required=True)
+    ct = sub.add_parser("create-topic", help="create a topic")
+    ct.add_argument("topic")
+    ct.add_argument("--partitions", type=positive_int, default=1)
+    pr = sub.add_parser("produce", help="publish messages (arguments, or lines on stdin)")
+    pr.add_argument("topic")
+    pr.add_argument("messages", nargs="*", help="message contents; KEY=VALUE with --keys")
+    pr.add_argument("--partition", type=int, default=0)
+    pr.add_argument("--keys", action="store_true", help="split each message at the first '=' into key and content")
+    pr.add_argument("--ts", type=int, metavar="MS", help="timestamp of every message (default: now)")
+    pr.add_argument("--compress", choices=("auto", "snappy", "none"), default="auto", help="Snappy the bundle (auto: as the C++ client, above 512 messages or 1 KiB)")
+    pr.add_argument("--sparse-base", type=int, metavar="SEQ", help="ProduceWithSeqnum: number the messages SEQ, SEQ+step, ...")
+    pr.add_argument("--step", type=positive_int, default=1, help="sequence step with --sparse-base")
+    pr.add_argument("--bundle-size", type=positive_int, default=1000, metavar="N", help="messages per bundle (default 1000)")
+    co = sub.add_parser("consume", help="print messages as JSON lines")
+    co.add_argument("topic")
+    co.add_argument("--partition", type=int, default=0)
+    co.add_argument("--from", dest="seq", default="0", metavar="SEQ", help="first sequence number: 0 = first available (default), 'end' = only new messages")
+    co.add_argument("--tail", action="store_true", help="keep waiting for new messages (until Ctrl-C or --count)")
+    co.add_argument("--max-wait", type=nonneg_float, default=5.0, metavar="S", help="long-poll wait with --tail (default 5)")
+    co.add_argument("--min-bytes", type=int, default=0, metavar="N", help="long-poll minimum bytes with --tail")
+    co.add_argument("--fetch-size", type=positive_int, default=1024 * 1024, metavar="N")
+    co.add_argument("--count", type=positive_int, metavar="N", help="stop after N messages")
+    sub.add_parser("status", help="broker status")
+    di = sub.add_parser("discover", help="topics, or one topic's partitions (first available, high water mark)")
+    di.add_argument("topic", nargs="?")
+    c.set_defaults(func=_send)
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from .broker import TankBroker
+    from .core import BrokerConfig, is_valid_topic_name
+    from .storage import DirectoryStorage, Storage
+
+    storage: Storage = DirectoryStorage(args.data_dir, fsync=args.fsync) if args.data_dir else Storage()
+    for spec in args.topic:
+        name, _, n = spec.partition(":")
+        if not is_valid_topic_name(name) or (n and not n.isdigit()):
+            raise UsageError(f"bad --topic {spec!r} (NAME[:PARTITIONS])")
+        if name not in storage.topics:
+            storage.create_topic(name, int(n or 1))
+    config = BrokerConfig(read_only=args.read_only, idle_timeout=args.idle_timeout or None, startup_ts=int(time.time()))
+    broker = TankBroker(storage, config)
+    host, port = args.listen
+    listeners = await open_listeners(host, port)
+    done = trio.Event()
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(stop_on_signal, done)
+            await nursery.start(broker.serve, listeners)
+            for lst in listeners:
+                print(f"listening on {listener_address(lst)}", file=sys.stderr, flush=True)
+            await done.wait()
+            await broker.shutdown(grace=1.0)
+            nursery.cancel_scope.cancel()
+    finally:
+        storage.close()
+    st = broker.core.stats
+    print(f"stored {st['produced_messages']} messages in {st['produced_bundles']} bundles; {broker.stats['connections']} connections", file=sys.stderr)
+    return 0
+
+
+async def _send(args: argparse.Namespace) -> int:
+    from .bundles import U64_MAX, Message
+    from .client import TankClient
+
+    host, port = args.address
+    async with TankClient.connect_tcp(host, port) as client:
+        cmd = args.tank_command
+        if cmd == "create-topic":
+            err = await client.create_topic(args.topic, args.partitions)
+            meaning = {0: "created", 1: "already exists", 2: "system error", 4: "invalid config", 5: "broker is read-only", 10: "invalid name or partition count"}
+            print(f"{args.topic}: {meaning.get(err, f'error {err}')}", file=sys.stderr)
+            return 0 if err == 0 else 1
+        if cmd == "produce":
+            lines = args.messages or [ln.rstrip("\n") for ln in sys.stdin if ln.strip()]
+            if not lines:
+                print("nothing to send", file=sys.stderr)
+                return 0
+            ts = args.ts if args.ts is not None else int(time.time() * 1000)
+            msgs = []
+            for i, text in enumerate(lines):
+                key = None
+                if args.keys:
+                    if "=" not in text:
+                        raise UsageError(f"message {text!r} has no KEY=VALUE form (--keys)")
+                    k, text = text.split("=", 1)
+                    key = k.encode()
+                seq = args.sparse_base + i * args.step if args.sparse_base is not None else None
+                msgs.append(Message(text.encode(), ts, key, seq))
+            compress = {"auto": None, "snappy": True, "none": False}[args.compress]
+            for i in range(0, len(msgs), args.bundle_size):
+                part = msgs[i : i + args.bundle_size]
+                if args.sparse_base is not None:
+                    res = await client.produce_sparse(args.topic, args.partition, part, compress=compress)
+                else:
+                    res = await client.produce(args.topic, args.partition, part, compress=compress)
+                if res.error:
+                    names = {0x01: "unknown partition", 0x02: "I/O error", 0x0A: "invalid sequence numbers", 0xFE: "broker is read-only", 0xFF: "unknown topic"}
+                    print(f"refwire: produce failed: {names.get(res.error, f'error {res.error:#04x}')}", file=sys.stderr)
+                    return 1
+            print(f"produced {len(msgs)} messages", file=sys.stderr)
+            return 0
+        if cmd == "consume":
+            seq = U64_MAX if args.seq == "end" else int(args.seq)
+            seen = 0
+            while True:
+                pd = await client.consume(args.topic, args.partition, seq, max_wait=args.max_wait if args.tail else 0.0,
+                                          min_bytes=args.min_bytes, fetch_size=args.fetch_size)
+                assert pd.chunk is not None
+                for m in pd.chunk.messages:
+                    print(json.dumps({"seq": m.seq, "ts": m.ts, "key": None if m.key is None else m.key.decode("utf-8", "replace"),
+                                      "content": m.content.decode("utf-8", "replace")}), flush=True)
+                    seen += 1
+                    if args.count and seen >= args.count:
+                        return 0
+                seq = pd.chunk.next_seq
+                if not args.tail and (not pd.chunk.messages or seq > pd.hwmark):
+                    return 0
+        if cmd == "status":
+            st = await client.status()
+            print(json.dumps({"topics": st.topics, "partitions": st.partitions, "version": st.version, "startup_ts": st.startup_ts}))
+            return 0
+        if args.topic:
+            infos = await client.discover_partitions(args.topic)
+            if not infos:
+                print(f"refwire: unknown topic {args.topic!r}", file=sys.stderr)
+                return 1
+            for i, p in enumerate(infos):
+                print(json.dumps({"partition": i, "first_available": p.first_avail, "high_water_mark": p.hwmark}))
+            return 0
+        for t in (await client.discover_topics()).topics:
+            print(json.dumps({"topic": t.name, "partitions": t.partitions}))
+        return 0

@@ -1,0 +1,333 @@
+"""The trio TANK client (research/tank.md §6, §12; specs/tank/README.md §7).
+
+``async with TankClient.connect_tcp(host, port) as c:`` then ``await
+c.create_topic(...)``, ``await c.produce(...)``, ``await c.consume(...)``.
+Many requests may be outstanding on one connection; answers are matched by
+request id.  The connection is opened lazily and again after a failure; a
+request in flight when the connection fails raises :class:`ConnectionLost`
+(its outcome is unknown: a produce may or may not have been stored --
+:meth:`TankClient.discover_partitions` tells).  An idle connection is kept
+open with Pings every ``ping_interval`` seconds (the broker closes idle
+connections after 16 s).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import attrs
+import trio
+
+from ..drivers import open_stream
+from ..errors import ProtocolError, RefwireError
+from ..wire import Limits
+from .bundles import Message, encode_bundle
+from .connection import NEED_DATA, ClientConnection, Connected, ConnectionClosed, ConsumeResult, PartitionData
+from .frames import (
+    DEFAULT_LIMITS,
+    ConsumePartition,
+    ConsumeRequest,
+    ConsumeTopic,
+    CreateTopicRequest,
+    DiscoverPartitionsRequest,
+    DiscoverTopicsRequest,
+    DiscoverTopologyRequest,
+    Ping,
+    ProducePartition,
+    ProduceRequest,
+    ProduceTopic,
+    ReloadConfRequest,
+    Request,
+    StatusRequest,
+)
+from .responses import (
+    ERR_BOUNDARY,
+    CreateTopicResponse,
+    DiscoverPartitionsResponse,
+    DiscoverTopicsResponse,
+    DiscoverTopologyResponse,
+    PartitionInfo,
+    ProduceResponse,
+    ProduceResult,
+    ReloadConfResponse,
+    StatusResponse,
+)
+
+__all__ = ["ClientConfig", "ConnectionLost", "ConsumeError", "TankClient", "TankError"]
+
+Connector = Callable[[], Awaitable[trio.abc.Stream]]
+T = TypeVar("T")
+
+
+class TankError(RefwireError):
+    """The broker answered with an error code."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ConsumeError(TankError):
+    """A consume failed: unknown topic or partition (0xff), or a cluster/system code."""
+
+
+class ConnectionLost(RefwireError):
+    """The connection failed while a request was outstanding (its outcome is unknown)."""
+
+
+@attrs.frozen(kw_only=True)
+class ClientConfig:
+    limits: Limits = DEFAULT_LIMITS
+    ping_interval: float | None = 5.0
+    fetch_size: int = 128 * 1024 * 1024  #: tank-cli's default; the broker clamps to 64 MiB
+    client_id: bytes = b"c++"
+    request_timeout: float | None = None
+    recv_size: int = 65536
+
+
+class _Pending:
+    __slots__ = ("done", "error", "result")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class TankClient:
+    """A TANK client over any stream factory (``connect`` returns a ``trio.abc.Stream``)."""
+
+    def __init__(self, connect: Connector, *, config: ClientConfig = ClientConfig()) -> None:
+        self._connect = connect
+        self.config = config
+        self._nursery: trio.Nursery | None = None
+        self._nursery_cm: Any = None
+        self._stream: trio.abc.Stream | None = None
+        self._conn: ClientConnection | None = None
+        self._pending: dict[int, _Pending] = {}
+        self._connect_lock = trio.Lock()
+        self._send_lock = trio.Lock()
+        self._next_id = 1
+        self._reader_scope: trio.CancelScope | None = None
+        self.stats: dict[str, int] = {"connects": 0, "requests": 0, "connection_lost": 0, "protocol_errors": 0, "pings_sent": 0}
+        self.transitions_seen: set[tuple[str, str, str]] = set()
+        self.last_error: BaseException | None = None
+
+    @classmethod
+    def connect_tcp(cls, host: str, port: int, *, config: ClientConfig = ClientConfig(), **kw: Any) -> TankClient:
+        return cls(lambda: open_stream(host, port, **kw), config=config)
+
+    async def __aenter__(self) -> TankClient:
+        self._nursery_cm = trio.open_nursery()
+        self._nursery = await self._nursery_cm.__aenter__()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool | None:
+        assert self._nursery_cm is not None
+        try:
+            with trio.CancelScope(shield=True):
+                await self.aclose()  # cancels the reader: the nursery can then close
+        finally:
+            if self._nursery is not None:
+                self._nursery.cancel_scope.cancel()
+            self._nursery = None
+            try:
+                result: bool | None = await self._nursery_cm.__aexit__(exc_type, exc, tb)
+            except BaseExceptionGroup as eg:
+                # The body's own exception comes back wrapped: let it propagate as it was raised.
+                if exc is not None and len(eg.exceptions) == 1 and eg.exceptions[0] is exc:
+                    return False
+                raise
+        return result
+
+    async def aclose(self) -> None:
+        self._drop("client closed")
+        if self._stream is not None:
+            await trio.aclose_forcefully(self._stream)
+            self._stream = None
+
+    # -- connection --------------------------------------------------------
+    async def _ensure(self) -> ClientConnection:
+        async with self._connect_lock:
+            if self._conn is not None:
+                return self._conn
+            if self._nursery is None:
+                raise RuntimeError("use 'async with TankClient(...)'")
+            stream = await self._connect()
+            conn = ClientConnection(limits=self.config.limits, ping_interval=self.config.ping_interval, now=trio.current_time(), first_request_id=self._next_id)
+            self._stream, self._conn = stream, conn
+            self.stats["connects"] += 1
+            self._nursery.start_soon(self._reader, stream, conn)
+            return conn
+
+    def _drop(self, why: str, conn: ClientConnection | None = None) -> None:
+        if conn is not None and conn is not self._conn:
+            return
+        if self._conn is not None:
+            self.transitions_seen |= self._conn.transitions_seen
+            self._next_id = self._conn.new_request_id()
+        self._conn = None
+        for p in self._pending.values():
+            p.error = ConnectionLost(why)
+            p.done.set()
+        self._pending.clear()
+
+    async def _reader(self, stream: trio.abc.Stream, conn: ClientConnection) -> None:
+        why = "connection closed by the broker"
+        try:
+            while True:
+                deadline = conn.next_deadline()
+                data = None
+                with trio.move_on_at(deadline if deadline is not None else math.inf):
+                    data = await stream.receive_some(self.config.recv_size)
+                if data is None:
+                    conn.handle_timer(trio.current_time())
+                    out = conn.data_to_send()
+                    if out:
+                        self.stats["pings_sent"] += 1
+                        async with self._send_lock:
+                            await stream.send_all(out)
+                    continue
+                conn.receive_data(data, trio.current_time())
+                while True:
+                    ev = conn.next_event()
+                    if ev is NEED_DATA or isinstance(ev, Connected):
+                        if ev is NEED_DATA:
+                            break
+                        continue
+                    if isinstance(ev, ConnectionClosed):
+                        return
+                    rid = getattr(ev, "request_id", None)
+                    p = self._pending.pop(rid, None) if rid is not None else None
+                    if p is not None:
+                        p.result = ev
+                        p.done.set()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            why = f"connection lost: {exc or type(exc).__name__}"
+            conn.connection_lost()
+        except ProtocolError as exc:
+            self.stats["protocol_errors"] += 1
+            self.last_error = exc
+            why = f"protocol error from the broker: {exc}"
+        finally:
+            self.stats["connection_lost"] += 1
+            self._drop(why, conn)
+            await trio.aclose_forcefully(stream)
+
+    async def request(self, make: Callable[[int], Request]) -> Any:
+        """Send ``make(request_id)`` and wait for its answer."""
+        conn = await self._ensure()
+        req = make(conn.new_request_id())
+        p = _Pending()
+        if isinstance(req, Ping):
+            raise TypeError("a Ping has no answer")
+        rid = req.request_id
+        self._pending[rid] = p
+        try:
+            async with self._send_lock:
+                data = conn.send(req, trio.current_time())
+                assert self._stream is not None
+                await self._stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ProtocolError) as exc:
+            self._pending.pop(rid, None)
+            self._drop(f"send failed: {exc}", conn)
+            raise ConnectionLost(f"send failed: {exc}") from exc
+        self.stats["requests"] += 1
+        if self.config.request_timeout is None:
+            await p.done.wait()
+        else:
+            # A long poll may legitimately take its whole maxWait.
+            limit = self.config.request_timeout + getattr(req, "max_wait_ms", 0) / 1000.0
+            with trio.move_on_after(limit):
+                await p.done.wait()
+            if not p.done.is_set():
+                # No answer in time (a half-open connection?): give the connection up.
+                stream = self._stream
+                self._drop(f"no answer within {limit:.1f}s", conn)
+                if stream is not None:
+                    await trio.aclose_forcefully(stream)
+                raise ConnectionLost(f"no answer to request {rid} within {limit:.1f}s")
+        if p.error is not None:
+            raise p.error
+        return p.result
+
+    # -- API -----------------------------------------------------------------
+    async def create_topic(self, topic: str, partitions: int = 1, config: bytes = b"") -> int:
+        """0 created, 1 exists, 2 system, 4 bad config, 5 read-only, 10 invalid (§4.7)."""
+        r: CreateTopicResponse = await self.request(lambda rid: CreateTopicRequest(rid, topic, partitions, config))
+        return r.error
+
+    async def produce(self, topic: str, partition: int, messages: Sequence[Message], *, compress: bool | None = None) -> ProduceResult:
+        bundle = encode_bundle(messages, compress=compress)
+        r = await self.produce_bundles({topic: {partition: bundle}})
+        return r.results[0]
+
+    async def produce_sparse(self, topic: str, partition: int, messages: Sequence[Message], *, compress: bool | None = None) -> ProduceResult:
+        """ProduceWithSeqnum (0x05) with a sparse bundle: the messages' ``seq`` are kept (§7.2)."""
+        bundle = encode_bundle(messages, compress=compress, sparse=True)
+        r = await self.produce_bundles({topic: {partition: bundle}}, base_seqs={(topic, partition): messages[0].seq or 0})
+        return r.results[0]
+
+    async def produce_bundles(self, bundles: dict[str, dict[int, bytes]], *, base_seqs: dict[tuple[str, int], int] | None = None) -> ProduceResponse:
+        topics = tuple(
+            ProduceTopic(t, tuple(ProducePartition(p, b, (base_seqs or {}).get((t, p)) if base_seqs is not None else None) for p, b in parts.items()))
+            for t, parts in bundles.items()
+        )
+        cid = self.config.client_id
+        resp: ProduceResponse = await self.request(lambda rid: ProduceRequest(rid, topics, base_seqs is not None, cid))
+        return resp
+
+    async def consume_many(self, wanted: dict[str, dict[int, int]], *, max_wait: float = 0.0, min_bytes: int = 0, fetch_size: int | None = None) -> ConsumeResult:
+        """One Consume request: ``wanted[topic][partition] = seq`` (0 first available, U64_MAX tail)."""
+        fs = fetch_size or self.config.fetch_size
+        topics = tuple(ConsumeTopic(t, tuple(ConsumePartition(p, s, fs) for p, s in parts.items())) for t, parts in wanted.items())
+        wait_ms = max(0, round(max_wait * 1000))
+        res: ConsumeResult = await self.request(lambda rid: ConsumeRequest(rid, topics, wait_ms, min_bytes, b""))
+        return res
+
+    async def consume(self, topic: str, partition: int, seq: int = 0, *, max_wait: float = 0.0, min_bytes: int = 0, fetch_size: int | None = None, clamp: bool = True) -> PartitionData:
+        """Consume one partition; grows the fetch size when a bundle did not fit
+        (§6.7) and, with ``clamp``, moves a sequence number that fails the
+        boundary check into ``[firstAvail, hwmark + 1]`` as tank-cli does."""
+        fs = fetch_size or self.config.fetch_size
+        for _ in range(8):
+            res = await self.consume_many({topic: {partition: seq}}, max_wait=max_wait, min_bytes=min_bytes, fetch_size=fs)
+            if res.unknown_topics:
+                raise ConsumeError(f"unknown topic {topic!r}", 0xFF)
+            pd = res.partitions[0]
+            if pd.error == ERR_BOUNDARY and clamp:
+                first = pd.first_avail or 0
+                seq = first if seq < first else pd.hwmark + 1
+                continue
+            if pd.error not in (0, 0xFE, ERR_BOUNDARY):
+                raise ConsumeError(f"{topic}/{partition}: error {pd.error:#04x}", pd.error)
+            ch = pd.chunk
+            if ch is not None and not ch.messages and ch.partial and ch.min_fetch_size > fs:
+                fs = min(ch.min_fetch_size, self.config.limits.max_frame_size)
+                continue
+            return pd
+        return pd
+
+    async def discover_partitions(self, topic: str, partitions: Sequence[int] = ()) -> tuple[PartitionInfo, ...]:
+        r: DiscoverPartitionsResponse = await self.request(lambda rid: DiscoverPartitionsRequest(rid, topic, tuple(partitions)))
+        return r.partitions
+
+    async def status(self) -> StatusResponse:
+        r: StatusResponse = await self.request(StatusRequest)
+        return r
+
+    async def discover_topics(self) -> DiscoverTopicsResponse:
+        r: DiscoverTopicsResponse = await self.request(DiscoverTopicsRequest)
+        return r
+
+    async def discover_topology(self) -> DiscoverTopologyResponse:
+        r: DiscoverTopologyResponse = await self.request(DiscoverTopologyRequest)
+        return r
+
+    async def reload_conf(self, topic: str, partition: int) -> int:
+        r: ReloadConfResponse = await self.request(lambda rid: ReloadConfRequest(rid, topic, partition))
+        return r.error
+

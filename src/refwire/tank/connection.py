@@ -1,0 +1,366 @@
+"""TANK Sans-IO connections: the client and the broker side (research/tank.md §6, §7.1, §12.3).
+
+Shaped like h11 (DESIGN.md §1): ``receive_data(data, now)`` (``b""`` = EOF),
+``connection_lost()``, ``next_event()`` → event or :data:`NEED_DATA`,
+``send(...)`` → bytes, ``data_to_send()`` for bytes the machine owes on its own
+(the broker's Ping on accept, the client's idle keepalive Pings),
+``next_deadline()`` / ``handle_timer(now)``.  No I/O, clock or randomness.
+
+The client matches responses to requests by request id (long polls are
+answered out of order, §9.14), decodes produce responses against the
+remembered (topic, partition) list, and walks consume chunks with
+:func:`~refwire.tank.bundles.read_chunk`.  The broker side splits frames,
+decodes requests and tracks idleness (closed after 16 s without traffic or an
+outstanding long poll, §7.1); the topic logic is :class:`~refwire.tank.core.BrokerCore`.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Final
+
+import attrs
+
+from ..errors import LocalProtocolError, ProtocolError, RemoteProtocolError
+from ..wire import Limits
+from .bundles import ChunkResult, read_chunk
+from .frames import (
+    DEFAULT_LIMITS,
+    REPLICA_ID,
+    REQUEST_IDS,
+    RESPONSE_IDS,
+    ConsumeRequest,
+    CreateTopicRequest,
+    DiscoverPartitionsRequest,
+    DiscoverTopicsRequest,
+    DiscoverTopologyRequest,
+    FrameDecoder,
+    Ping,
+    ProduceRequest,
+    ReloadConfRequest,
+    Request,
+    StatusRequest,
+    decode_request,
+)
+from .responses import (
+    ConsumeResponse,
+    CreateTopicResponse,
+    DiscoverPartitionsResponse,
+    DiscoverTopicsResponse,
+    DiscoverTopologyResponse,
+    ProduceResponse,
+    RawProduceResponse,
+    ReloadConfResponse,
+    Response,
+    StatusResponse,
+    decode_produce_response,
+    decode_response,
+)
+
+__all__ = [
+    "BROKER_TRANSITIONS",
+    "CLIENT_TRANSITIONS",
+    "NEED_DATA",
+    "BrokerConnection",
+    "ClientConnection",
+    "ConnectionClosed",
+    "Connected",
+    "ConsumeResult",
+    "IdleTimeout",
+    "PartitionData",
+    "State",
+]
+
+PING_FRAME: Final = b"\x03\x00\x00\x00\x00"
+
+
+class _NeedData:
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+NEED_DATA: Final = _NeedData()
+
+
+class State(enum.Enum):
+    CONNECTING = "connecting"  #: client: no frame from the broker yet
+    OPEN = "open"
+    CLOSED = "closed"
+    ERROR = "error"
+
+
+#: (state, input) → next state; anything absent is a protocol error.  Tests walk every pair.
+CLIENT_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
+    (State.CONNECTING, "ping"): State.OPEN,
+    (State.CONNECTING, "response"): State.OPEN,  # the Ping is optional (§12.3)
+    (State.CONNECTING, "eof"): State.CLOSED,
+    (State.CONNECTING, "reset"): State.CLOSED,
+    (State.OPEN, "ping"): State.OPEN,
+    (State.OPEN, "response"): State.OPEN,
+    (State.OPEN, "eof"): State.CLOSED,
+    (State.OPEN, "reset"): State.CLOSED,
+}
+BROKER_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
+    (State.OPEN, "request"): State.OPEN,
+    (State.OPEN, "ping"): State.OPEN,
+    (State.OPEN, "eof"): State.CLOSED,
+    (State.OPEN, "reset"): State.CLOSED,
+    (State.OPEN, "idle"): State.CLOSED,
+}
+
+
+@attrs.frozen
+class Connected:
+    """The broker's greeting Ping arrived."""
+
+
+@attrs.frozen
+class ConnectionClosed:
+    clean: bool
+    reason: str = ""
+
+
+@attrs.frozen
+class IdleTimeout:
+    """Broker: nothing happened for ``idle_timeout`` seconds; close the connection."""
+
+    idle_for: float
+
+
+@attrs.frozen
+class PartitionData:
+    """One partition of a consume response, with its chunk walked (§6)."""
+
+    topic: str
+    partition: int
+    error: int
+    hwmark: int
+    requested_seq: int
+    chunk: ChunkResult | None = None  #: for err 0 / 0xfe
+    first_avail: int | None = None  #: for err 0x01
+
+    @property
+    def messages(self) -> tuple[object, ...]:
+        return self.chunk.messages if self.chunk else ()
+
+
+@attrs.frozen
+class ConsumeResult:
+    request_id: int
+    partitions: tuple[PartitionData, ...]
+    unknown_topics: tuple[str, ...]
+    response: ConsumeResponse = attrs.field(repr=False)
+
+
+_EXPECT: Final[dict[type, type | tuple[type, ...]]] = {
+    ProduceRequest: RawProduceResponse,
+    ConsumeRequest: ConsumeResponse,
+    DiscoverPartitionsRequest: DiscoverPartitionsResponse,
+    CreateTopicRequest: CreateTopicResponse,
+    ReloadConfRequest: ReloadConfResponse,
+    StatusRequest: StatusResponse,
+    DiscoverTopicsRequest: DiscoverTopicsResponse,
+    DiscoverTopologyRequest: DiscoverTopologyResponse,
+}
+
+ClientEvent = Connected | ConnectionClosed | ProduceResponse | ConsumeResult | Response
+
+
+class _Base:
+    protocol_name = "tank"
+
+    def __init__(self, accept: frozenset[int], limits: Limits, table: dict[tuple[State, str], State], state: State) -> None:
+        self._decoder = FrameDecoder(accept, limits, obsolete_msg={REPLICA_ID: "obsolete ReplicaID (the real broker closes the connection)", 0x09: "ConsumePeer is broker-to-broker (cluster mode); not supported"})
+        self.limits = limits
+        self._table = table
+        self.state = state
+        self._out = bytearray()
+        self._closed_event: ConnectionClosed | None = None
+        self.transitions_seen: set[tuple[str, str, str]] = set()
+
+    def _go(self, inp: str) -> None:
+        nxt = self._table.get((self.state, inp))
+        if nxt is None:
+            raise LocalProtocolError(f"{inp!r} not allowed in state {self.state.value}", protocol="tank")
+        self.transitions_seen.add((self.state.value, inp, nxt.value))
+        self.state = nxt
+
+    def data_to_send(self) -> bytes:
+        out = bytes(self._out)
+        self._out.clear()
+        return out
+
+    def receive_data(self, data: bytes | bytearray, now: float = 0.0) -> None:
+        if self.state in (State.CLOSED, State.ERROR):
+            return
+        self._last_rx = now
+        if not data:
+            clean = self._decoder.at_boundary
+            self._go("eof")
+            self._closed_event = ConnectionClosed(clean, "" if clean else "EOF inside a frame")
+            return
+        self._decoder.feed(bytes(data))
+
+    def connection_lost(self) -> None:
+        if self.state not in (State.CLOSED, State.ERROR):
+            self._go("reset")
+            self._closed_event = ConnectionClosed(False, "connection reset")
+
+    def _next_frame(self) -> tuple[int, bytes, int] | None:
+        if self.state is State.ERROR:
+            raise RemoteProtocolError("connection already failed", protocol="tank")
+        try:
+            return self._decoder.next_frame()
+        except ProtocolError as exc:
+            self.state = State.ERROR
+            raise exc.as_remote() from exc
+
+    def _fail(self, exc: ProtocolError) -> RemoteProtocolError:
+        self.state = State.ERROR
+        return exc.as_remote()
+
+
+class ClientConnection(_Base):
+    """The client side.  ``send(request)`` returns the frame to write; request
+    ids are the caller's (use :meth:`new_request_id`)."""
+
+    def __init__(self, *, limits: Limits = DEFAULT_LIMITS, ping_interval: float | None = 5.0, now: float = 0.0, first_request_id: int = 1) -> None:
+        super().__init__(RESPONSE_IDS, limits, CLIENT_TRANSITIONS, State.CONNECTING)
+        self.ping_interval = ping_interval
+        self._last_tx = now
+        self._last_rx = now
+        self._next_id = first_request_id
+        self._pending: dict[int, Request] = {}
+
+    def new_request_id(self) -> int:
+        rid = self._next_id
+        self._next_id = (self._next_id + 1) & 0xFFFFFFFF or 1
+        return rid
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def send(self, request: Request, now: float = 0.0) -> bytes:
+        if self.state in (State.CLOSED, State.ERROR):
+            raise LocalProtocolError(f"cannot send in state {self.state.value}", protocol="tank")
+        if not isinstance(request, Ping):
+            rid = request.request_id
+            if rid in self._pending:
+                raise LocalProtocolError(f"request id {rid} is already outstanding", protocol="tank", field="requestId")
+            self._pending[rid] = request
+        self._last_tx = now
+        return request.encode()
+
+    def next_deadline(self) -> float | None:
+        """When an idle keepalive Ping is due (the broker closes idle connections after 16 s)."""
+        if self.ping_interval is None or (self.state is not State.OPEN and self.state is not State.CONNECTING):
+            return None
+        return self._last_tx + self.ping_interval
+
+    def handle_timer(self, now: float) -> None:
+        d = self.next_deadline()
+        if d is not None and now >= d:
+            self._out += PING_FRAME
+            self._last_tx = now
+
+    def next_event(self) -> ClientEvent | _NeedData:
+        """The next event: frames already received are delivered before a close."""
+        got = self._next_frame()
+        if got is None:
+            if self._closed_event is not None:
+                ev, self._closed_event = self._closed_event, None
+                return ev
+            return NEED_DATA
+        msg_id, payload, off = got
+        try:
+            resp = decode_response(msg_id, payload, offset=off, limits=self.limits)
+            if isinstance(resp, Ping):
+                self._step("ping")
+                return Connected()
+            self._step("response")
+            req = self._pending.pop(resp.request_id, None)
+            if req is None:
+                raise LocalProtocolError(f"response to unknown request id {resp.request_id}", protocol="tank", frame=f"0x{msg_id:02x}", field="requestId", offset=off + 5)
+            expected = _EXPECT[type(req)]
+            if not isinstance(resp, expected):
+                raise LocalProtocolError(f"{type(resp).__name__} answers a {type(req).__name__}", protocol="tank", frame=f"0x{msg_id:02x}", field="requestId", offset=off + 5)
+            if isinstance(resp, RawProduceResponse):
+                assert isinstance(req, ProduceRequest)
+                return decode_produce_response(resp, req.layout())
+            if isinstance(resp, ConsumeResponse):
+                assert isinstance(req, ConsumeRequest)
+                return self._consume_result(req, resp, off)
+            return resp
+        except ProtocolError as exc:
+            raise self._fail(exc) from exc
+
+    def _step(self, inp: str) -> None:
+        if self.state is not State.CLOSED:  # frames buffered before an EOF still count
+            self._go(inp)
+
+    def _consume_result(self, req: ConsumeRequest, resp: ConsumeResponse, off: int) -> ConsumeResult:
+        asked = {(t.name, p.partition): p.seq for t in req.topics for p in t.partitions}
+        parts: list[PartitionData] = []
+        unknown: list[str] = []
+        for t in resp.topics:
+            if t.unknown:
+                unknown.append(t.name)
+                continue
+            for p in t.partitions:
+                seq = asked.get((t.name, p.partition))
+                if seq is None:
+                    raise LocalProtocolError(f"response names {t.name}/{p.partition}, which was not requested", protocol="tank", frame="Consume", field="partitionId", offset=off)
+                chunk = None
+                if p.error in (0, 0xFE):
+                    chunk = read_chunk(p.chunk, base_seq=p.base_seq, hwmark=p.hwmark, requested_seq=seq, limits=self.limits, offset=off)
+                parts.append(PartitionData(t.name, p.partition, p.error, p.hwmark, seq, chunk, p.first_avail))
+        return ConsumeResult(resp.request_id, tuple(parts), tuple(unknown), resp)
+
+
+class BrokerConnection(_Base):
+    """The broker side of one connection: requests out, responses in."""
+
+    def __init__(self, *, limits: Limits = DEFAULT_LIMITS, idle_timeout: float | None = 16.0, now: float = 0.0) -> None:
+        super().__init__(REQUEST_IDS, limits, BROKER_TRANSITIONS, State.OPEN)
+        self.idle_timeout = idle_timeout
+        self._last_rx = now
+        self._last_tx = now
+        self.long_polls = 0  #: outstanding long polls (set by the driver); no idle close while > 0
+        self._out += PING_FRAME  # introduce_self (§4.1)
+
+    def send(self, response: Response, now: float = 0.0) -> bytes:
+        self._last_tx = now
+        return response.encode()
+
+    def next_event(self) -> Request | ConnectionClosed | _NeedData:
+        while True:
+            got = self._next_frame()
+            if got is None:
+                if self._closed_event is not None:
+                    ev, self._closed_event = self._closed_event, None
+                    return ev
+                return NEED_DATA
+            msg_id, payload, off = got
+            try:
+                req = decode_request(msg_id, payload, offset=off, limits=self.limits)
+            except ProtocolError as exc:
+                raise self._fail(exc) from exc
+            if isinstance(req, Ping):
+                self._go("ping")  # accepted, never answered (§7.1)
+                continue
+            self._go("request")
+            return req
+
+    def next_deadline(self) -> float | None:
+        if self.idle_timeout is None or self.long_polls or self.state is not State.OPEN:
+            return None
+        return max(self._last_rx, self._last_tx) + self.idle_timeout
+
+    def handle_timer(self, now: float) -> IdleTimeout | None:
+        d = self.next_deadline()
+        if d is None or now < d:
+            return None
+        self._go("idle")
+        return IdleTimeout(now - max(self._last_rx, self._last_tx))
+
