@@ -69,6 +69,7 @@ class PravegaScenario:
             "tail_wait": rng.pick([2.0, 10.0]),
             "ack_timeout": rng.pick([10.0, 30.0]),
             "safety_time": 60.0,
+            "persistent": rng.pick([True, False]),  # one connection across writes, or one per flush
             "bug": "",
         }
         wl["liveness_time"] = 300.0 + wl["events"] * wl["writers"] * 0.05
@@ -231,8 +232,15 @@ class _Run:
         )
         writer.session.java_block_sizes = list(wl["block_sizes"]) or None
         self.writers.append(writer)
-        n = wl["events"]
-        per = max(1, -(-n // wl["batches"]))
+        if wl.get("persistent"):
+            async with writer:
+                await self.write_batches(writer, w, s)
+        else:
+            await self.write_batches(writer, w, s)
+
+    async def write_batches(self, writer: EventWriter, w: int, s: int) -> None:
+        n = self.wl["events"]
+        per = max(1, -(-n // self.wl["batches"]))
         for start in range(0, n, per):
             batch = [self.payload(w, s, i) for i in range(start, min(n, start + per))]
             try:

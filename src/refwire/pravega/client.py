@@ -27,7 +27,6 @@ from ..wire import Limits
 from .codec import CLIENT_LIMITS, PROTOCOL, Command
 from .commands import (
     AppendSetup,
-    ConditionalCheckFailed,
     CreateSegment,
     DataAppended,
     GetStreamSegmentInfo,
@@ -40,7 +39,6 @@ from .commands import (
     SegmentRead,
     SegmentSealed,
     StreamSegmentInfo,
-    WrongHost,
     request_id_of,
 )
 from .connection import ClientConnection, ConnectionClosed, HelloReceived, KeepAliveReceived, ReplyReceived, State
@@ -96,7 +94,7 @@ class PravegaConnection:
         self.stream = stream
         self.machine = ClientConnection(limits)
         self._waiters: dict[int, trio.MemorySendChannel[Command]] = {}
-        self._handlers: dict[int, Callable[[Command], None]] = {}
+        self._subscribers: dict[int, trio.MemorySendChannel[Command]] = {}
         self._lock = trio.Lock()
         self.closed = trio.Event()
         self.error: BaseException | None = None
@@ -113,6 +111,11 @@ class PravegaConnection:
         data = self.machine.send(cmd)
         async with self._lock:
             await self.stream.send_all(data)
+
+    @property
+    def ready(self) -> bool:
+        """The server's Hello arrived."""
+        return self._hello.is_set()
 
     async def send_raw(self, data: bytes) -> None:
         if data:
@@ -153,15 +156,15 @@ class PravegaConnection:
             raise
         finally:
             self.closed.set()
-            for ch in self._waiters.values():
+            for ch in [*self._waiters.values(), *self._subscribers.values()]:
                 ch.close()
             await trio.aclose_forcefully(self.stream)
 
     def _route(self, cmd: Command) -> None:
         rid = request_id_of(cmd)
-        handler = self._handlers.get(rid)
-        if handler is not None:
-            handler(cmd)
+        sub = self._subscribers.get(rid)
+        if sub is not None:
+            sub.send_nowait(cmd)
             return
         ch = self._waiters.pop(rid, None)
         if ch is not None:
@@ -170,11 +173,19 @@ class PravegaConnection:
             return
         log.warning("pravega: reply with unknown requestId %d ignored: %s", rid, cmd.NAME)
 
-    def subscribe(self, request_id: int, handler: Callable[[Command], None]) -> None:
-        self._handlers[request_id] = handler
+    def subscribe(self, request_id: int) -> trio.MemoryReceiveChannel[Command]:
+        """Every reply with ``request_id`` from now on (a writer's AppendSetup and
+        DataAppended); the channel ends when the connection does."""
+        send, recv = trio.open_memory_channel[Command](math.inf)
+        if self.closed.is_set():
+            send.close()
+        self._subscribers[request_id] = send
+        return recv
 
     def unsubscribe(self, request_id: int) -> None:
-        self._handlers.pop(request_id, None)
+        ch = self._subscribers.pop(request_id, None)
+        if ch is not None:
+            ch.close()
 
     async def request(self, cmd: Command, *, timeout: float = 30.0) -> Command:
         """Send ``cmd`` and wait for the reply with its requestId (Rust's 30 s request timeout)."""
@@ -241,12 +252,24 @@ class WriterConfig:
     token: str = ""
 
 
+class _Link:
+    """One live connection of a writer, set up for its session."""
+
+    def __init__(self, conn: PravegaConnection, acks: trio.MemoryReceiveChannel[Command], scope: trio.CancelScope) -> None:
+        self.conn = conn
+        self.acks = acks
+        self.scope = scope
+
+
 class EventWriter:
     """Writes events to one segment, exactly once and in order across reconnects (§5.5).
 
     ``await writer.write(payloads)`` returns when all are durably stored.  The
     writer reconnects on any failure, sends SetupAppend, and resends only what
     the server's AppendSetup says it does not have.
+
+    Used as ``async with EventWriter(...) as w:`` it keeps one connection open
+    across writes; otherwise each flush connects and disconnects.
     """
 
     def __init__(
@@ -265,13 +288,27 @@ class EventWriter:
         self.config = config
         self._connect = connect or (lambda: open_stream(host, port, timeout=config.connect_timeout))
         self._rng = rng or random.Random()
-        self._progress = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self._nursery_cm: Any = None
+        self._link: _Link | None = None
         self.last_protocol_error: ProtocolError | None = None
         self.stats = {"connections": 0, "reconnects": 0, "acked": 0, "protocol_errors": 0}
 
     @property
     def writer_id(self) -> uuid.UUID:
         return self.session.writer_id
+
+    async def __aenter__(self) -> EventWriter:
+        self._nursery_cm = trio.open_nursery()
+        self._nursery = await self._nursery_cm.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        self._drop_link()
+        assert self._nursery is not None
+        self._nursery.cancel_scope.cancel()
+        self._nursery = None
+        return await self._nursery_cm.__aexit__(*exc)  # type: ignore[no-any-return]
 
     async def write(self, payloads: Sequence[bytes]) -> None:
         for p in payloads:
@@ -285,7 +322,17 @@ class EventWriter:
         while self.session.pending:
             try:
                 try:
-                    await self._one_connection()
+                    if self._nursery is not None:
+                        if self._link is None:
+                            self._link = await self._open(self._nursery)
+                        await self._drain(self._link)
+                    else:
+                        async with trio.open_nursery() as nursery:
+                            link = await self._open(nursery)
+                            try:
+                                await self._drain(link)
+                            finally:
+                                link.scope.cancel()
                 except BaseExceptionGroup as group:
                     raise first_error(group) from group
                 failures = 0
@@ -299,6 +346,7 @@ class EventWriter:
                 RequestFailed,
             ) as exc:
                 failures += 1
+                self._drop_link()
                 self.session.connection_lost()
                 if isinstance(exc, ProtocolError) and exc.field != "(eof)":
                     self.stats["protocol_errors"] += 1  # the server sent something we had to reject
@@ -316,44 +364,66 @@ class EventWriter:
                 delay = min(delay * 2, self.config.backoff[1])
                 self.stats["reconnects"] += 1
 
-    async def _one_connection(self) -> None:
+    def _drop_link(self) -> None:
+        if self._link is not None:
+            self._link.scope.cancel()
+            self._link = None
+
+    async def _open(self, nursery: trio.Nursery) -> _Link:
+        """Connect, exchange Hello, SetupAppend; the session resends what the server lacks."""
         stream = await self._connect()
         self.stats["connections"] += 1
         conn = PravegaConnection(stream)
-        session = self.session
-        async with trio.open_nursery() as nursery:
+        scope = trio.CancelScope()
+
+        async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            with scope:
+                try:
+                    await conn.run(task_status=task_status)
+                except (ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    if not conn.ready:
+                        raise  # failed before the server's Hello: nursery.start raises it
+                    # later: recorded in conn.error / conn.closed; the writer sees its channel end
+
+        try:
             with trio.fail_after(self.config.connect_timeout):
-                await nursery.start(conn.run)
-            rid = next_request_id()
-            acks: trio.MemorySendChannel[Command]
-            acks, acks_recv = trio.open_memory_channel[Command](math.inf)
-            conn.subscribe(rid, acks.send_nowait)
-            setup = session.setup(rid)
-            await conn.send(setup)
-            with trio.fail_after(self.config.ack_timeout):
-                reply = await acks_recv.receive()
+                await nursery.start(run)
+        except BaseException:
+            scope.cancel()
+            await trio.aclose_forcefully(stream)
+            raise
+        link = _Link(conn, conn.subscribe(rid := next_request_id()), scope)
+        try:
+            await conn.send(self.session.setup(rid))
+            reply = await self._next_reply(link)
             if not isinstance(reply, AppendSetup):
                 raise RequestFailed(reply)
-            session.on_append_setup(reply)
-            await conn.send_raw(session.take())
-            while session.pending:
-                with trio.fail_after(self.config.ack_timeout):
-                    try:
-                        reply = await acks_recv.receive()
-                    except trio.EndOfChannel:
-                        raise trio.BrokenResourceError("connection closed") from None
-                if isinstance(reply, DataAppended):
-                    self.stats["acked"] += len(session.on_data_appended(reply))
-                elif isinstance(reply, ConditionalCheckFailed):
-                    raise RequestFailed(reply)
-                elif isinstance(reply, SegmentIsSealed | NoSuchSegment | WrongHost):
-                    raise RequestFailed(reply)
-                else:
-                    raise RequestFailed(reply)
-                await conn.send_raw(session.take())
-            nursery.cancel_scope.cancel()
-        if conn.closed.is_set() and session.pending:
-            raise trio.BrokenResourceError("connection closed")
+            self.session.on_append_setup(reply)
+        except BaseException:
+            scope.cancel()
+            raise
+        return link
+
+    async def _next_reply(self, link: _Link) -> Command:
+        with trio.fail_after(self.config.ack_timeout):
+            try:
+                return await link.acks.receive()
+            except trio.EndOfChannel:
+                if isinstance(link.conn.error, ProtocolError):
+                    raise link.conn.error from None
+                raise trio.BrokenResourceError("connection closed") from link.conn.error
+
+    async def _drain(self, link: _Link) -> None:
+        """Send what is unsent; wait until every pending event is acked."""
+        session = self.session
+        await link.conn.send_raw(session.take())
+        while session.pending:
+            reply = await self._next_reply(link)
+            if isinstance(reply, DataAppended):
+                self.stats["acked"] += len(session.on_data_appended(reply))
+            else:  # ConditionalCheckFailed, SegmentIsSealed, NoSuchSegment, WrongHost...: the server dropped our state
+                raise RequestFailed(reply)
+            await link.conn.send_raw(session.take())
 
 
 def parse_events(data: bytes, *, base: int = 0) -> tuple[list[tuple[int, bytes]], int]:

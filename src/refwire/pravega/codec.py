@@ -101,11 +101,45 @@ ENTRIES: Final = "entries"  #: TableEntries
 KEYS: Final = "keys"  #: i32 count + TableKey*
 LONGS: Final = "longs"  #: i32 count + i64*
 OPT_BLOB32: Final = "opt_blob32"  #: TableIteratorArgs buffer: i32 length + bytes, or empty if < 4 bytes remain
+I64_ANY: Final = "i64_any"  #: an optional i64 read when *any* byte remains (``available() > 0``; tables)
 
-_MIN_BYTES = {I32: 4, I64: 8, U8: 1, BOOL: 1, UUID: 16, UTF: 1, BLOB32: 4, REST: 0, EVENT: 8, ENTRIES: 4, KEYS: 4, LONGS: 4}
+_MIN_BYTES = {
+    I32: 4,
+    I64: 8,
+    I64_ANY: 1,
+    U8: 1,
+    BOOL: 1,
+    UUID: 16,
+    UTF: 1,
+    BLOB32: 4,
+    REST: 0,
+    EVENT: 8,
+    ENTRIES: 4,
+    KEYS: 4,
+    LONGS: 4,
+}
 
 _NO_DEFAULT = object()
 _LENIENT_BLOB = frozenset({"AppendBlockEnd", "ConditionalBlockEnd"})
+_PREFIXED = frozenset({"utf", "blob32", "event", "opt_blob32"})
+
+
+def _auth_code(values: dict[str, Any]) -> dict[str, Any]:
+    # AuthTokenCheckFailed.ErrorCode.valueOf: unknown codes are TOKEN_CHECK_FAILED (§4.4)
+    if values.get("error_code") not in (-1, 0, 1):
+        values["error_code"] = 0
+    return values
+
+
+def _error_message_code(values: dict[str, Any]) -> dict[str, Any]:
+    # ErrorMessage.ErrorCode.valueOf: unknown codes are UNSPECIFIED (§4.4)
+    if values.get("error_code") not in (-1, 0):
+        values["error_code"] = -1
+    return values
+
+
+#: decode-time mappings Java applies to some fields (type code -> function)
+_NORMALIZE: dict[int, Any] = {60: _auth_code, 61: _error_message_code}
 
 
 def f(kind: str, *, default: Any = _NO_DEFAULT, optional: Any = _NO_DEFAULT) -> Any:
@@ -197,7 +231,7 @@ def _put_key(out: bytearray, key: TableKey) -> None:
 
 def _encode_field(out: bytearray, kind: str, v: Any, name: str, cmd: str) -> None:
     try:
-        if kind == I64:
+        if kind == I64 or kind == I64_ANY:
             out += I64BE.pack(v)
         elif kind == I32:
             out += I32BE.pack(v)
@@ -285,7 +319,7 @@ def _read_count(r: Reader, field: str, min_item: int) -> int:
 
 
 def _decode_field(r: Reader, kind: str, name: str) -> Any:
-    if kind == I64:
+    if kind == I64 or kind == I64_ANY:
         return r.i64be(name)
     if kind == I32:
         return r.i32be(name)
@@ -352,7 +386,9 @@ def decode_command(
     cls = COMMANDS.get(code)
     if cls is None or (cls.DIRECTION == "inner" and not allow_inner and code != -1):
         what = "unknown wire command" if cls is None else f"{cls.NAME} is not a top-level command"
-        raise LocalProtocolError(f"{what}: type {code}", protocol=PROTOCOL, frame=None, field="type", offset=base - 8)
+        raise LocalProtocolError(
+            f"{what}: type {code}", protocol=PROTOCOL, frame=None if cls is None else cls.NAME, field="type", offset=base - 8
+        )
     if end is None:
         end = len(data)
     if code == -1:  # Padding: its length is the payload length
@@ -363,8 +399,19 @@ def decode_command(
         if optional is not _NO_DEFAULT and r.remaining < _MIN_BYTES.get(kind, 1):
             values[name] = optional
             continue
-        values[name] = _decode_field(r, kind, name)
-    return cls(**values)
+        if kind in _PREFIXED:
+            start_at = r.offset
+            try:
+                values[name] = _decode_field(r, kind, name)
+            except LocalProtocolError as exc:
+                # A length-prefixed field is located at its first byte (the prefix), named as in §4.
+                exc.offset = start_at
+                exc.field = name
+                raise
+        else:
+            values[name] = _decode_field(r, kind, name)
+    post = _NORMALIZE.get(code)
+    return cls(**(post(values) if post else values))
 
 
 # --------------------------------------------------------------------------- stream decoder
@@ -394,6 +441,14 @@ class CommandDecoder:
     @property
     def buffered(self) -> int:
         return len(self._buf)
+
+    def pending_frame_name(self) -> str | None:
+        """The command name of the incomplete frame buffered, once its whole header arrived."""
+        head = self._buf.peek(HEADER)
+        if len(head) < HEADER:
+            return None
+        cls = COMMANDS.get(int.from_bytes(head[:4], "big", signed=True))
+        return None if cls is None else cls.NAME
 
     def next_command(self) -> Command | None:
         """The next complete command, or None if more bytes are needed."""

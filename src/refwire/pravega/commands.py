@@ -14,6 +14,7 @@ from .codec import (
     EVENT,
     I32,
     I64,
+    I64_ANY,
     KEYS,
     LONGS,
     OLDEST_COMPATIBLE_VERSION,
@@ -477,7 +478,7 @@ class UpdateTableEntries(Command):
     segment: str = f(UTF)
     delegation_token: str = f(UTF)
     table_entries: tuple[TableEntry, ...] = f(ENTRIES)
-    table_segment_offset: int = f(I64, optional=-1)
+    table_segment_offset: int = f(I64_ANY, optional=-1)
 
 
 @command(75, "reply")
@@ -494,7 +495,7 @@ class RemoveTableKeys(Command):
     segment: str = f(UTF)
     delegation_token: str = f(UTF)
     keys: tuple[TableKey, ...] = f(KEYS)
-    table_segment_offset: int = f(I64, optional=-1)
+    table_segment_offset: int = f(I64_ANY, optional=-1)
 
 
 @command(77, "reply")

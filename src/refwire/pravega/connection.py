@@ -281,6 +281,7 @@ class _Base:
             raise LocalProtocolError(
                 f"connection closed inside a frame ({self._decoder.buffered} bytes of it received)",
                 protocol=PROTOCOL,
+                frame=self._decoder.pending_frame_name(),
                 field="(eof)",
                 offset=self._decoder.offset,
             )

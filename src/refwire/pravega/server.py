@@ -183,6 +183,13 @@ class SegmentStoreServer:
                 else:
                     await send(item)
 
+        async def reply_in_order(data: bytes) -> None:
+            """A woken read goes out after the reply to the command that woke it (spec §6)."""
+            try:
+                await send_q.send((0, data))
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                pass
+
         async def park(cmd: ReadSegment) -> None:
             """A read at the tail (§6): answered when the segment changes."""
             deadline = math.inf if self.config.tail_wait is None else trio.current_time() + self.config.tail_wait
@@ -194,18 +201,17 @@ class SegmentStoreServer:
                     if out.park:
                         continue
                     if out.reply is not None:
-                        await send(out.reply.encode())
+                        await reply_in_order(out.reply.encode())
                     return
-                await send(
-                    SegmentRead(
-                        segment=cmd.segment,
-                        offset=cmd.offset,
-                        at_tail=True,
-                        end_of_segment=False,
-                        data=b"",
-                        request_id=cmd.request_id,
-                    ).encode()
+                empty = SegmentRead(
+                    segment=cmd.segment,
+                    offset=cmd.offset,
+                    at_tail=True,
+                    end_of_segment=False,
+                    data=b"",
+                    request_id=cmd.request_id,
                 )
+                await reply_in_order(empty.encode())
                 return
 
         nursery: trio.Nursery

@@ -3,7 +3,8 @@ against a controller URI; print one ``RESULT {json}`` line per step.
 
 Usage: pravega_client_peer.py tcp://HOST:PORT SCENARIO [N]
 Scenarios: events (scope, stream, N events, reader group read-back),
-keyed (3 segments, routing keys, per-key order), bytes (byte stream), time (N events, timing only).
+keyed (3 segments, routing keys, per-key order), bytes (byte stream), time / time-inflight
+(N events, timing only; one event in flight, or up to 1000).
 """
 
 from __future__ import annotations
@@ -35,15 +36,15 @@ def main() -> None:
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
     mgr = pravega_client.StreamManager(uri)
     result("scope", created=mgr.create_scope("sc"), again=mgr.create_scope("sc"))
-    if scenario in ("events", "time"):
+    if scenario in ("events", "time", "time-inflight"):
         result("stream", created=mgr.create_stream("sc", "st", 1))
-        w = mgr.create_writer("sc", "st")
+        w = mgr.create_writer("sc", "st", max_inflight_events=1000 if scenario == "time-inflight" else 0)
         t0 = time.perf_counter()
         for i in range(n):
             w.write_event(f"event {i}")
         w.flush()
         result("written", n=n, seconds=time.perf_counter() - t0)
-        if scenario == "time":
+        if scenario != "events":
             return
         rg = mgr.create_reader_group("rg1", "sc", "st")
         r = rg.create_reader("r1")

@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+# ruff: noqa: RUF001  (the output uses the multiplication sign on purpose)
+"""Pravega benchmark: refwire's writer and the real Rust client appending through
+refwire's segment store, and append-stream decoding against a bare-struct bound,
+side by side in one run (DESIGN.md §5).  See benchmarks/README.md.
+
+    python benchmarks/pravega_bench.py [--events 5000] [--reps 3] [--quick] [--json OUT]
+
+1. Appends: a fresh ``refwire serve pravega`` (segment store + controller) per
+   run; one writer appends N events of 100 bytes to a new stream:
+   refwire's EventWriter one event per write (stop-and-wait, like the Python
+   client's default), refwire's EventWriter batched (Rust-style blocks and
+   Java-style blocks), and the real ``pravega==0.3.8`` client (Rust core) with
+   one event in flight (its default) and with up to 1000 in flight.
+2. Decode: the bytes of an append stream (Rust style and Java style with
+   PartialEvents) through refwire's CommandDecoder and ServerConnection, against
+   a bare ``struct.unpack_from`` loop that walks the same frames.
+
+Every run happens in a fresh process; runs are taken round-robin so drift on
+the machine lands on all rows alike.  A run that does not store every event
+stops the benchmark (exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PEER = ROOT / "tests" / "interop" / "peers" / "pravega_client_peer.py"
+PY = sys.executable
+
+
+class BenchError(Exception):
+    pass
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + str(ROOT), RUST_LOG="error")
+    return env
+
+
+# --------------------------------------------------------------------------- workers (run in child processes)
+
+
+def worker_refwire_writer(store: str, n: int, mode: str) -> dict[str, Any]:
+    import trio
+
+    from refwire.pravega.client import EventWriter, WriterConfig, create_segment
+
+    host, port = store.rsplit(":", 1)
+    seg = f"bench/{mode}/0.#epoch.0"
+    payloads = [(b"%08d" % i) + b"x" * 92 for i in range(n)]
+
+    async def main() -> float:
+        await create_segment(host, int(port), seg)
+        style = "java" if mode == "java-batched" else "rust"
+        w = EventWriter(host, int(port), seg, config=WriterConfig(style=style))
+        if style == "java":
+            w.session.java_block_sizes = [64 * 1024]
+        async with w:  # one connection for the whole run
+            t0 = time.perf_counter()
+            if mode == "one-by-one":
+                for p in payloads:
+                    await w.write([p])
+            else:
+                await w.write(payloads)
+            return time.perf_counter() - t0
+
+    seconds = trio.run(main)
+    return {"events": n, "seconds": seconds}
+
+
+def worker_decode(n: int, style: str, passes: int) -> dict[str, Any]:
+    import struct
+    import uuid
+
+    from refwire.pravega.codec import NULL_VALUE, CommandDecoder
+    from refwire.pravega.commands import AppendSetup, Hello, SetupAppend
+    from refwire.pravega.connection import Append, ServerConnection
+    from refwire.pravega.writer import WriterSession
+
+    wid = uuid.UUID(int=7)
+    # Rust style as the Python client sends it: one AppendBlockEnd per event (stop-and-wait).
+    session = WriterSession("sc/st/0.#epoch.0", wid, style="java" if style == "java" else "rust", max_batch_events=1)
+    if style == "java":
+        session.java_block_sizes = [4096 + 37]  # not a multiple of the event size: every block ends in a PartialEvent
+    for i in range(n):
+        session.add((b"%08d" % i) + b"x" * 92)
+    session.setup(1)
+    session.on_append_setup(AppendSetup(request_id=1, segment=session.segment, writer_id=wid, last_event_number=NULL_VALUE))
+    setup = Hello().encode() + SetupAppend(request_id=1, writer_id=wid, segment=session.segment).encode()
+    stream = session.take()
+    mb = len(stream) / 1e6
+    hdr = struct.Struct(">ii")
+
+    blockend = struct.Struct(">16sii")
+    tail = struct.Struct(">iqq")
+
+    def bare() -> int:
+        # The lower bound: the same fields pulled out with struct alone -- no
+        # limits, no errors, no objects -- data copied out as the decoder does.
+        pos, events, data = 0, 0, stream
+        end = len(data)
+        while pos < end:
+            t, ln = hdr.unpack_from(data, pos)
+            body = pos + 8
+            if t == 4:
+                _wid, _size, dlen = blockend.unpack_from(data, body)
+                _blob = data[body + 24 : body + 24 + dlen]
+                n_ev, _last, _rid = tail.unpack_from(data, body + 24 + dlen)
+                events += n_ev
+            elif t == 3:
+                _wid2 = data[body : body + 16]
+                _blob = data[body + 16 : body + ln]
+            pos = body + ln
+        return events
+
+    def decoder() -> int:
+        d = CommandDecoder(allow_inner=True)
+        d.feed(stream)
+        return sum(getattr(c, "num_events", 0) for c in d.commands())
+
+    def machine() -> int:
+        conn = ServerConnection()
+        conn.receive_data(setup)
+        conn.next_event()
+        ev = conn.next_event()
+        conn.send(AppendSetup(request_id=1, segment=session.segment, writer_id=wid, last_event_number=NULL_VALUE))
+        _ = ev
+        conn.receive_data(stream)
+        count = 0
+        while True:
+            e = conn.next_event()
+            if isinstance(e, Append):
+                count += e.event_count
+            else:
+                return count
+
+    out: dict[str, Any] = {"bytes": len(stream)}
+    for name, fn in (("bare", bare), ("decoder", decoder), ("machine", machine)):
+        got = fn()
+        if got != n:
+            raise BenchError(f"{name} decoded {got} events, expected {n}")
+        best = float("inf")
+        for _ in range(passes):
+            t0 = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t0)
+        out[name] = mb / best
+    return out
+
+
+# --------------------------------------------------------------------------- orchestration
+
+
+def run_child(args: list[str], timeout: float) -> dict[str, Any]:
+    proc = subprocess.run([PY, *args], capture_output=True, text=True, timeout=timeout, env=_env(), cwd=ROOT, check=False)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise BenchError(f"{args[:3]} failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return [json.loads(ln[7:]) for ln in lines][-1]  # type: ignore[no-any-return]
+
+
+class Store:
+    """A fresh ``refwire serve pravega`` with its controller on free ports."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [PY, "-m", "refwire.cli", "serve", "pravega", "--listen", "127.0.0.1:0", "--controller", "127.0.0.1:0"],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            env=_env(),
+            cwd=ROOT,
+            text=True,
+        )
+        self.store = self.controller = ""
+        assert self.proc.stderr is not None
+        deadline = time.monotonic() + 20
+        while not (self.store and self.controller):
+            if time.monotonic() > deadline:
+                self.proc.kill()
+                raise BenchError("refwire serve pravega did not start")
+            line = self.proc.stderr.readline()
+            if not line:
+                raise BenchError("refwire serve pravega exited")
+            if line.startswith("listening on"):
+                addr = line.split()[2]
+                if "(controller)" in line:
+                    self.controller = addr
+                else:
+                    self.store = addr
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+ROWS = [
+    ("refwire writer, one event per write", "refwire", "one-by-one"),
+    ("real client, 1 in flight (default)", "peer", "time"),
+    ("refwire writer, batched (Rust-style blocks)", "refwire", "rust-batched"),
+    ("refwire writer, batched (Java-style blocks)", "refwire", "java-batched"),
+    ("real client, up to 1000 in flight", "peer", "time-inflight"),
+]
+
+
+def bench_appends(n: int, reps: int, have_peer: bool) -> dict[str, list[float]]:
+    results: dict[str, list[float]] = {label: [] for label, _, _ in ROWS}
+    for rep in range(reps):
+        for label, who, mode in ROWS:
+            if who == "peer" and not have_peer:
+                continue
+            store = Store()
+            try:
+                if who == "refwire":
+                    r = run_child([__file__, "--worker", "writer", store.store, str(n), mode], timeout=300)
+                    secs = r["seconds"]
+                else:
+                    out = run_child([str(PEER), f"tcp://{store.controller}", mode, str(n)], timeout=300)
+                    secs = out["seconds"]
+            finally:
+                store.stop()
+            results[label].append(n / secs)
+            print(f"  [{rep + 1}/{reps}] {label}: {n / secs:,.0f} events/s", file=sys.stderr, flush=True)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, help="events per append run (default 5000; 500 with --quick)")
+    ap.add_argument("--reps", type=int, help="runs per row, median reported (default 3; 1 with --quick)")
+    ap.add_argument("--quick", action="store_true", help="a fast smoke run")
+    ap.add_argument("--json", metavar="OUT", help="also write every run's figures as JSON")
+    ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        kind = args.worker[0]
+        if kind == "writer":
+            res = worker_refwire_writer(args.worker[1], int(args.worker[2]), args.worker[3])
+        else:
+            res = worker_decode(int(args.worker[1]), args.worker[2], int(args.worker[3]))
+        print("RESULT " + json.dumps(res), flush=True)
+        return 0
+    n = args.events or (500 if args.quick else 5000)
+    reps = args.reps or (1 if args.quick else 3)
+    try:
+        import pravega_client  # noqa: F401
+
+        have_peer = True
+    except ImportError:
+        have_peer = False
+        print("note: pravega_client not installed; the real-client rows are skipped (pip install pravega==0.3.8)", file=sys.stderr)
+    try:
+        appends = bench_appends(n, reps, have_peer)
+        decode_runs: dict[str, list[dict[str, Any]]] = {"rust": [], "java": []}
+        for _ in range(reps):
+            for style in ("rust", "java"):
+                decode_runs[style].append(run_child([__file__, "--worker", "decode", str(n * 4), style, "3" if args.quick else "5"], timeout=300))
+    except BenchError as exc:
+        print(f"FAILED: {exc}")
+        return 1
+
+    def med(xs: list[float]) -> float:
+        return statistics.median(xs) if xs else float("nan")
+
+    print(f"1. Appends through refwire's segment store ({n} events of 100 bytes, median of {reps}; events/s)")
+    base = med(appends[ROWS[0][0]])
+    for label, _, _ in ROWS:
+        xs = appends[label]
+        if xs:
+            print(f"  {label:<48} {med(xs):>12,.0f}   ({min(xs):,.0f}–{max(xs):,.0f})   ×{med(xs) / base:.2f} of the first row")
+    peer1 = appends[ROWS[1][0]]
+    if peer1:
+        print(f"  stop-and-wait, refwire writer / real client: ×{base / med(peer1):.2f}")
+    print(f"2. Decode of an append stream ({n * 4} events of 100 bytes; MB/s, median of {reps}, best of passes)")
+    for style in ("rust", "java"):
+        runs = decode_runs[style]
+        bare = med([r["bare"] for r in runs])
+        dec = med([r["decoder"] for r in runs])
+        mac = med([r["machine"] for r in runs])
+        print(f"  {style}-style blocks ({runs[0]['bytes'] / 1e6:.1f} MB): bare struct {bare:,.1f}   CommandDecoder {dec:,.1f} (×{dec / bare:.2f})   ServerConnection {mac:,.1f} (×{mac / bare:.2f})")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"appends": appends, "decode": decode_runs, "events": n, "reps": reps}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
