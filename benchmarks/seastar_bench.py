@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Seastar RPC benchmark, side by side in one run (DESIGN.md §5).
+
+    python benchmarks/seastar_bench.py [--calls 20000] [--inflight 64] [--big 1048576] [--bigcalls 64] [--reps 3] [--quick]
+
+1. Calls/s: small echo calls (16 bytes), ``--inflight`` pipelined, through
+   refwire's client (this process) and refwire's server (``refwire serve
+   seastar-rpc`` in a process of its own), uncompressed, LZ4 and LZ4_FRAGMENTED.
+2. MB/s: large echo calls (``--big`` bytes each, 4 in flight; payload bytes sent
+   plus received per second), with each compressor; the payload is half
+   compressible text, half random.
+3. Decode: refwire's ``FrameDecoder`` over a buffer of response frames against a
+   bare ``struct.unpack_from`` loop over the same bytes (the lower bound).
+
+Every reply is checked (length and content); a mismatch stops the run (exit 1).
+Rows are taken round-robin over ``--reps`` and the median is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import trio
+
+from refwire.seastar_rpc import FrameDecoder, Response
+from refwire.seastar_rpc.client import ClientConfig, SeastarClient
+
+COMPRESSORS: dict[str, tuple[str, ...]] = {"none": (), "LZ4": ("LZ4",), "LZ4_FRAGMENTED": ("LZ4_FRAGMENTED",)}
+
+
+def start_server() -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen([sys.executable, "-m", "refwire.cli", "serve", "seastar-rpc", "--listen", "127.0.0.1:0",
+                             "--max-memory", str(1 << 30)], stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    m = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+    if not m:
+        proc.kill()
+        raise SystemExit(f"server did not start: {line!r}")
+    return proc, int(m.group(1))
+
+
+async def _calls(port: int, comp: tuple[str, ...], n: int, inflight: int, payload: bytes) -> float:
+    async with SeastarClient.connect_tcp("127.0.0.1", port, config=ClientConfig(compressors=comp)) as client:
+        await client.call(2, payload)  # warm up
+        left = n
+
+        async def worker() -> None:
+            nonlocal left
+            while left > 0:
+                left -= 1
+                got = await client.call(2, payload, timeout=60)
+                if got != payload:
+                    raise SystemExit(f"wrong reply: {len(got)} bytes")
+
+        t0 = time.perf_counter()
+        async with trio.open_nursery() as nursery:
+            for _ in range(inflight):
+                nursery.start_soon(worker)
+        return time.perf_counter() - t0
+
+
+def calls_per_s(port: int, comp: tuple[str, ...], n: int, inflight: int) -> float:
+    dt = trio.run(_calls, port, comp, n, inflight, b"0123456789abcdef")
+    return n / dt
+
+
+def mb_per_s(port: int, comp: tuple[str, ...], size: int, n: int) -> float:
+    text = (b"the quick brown fox jumps over the lazy dog " * (size // 88 + 1))[: size // 2]
+    payload = text + os.urandom(size - len(text))
+    dt = trio.run(_calls, port, comp, n, 4, payload)
+    return 2 * size * n / dt / 1e6
+
+
+def decode_rows(frames: int) -> dict[str, float]:
+    body = b"x" * 16
+    wire = b"".join(Response(i, body, 0).encode(with_duration=True) for i in range(1, frames + 1))
+
+    def refwire_decode() -> int:
+        d = FrameDecoder("response", negotiation=False)
+        d.configure(duration=True)
+        d.feed(wire)
+        n = 0
+        while d.next_frame() is not None:
+            n += 1
+        return n
+
+    hdr = struct.Struct("<qII")
+
+    def bare_struct() -> int:
+        pos, n, end = 0, 0, len(wire)
+        unpack = hdr.unpack_from
+        while pos < end:
+            _mid, ln, _dur = unpack(wire, pos)
+            _payload = wire[pos + 16 : pos + 16 + ln]
+            pos += 16 + ln
+            n += 1
+        return n
+
+    out = {}
+    for name, fn in (("refwire FrameDecoder", refwire_decode), ("bare struct loop", bare_struct)):
+        t0 = time.perf_counter()
+        got = fn()
+        dt = time.perf_counter() - t0
+        if got != frames:
+            raise SystemExit(f"{name} decoded {got} of {frames} frames")
+        out[name] = frames / dt
+    return out
+
+
+def median_rows(reps: int, rows: dict[str, Callable[[], float]]) -> dict[str, float]:
+    got: dict[str, list[float]] = {k: [] for k in rows}
+    for _ in range(reps):
+        for k, fn in rows.items():
+            got[k].append(fn())
+    return {k: statistics.median(v) for k, v in got.items()}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--calls", type=int, default=20_000)
+    p.add_argument("--inflight", type=int, default=64)
+    p.add_argument("--big", type=int, default=1 << 20)
+    p.add_argument("--bigcalls", type=int, default=64)
+    p.add_argument("--frames", type=int, default=200_000)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--quick", action="store_true", help="tiny sizes, one rep (a smoke run)")
+    a = p.parse_args()
+    if a.quick:
+        a.calls, a.big, a.bigcalls, a.frames, a.reps = 500, 64 * 1024, 8, 5_000, 1
+    proc, port = start_server()
+    try:
+        print(f"Seastar RPC benchmark: python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
+              f"median of {a.reps} round-robin reps; server in its own process")
+        small = median_rows(a.reps, {k: (lambda c=c: calls_per_s(port, c, a.calls, a.inflight)) for k, c in COMPRESSORS.items()})
+        print(f"\n1. Calls/s: {a.calls} echo calls of 16 bytes, {a.inflight} in flight")
+        for k, v in small.items():
+            print(f"   {k:<16} {v:>10,.0f} calls/s   ({v / small['none']:.2f}x uncompressed)")
+        big = median_rows(a.reps, {k: (lambda c=c: mb_per_s(port, c, a.big, a.bigcalls)) for k, c in COMPRESSORS.items()})
+        print(f"\n2. MB/s: {a.bigcalls} echo calls of {a.big} bytes (half text, half random), 4 in flight")
+        for k, v in big.items():
+            print(f"   {k:<16} {v:>10,.1f} MB/s      ({v / big['none']:.2f}x uncompressed)")
+        runs = [decode_rows(a.frames) for _ in range(a.reps)]
+        dec = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        print(f"\n3. Decode: {a.frames} response frames (16-byte header + 16 bytes)")
+        for k, v in dec.items():
+            print(f"   {k:<22} {v:>12,.0f} frames/s")
+        ratio = dec["bare struct loop"] / dec["refwire FrameDecoder"]
+        print(f"\nRatios: FrameDecoder costs {ratio:.2f}x a bare struct loop; "
+              f"LZ4 {small['LZ4'] / small['none']:.2f}x / LZ4_FRAGMENTED {small['LZ4_FRAGMENTED'] / small['none']:.2f}x "
+              "the uncompressed call rate")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

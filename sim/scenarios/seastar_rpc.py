@@ -1,0 +1,330 @@
+"""Seastar RPC under faults: concurrent calls with timeouts, one-way calls and streams.
+
+Real drivers (:class:`~refwire.seastar_rpc.client.SeastarClient`,
+:class:`~refwire.seastar_rpc.server.SeastarServer`) run unchanged over the
+simulated network (partial reads, trickles, stalls, resets, half-open peers,
+refused connects).  Invariants (DESIGN.md §3, specs/seastar-rpc/README.md §7):
+
+* ``reply-without-request`` -- every reply our client receives names a msg id
+  this connection issued (the machine's ``StrayReply.known``);
+* ``wrong-reply`` -- a reply carries what *its* request asked for (echo: the
+  same tagged bytes; sum: the sum; boom: USER "boom"; an unknown verb:
+  UNKNOWN_VERB), so replies are never crossed between calls;
+* ``late-reply`` -- our server never sends a reply after its request's
+  propagated deadline;
+* ``timeout-not-honoured`` -- a call with a timeout completes by its deadline;
+* ``exactly-once`` -- each call completes exactly once (reply, exception,
+  timeout or connection error);
+* ``orphan-stream`` -- a stream never outlives its parent connection on the
+  server (checked continuously), nor on the client once the client closed;
+* liveness -- once faults are healed, every client finishes and a fresh call
+  on a fresh connection succeeds within ``liveness_time``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from typing import Any
+
+import trio
+
+from refwire.seastar_rpc.client import (
+    CallTimeout,
+    ClientConfig,
+    ClientStream,
+    RemoteVerbError,
+    RpcConnectionError,
+    RpcError,
+    SeastarClient,
+    StreamClosedError,
+    UnknownVerbError,
+)
+from refwire.seastar_rpc.connection import CallReceived, OversizedCall
+from refwire.seastar_rpc.server import SeastarServer, ServerConfig, demo_registry
+
+from ..faults import Faults
+from ..net import SimNet
+from ..rand import SimRandom
+from ..trace import Trace
+from . import ScenarioReport
+
+ADDRESS = "seastar-server:7000"
+_I32 = struct.Struct("<i")
+
+
+class SeastarScenario:
+    name = "seastar-rpc"
+
+    def draw_workload(self, rng: SimRandom) -> dict[str, Any]:
+        wl: dict[str, Any] = {
+            "clients": rng.int_between(1, 3),
+            "calls": rng.int_between(3, 40),
+            "concurrency": rng.pick([1, 2, 8]),
+            "compress": rng.pick(["", "LZ4", "LZ4_FRAGMENTED", "LZ4_FRAGMENTED,LZ4"]),
+            "timeouts": rng.pick([[0.05, 0.5], [0.3, 2.0, 10.0], [10.0]]),
+            "max_sleep_ms": rng.pick([0, 50, 400]),
+            "big": rng.pick([0, 0, 40_000, 100_000]),
+            "streams": rng.pick([0, 1, 2]),
+            "abandon_streams": rng.pick([False, True]),
+            "safety_time": 60.0,
+            "liveness_time": 300.0,
+        }
+        return wl
+
+    def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
+        if workload["clients"] > 1:
+            yield "clients", 1
+        if workload["calls"] > 1:
+            yield "calls", max(1, workload["calls"] // 2)
+        if workload["streams"]:
+            yield "streams", 0
+        if workload["big"]:
+            yield "big", 0
+        if workload["compress"]:
+            yield "compress", ""
+        if workload["concurrency"] > 1:
+            yield "concurrency", 1
+
+    async def run(self, *, rng: SimRandom, faults: Faults, workload: dict[str, Any], trace: Trace) -> ScenarioReport:
+        return await _Run(rng, faults, workload, trace).main()
+
+
+class _Run:
+    def __init__(self, rng: SimRandom, faults: Faults, wl: dict[str, Any], trace: Trace) -> None:
+        self.rng = rng
+        self.wl = wl
+        self.trace = trace
+        self.net = SimNet(rng.child("net"), faults, trace)
+        self.violation: tuple[str, str] | None = None
+        self.healed = trio.Event()
+        self.done: set[int] = set()
+        self.all_done = trio.Event()
+        self.clients: list[SeastarClient] = []
+        self.server: SeastarServer | None = None
+        self.completions: dict[tuple[int, int], str] = {}
+        self.counts: dict[str, int] = {k: 0 for k in (
+            "events_total", "replies", "remote_errors", "timeouts", "conn_errors", "one_way", "sessions",
+            "streams_opened", "stream_echoes", "streams_abandoned", "late_checks", "connect_failures")}
+
+    def violate(self, kind: str, detail: str) -> None:
+        if self.violation is None:
+            self.violation = (kind, detail)
+            self.trace.record(trio.current_time(), "VIOLATION", kind, detail)
+
+    # -- server ------------------------------------------------------------------
+    def on_reply(self, conn_id: int, call: CallReceived | OversizedCall, now: float) -> None:
+        self.counts["late_checks"] += 1
+        if call.deadline is not None and now > call.deadline:
+            self.violate("late-reply", f"connection {conn_id:#x} msg {call.msg_id}: reply at {now:.6f} after deadline {call.deadline:.6f}")
+
+    async def orphan_watch(self) -> None:
+        assert self.server is not None
+        seen: dict[int, float] = {}
+        while True:
+            await trio.sleep(0.5)
+            now = trio.current_time()
+            for sid, s in list(self.server._streams.items()):
+                if s.parent_id not in self.server._rpc:
+                    first = seen.setdefault(sid, now)
+                    if now - first > 1.0:
+                        self.violate("orphan-stream", f"stream {sid:#x} alive {now - first:.1f}s after its parent {s.parent_id:#x} closed")
+
+    # -- one call ------------------------------------------------------------------
+    def _complete(self, key: tuple[int, int], outcome: str) -> None:
+        if key in self.completions:
+            self.violate("exactly-once", f"call {key} completed twice: {self.completions[key]} then {outcome}")
+        self.completions[key] = outcome
+        self.trace.record(trio.current_time(), "done", key[0], key[1], outcome)
+
+    async def one_call(self, client: SeastarClient, c: int, i: int, rng: SimRandom) -> bool:
+        """Make call ``i``; False when the connection is gone (start a new session)."""
+        wl = self.wl
+        key = (c, i)
+        kind = rng.pick(["echo", "echo", "sum", "sleep", "boom", "unknown", "one-way"])
+        timeout = rng.pick(wl["timeouts"])
+        tag = f"c{c}-i{i}-".encode()
+        if kind == "echo":
+            size = rng.pick([0, 10, wl["big"]])
+            verb, payload = 2, tag + bytes((i + k) % 251 for k in range(size))
+            expect: Any = payload
+        elif kind == "sum":
+            a, b = rng.int_between(-1000, 1000), rng.int_between(-1000, 1000)
+            verb, payload, expect = 1, _I32.pack(a) + _I32.pack(b), _I32.pack(a + b)
+        elif kind == "sleep":
+            ms = rng.int_between(0, wl["max_sleep_ms"])
+            verb, payload, expect = 5, _I32.pack(ms), _I32.pack(ms)
+        elif kind == "boom":
+            verb, payload, expect = 3, b"", RemoteVerbError
+        elif kind == "unknown":
+            verb, payload, expect = 4242, tag, UnknownVerbError
+        else:
+            try:
+                await client.call_one_way(4, _I32.pack(i), timeout=timeout)
+            except RpcConnectionError:
+                self._complete(key, "conn-error")
+                return False
+            self.counts["one_way"] += 1
+            self._complete(key, "one-way")
+            return True
+        start = trio.current_time()
+        try:
+            got = await client.call(verb, payload, timeout=timeout)
+        except CallTimeout:
+            self.counts["timeouts"] += 1
+            late = trio.current_time() - (start + timeout)
+            if late > 1e-6:
+                self.violate("timeout-not-honoured", f"call {key} timed out {late:.6f}s after its deadline")
+            self._complete(key, "timeout")
+            return True
+        except RpcConnectionError:
+            self.counts["conn_errors"] += 1
+            self._complete(key, "conn-error")
+            return False
+        except RpcError as exc:
+            self.counts["remote_errors"] += 1
+            if not (isinstance(expect, type) and isinstance(exc, expect)):
+                self.violate("wrong-reply", f"call {key} ({kind}) ended with {exc!r}")
+            elif isinstance(exc, RemoteVerbError) and exc.message != b"boom":
+                self.violate("wrong-reply", f"call {key}: USER text {exc.message!r}")
+            elif isinstance(exc, UnknownVerbError) and exc.verb != verb:
+                self.violate("wrong-reply", f"call {key}: UNKNOWN_VERB {exc.verb}")
+            self._complete(key, type(exc).__name__)
+            return True
+        self.counts["replies"] += 1
+        if got != expect:
+            self.violate("wrong-reply", f"call {key} ({kind}) got {got[:40]!r}..., expected {expect!r:.60}")
+        if trio.current_time() > start + timeout + 1e-6:
+            self.violate("timeout-not-honoured", f"call {key} answered after its deadline")
+        self._complete(key, "reply")
+        return True
+
+    # -- streams -------------------------------------------------------------------------
+    async def stream_work(self, client: SeastarClient, c: int, rng: SimRandom, opened: list[ClientStream]) -> None:
+        try:
+            stream = await client.open_stream()
+        except RpcError:
+            return
+        opened.append(stream)
+        self.counts["streams_opened"] += 1
+        msgs = [f"c{c}-m{k}".encode() * rng.int_between(1, 50) for k in range(rng.int_between(0, 5))]
+        abandon = self.wl["abandon_streams"] and rng.chance(0.5)
+        with trio.move_on_after(20):
+            try:
+                await client.call(6, _I32.pack(len(msgs)) + stream.id_bytes(), timeout=10)
+                for m in msgs:
+                    await stream.send(m)
+                if abandon:
+                    self.counts["streams_abandoned"] += 1
+                    return  # left open: it must die with its parent
+                await stream.close()
+                got = [m async for m in stream]
+                if got != msgs:
+                    self.violate("wrong-reply", f"stream {stream.id:#x} echoed {len(got)} messages, sent {len(msgs)}")
+                self.counts["stream_echoes"] += 1
+            except (RpcError, StreamClosedError):
+                return
+
+    # -- clients ------------------------------------------------------------------------
+    async def client_task(self, c: int) -> None:
+        wl = self.wl
+        rng = self.rng.child("client", c)
+        compress = tuple(n for n in wl["compress"].split(",") if n)
+        config = ClientConfig(compressors=compress, negotiation_timeout=10.0)
+        i = 0
+        streams_left = wl["streams"]
+        while i < wl["calls"]:
+            client = SeastarClient(lambda: self.net.connect(ADDRESS), config=config)
+            opened: list[ClientStream] = []
+            try:
+                async with client:
+                    self.clients.append(client)
+                    self.counts["sessions"] += 1
+                    alive = True
+                    while alive and i < wl["calls"]:
+                        batch = list(range(i, min(wl["calls"], i + wl["concurrency"])))
+                        i = batch[-1] + 1
+                        results: list[bool] = []
+
+                        async def run(k: int, client: SeastarClient = client, results: list[bool] = results) -> None:
+                            results.append(await self.one_call(client, c, k, rng.child("call", k)))
+
+                        async with trio.open_nursery() as n:
+                            for k in batch:
+                                n.start_soon(run, k)
+                            if streams_left and rng.chance(0.3):
+                                streams_left -= 1
+                                n.start_soon(self.stream_work, client, c, rng.child("stream", i), opened)
+                        alive = all(results) and not client.closed
+            except RpcConnectionError:
+                self.counts["connect_failures"] += 1
+                await trio.sleep(rng.between(0.1, 1.0))
+            except OSError:
+                self.counts["connect_failures"] += 1
+                await trio.sleep(rng.between(0.1, 1.0))
+            await trio.sleep(0.2)
+            for s in opened:
+                if not s.closed:
+                    self.violate("orphan-stream", f"client stream {s.id:#x} still open after its client closed")
+        # Liveness probe: once healed, a fresh connection must work.
+        await self.healed.wait()
+        while True:
+            try:
+                async with SeastarClient(lambda: self.net.connect(ADDRESS), config=config) as probe:
+                    got = await probe.call(2, b"probe", timeout=10.0)
+                    if got != b"probe":
+                        self.violate("wrong-reply", f"probe got {got!r}")
+                    break
+            except (RpcError, OSError):
+                await trio.sleep(1.0)
+        self.done.add(c)
+        if len(self.done) == wl["clients"]:
+            self.all_done.set()
+
+    async def main(self) -> ScenarioReport:
+        wl = self.wl
+        outcome, violation, detail = "pass", "", ""
+        self.server = SeastarServer(demo_registry(), config=ServerConfig(negotiation_timeout=30.0))
+        self.server.on_reply = self.on_reply
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.server.serve, [self.net.listen(ADDRESS)])
+            nursery.start_soon(self.orphan_watch)
+            for c in range(wl["clients"]):
+                nursery.start_soon(self.client_task, c)
+            with trio.move_on_after(wl["safety_time"]):
+                while len(self.completions) < wl["clients"] * wl["calls"]:
+                    await trio.sleep(0.5)
+            self.net.heal()
+            self.healed.set()
+            self.trace.record(trio.current_time(), "healed")
+            with trio.move_on_after(wl["liveness_time"]) as scope:
+                await self.all_done.wait()
+            if scope.cancelled_caught:
+                outcome, violation = "liveness", "no-convergence"
+                missing = wl["clients"] * wl["calls"] - len(self.completions)
+                detail = f"clients {sorted(set(range(wl['clients'])) - self.done)} not done {wl['liveness_time']}s after healing; {missing} calls never completed"
+            nursery.cancel_scope.cancel()
+        if self.violation is not None:
+            outcome, (violation, detail) = "violation", self.violation
+        elif outcome == "pass" and len(self.completions) != wl["clients"] * wl["calls"]:
+            outcome, violation = "violation", "exactly-once"
+            detail = f"{wl['clients'] * wl['calls'] - len(self.completions)} calls never completed"
+        stray = sum(cl.stats["unknown_stray"] for cl in self.clients)
+        if stray and outcome == "pass":
+            outcome, violation, detail = "violation", "reply-without-request", f"{stray} replies for ids never issued"
+        counts = dict(self.counts)
+        counts["events_total"] = wl["clients"] * wl["calls"]
+        counts["deliveries"] = self.counts["replies"]
+        counts["client_reconnects"] = max(0, self.counts["sessions"] - wl["clients"])
+        assert self.server is not None
+        for key in ("connections", "stream_connections", "protocol_errors", "dropped_expired", "calls"):
+            counts[f"server_{key}"] = self.server.stats[key]
+        counts["client_stray"] = sum(cl.stats["stray"] for cl in self.clients)
+        transitions = {f"server:{a}-{i}->{b}" for a, i, b in self.server.transitions_seen}
+        for cl in self.clients:
+            transitions |= {f"client:{a}-{i}->{b}" for a, i, b in cl.transitions_seen}
+        return ScenarioReport(outcome=outcome, violation=violation, detail=detail, sim_time=trio.current_time(),
+                              counts=counts, transitions=frozenset(transitions))
+
+
+SCENARIO = SeastarScenario()

@@ -1,0 +1,178 @@
+"""``refwire serve seastar-rpc`` and ``refwire send seastar-rpc`` (call a verb)."""
+
+from __future__ import annotations
+
+import argparse
+import struct
+import sys
+
+import trio
+
+from ..cliutil import Commands, UsageError, hostport, nonneg_float, open_listeners, positive_int, stop_on_signal
+from ..drivers import listener_address
+
+__all__ = ["register"]
+
+
+def _compressors(text: str) -> tuple[str, ...]:
+    from .compression import COMPRESSOR_NAMES
+
+    if text.lower() == "none":
+        return ()
+    names = tuple(n for n in text.split(",") if n)
+    for n in names:
+        if n not in COMPRESSOR_NAMES:
+            raise argparse.ArgumentTypeError(f"unknown compressor {n!r}; choose from {', '.join(COMPRESSOR_NAMES)} or none")
+    return names
+
+
+def _group(text: str) -> tuple[bytes, int | None]:
+    cookie, sep, n = text.partition("=")
+    if not cookie:
+        raise argparse.ArgumentTypeError("a group is COOKIE or COOKIE=CONCURRENCY")
+    if not sep or n in ("", "0"):
+        return cookie.encode(), None
+    try:
+        return cookie.encode(), positive_int(n)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"group {cookie!r}: {exc}") from None
+
+
+def register(cmds: Commands) -> None:
+    """Add the Seastar RPC subcommands."""
+    from .server import DEMO_VERBS
+
+    demo = ", ".join(f"{n}={v}" for n, v in DEMO_VERBS.items())
+    s = cmds.serve.add_parser("seastar-rpc", help="Seastar RPC server with demo verbs and streams")
+    s.add_argument("--listen", type=hostport, default=("127.0.0.1", 7000), metavar="HOST:PORT", help="address to listen on (port 0 = any free port; default 127.0.0.1:7000)")
+    s.add_argument("--compress", type=_compressors, default=("LZ4", "LZ4_FRAGMENTED"), metavar="LIST", help="compressors accepted, e.g. LZ4,LZ4_FRAGMENTED (default) or none; the client's order decides")
+    s.add_argument("--no-streaming", action="store_true", help="no streaming domain: no CONNECTION_ID sent, stream connections refused")
+    s.add_argument("--max-memory", type=positive_int, default=16 * 1024 * 1024, metavar="BYTES", help="request memory budget; larger requests get Seastar's USER exception (default 16 MiB)")
+    s.add_argument("--group", type=_group, action="append", default=[], metavar="COOKIE[=N]", help="an isolation group (cookie) with at most N concurrent handlers; repeatable")
+    s.add_argument("--reject-unknown-cookie", action="store_true", help="close connections whose isolation cookie names no --group (as a throwing isolate_connection)")
+    s.add_argument("--exit-after", type=positive_int, metavar="N", help="shut down after N calls")
+    s.set_defaults(func=_serve)
+
+    c = cmds.send.add_parser("seastar-rpc", help="call a Seastar RPC verb", description=f"Call VERB (a number, or a demo verb: {demo}).")
+    c.add_argument("address", type=hostport, metavar="HOST:PORT")
+    c.add_argument("verb", metavar="VERB", help=f"verb number or demo name ({demo})")
+    c.add_argument("--int32", type=int, action="append", default=[], metavar="N", help="append an int32 (LE) to the payload; repeatable")
+    c.add_argument("--hex", default="", metavar="HEX", help="append these bytes to the payload")
+    c.add_argument("--text", default="", metavar="TEXT", help="append this UTF-8 text to the payload")
+    c.add_argument("--timeout", type=nonneg_float, metavar="S", help="give up after S seconds (propagated to the server)")
+    c.add_argument("--one-way", action="store_true", help="send without waiting for a reply")
+    c.add_argument("--stream", action="append", default=[], metavar="MSG", help="open a stream, append its id (u64) to the payload, send MSG on it (repeatable), print what comes back")
+    c.add_argument("--compress", type=_compressors, default=(), metavar="LIST", help="compressors offered, in preference order (default none)")
+    c.add_argument("--cookie", metavar="COOKIE", help="isolation cookie")
+    c.add_argument("--no-timeout-feature", action="store_true", help="do not offer TIMEOUT (20-byte request headers)")
+    c.add_argument("--no-handler-duration", action="store_true", help="do not offer HANDLER_DURATION")
+    c.add_argument("--repeat", type=positive_int, default=1, metavar="N", help="make the call N times (pipelined)")
+    c.set_defaults(func=_send)
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from .server import SeastarServer, ServerConfig, demo_registry
+
+    if args.reject_unknown_cookie and not args.group:
+        raise UsageError("--reject-unknown-cookie needs at least one --group")
+    config = ServerConfig(
+        compressors=args.compress,
+        streaming=not args.no_streaming,
+        max_memory=args.max_memory,
+        groups=dict(args.group),
+        unknown_cookie="reject" if args.reject_unknown_cookie else "default",
+    )
+    done = trio.Event()
+    server = SeastarServer(demo_registry(), config=config)
+    if args.exit_after:
+
+        def count(conn_id: int, call: object, now: float) -> None:
+            if server.stats["calls"] >= args.exit_after:
+                done.set()
+
+        server.on_reply = count
+    host, port = args.listen
+    listeners = await open_listeners(host, port)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(stop_on_signal, done)
+        await nursery.start(server.serve, listeners)
+        for lst in listeners:
+            print(f"listening on {listener_address(lst)}", file=sys.stderr, flush=True)
+        await done.wait()
+        await server.shutdown(grace=5.0)
+        nursery.cancel_scope.cancel()
+    st = server.stats
+    print(f"served {st['calls']} calls on {st['connections']} connections ({st['stream_connections']} streams, "
+          f"{st['protocol_errors']} protocol errors)", file=sys.stderr)
+    return 0
+
+
+def _verb(text: str) -> int:
+    from .server import DEMO_VERBS
+
+    if text in DEMO_VERBS:
+        return DEMO_VERBS[text]
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise UsageError(f"verb {text!r} is neither a number nor a demo verb ({', '.join(DEMO_VERBS)})") from None
+    if not 0 <= v < 2**64:
+        raise UsageError("a verb is a u64")
+    return v
+
+
+async def _send(args: argparse.Namespace) -> int:
+    from .client import ClientConfig, RpcError, SeastarClient
+
+    verb = _verb(args.verb)
+    try:
+        payload = b"".join(struct.pack("<i", n) for n in args.int32) + bytes.fromhex(args.hex) + args.text.encode()
+    except (ValueError, struct.error) as exc:
+        raise UsageError(f"bad payload: {exc}") from None
+    config = ClientConfig(
+        compressors=args.compress,
+        timeout=not args.no_timeout_feature,
+        handler_duration=not args.no_handler_duration,
+        isolation=args.cookie.encode() if args.cookie else None,
+    )
+    host, port = args.address
+    async with SeastarClient.connect_tcp(host, port, config=config) as client:
+        print(f"connected: compressor={client.compressor or 'none'} connection_id="
+              f"{'none' if client.connection_id is None else hex(client.connection_id)}", file=sys.stderr)
+        stream = None
+        if args.stream:
+            stream = await client.open_stream()
+            payload += stream.id_bytes()
+        if args.one_way:
+            for _ in range(args.repeat):
+                mid = await client.call_one_way(verb, payload, timeout=args.timeout)
+            print(f"sent one-way verb {verb} (last msg id {mid})", file=sys.stderr)
+            return 0
+        replies: list[bytes] = []
+        errors: list[RpcError] = []
+
+        async def one() -> None:
+            try:
+                replies.append(await client.call(verb, payload, timeout=args.timeout))
+            except RpcError as exc:
+                errors.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(args.repeat):
+                nursery.start_soon(one)
+        if errors:
+            more = f" ({len(errors)} of {args.repeat} calls failed)" if args.repeat > 1 else ""
+            print(f"refwire: {errors[0]}{more}", file=sys.stderr)
+            return 1
+        if args.repeat > 1:
+            print(f"{len(replies)} replies", file=sys.stderr)
+        for r in replies[:1]:
+            extra = f" (int32 {struct.unpack_from('<i', r)[0]})" if len(r) == 4 else ""
+            print(f"reply {len(r)} bytes: {r.hex()}{extra}")
+        if stream is not None:
+            for m in args.stream:
+                await stream.send(m.encode())
+            await stream.close()
+            async for msg in stream:
+                print(f"stream: {msg.decode('utf-8', 'replace')}")
+    return 0

@@ -1,0 +1,497 @@
+"""trio Seastar RPC client (specs/seastar-rpc/README.md §4-§5; research/seastar.md §2.2, §3.3, §5, §7).
+
+    async with SeastarClient.connect_tcp("127.0.0.1", 7000) as client:
+        reply = await client.call(1, payload, timeout=1.0)
+        await client.call_one_way(4, payload)
+        stream = await client.open_stream()         # a child connection (STREAM_PARENT)
+        await client.call(6, stream.id_bytes())     # the sink travels as its u64 id
+        await stream.send(b"..."); await stream.close(); async for msg in stream: ...
+
+A call completes exactly once: with the reply data, or by raising
+:class:`RemoteVerbError` (USER), :class:`UnknownVerbError`,
+:class:`UnknownExceptionError`, :class:`CallTimeout` (the client gave up at its
+deadline; a late reply is ignored) or :class:`RpcConnectionError`.  Closing the
+client closes its streams.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import struct
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from types import TracebackType
+from typing import Any
+
+import attrs
+import trio
+import trio.lowlevel
+
+from ..drivers import open_stream
+from ..errors import RefwireError, RemoteProtocolError
+from ..wire import Limits
+from .connection import (
+    NEED_DATA,
+    CallFailed,
+    CallTimedOut,
+    ClientConnection,
+    ConnectionClosed,
+    Negotiated,
+    Reply,
+    State,
+    StrayReply,
+)
+from .frames import DEFAULT_LIMITS, StreamEnd, StreamMessage, UnknownException, UnknownVerb, UserError
+
+__all__ = [
+    "CallTimeout",
+    "ClientConfig",
+    "ClientStream",
+    "RemoteVerbError",
+    "RpcConnectionError",
+    "RpcError",
+    "SeastarClient",
+    "StreamClosedError",
+    "UnknownExceptionError",
+    "UnknownVerbError",
+]
+
+log = logging.getLogger("refwire.seastar_rpc")
+_U64 = struct.Struct("<Q")
+
+
+class RpcError(RefwireError):
+    """Base of the errors a call can end with."""
+
+
+class RemoteVerbError(RpcError):
+    """The handler failed: a USER exception; ``message`` is Seastar's opaque text."""
+
+    def __init__(self, message: bytes) -> None:
+        self.message = message
+        super().__init__(f"remote verb error: {message.decode('utf-8', 'replace')}")
+
+
+class UnknownVerbError(RpcError):
+    def __init__(self, verb: int) -> None:
+        self.verb = verb
+        super().__init__(f"unknown verb {verb}")
+
+
+class UnknownExceptionError(RpcError):
+    def __init__(self, type_: int) -> None:
+        self.type = type_
+        super().__init__(f"unknown exception type {type_}")
+
+
+class CallTimeout(RpcError):
+    def __init__(self, msg_id: int) -> None:
+        self.msg_id = msg_id
+        super().__init__(f"rpc call {msg_id} timed out")
+
+
+class RpcConnectionError(RpcError):
+    """The connection closed or broke before the call was answered."""
+
+
+class StreamClosedError(RpcError):
+    """The stream is closed (its parent went away, or it ended)."""
+
+
+@attrs.frozen(kw_only=True)
+class ClientConfig:
+    limits: Limits = DEFAULT_LIMITS
+    compressors: Sequence[str] = ()
+    timeout: bool = True
+    handler_duration: bool = True
+    isolation: bytes | None = None
+    connect_timeout: float = 10.0
+    negotiation_timeout: float = 10.0
+    recv_size: int = 256 * 1024
+
+
+class _Call:
+    __slots__ = ("done", "result")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.result: Any = None
+
+
+class _Link:
+    """One connection (RPC or stream): its machine, stream, send lock and reader."""
+
+    def __init__(self, conn: ClientConnection, stream: trio.abc.Stream, recv_size: int) -> None:
+        self.conn = conn
+        self.stream = stream
+        self.lock = trio.StrictFIFOLock()
+        self.recv_size = recv_size
+        self.negotiated = trio.Event()
+        self.closed = trio.Event()
+        self.error: BaseException | None = None
+        self.close_reported = False
+        self._kick = trio.Event()
+
+    async def send(self, data: bytes) -> None:
+        if data:
+            async with self.lock:
+                await self.stream.send_all(data)
+
+    def kick(self) -> None:
+        """Ask the writer task to send what the machine has queued."""
+        self._kick.set()
+
+    async def writer(self) -> None:
+        """Send queued requests, so a call never waits on the socket: its timeout
+        covers queueing, as in Seastar (§3.3), and a cancelled caller never tears a frame."""
+        while not self.closed.is_set():
+            await self._kick.wait()
+            self._kick = trio.Event()
+            try:
+                await self.send(self.conn.data_to_send())
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                self.error = self.error or exc
+                await trio.aclose_forcefully(self.stream)  # the reader then reports the close
+                return
+
+    async def drain(self, on_event: Callable[[object], None]) -> bool:
+        """Hand every pending event to ``on_event``; False once the connection is finished."""
+        conn = self.conn
+        while True:
+            try:
+                ev = conn.next_event()
+            except RemoteProtocolError as exc:
+                if self.error is None:
+                    log.warning("seastar-rpc client: %s; closing", exc)
+                    self.error = exc
+                return False
+            if ev is NEED_DATA:
+                return conn.state not in (State.CLOSED, State.ERROR)
+            if isinstance(ev, Negotiated):
+                self.kick()  # calls queued before the reply go out now
+                self.negotiated.set()
+            on_event(ev)
+            if isinstance(ev, ConnectionClosed):
+                self.close_reported = True
+                return False
+
+    async def read_loop(self, on_event: Callable[[object], None]) -> None:
+        conn = self.conn
+        try:
+            while await self.drain(on_event):
+                try:
+                    data = await self.stream.receive_some(self.recv_size)
+                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                    self.error = self.error or exc
+                    conn.connection_lost()
+                    continue
+                conn.receive_data(data, now=trio.current_time())
+        finally:
+            self.closed.set()
+            self.negotiated.set()
+            if not self.close_reported:
+                self.close_reported = True
+                on_event(ConnectionClosed(False, str(self.error or "closed"), conn.pending))
+            await trio.aclose_forcefully(self.stream)
+
+
+class SeastarClient:
+    """A Seastar RPC client over one connection (plus one per stream)."""
+
+    def __init__(self, connect: Callable[[], Awaitable[trio.abc.Stream]], *, config: ClientConfig = ClientConfig()) -> None:
+        self._connect = connect
+        self.config = config
+        self._link: _Link | None = None
+        self._calls: dict[int, _Call] = {}
+        self._wake = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self._cm: AbstractAsyncContextManager[SeastarClient] | None = None
+        self._streams: list[ClientStream] = []
+        self.stats: dict[str, int] = {"calls": 0, "replies": 0, "exceptions": 0, "timeouts": 0, "stray": 0,
+                                      "unknown_stray": 0, "connection_errors": 0}
+        self.transitions_seen: set[tuple[str, str, str]] = set()
+
+    @classmethod
+    def connect_tcp(cls, host: str, port: int, *, config: ClientConfig = ClientConfig()) -> SeastarClient:
+        async def connect() -> trio.abc.Stream:
+            return await open_stream(host, port, timeout=config.connect_timeout)
+
+        return cls(connect, config=config)
+
+    def _machine(self, stream_parent: int | None = None) -> ClientConnection:
+        c = self.config
+        return ClientConnection(limits=c.limits, compressors=c.compressors, timeout=c.timeout,
+                                handler_duration=c.handler_duration, isolation=c.isolation, stream_parent=stream_parent)
+
+    # -- lifecycle ----------------------------------------------------------------------
+    @asynccontextmanager
+    async def _running(self) -> AsyncIterator[SeastarClient]:
+        # Errors are raised outside the nursery, so callers see them unwrapped.
+        failure: Exception | None = None
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            try:
+                self._link = await self._open_link(self._machine(), self._on_event)
+            except Exception as exc:
+                failure = exc
+                nursery.cancel_scope.cancel()
+            if failure is None:
+                nursery.start_soon(self._timer_loop)
+                try:
+                    yield self
+                except Exception as exc:
+                    failure = exc
+                finally:
+                    await self.aclose()
+                    nursery.cancel_scope.cancel()
+        for link in [self._link, *(st._link for st in self._streams)]:
+            if link is not None:
+                self.transitions_seen |= link.conn.transitions_seen
+        if failure is not None:
+            raise failure
+
+    async def __aenter__(self) -> SeastarClient:
+        self._cm = self._running()
+        return await self._cm.__aenter__()
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> bool | None:
+        assert self._cm is not None
+        return await self._cm.__aexit__(et, e, tb)
+
+    async def aclose(self) -> None:
+        """Close the connection and every stream opened from it."""
+        for s in self._streams:
+            s._abort()
+        if self._link is not None:
+            await trio.aclose_forcefully(self._link.stream)
+        self._fail_all(RpcConnectionError("the client was closed"))
+
+    async def _open_link(self, conn: ClientConnection, on_event: Callable[[object], None]) -> _Link:
+        assert self._nursery is not None
+        try:
+            stream = await self._connect()
+        except OSError as exc:
+            raise RpcConnectionError(f"cannot connect: {exc}") from exc
+        link = _Link(conn, stream, self.config.recv_size)
+        try:
+            await link.send(conn.initiate())
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            await trio.aclose_forcefully(stream)
+            raise RpcConnectionError(f"connection failed during negotiation: {exc}") from None
+        self._nursery.start_soon(link.read_loop, on_event)
+        self._nursery.start_soon(link.writer)
+        with trio.move_on_after(self.config.negotiation_timeout) as scope:
+            await link.negotiated.wait()
+        if scope.cancelled_caught or conn.reply is None:
+            await trio.aclose_forcefully(stream)
+            raise RpcConnectionError(f"negotiation failed: {link.error or 'the server closed the connection without a reply'}")
+        return link
+
+    @property
+    def connection_id(self) -> int | None:
+        return None if self._link is None else self._link.conn.connection_id
+
+    @property
+    def compressor(self) -> str | None:
+        return None if self._link is None else self._link.conn.compressor
+
+    @property
+    def closed(self) -> bool:
+        return self._link is None or self._link.closed.is_set()
+
+    # -- events ---------------------------------------------------------------------------
+    def _on_event(self, ev: object) -> None:
+        if isinstance(ev, (Reply, CallTimedOut)):
+            self._finish(ev.msg_id, ev)
+        elif isinstance(ev, CallFailed):
+            self._finish(ev.msg_id, ev)
+        elif isinstance(ev, StrayReply):
+            self.stats["stray"] += 1
+            if not ev.known:
+                self.stats["unknown_stray"] += 1
+        elif isinstance(ev, ConnectionClosed):
+            self._fail_all(RpcConnectionError(f"connection closed ({ev.reason})"))
+            for s in self._streams:
+                s._abort()
+
+    def _finish(self, msg_id: int, result: object) -> None:
+        call = self._calls.pop(msg_id, None)
+        if call is not None:
+            call.result = result
+            call.done.set()
+
+    def _fail_all(self, exc: RpcError) -> None:
+        calls, self._calls = self._calls, {}
+        for call in calls.values():
+            call.result = exc
+            call.done.set()
+
+    async def _timer_loop(self) -> None:
+        while True:
+            link = self._link
+            if link is None or link.closed.is_set():
+                return
+            deadline = link.conn.next_deadline()
+            with trio.move_on_at(math.inf if deadline is None else deadline):
+                await self._wake.wait()
+            self._wake = trio.Event()
+            link.conn.handle_timer(trio.current_time())
+            await link.drain(self._on_event)
+
+    # -- calls -------------------------------------------------------------------------------
+    def _live_link(self) -> _Link:
+        link = self._link
+        if link is None or link.closed.is_set():
+            raise RpcConnectionError("the connection is closed" + (f": {link.error}" if link and link.error else ""))
+        return link
+
+    async def call(self, verb: int, payload: bytes = b"", *, timeout: float | None = None) -> bytes:
+        """Call ``verb`` and return the reply data (see the module doc for the errors)."""
+        link = self._live_link()
+        msg_id = link.conn.call(verb, payload, now=trio.current_time(), timeout=timeout)
+        self.stats["calls"] += 1
+        call = _Call()
+        self._calls[msg_id] = call
+        self._wake.set()
+        link.kick()
+        try:
+            await call.done.wait()
+        finally:
+            if not call.done.is_set():  # the caller was cancelled: forget the call
+                self._calls.pop(msg_id, None)
+                link.conn.cancel(msg_id)
+        return self._outcome(msg_id, call.result)
+
+    def _outcome(self, msg_id: int, r: object) -> bytes:
+        if isinstance(r, Reply):
+            self.stats["replies"] += 1
+            return r.payload
+        if isinstance(r, CallFailed):
+            self.stats["exceptions"] += 1
+            err = r.error
+            if isinstance(err, UserError):
+                raise RemoteVerbError(err.message)
+            if isinstance(err, UnknownVerb):
+                raise UnknownVerbError(err.verb)
+            assert isinstance(err, UnknownException)
+            raise UnknownExceptionError(err.type)
+        if isinstance(r, CallTimedOut):
+            self.stats["timeouts"] += 1
+            raise CallTimeout(msg_id)
+        assert isinstance(r, RpcError)
+        self.stats["connection_errors"] += 1
+        raise r
+
+    async def call_one_way(self, verb: int, payload: bytes = b"", *, timeout: float | None = None) -> int:
+        """Send a one-way call (no reply is expected); returns its msg id."""
+        link = self._live_link()
+        msg_id = link.conn.call(verb, payload, now=trio.current_time(), timeout=timeout, one_way=True)
+        link.kick()
+        await trio.lowlevel.checkpoint()
+        return msg_id
+
+    # -- streams --------------------------------------------------------------------------------
+    async def open_stream(self) -> ClientStream:
+        """Open a stream connection under this one (research §5.1)."""
+        parent = self.connection_id
+        if parent is None:
+            raise RpcError("Streaming is not supported by the server (no CONNECTION_ID)")
+        self._live_link()
+        s = ClientStream(self)
+        link = await self._open_link(self._machine(stream_parent=parent), s._on_event)
+        s._link = link
+        if link.conn.connection_id is None:
+            await trio.aclose_forcefully(link.stream)
+            raise RpcError("the server sent no CONNECTION_ID for the stream connection")
+        s.id = link.conn.connection_id
+        self._streams.append(s)
+        return s
+
+
+class ClientStream:
+    """The client end of a stream: ``send``/``close`` (sink) and ``receive`` (source)."""
+
+    def __init__(self, client: SeastarClient) -> None:
+        self._client = client
+        self._link: _Link | None = None
+        self.id = 0
+        self._send, self._recv = trio.open_memory_channel[bytes | None](math.inf)
+        self.aborted = False
+
+    def id_bytes(self) -> bytes:
+        """The stream as a sink/source argument: its u64 connection id (§5.1)."""
+        return _U64.pack(self.id)
+
+    def _on_event(self, ev: object) -> None:
+        try:
+            if isinstance(ev, StreamMessage):
+                self._send.send_nowait(ev.payload)
+            elif isinstance(ev, StreamEnd):
+                self._send.send_nowait(None)
+                self._send.close()
+                self._maybe_close()
+        except trio.ClosedResourceError:
+            pass
+        if isinstance(ev, ConnectionClosed):
+            self._abort()
+
+    async def send(self, payload: bytes) -> None:
+        link = self._usable()
+        try:
+            await link.send(link.conn.send_stream(payload))
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            self._abort()
+            raise StreamClosedError(f"stream {self.id:#x}: {exc}") from None
+
+    async def close(self) -> None:
+        """Send end-of-stream; the connection closes once the server's arrives too."""
+        link = self._usable()
+        if not link.conn.local_eos:
+            try:
+                await link.send(link.conn.send_stream_end())
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._abort()
+        self._maybe_close()
+
+    async def receive(self) -> bytes | None:
+        """The next message, ``None`` at end-of-stream; :class:`StreamClosedError` after it or on abort."""
+        try:
+            return await self._recv.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise StreamClosedError(f"stream {self.id:#x} is closed") from None
+
+    def __aiter__(self) -> ClientStream:
+        return self
+
+    async def __anext__(self) -> bytes:
+        msg = await self.receive()
+        if msg is None:
+            raise StopAsyncIteration
+        return msg
+
+    def _usable(self) -> _Link:
+        if self.aborted or self._link is None or self._link.conn.state is not State.STREAMING:
+            self._abort()
+            raise StreamClosedError(f"stream {self.id:#x} is closed")
+        return self._link
+
+    def _maybe_close(self) -> None:
+        if self._link is not None and self._link.conn.stream_done:
+            self._close_socket()
+
+    def _close_socket(self) -> None:
+        # Closing the socket ends the reader task, which reports the close.
+        if self._link is not None and self._client._nursery is not None:
+            self._client._nursery.start_soon(trio.aclose_forcefully, self._link.stream)
+
+    def _abort(self) -> None:
+        if self.aborted:
+            return
+        self.aborted = True
+        self._send.close()
+        self._close_socket()
+
+    @property
+    def closed(self) -> bool:
+        return self.aborted or (self._link is not None and self._link.closed.is_set())

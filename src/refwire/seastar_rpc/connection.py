@@ -1,0 +1,624 @@
+"""Seastar RPC Sans-IO connections: :class:`ClientConnection` and :class:`ServerConnection`.
+
+Shaped like h11 (DESIGN.md §1): ``receive_data(data, now=...)`` (``b""`` = EOF),
+``connection_lost()``, ``next_event()`` -> event or :data:`NEED_DATA`, methods that
+return the bytes to send, ``data_to_send()`` for bytes the machine owes on its own,
+``next_deadline()`` / ``handle_timer(now)``.  No I/O, no clock, no randomness.
+
+Semantics (specs/seastar-rpc/README.md; research/seastar.md):
+
+* The client sends its negotiation frame at once and **never** sends a request
+  before the server's reply (§2.2): calls made earlier are queued and written
+  when the reply arrives, with the time left *then*; a call whose deadline passed
+  while queued is not sent at all (§3.3).
+* msg ids start at 1 and grow by one per call, one-way calls included; never
+  reused (§7.1).  The server answers whatever id it gets, negated for exceptions.
+* A propagated timeout is relative ms, 0 = none (§1.6); the server drops a reply
+  whose deadline has passed, sending nothing.
+* A stream connection (STREAM_PARENT, §5) carries ``len:u32`` messages and
+  ``0xffffffff`` end-of-stream in both directions, and has no ids or timeouts.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+import math
+from collections import deque
+from collections.abc import Sequence
+from typing import Final
+
+import attrs
+
+from ..errors import LocalProtocolError, ProtocolError, RemoteProtocolError
+from ..wire import Limits
+from .compression import COMPRESSOR_NAMES, Compressor, choose_compressor, envelope, make_compressor
+from .events import (
+    CallFailed,
+    CallReceived,
+    CallTimedOut,
+    ConnectionClosed,
+    Negotiated,
+    NegotiationRequested,
+    OversizedCall,
+    Reply,
+    StrayReply,
+    oversized_message,
+)
+from .frames import (
+    DEFAULT_LIMITS,
+    PROTOCOL,
+    UNMEASURED,
+    Features,
+    FrameDecoder,
+    Negotiation,
+    NoOp,
+    OversizedRequest,
+    RemoteException,
+    Request,
+    Response,
+    StreamEnd,
+    StreamMessage,
+    UnknownVerb,
+    UserError,
+    decode_exception,
+)
+
+__all__ = [
+    "CLIENT_TRANSITIONS",
+    "NEED_DATA",
+    "SERVER_TRANSITIONS",
+    "CallFailed",
+    "CallReceived",
+    "CallTimedOut",
+    "ClientConnection",
+    "ConnectionClosed",
+    "Negotiated",
+    "NegotiationRequested",
+    "OversizedCall",
+    "Reply",
+    "ServerConnection",
+    "State",
+    "StrayReply",
+    "oversized_message",
+]
+
+
+class _NeedData:
+    _instance: _NeedData | None = None
+
+    def __new__(cls) -> _NeedData:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+NEED_DATA: Final = _NeedData()
+
+
+class State(enum.Enum):
+    NEGOTIATING = "negotiating"  #: client: offer sent, no reply yet; server: no complete offer yet
+    DECIDING = "deciding"  #: server: offer received, the application decides (accept / reject)
+    READY = "ready"  #: an RPC connection after negotiation
+    STREAMING = "streaming"  #: a stream connection after negotiation
+    CLOSED = "closed"  #: EOF, reset, or rejected
+    ERROR = "error"  #: a protocol error; nothing more is received
+
+
+_ALL_OPEN = (State.NEGOTIATING, State.DECIDING, State.READY, State.STREAMING)
+
+# (state, input) -> next state.  Pairs not listed are refused (tests walk them all).
+SERVER_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
+    (State.NEGOTIATING, "negotiation"): State.DECIDING,
+    (State.DECIDING, "accept"): State.READY,
+    (State.DECIDING, "accept-stream"): State.STREAMING,
+    (State.DECIDING, "reject"): State.CLOSED,
+    (State.READY, "request"): State.READY,
+    (State.READY, "oversized"): State.READY,
+    (State.READY, "noop"): State.READY,
+    (State.STREAMING, "stream-message"): State.STREAMING,
+    (State.STREAMING, "stream-end"): State.STREAMING,
+    (State.STREAMING, "noop"): State.STREAMING,
+    **{(s, "eof"): State.CLOSED for s in _ALL_OPEN},
+    **{(s, "reset"): State.CLOSED for s in _ALL_OPEN},
+    **{(s, "error"): State.ERROR for s in _ALL_OPEN},
+}
+
+CLIENT_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
+    (State.NEGOTIATING, "negotiated"): State.READY,
+    (State.NEGOTIATING, "negotiated-stream"): State.STREAMING,
+    (State.READY, "response"): State.READY,
+    (State.READY, "noop"): State.READY,
+    (State.STREAMING, "stream-message"): State.STREAMING,
+    (State.STREAMING, "stream-end"): State.STREAMING,
+    (State.STREAMING, "noop"): State.STREAMING,
+    **{(s, "eof"): State.CLOSED for s in _ALL_OPEN if s is not State.DECIDING},
+    **{(s, "reset"): State.CLOSED for s in _ALL_OPEN if s is not State.DECIDING},
+    **{(s, "error"): State.ERROR for s in _ALL_OPEN if s is not State.DECIDING},
+}
+
+
+def _to_remote(exc: ProtocolError) -> RemoteProtocolError:
+    if isinstance(exc, RemoteProtocolError):
+        return exc
+    remote = exc.as_remote()
+    remote.__cause__ = exc
+    return remote
+
+
+# --------------------------------------------------------------------------- shared
+
+
+class _Machine:
+    role: str
+    _table: dict[tuple[State, str], State]
+
+    def __init__(self, kind: str, limits: Limits) -> None:
+        self.limits = limits
+        self.state = State.NEGOTIATING
+        self._decoder = FrameDecoder("request" if kind == "request" else "response", limits=limits)
+        self._compressor: Compressor | None = None
+        self._events: deque[object] = deque()
+        self._error: RemoteProtocolError | None = None
+        self._eof = False
+        self._reset = False
+        self._now = 0.0
+        #: stream connections: this side sent / received end-of-stream.
+        self.local_eos = False
+        self.remote_eos = False
+        #: (state, input, new state) names seen, for coverage.
+        self.transitions_seen: set[tuple[str, str, str]] = set()
+
+    def _transition(self, inp: str) -> None:
+        target = self._table.get((self.state, inp))
+        if target is None:
+            raise LocalProtocolError(f"{inp!r} is not allowed in state {self.state.value}", protocol=PROTOCOL)
+        self.transitions_seen.add((self.state.value, inp, target.value))
+        self.state = target
+
+    @property
+    def compressor(self) -> str | None:
+        return None if self._compressor is None else self._compressor.name
+
+    def receive_data(self, data: bytes | bytearray | memoryview, *, now: float | None = None) -> None:
+        """Feed received bytes; ``b""`` means the peer closed its side (EOF)."""
+        if now is not None:
+            self._now = now
+        if self._eof:
+            if data:
+                raise RuntimeError("receive_data after EOF")
+            return
+        if not data:
+            self._eof = True
+            return
+        if self.state not in (State.CLOSED, State.ERROR):
+            self._decoder.feed(data)
+
+    def connection_lost(self) -> None:
+        """The transport broke (reset)."""
+        if self.state in _ALL_OPEN and (self.state, "reset") in self._table:
+            self._transition("reset")
+            self._closed(False, "reset")
+        self._eof = True
+        self._reset = True
+
+    def _closed(self, clean: bool, reason: str) -> None:
+        self._events.append(ConnectionClosed(clean, reason))
+
+    def next_event(self) -> object:
+        if self._events:
+            return self._events.popleft()
+        if self._error is not None:
+            raise self._error
+        if self.state in (State.CLOSED, State.ERROR) or self.state is State.DECIDING:
+            return NEED_DATA
+        try:
+            frame = self._decoder.next_frame()
+            if frame is not None:
+                self._on_frame(frame)
+            elif self._eof:
+                err = self._decoder.eof_error()
+                if err is not None:
+                    raise err
+                self._transition("eof")
+                self._closed(True, "eof")
+        except ProtocolError as exc:
+            self._transition("error")
+            self._error = _to_remote(exc)
+            self._on_error()
+        if self._events:
+            return self._events.popleft()
+        if self._error is not None:
+            raise self._error
+        return NEED_DATA
+
+    def _on_error(self) -> None:
+        pass
+
+    def _on_frame(self, frame: object) -> None:
+        raise NotImplementedError
+
+    def _wrap(self, frame: bytes) -> bytes:
+        return frame if self._compressor is None else envelope(self._compressor, frame)
+
+    # -- streams ---------------------------------------------------------------
+    def _on_stream_frame(self, frame: object) -> bool:
+        if isinstance(frame, StreamMessage):
+            if self.remote_eos:
+                raise LocalProtocolError("stream message after end-of-stream", protocol=PROTOCOL, frame="stream",
+                                         offset=self._decoder.offset)
+            self._transition("stream-message")
+        elif isinstance(frame, StreamEnd):
+            if self.remote_eos:
+                raise LocalProtocolError("a second end-of-stream", protocol=PROTOCOL, frame="stream", offset=self._decoder.offset)
+            self._transition("stream-end")
+            self.remote_eos = True
+        else:
+            return False
+        self._events.append(frame)
+        return True
+
+    def send_stream(self, payload: bytes) -> bytes:
+        """Bytes of one stream message (stream connections only)."""
+        self._check_stream_send()
+        return self._wrap(StreamMessage(bytes(payload)).encode())
+
+    def send_stream_end(self) -> bytes:
+        """Bytes of this side's end-of-stream; nothing may be sent after it."""
+        self._check_stream_send()
+        self.local_eos = True
+        return self._wrap(StreamEnd().encode())
+
+    def _check_stream_send(self) -> None:
+        if self.state is not State.STREAMING:
+            raise LocalProtocolError(f"not a stream connection (state {self.state.value})", protocol=PROTOCOL, frame="stream")
+        if self.local_eos:
+            raise LocalProtocolError("this side already sent end-of-stream", protocol=PROTOCOL, frame="stream")
+
+    @property
+    def stream_done(self) -> bool:
+        """End-of-stream went both ways: the connection may be closed (§5.2)."""
+        return self.local_eos and self.remote_eos
+
+    def send_noop(self) -> bytes:
+        """The universal no-op compressed frame ``00 00 00 00`` (§4.4)."""
+        if self._compressor is None:
+            raise LocalProtocolError("no-op frames exist only on compressed connections", protocol=PROTOCOL, frame="compressed")
+        return b"\x00\x00\x00\x00"
+
+
+# --------------------------------------------------------------------------- server
+
+
+class ServerConnection(_Machine):
+    """The server side of one connection (RPC or, after STREAM_PARENT, stream).
+
+    Args:
+        compressors: names accepted, in the server's order (the client's order decides).
+        multi_algo: ``False`` mimics a server with one plain factory (the offer must
+            be exactly one accepted name).
+        admit_len: requests with more data bytes are skipped unread and reported as
+            :class:`OversizedCall` (the server answers with a USER exception).
+    """
+
+    role = "server"
+    _table = SERVER_TRANSITIONS
+
+    def __init__(
+        self,
+        *,
+        limits: Limits = DEFAULT_LIMITS,
+        compressors: Sequence[str] = COMPRESSOR_NAMES,
+        multi_algo: bool = True,
+        admit_len: int | None = None,
+    ) -> None:
+        super().__init__("request", limits)
+        for name in compressors:
+            make_compressor(name)
+        self.compressors = tuple(compressors)
+        self.multi_algo = multi_algo
+        self.admit_len = admit_len
+        #: the client's offer, once received.
+        self.offer: Features | None = None
+        #: what this server replied.
+        self.reply: Features | None = None
+
+    def _on_frame(self, frame: object) -> None:
+        now = self._now
+        if isinstance(frame, Negotiation):
+            self.offer = Features.from_negotiation(frame)
+            self._transition("negotiation")
+            self._events.append(NegotiationRequested(self.offer, frame))
+        elif isinstance(frame, Request):
+            self._transition("request")
+            self._events.append(CallReceived(frame.verb, frame.msg_id, frame.payload, frame.timeout_ms,
+                                             self._deadline(frame.timeout_ms), now))
+        elif isinstance(frame, OversizedRequest):
+            self._transition("oversized")
+            self._events.append(OversizedCall(frame.verb, frame.msg_id, frame.length, frame.timeout_ms,
+                                              self._deadline(frame.timeout_ms), now))
+        elif isinstance(frame, NoOp):
+            self._transition("noop")
+        elif not self._on_stream_frame(frame):
+            raise LocalProtocolError(f"unexpected {type(frame).__name__}", protocol=PROTOCOL)
+
+    def _deadline(self, timeout_ms: int | None) -> float | None:
+        # Relative ms, 0 = none; Python ints cannot overflow, so no saturation is needed (§3.3).
+        return None if not timeout_ms else self._now + timeout_ms / 1000.0
+
+    @property
+    def is_stream(self) -> bool:
+        return self.offer is not None and self.offer.stream_parent is not None
+
+    def accept(self, *, connection_id: int | None = None) -> bytes:
+        """Answer the offer as Seastar does (research §2.3) and return the reply frame.
+
+        ``connection_id`` is sent when given (a server with streaming configured
+        always gives one).  The compressor is the first of the client's names this
+        server accepts; TIMEOUT, HANDLER_DURATION and ISOLATION are echoed;
+        STREAM_PARENT and unknown features are not.
+        """
+        offer = self.offer
+        if offer is None or self.state is not State.DECIDING:
+            raise LocalProtocolError(f"accept() in state {self.state.value}", protocol=PROTOCOL, frame="negotiation")
+        name = None
+        if offer.compress is not None:
+            name = choose_compressor(offer.compress, self.compressors, multi_algo=self.multi_algo)
+        self.reply = Features(
+            compress=name,
+            timeout=offer.timeout,
+            connection_id=connection_id,
+            isolation=offer.isolation,
+            handler_duration=offer.handler_duration,
+        )
+        self._compressor = None if name is None else make_compressor(name)
+        stream = offer.stream_parent is not None
+        self._transition("accept-stream" if stream else "accept")
+        self._decoder.configure(
+            kind="stream" if stream else "request",
+            timeout=offer.timeout,
+            compressor=self._compressor,
+            discard_over=None if stream else self.admit_len,
+        )
+        return self.reply.encode()
+
+    def reject(self, reason: str = "") -> None:
+        """Close without a reply (bad isolation cookie, unknown stream parent ...)."""
+        self._transition("reject")
+        self._closed(False, reason or "rejected")
+
+    # -- replies -----------------------------------------------------------------
+    def _expired(self, call: CallReceived | OversizedCall, now: float) -> bool:
+        return call.deadline is not None and now > call.deadline
+
+    def _response(self, msg_id: int, payload: bytes, duration: int) -> bytes:
+        if self.state in (State.CLOSED, State.ERROR):
+            return b""  # the connection is gone: the reply is dropped, as Seastar's is after EOF
+        if self.state is not State.READY:
+            raise LocalProtocolError(f"cannot reply in state {self.state.value}", protocol=PROTOCOL, frame="response")
+        assert self.reply is not None
+        d = duration if 0 <= duration < UNMEASURED else UNMEASURED
+        return self._wrap(Response(msg_id, payload, d).encode(with_duration=self.reply.handler_duration))
+
+    def respond(self, call: CallReceived, payload: bytes, *, now: float, handler_duration: int = UNMEASURED) -> bytes:
+        """The reply to ``call`` -- or ``b""`` if its propagated deadline has passed (§3.3)."""
+        if self._expired(call, now):
+            return b""
+        return self._response(call.msg_id, bytes(payload), handler_duration)
+
+    def respond_error(
+        self, call: CallReceived | OversizedCall, error: RemoteException, *, now: float, handler_duration: int = UNMEASURED
+    ) -> bytes:
+        """An exception reply (id negated), or ``b""`` past the deadline."""
+        if self._expired(call, now):
+            return b""
+        return self._response(-call.msg_id, error.encode(), handler_duration)
+
+    def respond_unknown_verb(self, call: CallReceived, *, now: float) -> bytes:
+        """UNKNOWN_VERB, duration not measured (§7.2) -- sent even for one-way calls."""
+        return self.respond_error(call, UnknownVerb(call.verb), now=now)
+
+    def respond_oversized(self, call: OversizedCall, *, estimate: int, max_memory: int, now: float) -> bytes:
+        """The USER exception Seastar sends for a request over the memory limit (§3.4)."""
+        return self.respond_error(call, UserError(oversized_message(estimate, max_memory)), now=now)
+
+
+# --------------------------------------------------------------------------- client
+
+
+@attrs.define
+class _Queued:
+    msg_id: int
+    verb: int
+    payload: bytes
+    deadline: float | None
+
+
+class ClientConnection(_Machine):
+    """The client side of one connection.
+
+    Args:
+        compressors: names offered, in preference order (``("LZ4", "LZ4_FRAGMENTED")``).
+        timeout: offer TIMEOUT (Seastar's default: on; forced off on stream connections).
+        handler_duration: offer HANDLER_DURATION (default on).
+        isolation: the isolation cookie (sent only when non-empty).
+        stream_parent: make this a stream connection of that parent connection id.
+    """
+
+    role = "client"
+    _table = CLIENT_TRANSITIONS
+
+    def __init__(
+        self,
+        *,
+        limits: Limits = DEFAULT_LIMITS,
+        compressors: Sequence[str] = (),
+        timeout: bool = True,
+        handler_duration: bool = True,
+        isolation: bytes | None = None,
+        stream_parent: int | None = None,
+        extra_features: Sequence[tuple[int, bytes]] = (),
+    ) -> None:
+        super().__init__("response", limits)
+        for name in compressors:
+            make_compressor(name)
+        self.offer = Features(
+            compress=",".join(compressors) if compressors else None,
+            timeout=timeout and stream_parent is None,
+            stream_parent=stream_parent,
+            isolation=isolation or None,
+            handler_duration=handler_duration,
+            unknown=tuple(extra_features),
+        )
+        self._offered = tuple(compressors)
+        self.reply: Features | None = None
+        #: this connection's id, from the server (``None``: no streaming there).
+        self.connection_id: int | None = None
+        self._next_id = 1
+        self._pending: dict[int, float | None] = {}
+        self._timers: list[tuple[float, int]] = []
+        self._queue: list[_Queued] = []
+        self._out = bytearray()
+
+    def initiate(self) -> bytes:
+        """The negotiation frame, sent as soon as the connection is up."""
+        return self.offer.encode()
+
+    @property
+    def is_stream(self) -> bool:
+        return self.offer.stream_parent is not None
+
+    @property
+    def pending(self) -> tuple[int, ...]:
+        """Calls waiting for a reply."""
+        return tuple(self._pending)
+
+    @property
+    def next_msg_id(self) -> int:
+        return self._next_id
+
+    # -- calls ---------------------------------------------------------------------
+    def call(self, verb: int, payload: bytes = b"", *, now: float, timeout: float | None = None, one_way: bool = False) -> int:
+        """Start a call; return its msg id.  The bytes come out of :meth:`data_to_send`
+        (at once when negotiated, else when the server's reply arrives)."""
+        if self.state not in (State.NEGOTIATING, State.READY) or self.is_stream:
+            raise LocalProtocolError(f"cannot call in state {self.state.value}", protocol=PROTOCOL, frame="request")
+        if timeout is not None and timeout < 0:
+            raise ValueError("timeout must not be negative")
+        self._now = now
+        msg_id = self._next_id
+        self._next_id += 1
+        deadline = None if timeout is None else now + timeout
+        if not one_way:
+            self._pending[msg_id] = deadline
+            if deadline is not None:
+                heapq.heappush(self._timers, (deadline, msg_id))
+        q = _Queued(msg_id, verb, bytes(payload), deadline)
+        if self.state is State.READY:
+            self._write(q)
+        else:
+            self._queue.append(q)
+        return msg_id
+
+    def _write(self, q: _Queued) -> None:
+        timeout_ms = 0
+        if q.deadline is not None:
+            left = q.deadline - self._now
+            if left <= 0:
+                return  # expired while queued: never sent (§3.3); its timer reports the timeout
+            # Seastar truncates to whole ms, so < 1 ms left becomes 0 = "no timeout"; we send 1.
+            timeout_ms = max(1, math.floor(left * 1000))
+        assert self.reply is not None
+        frame = Request(q.verb, q.msg_id, q.payload, timeout_ms).encode(with_timeout=self.reply.timeout)
+        self._out += self._wrap(frame)
+
+    def cancel(self, msg_id: int) -> None:
+        """Forget a pending call (the application gave up); a later reply is stray."""
+        self._pending.pop(msg_id, None)
+
+    def data_to_send(self) -> bytes:
+        out = bytes(self._out)
+        self._out.clear()
+        return out
+
+    # -- receiving -----------------------------------------------------------------
+    def _on_frame(self, frame: object) -> None:
+        if isinstance(frame, Negotiation):
+            self._on_negotiation(Features.from_negotiation(frame))
+        elif isinstance(frame, Response):
+            self._on_response(frame)
+        elif isinstance(frame, NoOp):
+            self._transition("noop")
+        elif not self._on_stream_frame(frame):
+            raise LocalProtocolError(f"unexpected {type(frame).__name__}", protocol=PROTOCOL)
+
+    def _on_negotiation(self, reply: Features) -> None:
+        name = reply.compress
+        if name is not None:
+            chosen = None
+            for mine in self._offered:
+                if mine in name.split(","):
+                    chosen = mine
+                    break
+            if chosen is None:
+                raise LocalProtocolError(f"RPC server responded with compression {name} - unsupported",
+                                         protocol=PROTOCOL, frame="negotiation", field="COMPRESS", offset=12)
+            self._compressor = make_compressor(chosen)
+        self.reply = reply
+        self.connection_id = reply.connection_id
+        stream = self.is_stream
+        self._transition("negotiated-stream" if stream else "negotiated")
+        self._decoder.configure(kind="stream" if stream else "response", duration=reply.handler_duration,
+                                compressor=self._compressor)
+        self._events.append(Negotiated(reply, self.compressor, reply.connection_id))
+        queued, self._queue = self._queue, []
+        for q in queued:
+            self._write(q)
+
+    def _on_response(self, frame: Response) -> None:
+        self._transition("response")
+        mid = abs(frame.msg_id)
+        if mid in self._pending:
+            del self._pending[mid]
+            if frame.msg_id >= 0:
+                self._events.append(Reply(mid, frame.payload, frame.handler_duration))
+            else:
+                # A malformed exception for a pending call drops the connection (§3.5).
+                err = decode_exception(frame.payload, base=self._decoder.offset - len(frame.payload))
+                self._events.append(CallFailed(mid, err, frame.handler_duration))
+            return
+        error = None
+        if frame.msg_id < 0:
+            try:
+                error = decode_exception(frame.payload)
+            except ProtocolError:
+                error = None
+        self._events.append(StrayReply(frame.msg_id, 1 <= mid < self._next_id, error))
+
+    def _closed(self, clean: bool, reason: str) -> None:
+        pending = tuple(self._pending)
+        self._pending.clear()
+        self._queue.clear()
+        self._events.append(ConnectionClosed(clean, reason, pending))
+
+    # -- timers ----------------------------------------------------------------------
+    def next_deadline(self) -> float | None:
+        """When :meth:`handle_timer` must run next (the earliest pending deadline)."""
+        timers = self._timers
+        while timers and self._pending.get(timers[0][1], -1.0) != timers[0][0]:
+            heapq.heappop(timers)
+        return timers[0][0] if timers else None
+
+    def handle_timer(self, now: float) -> None:
+        """Report every pending call whose deadline is ``<= now`` as :class:`CallTimedOut`."""
+        self._now = now
+        while True:
+            deadline = self.next_deadline()
+            if deadline is None or deadline > now:
+                return
+            _, msg_id = heapq.heappop(self._timers)
+            del self._pending[msg_id]
+            self._events.append(CallTimedOut(msg_id))

@@ -1,0 +1,235 @@
+"""Seastar RPC Sans-IO machines (research/seastar.md §2.2-§2.4, §3.3, §5, §7, §12)."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import pytest
+
+from refwire.errors import LocalProtocolError, RemoteProtocolError
+from refwire.seastar_rpc import (
+    NEED_DATA,
+    UNMEASURED,
+    CallFailed,
+    CallReceived,
+    CallTimedOut,
+    ClientConnection,
+    ConnectionClosed,
+    Features,
+    Negotiated,
+    NegotiationRequested,
+    Reply,
+    Request,
+    Response,
+    ServerConnection,
+    State,
+    StrayReply,
+    StreamEnd,
+    StreamMessage,
+    UnknownVerb,
+    UserError,
+)
+from refwire.seastar_rpc.connection import CLIENT_TRANSITIONS, SERVER_TRANSITIONS
+
+u32 = struct.Struct("<I").pack
+
+
+def events(m: Any) -> list[object]:
+    out = []
+    while (ev := m.next_event()) is not NEED_DATA:
+        out.append(ev)
+        if isinstance(ev, ConnectionClosed):
+            break
+    return out
+
+
+def pair(**client_kw: Any) -> tuple[ClientConnection, ServerConnection]:
+    client = ClientConnection(**client_kw)
+    server = ServerConnection()
+    server.receive_data(client.initiate(), now=0.0)
+    (req,) = events(server)
+    assert isinstance(req, NegotiationRequested)
+    client.receive_data(server.accept(connection_id=0x10000), now=0.0)
+    (neg,) = events(client)
+    assert isinstance(neg, Negotiated)
+    return client, server
+
+
+def test_calls_before_negotiation_are_queued_and_sent_with_time_left_then() -> None:
+    client = ClientConnection()
+    server = ServerConnection()
+    offer = client.initiate()
+    a = client.call(1, b"x", now=0.0, timeout=1.0)
+    b = client.call(2, b"y", now=0.0, timeout=0.2)  # expires while queued: never sent
+    c = client.call(3, b"z", now=0.0)
+    assert (a, b, c) == (1, 2, 3)
+    assert client.data_to_send() == b""  # never pipelined before the reply (§2.2)
+    server.receive_data(offer, now=0.0)
+    events(server)
+    client.receive_data(server.accept(connection_id=7 << 16), now=0.5)
+    assert isinstance(events(client)[0], Negotiated)
+    server.receive_data(client.data_to_send(), now=0.5)
+    got = events(server)
+    assert [(e.verb, e.msg_id, e.timeout_ms) for e in got if isinstance(e, CallReceived)] == [(1, 1, 500), (3, 3, 0)]
+    client.handle_timer(0.5)
+    assert events(client) == [CallTimedOut(2)]
+
+
+def test_msg_ids_grow_by_one_including_one_way_calls() -> None:
+    client, _ = pair()
+    assert client.call(1, now=0.0, one_way=True) == 1
+    assert client.call(1, now=0.0) == 2
+    assert client.pending == (2,)
+
+
+def test_replies_any_order_exceptions_and_stray_replies() -> None:
+    client, server = pair(handler_duration=True)
+    ids = [client.call(9, bytes([i]), now=0.0, timeout=5.0) for i in range(3)]
+    server.receive_data(client.data_to_send(), now=0.0)
+    calls = [e for e in events(server) if isinstance(e, CallReceived)]
+    out = server.respond(calls[2], b"c", now=0.1, handler_duration=17)
+    out += server.respond_error(calls[0], UserError(b"boom"), now=0.1)
+    out += server.respond_unknown_verb(calls[1], now=0.1)
+    out += Response(99, b"?", 0).encode(with_duration=True)  # an id this client never issued
+    client.receive_data(out, now=0.1)
+    assert events(client) == [
+        Reply(ids[2], b"c", 17),
+        CallFailed(ids[0], UserError(b"boom"), UNMEASURED),
+        CallFailed(ids[1], UnknownVerb(9), UNMEASURED),
+        StrayReply(99, False, None),
+    ]
+
+
+def test_timeout_then_late_reply_is_stray_and_known() -> None:
+    client, server = pair()
+    mid = client.call(5, b"", now=0.0, timeout=0.1)
+    assert client.next_deadline() == pytest.approx(0.1)
+    server.receive_data(client.data_to_send(), now=0.0)
+    (call,) = events(server)
+    client.handle_timer(0.1)
+    assert events(client) == [CallTimedOut(mid)]
+    client.receive_data(server.respond(call, b"late", now=0.09), now=0.2)
+    assert events(client) == [StrayReply(mid, True, None)]
+
+
+def test_server_drops_a_reply_past_the_propagated_deadline() -> None:
+    client, server = pair()
+    client.call(5, b"", now=0.0, timeout=0.1)
+    server.receive_data(client.data_to_send(), now=10.0)
+    (call,) = events(server)
+    assert call.deadline == pytest.approx(10.1)
+    assert server.respond(call, b"x", now=10.2) == b""
+    assert server.respond_error(call, UserError(b"x"), now=10.2) == b""
+    assert server.respond(call, b"x", now=10.05) != b""
+
+
+def test_server_answers_whatever_id_it_gets() -> None:
+    _, server = pair(handler_duration=False)
+    raw = b"".join(Request(1, mid, b"", 0).encode(with_timeout=True) for mid in (0, -9, 5, 5))
+    server.receive_data(raw, now=0.0)
+    calls = events(server)
+    replies = b"".join(server.respond(c, b"", now=0.0) for c in calls)  # type: ignore[arg-type]
+    assert [struct.unpack_from("<q", replies, 12 * i)[0] for i in range(4)] == [0, -9, 5, 5]
+
+
+def test_handler_duration_saturates() -> None:
+    client, server = pair()
+    client.call(1, b"", now=0.0)
+    server.receive_data(client.data_to_send(), now=0.0)
+    (call,) = events(server)
+    out = server.respond(call, b"", now=0.0, handler_duration=2**40)
+    assert struct.unpack_from("<I", out, 12)[0] == UNMEASURED
+
+
+def test_client_refuses_a_compressor_it_did_not_offer() -> None:
+    client = ClientConnection(compressors=("LZ4",))
+    client.initiate()
+    client.receive_data(Features(compress="LZ4_FRAGMENTED").encode(), now=0.0)
+    with pytest.raises(RemoteProtocolError, match="responded with compression LZ4_FRAGMENTED - unsupported"):
+        events(client)
+    assert client.state is State.ERROR
+
+
+def test_client_ignores_unknown_reply_features_and_takes_duration_from_reply() -> None:
+    client = ClientConnection(handler_duration=False)
+    client.initiate()
+    client.receive_data(Features(handler_duration=True, unknown=((77, b"x"),)).encode(), now=0.0)
+    (neg,) = events(client)
+    assert isinstance(neg, Negotiated) and neg.connection_id is None
+    client.call(1, b"", now=0.0)
+    assert len(client.data_to_send()) == 20  # TIMEOUT not echoed: 20-byte header
+
+
+def test_server_reject_sends_nothing() -> None:
+    server = ServerConnection()
+    server.receive_data(Features(isolation=b"bad").encode(), now=0.0)
+    events(server)
+    server.reject("unknown cookie")
+    assert events(server) == [ConnectionClosed(False, "unknown cookie")]
+    assert server.state is State.CLOSED
+
+
+def test_unknown_compressor_offer_means_no_compression() -> None:
+    server = ServerConnection()
+    server.receive_data(Features(compress="ZSTD").encode(), now=0.0)
+    events(server)
+    assert Features.from_negotiation(_neg(server.accept())).compress is None
+
+
+def _neg(raw: bytes) -> Any:
+    from refwire.seastar_rpc import FrameDecoder
+
+    d = FrameDecoder("response")
+    d.feed(raw)
+    return d.next_frame()
+
+
+def test_stream_connection_both_directions_and_eos() -> None:
+    client, server = pair(compressors=("LZ4",), stream_parent=0x10000)
+    assert client.state is State.STREAMING and server.state is State.STREAMING
+    assert client.offer.timeout is False  # never on stream connections (§2.6)
+    server.receive_data(client.send_stream(b"a") + client.send_stream_end(), now=0.0)
+    assert events(server) == [StreamMessage(b"a"), StreamEnd()]
+    with pytest.raises(LocalProtocolError):
+        client.send_stream(b"after eos")
+    client.receive_data(server.send_stream(b"b") + server.send_stream_end(), now=0.0)
+    assert events(client) == [StreamMessage(b"b"), StreamEnd()]
+    assert client.stream_done and server.stream_done
+    client.receive_data(server._wrap(StreamMessage(b"more").encode()), now=0.0)
+    with pytest.raises(RemoteProtocolError, match="after end-of-stream"):
+        events(client)
+
+
+def test_eof_inside_the_negotiation_reply_is_an_error_and_fails_pending_calls() -> None:
+    client = ClientConnection()
+    client.initiate()
+    client.call(1, b"", now=0.0)
+    client.receive_data(b"SSTARRPC\x10\x00", now=0.0)
+    client.receive_data(b"", now=0.0)
+    with pytest.raises(RemoteProtocolError, match="unexpected eof during negotiation frame"):
+        events(client)
+
+
+def test_reset_reports_pending_calls() -> None:
+    client, _ = pair()
+    client.call(1, b"", now=0.0)
+    client.call(1, b"", now=0.0, one_way=True)
+    client.connection_lost()
+    assert events(client) == [ConnectionClosed(False, "reset", (1,))]
+
+
+@pytest.mark.parametrize("role", ["server", "client"])
+def test_every_unlisted_state_input_pair_is_refused(role: str) -> None:
+    table = SERVER_TRANSITIONS if role == "server" else CLIENT_TRANSITIONS
+    inputs = {i for _, i in table}
+    m: Any = ServerConnection() if role == "server" else ClientConnection()
+    for state in State:
+        for inp in inputs:
+            m.state = state
+            if (state, inp) in table:
+                m._transition(inp)
+                assert m.state is table[(state, inp)]
+            else:
+                with pytest.raises(LocalProtocolError):
+                    m._transition(inp)
