@@ -30,7 +30,7 @@ from .errors import RefwireError
 __all__ = ["PROTOCOL_CLIS", "main"]
 
 #: Modules with a ``register(Commands)`` function, one per protocol.
-PROTOCOL_CLIS = ("refwire.lumberjack.cli", "refwire.pravega.cli", "refwire.tank.cli", "refwire.pipeline.cli")
+PROTOCOL_CLIS = ("refwire.lumberjack.cli", "refwire.pravega.cli", "refwire.tank.cli", "refwire.pipeline.cli", "refwire.seastar_rpc.cli")
 
 
 def _sim_protocols() -> tuple[str, ...]:

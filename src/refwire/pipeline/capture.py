@@ -1,0 +1,318 @@
+"""Recorded traffic on disk: capture directories, tcpflow directories and pcap files.
+
+research/pyspark.md §6(b): the unit is one raw byte file per connection and
+direction.  A *capture directory* (what ``refwire record`` writes) holds
+
+* ``<conn>.c2s`` and ``<conn>.s2c``: the bytes each side sent, exactly;
+* ``<conn>.json``: ``{"conn", "client", "server", "started", "ended",
+  "times": {"c2s": [[offset, unix_time], ...], "s2c": [...]}}`` -- when each
+  received chunk began, so a frame's time can be looked up (the note's
+  cross-direction-ordering pitfall), and ``"gaps"`` when bytes were missing.
+
+A *tcpflow directory* has files named ``SRCIP.SRCPORT-DSTIP.DSTPORT`` (IP
+octets and ports zero-padded, as tcpflow 1.6 writes them); the side with the
+lower port, or the one in ``server_ports``, is the server.  A *pcap* (or
+pcapng) file is reassembled per TCP connection with dpkt
+(:func:`read_pcap`) and can be written out as a capture directory.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+import socket
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from .decoders import FrameRow, decode_stream
+
+__all__ = [
+    "Stream",
+    "TcpConnection",
+    "decode_capture",
+    "frame_dict",
+    "is_pcap",
+    "list_streams",
+    "plan_partitions",
+    "read_chunks",
+    "read_pcap",
+    "write_capture",
+]
+
+DIRECTIONS = ("c2s", "s2c")
+CHUNK = 1 << 20
+_CONN_FILE = re.compile(r"^(?P<conn>.+)\.(?P<dir>c2s|s2c)$")
+_TCPFLOW = re.compile(r"^(?P<a>\d{3}\.\d{3}\.\d{3}\.\d{3})\.(?P<ap>\d{5})-(?P<b>\d{3}\.\d{3}\.\d{3}\.\d{3})\.(?P<bp>\d{5})(?P<tag>c\d+)?$")
+
+
+#: ``(conn, direction, path, size, meta_path)``: a :class:`Stream` as plain, picklable data.
+StreamTuple = tuple[str, str, str, int, str | None]
+
+
+@attrs.frozen(order=True)
+class Stream:
+    """One direction of one recorded connection."""
+
+    conn: str
+    direction: str  #: "c2s" or "s2c"
+    path: str
+    size: int
+    meta_path: str | None = None  #: the capture's ``<conn>.json`` (timestamps), if any
+
+
+def is_pcap(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            magic = f.read(4)
+    except OSError:
+        return False
+    return magic in (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d", b"\x0a\x0d\x0d\x0a")
+
+
+def _tcpflow_endpoint(ip: str, port: str) -> tuple[str, int]:
+    return ".".join(str(int(o)) for o in ip.split(".")), int(port)
+
+
+def list_streams(path: str | Path, *, server_ports: Iterable[int] = ()) -> list[Stream]:
+    """Every stream of a capture directory, a tcpflow directory, or single ``.c2s``/``.s2c`` files."""
+    p = Path(path)
+    if p.is_file():
+        m = _CONN_FILE.match(p.name)
+        if m is None:
+            raise ValueError(f"{p}: not a .c2s/.s2c stream file (a pcap needs read_pcap/write_capture first)")
+        meta = p.with_name(m["conn"] + ".json")
+        return [Stream(m["conn"], m["dir"], str(p), p.stat().st_size, str(meta) if meta.exists() else None)]
+    if not p.is_dir():
+        raise FileNotFoundError(f"{p}: no such capture file or directory")
+    out: list[Stream] = []
+    flows: dict[str, Path] = {}
+    for f in sorted(p.iterdir()):
+        if not f.is_file():
+            continue
+        m = _CONN_FILE.match(f.name)
+        if m is not None:
+            meta = f.with_name(m["conn"] + ".json")
+            out.append(Stream(m["conn"], m["dir"], str(f), f.stat().st_size, str(meta) if meta.exists() else None))
+        elif _TCPFLOW.match(f.name):
+            flows[f.name] = f
+    servers = set(server_ports)
+    for name, f in flows.items():
+        m = _TCPFLOW.match(name)
+        assert m is not None
+        src, dst = _tcpflow_endpoint(m["a"], m["ap"]), _tcpflow_endpoint(m["b"], m["bp"])
+        src_is_server = src[1] in servers or (dst[1] not in servers and src[1] < dst[1])
+        client, server = (dst, src) if src_is_server else (src, dst)
+        conn = f"{client[0]}.{client[1]}-{server[0]}.{server[1]}{m['tag'] or ''}"
+        out.append(Stream(conn, "s2c" if src_is_server else "c2s", str(f), f.stat().st_size))
+    return sorted(out)
+
+
+def plan_partitions(streams: list[StreamTuple], n: int) -> list[list[StreamTuple]]:
+    """Group streams by connection, then deal connections (largest first) to the ``n``
+    least-loaded partitions."""
+    by_conn: dict[str, list[StreamTuple]] = {}
+    for s in streams:
+        by_conn.setdefault(s[0], []).append(s)
+    groups = sorted(by_conn.values(), key=lambda g: (-sum(s[3] for s in g), g[0][0]))
+    n = max(1, min(n, len(groups)))
+    parts: list[list[StreamTuple]] = [[] for _ in range(n)]
+    load = [0] * n
+    for g in groups:
+        i = load.index(min(load))
+        parts[i].extend(g)
+        load[i] += sum(s[3] for s in g)
+    return [sorted(p) for p in parts if p]
+
+
+def read_chunks(path: str | Path, chunk_size: int = CHUNK) -> Iterator[bytes]:
+    """A file's bytes in chunks of at most ``chunk_size`` (streaming: huge files are fine)."""
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(chunk_size)
+            if not b:
+                return
+            yield b
+
+
+def _times(meta_path: str | None, direction: str) -> tuple[list[int], list[float]]:
+    if meta_path is None:
+        return [], []
+    try:
+        meta = json.loads(Path(meta_path).read_text())
+        pairs = meta.get("times", {}).get(direction, [])
+        return [int(o) for o, _ in pairs], [float(t) for _, t in pairs]
+    except (OSError, ValueError, TypeError):
+        return [], []
+
+
+def frame_dict(protocol: str, stream: Stream, row: FrameRow, offsets: list[int], times: list[float], parent_end: int | None) -> dict[str, Any]:
+    """A frames-table row (:data:`~refwire.pipeline.decoders.FRAME_COLUMNS`)."""
+    ts = None
+    if offsets:
+        last_byte = (parent_end if parent_end is not None else row.offset + max(row.size, 1)) - 1
+        i = bisect.bisect_right(offsets, last_byte) - 1
+        ts = times[max(i, 0)]
+    return {
+        "protocol": protocol,
+        "conn": stream.conn,
+        "direction": stream.direction,
+        "frame_no": row.frame_no,
+        "offset": row.offset,
+        "parent_offset": row.parent_offset,
+        "type": row.type,
+        "size": row.size,
+        "seq": row.seq,
+        "count": row.count,
+        "name": row.name,
+        "fields_json": row.fields_json,
+        "error": row.error,
+        "ts": ts,
+    }
+
+
+def decode_stream_file(protocol: str, stream: Stream, chunk_size: int = CHUNK) -> Iterator[dict[str, Any]]:
+    """Frames-table rows of one stream file, read chunk by chunk."""
+    offsets, times = _times(stream.meta_path, stream.direction)
+    parents: dict[int, int] = {}
+    for row in decode_stream(protocol, read_chunks(stream.path, chunk_size), stream.direction):
+        if row.parent_offset is None and row.type != "error":
+            parents[row.offset] = row.offset + row.size
+        yield frame_dict(protocol, stream, row, offsets, times, parents.get(row.parent_offset) if row.parent_offset is not None else None)
+
+
+def decode_capture(protocol: str, path: str | Path, *, server_ports: Iterable[int] = ()) -> Iterator[dict[str, Any]]:
+    """Every frames-table row of a capture (a plain loop; Spark uses the data source)."""
+    for stream in list_streams(path, server_ports=server_ports):
+        yield from decode_stream_file(protocol, stream)
+
+
+# --------------------------------------------------------------------------- pcap
+
+
+@attrs.define
+class TcpConnection:
+    """One TCP connection reassembled from a pcap."""
+
+    client: tuple[str, int]
+    server: tuple[str, int]
+    data: dict[str, bytearray] = attrs.Factory(lambda: {"c2s": bytearray(), "s2c": bytearray()})
+    times: dict[str, list[tuple[int, float]]] = attrs.Factory(lambda: {"c2s": [], "s2c": []})
+    gaps: dict[str, int] = attrs.Factory(dict)  #: direction -> offset of the first missing byte
+    started: float = 0.0
+
+
+def _ip_packets(reader: Any) -> Iterator[tuple[float, Any]]:
+    import dpkt  # type: ignore[import-untyped]
+
+    link = reader.datalink()
+    for ts, buf in reader:
+        try:
+            if link == dpkt.pcap.DLT_EN10MB:
+                ip = dpkt.ethernet.Ethernet(buf).data
+            elif link == dpkt.pcap.DLT_LINUX_SLL:
+                ip = dpkt.sll.SLL(buf).data
+            elif link in (dpkt.pcap.DLT_NULL, dpkt.pcap.DLT_LOOP):
+                ip = dpkt.loopback.Loopback(buf).data
+            elif link in (dpkt.pcap.DLT_RAW, 101):
+                ip = dpkt.ip.IP(buf) if buf and buf[0] >> 4 == 4 else dpkt.ip6.IP6(buf)
+            else:
+                raise ValueError(f"unsupported pcap link type {link}")
+        except (dpkt.UnpackError, IndexError):
+            continue
+        if isinstance(ip, dpkt.ip.IP | dpkt.ip6.IP6) and isinstance(ip.data, dpkt.tcp.TCP):
+            yield float(ts), ip
+
+
+def _addr(ip: Any, raw: bytes) -> str:
+    import dpkt
+
+    return socket.inet_ntop(socket.AF_INET if isinstance(ip, dpkt.ip.IP) else socket.AF_INET6, raw)
+
+
+def read_pcap(path: str | Path, *, server_ports: Iterable[int] = ()) -> list[TcpConnection]:
+    """Reassemble every TCP connection of a pcap/pcapng file (dpkt).
+
+    Segments are placed by sequence number relative to the SYN (or to the first
+    segment seen), so reordering and retransmissions are undone; bytes after a
+    hole in the sequence space are dropped and the hole is recorded in ``gaps``.
+    The client is the side that sent the SYN, else the side not in
+    ``server_ports``, else the side with the higher port.
+    """
+    import dpkt
+
+    servers = set(server_ports)
+    segs: dict[int, list[tuple[float, int, bytes]]] = {}  # (conn index * 2 + dir) -> (ts, seq, payload)
+    isn: dict[int, int] = {}
+    conns: list[TcpConnection] = []
+    live: dict[tuple[tuple[str, int], tuple[str, int]], int] = {}
+    with open(path, "rb") as f:
+        head = f.read(4)
+        f.seek(0)
+        reader = dpkt.pcapng.Reader(f) if head == b"\x0a\x0d\x0d\x0a" else dpkt.pcap.Reader(f)
+        for ts, ip in _ip_packets(reader):
+            tcp = ip.data
+            src, dst = (_addr(ip, ip.src), tcp.sport), (_addr(ip, ip.dst), tcp.dport)
+            syn_only = bool(tcp.flags & dpkt.tcp.TH_SYN) and not tcp.flags & dpkt.tcp.TH_ACK
+            key = (src, dst) if (src, dst) in live else (dst, src)
+            idx = live.get(key)
+            if idx is not None and syn_only and conns[idx].client == src and (segs.get(2 * idx) or segs.get(2 * idx + 1)):
+                idx = None  # the 4-tuple is reused by a new connection
+            if idx is None:
+                if syn_only or dst[1] in servers:
+                    client, server = src, dst
+                elif src[1] in servers:
+                    client, server = dst, src
+                else:
+                    client, server = (src, dst) if src[1] > dst[1] else (dst, src)
+                idx = len(conns)
+                conns.append(TcpConnection(client, server, started=ts))
+                live[(client, server)] = idx
+            conn = conns[idx]
+            d = 2 * idx + (0 if src == conn.client else 1)
+            if tcp.flags & dpkt.tcp.TH_SYN:
+                isn[d] = (tcp.seq + 1) & 0xFFFFFFFF
+            if tcp.data:
+                isn.setdefault(d, tcp.seq)
+                segs.setdefault(d, []).append((ts, tcp.seq, bytes(tcp.data)))
+    for idx, conn in enumerate(conns):
+        for k, direction in enumerate(DIRECTIONS):
+            d = 2 * idx + k
+            placed = sorted(((seq - isn[d]) & 0xFFFFFFFF, ts, data) for ts, seq, data in segs.get(d, []))
+            out = conn.data[direction]
+            for rel, ts, data in placed:
+                end = rel + len(data)
+                if rel > len(out):
+                    conn.gaps[direction] = len(out)
+                    break
+                if end <= len(out):
+                    continue  # retransmission of bytes already placed
+                conn.times[direction].append((len(out), ts))
+                out += data[len(out) - rel :]
+    return conns
+
+
+def write_capture(conns: Iterable[TcpConnection], out: str | Path) -> list[Path]:
+    """Write connections as a capture directory (``connNNNNN.c2s/.s2c/.json``)."""
+    d = Path(out)
+    d.mkdir(parents=True, exist_ok=True)
+    written = []
+    for i, conn in enumerate(conns, 1):
+        name = f"conn{i:05d}"
+        for direction in DIRECTIONS:
+            p = d / f"{name}.{direction}"
+            p.write_bytes(bytes(conn.data[direction]))
+            written.append(p)
+        meta = {
+            "conn": name,
+            "client": f"{conn.client[0]}:{conn.client[1]}",
+            "server": f"{conn.server[0]}:{conn.server[1]}",
+            "started": conn.started,
+            "times": {k: [[o, t] for o, t in v] for k, v in conn.times.items()},
+            "gaps": conn.gaps,
+        }
+        (d / f"{name}.json").write_text(json.dumps(meta))
+    return written

@@ -1,0 +1,310 @@
+"""``refwire campaign``, ``refwire record``, ``refwire decode`` and ``refwire analyze`` (issue 6).
+
+    refwire campaign --protocols all --seeds 200 [--master URL] [--out DIR] [--runner spark|pool|loop]
+    refwire record --listen 127.0.0.1:5045 --upstream 127.0.0.1:5044 --out capture/
+    refwire decode capture/ | FILE.c2s | FILE.pcap [--protocol lumberjack] [--json]
+    refwire analyze capture/ --out analysis/ [--master URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from ..cliutil import Commands, UsageError, hostport, positive_int, stop_on_signal
+
+__all__ = ["register"]
+
+
+def register(cmds: Commands) -> None:
+    top = cmds.top
+    c = top.add_parser("campaign", help="run a simulation campaign (local Spark by default) and write Parquet tables")
+    c.add_argument("--protocols", default="all", metavar="LIST", help="comma-separated protocols, or all (default)")
+    c.add_argument("--seeds", type=positive_int, default=200, metavar="N", help="seeds per protocol (default 200)")
+    c.add_argument("--first-seed", type=int, default=0, metavar="K", help="first seed (default 0)")
+    c.add_argument("--out", default="refwire-campaigns", metavar="DIR", help="output directory (default ./refwire-campaigns)")
+    c.add_argument("--campaign", metavar="ID", help="campaign id (default: UTC time, e.g. 20261121T101500Z)")
+    c.add_argument("--runner", choices=("spark", "pool", "loop"), default="spark", help="spark (default), a multiprocessing pool, or a plain loop")
+    c.add_argument("--master", metavar="URL", help="Spark master (default local[N] with N = CPU count)")
+    c.add_argument("--partitions", type=positive_int, metavar="N", help="Spark partitions (default: about 25 runs each)")
+    c.add_argument("--workload", metavar="JSON", help='override workload knobs for every seed, e.g. \'{"bug": "ack-before-deliver"}\'')
+    c.add_argument("--diff", metavar="ID", help="also compare with an earlier campaign in the same --out")
+    c.add_argument("--strict", action="store_true", help="exit 1 when any seed fails")
+    c.set_defaults(func=_campaign)
+
+    r = top.add_parser("record", help="record traffic through a loopback TCP tap into a capture directory")
+    r.add_argument("--listen", type=hostport, default=("127.0.0.1", 0), metavar="HOST:PORT", help="where clients connect (default 127.0.0.1:0)")
+    r.add_argument("--upstream", type=hostport, required=True, metavar="HOST:PORT", help="the server to forward to")
+    r.add_argument("--out", required=True, metavar="DIR", help="capture directory to write")
+    r.add_argument("--exit-after", type=positive_int, metavar="N", help="stop after N connections were recorded")
+    r.set_defaults(func=_record)
+
+    d = top.add_parser("decode", help="print the frames of recorded streams")
+    d.add_argument("paths", nargs="+", metavar="FILE", help="capture directories, tcpflow directories, .c2s/.s2c files or pcap files")
+    d.add_argument("--protocol", metavar="NAME", help="decoder to use (default: guessed)")
+    d.add_argument("--server-port", type=int, action="append", default=[], metavar="PORT", help="server port (tcpflow and pcap inputs)")
+    d.add_argument("--json", action="store_true", help="one JSON object per frame")
+    d.add_argument("--limit", type=positive_int, metavar="N", help="print at most N frames per stream")
+    d.set_defaults(func=_decode)
+
+    a = top.add_parser("analyze", help="decode captures on Spark into a frames table and check conformance rules")
+    a.add_argument("path", metavar="DIR", help="capture directory, tcpflow directory or pcap file")
+    a.add_argument("--out", required=True, metavar="DIR", help="where frames/ and violations/ go")
+    a.add_argument("--protocol", metavar="NAME", help="decoder and rules to use (default: guessed)")
+    a.add_argument("--server-port", type=int, action="append", default=[], metavar="PORT", help="server port (tcpflow and pcap inputs)")
+    a.add_argument("--master", metavar="URL", help="Spark master (default local[N])")
+    a.add_argument("--strict", action="store_true", help="exit 1 when any rule is violated")
+    a.set_defaults(func=_analyze)
+
+
+# --------------------------------------------------------------------------- campaign
+
+
+class _Ticker:
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.tty = sys.stderr.isatty()
+        self.last = -1.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done != total and now - self.last < (0.2 if self.tty else 5.0):
+            return
+        self.last = now
+        end = "\r" if self.tty and done != total else "\n"
+        print(f"  {self.what}: {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+
+def _spark(master: str | None, app: str) -> tuple[Any, bool]:
+    """The session, and whether this command started it (and so stops it)."""
+    from .session import SparkUnavailable, local_spark
+
+    try:
+        from pyspark.sql import SparkSession
+
+        owned = SparkSession.getActiveSession() is None
+        return local_spark(app, master=master), owned
+    except ImportError:
+        raise UsageError('pyspark is not installed: pip install "refwire[spark]"') from None
+    except SparkUnavailable as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _campaign(args: argparse.Namespace) -> int:
+    from .campaign import resolve_protocols
+
+    try:
+        protocols = resolve_protocols(args.protocols)
+        workload = json.loads(args.workload) if args.workload else None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if workload is not None and not isinstance(workload, dict):
+        raise UsageError("--workload must be a JSON object")
+    campaign = args.campaign or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    out = Path(args.out)
+    seeds_text = f"seeds {args.first_seed}..{args.first_seed + args.seeds - 1}"
+    print(f"campaign {campaign}: {', '.join(protocols)}, {seeds_text} ({args.runner})", file=sys.stderr, flush=True)
+    if args.runner != "spark":
+        return _campaign_local(args, protocols, workload, campaign, out)
+    from . import spark_campaign as sc
+
+    t0 = time.perf_counter()
+    spark, owned = _spark(args.master, "refwire-campaign")
+    t_start = time.perf_counter() - t0
+    try:
+        t1 = time.perf_counter()
+        runs = sc.run_campaign(
+            spark, protocols, args.seeds, out, campaign=campaign, first_seed=args.first_seed, workload=workload,
+            partitions=args.partitions, progress=_Ticker("tasks done"),
+        )
+        t_run = time.perf_counter() - t1
+        tables = sc.write_tables(spark, runs, out, campaign)
+        print(_summary(runs, tables, campaign, out, t_start, t_run, spark.sparkContext.master))
+        if args.diff:
+            from pyspark.sql import functions as F
+
+            d = sc.diff(spark.read.parquet(str(out / "runs")), args.diff, campaign)
+            d.write.mode("overwrite").parquet(str(out / "tables" / campaign / f"diff-{args.diff}"))
+            counts = {r["change"]: r["count"] for r in d.groupBy("change").count().collect()}
+            print(f"diff {args.diff} -> {campaign}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+            for r in d.where(F.col("change").isin("broke", "fixed", "failure-changed")).limit(10).collect():
+                print(f"  {r['change']:<16} {r['protocol']} seed {r['seed']}: {r['failure_a'] or 'pass'} -> {r['failure_b'] or 'pass'}")
+        failed = runs.where("outcome != 'pass'").count()
+    finally:
+        if owned:
+            spark.stop()
+    return 1 if args.strict and failed else 0
+
+
+def _summary(runs: Any, tables: dict[str, Any], campaign: str, out: Path, t_start: float, t_run: float, master: str) -> str:
+    from pyspark.sql import functions as F
+
+    lines = []
+    per = runs.groupBy("protocol").agg(
+        F.count("*").alias("runs"),
+        F.sum((F.col("outcome") == "pass").cast("int")).alias("passed"),
+        F.round(F.avg("sim_time"), 1).alias("avg_sim_s"),
+    ).orderBy("protocol").collect()
+    total = sum(r["runs"] for r in per)
+    lines.append(f"\n{total} runs on {master} in {t_run:.1f} s ({total / max(t_run, 1e-9):.1f} runs/s; Spark start-up {t_start:.1f} s)")
+    cov = tables["coverage"]
+    covs = {
+        (r["protocol"], r["kind"]): (r["reached"], r["total"])
+        for r in cov.where("in_table").groupBy("protocol", "kind")
+        .agg(F.sum(F.col("reached").cast("int")).alias("reached"), F.count("*").alias("total"))
+        .collect()
+    }
+    reached_any = {
+        r["protocol"]: r["n"] for r in cov.where("kind = 'transition' AND reached").groupBy("protocol").agg(F.count("*").alias("n")).collect()
+    }
+    lines.append(f"{'protocol':<14}{'runs':>7}{'passed':>8}{'failed':>8}{'avg sim s':>11}  states  transitions")
+    for r in per:
+        st = covs.get((r["protocol"], "state"), (0, 0))
+        tr = covs.get((r["protocol"], "transition"), (0, 0))
+        seen = reached_any.get(r["protocol"], 0)
+        cov_text = f"{st[0]}/{st[1]}  {tr[0]}/{tr[1]}" if st[1] else f"{seen} transitions seen (no machine table in refwire.pipeline.machines)"
+        lines.append(f"{r['protocol']:<14}{r['runs']:>7}{r['passed']:>8}{r['runs'] - r['passed']:>8}{r['avg_sim_s']:>11}  {cov_text}")
+    fails = tables["failures"].collect()
+    lines.append("failures:" if fails else "failures: none")
+    for f in fails:
+        lines.append(f"  {f['protocol']} {f['failure_kind']}: {f['runs']} runs, smallest seed {f['min_seed']}")
+        lines.append(f"    replay: {f['replay']}")
+    never = cov.where("in_table AND NOT reached AND kind = 'transition'").orderBy("protocol", "item").collect()
+    if never:
+        lines.append(f"never reached ({len(never)} transitions):")
+        for r in never:
+            lines.append(f"  {r['protocol']} {r['item']}")
+    with_table = {p for (p, _), (_, n) in covs.items() if n}
+    unexpected = [r for r in cov.where("NOT in_table").orderBy("protocol", "item").collect() if r["protocol"] in with_table]
+    for r in unexpected:
+        lines.append(f"  reached but not in the machine table: {r['protocol']} {r['item']} ({r['runs']} runs, seed {r['min_seed']})")
+    if fails:
+        top = tables["sensitivity"].where("lift > 0").orderBy(F.desc("lift")).limit(5).collect()
+        if top:
+            lines.append("knobs most associated with failures:")
+            for r in top:
+                lines.append(f"  {r['protocol']} {r['knob']}={r['value']}: {r['failure_rate']:.0%} of {r['runs']} runs fail (overall {r['overall_rate']:.0%})")
+    lines.append(f"output: {out / 'runs'} (campaign={campaign}); tables: {out / 'tables' / campaign}/{{failures,coverage,sensitivity}}")
+    return "\n".join(lines)
+
+
+def _campaign_local(args: argparse.Namespace, protocols: tuple[str, ...], workload: dict[str, Any] | None, campaign: str, out: Path) -> int:
+    from .campaign import failure_summary, run_loop, run_pool
+
+    t0 = time.perf_counter()
+    runner = run_pool if args.runner == "pool" else run_loop
+    rows = runner(protocols, args.first_seed, args.seeds, campaign=campaign, workload=workload, progress=_Ticker("runs done"))
+    dt = time.perf_counter() - t0
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"runs-{campaign}.jsonl"
+    with path.open("w") as f:
+        for row in rows:
+            f.write(json.dumps(row, sort_keys=True) + "\n")
+    failed = [r for r in rows if r["outcome"] != "pass"]
+    print(f"\n{len(rows)} runs ({args.runner}) in {dt:.1f} s ({len(rows) / max(dt, 1e-9):.1f} runs/s): {len(rows) - len(failed)} passed, {len(failed)} failed")
+    for kind in failure_summary(rows):
+        print(f"  {kind['protocol']} {kind['failure_kind']}: {kind['runs']} runs, smallest seed {kind['min_seed']}\n    replay: {kind['replay']}")
+    print(f"output: {path}")
+    return 1 if args.strict and failed else 0
+
+
+# --------------------------------------------------------------------------- record / decode / analyze
+
+
+async def _record(args: argparse.Namespace) -> int:
+    from ..cliutil import open_listeners
+    from .record import open_tap
+
+    host, port = args.listen
+    listeners = await open_listeners(host, port)
+    done = trio.Event()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(stop_on_signal, done)
+        async with open_tap(args.listen, args.upstream, args.out, listeners=listeners) as tap:
+            for a in tap.addresses:
+                print(f"listening on {a}", file=sys.stderr, flush=True)
+            if args.exit_after:
+                nursery.start_soon(_set_after, tap, args.exit_after, done)
+            await done.wait()
+        nursery.cancel_scope.cancel()
+    print(f"recorded {tap.finished} connections into {args.out}", file=sys.stderr)
+    return 0
+
+
+async def _set_after(tap: Any, n: int, done: trio.Event) -> None:
+    await tap.wait_finished(n)
+    done.set()
+
+
+def _decode(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from .capture import decode_stream_file, is_pcap, list_streams, read_pcap, write_capture
+    from .decoders import DECODERS
+    from .spark_capture import guess_protocol
+
+    if args.protocol and args.protocol not in DECODERS:
+        raise UsageError(f"no decoder for {args.protocol!r}; choose from: {', '.join(sorted(DECODERS))}")
+    errors = 0
+    with tempfile.TemporaryDirectory(prefix="refwire-decode-") as tmp:
+        for i, raw in enumerate(args.paths):
+            p = Path(raw)
+            if p.is_file() and is_pcap(p):
+                p = Path(tmp) / f"pcap{i}"
+                write_capture(read_pcap(raw, server_ports=args.server_port), p)
+            try:
+                streams = list_streams(p, server_ports=args.server_port)
+                proto = args.protocol or guess_protocol(p, server_ports=args.server_port)
+            except (ValueError, FileNotFoundError) as exc:
+                raise UsageError(str(exc)) from None
+            for s in streams:
+                if not args.json:
+                    print(f"== {raw}: {s.conn} {s.direction} ({s.size} bytes, {proto})")
+                for n, row in enumerate(decode_stream_file(proto, s)):
+                    if args.limit and n >= args.limit:
+                        if not args.json:
+                            print("   ...")
+                        break
+                    errors += row["type"] == "error"
+                    if args.json:
+                        print(json.dumps(row, sort_keys=True))
+                    else:
+                        indent = "      " if row["parent_offset"] is not None else "   "
+                        fields = row["error"] if row["type"] == "error" else row["fields_json"]
+                        print(f"{indent}#{row['frame_no']:<5} @{row['offset']:<8} {row['type']:<5} {row['size']:>6} B  {fields[:160]}")
+    return 1 if errors else 0
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from .decoders import DECODERS
+    from .spark_capture import analyze
+
+    if args.protocol and args.protocol not in DECODERS:
+        raise UsageError(f"no decoder for {args.protocol!r}; choose from: {', '.join(sorted(DECODERS))}")
+    if not Path(args.path).exists():
+        raise UsageError(f"{args.path}: no such file or directory")
+    t0 = time.perf_counter()
+    spark, owned = _spark(args.master, "refwire-analyze")
+    try:
+        res = analyze(spark, args.path, args.out, protocol=args.protocol, server_ports=args.server_port)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        if owned:
+            spark.stop()
+    dt = time.perf_counter() - t0
+    total = sum(v["violations"] for v in res.violations)
+    print(f"{res.frames} frames on {res.connections} connections ({res.protocol}), {res.errors} decode errors, in {dt:.1f} s")
+    print(f"rules: {', '.join(res.rules)}")
+    if not res.violations:
+        print("violations: none")
+    for v in res.violations:
+        print(f"  {v['rule']}: {v['violations']} violations on {v['connections']} connections; first: {v['example']}")
+    print(f"output: {res.frames_path} (frames), {res.violations_path} ({total} violations)")
+    return 1 if args.strict and total else 0

@@ -1,0 +1,120 @@
+"""``refwire record``: a loopback TCP tap that writes a capture directory (issue 6 §2).
+
+Any client connects to the tap, the tap connects to the upstream server (any
+implementation) and copies bytes both ways unchanged, writing each direction
+of each connection to ``<conn>.c2s`` / ``<conn>.s2c`` and, when the connection
+ends, ``<conn>.json`` with the endpoints and a time index (when each chunk
+began; see :mod:`refwire.pipeline.capture`).  EOF is forwarded as a half-close,
+so request/response protocols that close their sending side still work; a
+reset on one side closes both.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import attrs
+import trio
+
+from ..drivers import listener_address
+
+__all__ = ["Tap", "open_tap"]
+
+@attrs.define
+class Tap:
+    """A running tap: where it listens and what it recorded so far."""
+
+    out: Path
+    upstream: tuple[str, int]
+    addresses: list[str] = attrs.Factory(list)
+    finished: int = 0  #: connections fully recorded (their .json written)
+    started: int = 0
+    _ids: itertools.count[int] = attrs.Factory(lambda: itertools.count(1))
+    _changed: trio.Event = attrs.Factory(trio.Event)
+
+    async def wait_finished(self, n: int) -> None:
+        """Wait until ``n`` connections have been recorded completely."""
+        while self.finished < n:
+            await self._changed.wait()
+
+    def _bump(self) -> None:
+        self.finished += 1
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def handle(self, client: trio.SocketStream) -> None:
+        conn_no = next(self._ids)
+        self.started += 1
+        name = f"conn{conn_no:05d}"
+        peer = _peer(client)
+        meta: dict[str, Any] = {"conn": name, "client": peer, "server": f"{self.upstream[0]}:{self.upstream[1]}", "started": time.time()}
+        times: dict[str, list[list[float]]] = {"c2s": [], "s2c": []}
+        try:
+            upstream = await trio.open_tcp_stream(*self.upstream)
+        except OSError as exc:
+            meta["error"] = f"cannot connect upstream: {exc}"
+            await client.aclose()
+            self._finish(name, meta, times)
+            return
+        with open(self.out / f"{name}.c2s", "wb") as c2s, open(self.out / f"{name}.s2c", "wb") as s2c:
+            async with client, upstream, trio.open_nursery() as nursery:
+                nursery.start_soon(_pump, client, upstream, c2s, times["c2s"], nursery.cancel_scope)
+                nursery.start_soon(_pump, upstream, client, s2c, times["s2c"], nursery.cancel_scope)
+        meta["ended"] = time.time()
+        self._finish(name, meta, times)
+
+    def _finish(self, name: str, meta: dict[str, Any], times: dict[str, list[list[float]]]) -> None:
+        meta["times"] = times
+        (self.out / f"{name}.json").write_text(json.dumps(meta))
+        self._bump()
+
+
+def _peer(stream: trio.SocketStream) -> str:
+    try:
+        host, port = stream.socket.getpeername()[:2]
+        return f"{host}:{port}"
+    except OSError:
+        return "?"
+
+
+async def _pump(src: trio.SocketStream, dst: trio.SocketStream, f: BinaryIO, times: list[list[float]], both: trio.CancelScope) -> None:
+    offset = 0
+    try:
+        while True:
+            chunk = await src.receive_some(256 * 1024)
+            if not chunk:
+                break
+            times.append([offset, time.time()])
+            f.write(chunk)
+            offset += len(chunk)
+            await dst.send_all(chunk)
+        f.flush()
+        await dst.send_eof()
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        both.cancel()  # a reset on either side ends the connection both ways
+
+
+@asynccontextmanager
+async def open_tap(
+    listen: tuple[str, int], upstream: tuple[str, int], out: str | Path, *, listeners: Sequence[trio.SocketListener] | None = None
+) -> AsyncIterator[Tap]:
+    """Run a tap for the duration of the ``async with`` block (listening on 127.0.0.1
+    port 0 is the usual choice in tests).  Leaving the block stops it and closes
+    every proxied connection."""
+    d = Path(out)
+    d.mkdir(parents=True, exist_ok=True)
+    tap = Tap(d, upstream)
+    lst = list(listeners) if listeners is not None else await trio.open_tcp_listeners(listen[1], host=listen[0])
+    tap.addresses = [listener_address(x) for x in lst]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.serve_listeners, tap.handle, lst)
+        try:
+            yield tap
+        finally:
+            nursery.cancel_scope.cancel()

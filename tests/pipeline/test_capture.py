@@ -1,0 +1,120 @@
+"""Recording (the tap), pcap and tcpflow inputs, and ``refwire decode`` (issue 6 §2), without Spark."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from refwire.cli import main
+from refwire.lumberjack import Batch
+from refwire.lumberjack.client import ClientConfig, LumberjackClient
+from refwire.lumberjack.server import ConnectionInfo, LumberjackServer
+from refwire.pipeline.capture import decode_capture, list_streams, read_pcap, write_capture
+from refwire.pipeline.record import open_tap
+from refwire.pipeline.samples import lumberjack_connection, write_lumberjack_capture
+
+dpkt = pytest.importorskip("dpkt")
+
+
+async def record_refwire_session(out: Path, *, events: int = 60, window: int = 16, compression: int = 3) -> int:
+    """refwire's Lumberjack client -> tap -> refwire's server; returns events the server got."""
+    got: list[Any] = []
+
+    async def handler(batch: Batch, info: ConnectionInfo) -> None:
+        got.extend(batch.events)
+
+    server = LumberjackServer(handler)
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+            await nursery.start(server.serve, listeners)
+            port = listeners[0].socket.getsockname()[1]
+            async with open_tap(("127.0.0.1", 0), ("127.0.0.1", port), out) as tap:
+                host, tport = tap.addresses[0].rsplit(":", 1)
+                client = LumberjackClient.connect_tcp(host, int(tport), config=ClientConfig(window_size=window, compression_level=compression))
+                await client.send([{"i": i, "message": f"event {i}"} for i in range(events)])
+                await client.aclose()
+                await tap.wait_finished(1)
+            await server.shutdown(1.0)
+            nursery.cancel_scope.cancel()
+    return len(got)
+
+
+async def test_tap_records_a_refwire_session_that_decodes_cleanly(tmp_path: Path) -> None:
+    assert await record_refwire_session(tmp_path, events=60, window=16) == 60
+    streams = list_streams(tmp_path)
+    assert [(s.conn, s.direction) for s in streams] == [("conn00001", "c2s"), ("conn00001", "s2c")]
+    meta = json.loads((tmp_path / "conn00001.json").read_text())
+    assert meta["times"]["c2s"][0][0] == 0 and meta["client"].startswith("127.0.0.1:")
+    rows = list(decode_capture("lumberjack", tmp_path))
+    assert not [r for r in rows if r["type"] == "error"]
+    assert sum(r["type"] == "J" for r in rows) == 60
+    assert [r["seq"] for r in rows if r["type"] == "A" and r["seq"]] == [16, 16, 16, 12]
+    assert all(r["ts"] is not None and r["ts"] >= meta["started"] for r in rows)
+
+
+def _pcap(path: Path, conns: list[tuple[bytes, bytes, int]], *, shuffle: bool) -> None:
+    """Write a pcap of whole TCP connections (SYN, data in 7-byte segments, a retransmission)."""
+
+    def pkt(src: tuple[str, int], dst: tuple[str, int], seq: int, flags: int, data: bytes = b"") -> bytes:
+        tcp = dpkt.tcp.TCP(sport=src[1], dport=dst[1], seq=seq, flags=flags, data=data)
+        ip = dpkt.ip.IP(src=socket.inet_aton(src[0]), dst=socket.inet_aton(dst[0]), p=dpkt.ip.IP_PROTO_TCP, data=tcp)
+        ip.len = len(bytes(ip))
+        return bytes(dpkt.ethernet.Ethernet(src=b"\x00" * 6, dst=b"\x00" * 6, type=dpkt.ethernet.ETH_TYPE_IP, data=ip))
+
+    with path.open("wb") as f:
+        w = dpkt.pcap.Writer(f)
+        t = 1000.0
+        for c2s, s2c, cport in conns:
+            cli, srv = ("10.0.0.1", cport), ("10.0.0.2", 5044)
+            packets = [pkt(cli, srv, 99, dpkt.tcp.TH_SYN), pkt(srv, cli, 4999, dpkt.tcp.TH_SYN | dpkt.tcp.TH_ACK)]
+            for src, dst, isn, data in ((cli, srv, 100, c2s), (srv, cli, 5000, s2c)):
+                segs = [pkt(src, dst, isn + i, dpkt.tcp.TH_ACK, data[i : i + 7]) for i in range(0, len(data), 7)]
+                if shuffle and len(segs) > 3:
+                    segs[1], segs[2] = segs[2], segs[1]
+                    segs.insert(3, segs[0])  # a retransmission
+                packets += segs
+            for p in packets:
+                t += 0.001
+                w.writepkt(p, ts=t)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_pcap_reassembly(tmp_path: Path, shuffle: bool) -> None:
+    a = lumberjack_connection(3, 4)
+    b = lumberjack_connection(2, 5, fault="garbage")
+    pcap = tmp_path / "x.pcap"
+    _pcap(pcap, [(a[0], a[1], 40001), (b[0], b[1], 40002)], shuffle=shuffle)
+    conns = read_pcap(pcap)
+    assert [(c.client, c.server) for c in conns] == [(("10.0.0.1", 40001), ("10.0.0.2", 5044)), (("10.0.0.1", 40002), ("10.0.0.2", 5044))]
+    assert [(bytes(c.data["c2s"]), bytes(c.data["s2c"])) for c in conns] == [a, b]
+    assert not any(c.gaps for c in conns)
+    write_capture(conns, tmp_path / "cap")
+    rows = list(decode_capture("lumberjack", tmp_path / "cap"))
+    assert [r["conn"] for r in rows if r["type"] == "error"] == ["conn00002"]
+
+
+def test_tcpflow_directory(tmp_path: Path) -> None:
+    c2s, s2c = lumberjack_connection(2, 3)
+    (tmp_path / "010.000.000.001.40001-010.000.000.002.05044").write_bytes(c2s)
+    (tmp_path / "010.000.000.002.05044-010.000.000.001.40001").write_bytes(s2c)
+    streams = list_streams(tmp_path)
+    assert [(s.conn, s.direction) for s in streams] == [("10.0.0.1.40001-10.0.0.2.5044", "c2s"), ("10.0.0.1.40001-10.0.0.2.5044", "s2c")]
+    assert len(list(decode_capture("lumberjack", tmp_path))) == 2 + 6 + 1 + 3
+
+
+def test_decode_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_lumberjack_capture(tmp_path, ["", "garbage"], windows=2, window_size=3)
+    assert main(["decode", str(tmp_path / "conn00001.c2s")]) == 0
+    out = capsys.readouterr().out
+    assert "conn00001 c2s" in out and " W " in out and '"seq":1001' in out
+    assert main(["decode", str(tmp_path), "--json", "--protocol", "lumberjack"]) == 1  # the garbage is an error
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    errors = [r for r in rows if r["type"] == "error"]
+    assert len(errors) == 1 and errors[0]["conn"] == "conn00002"
+    assert main(["decode", str(tmp_path / "missing")]) == 2
