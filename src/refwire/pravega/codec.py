@@ -138,6 +138,10 @@ def _error_message_code(values: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
+#: hand-written decoders for the hot commands (type code -> function); they
+#: return None for anything irregular, which the generic path then reports.
+_FAST: dict[int, Any] = {}
+
 #: decode-time mappings Java applies to some fields (type code -> function)
 _NORMALIZE: dict[int, Any] = {60: _auth_code, 61: _error_message_code}
 
@@ -391,6 +395,11 @@ def decode_command(
         )
     if end is None:
         end = len(data)
+    fast = _FAST.get(code)
+    if fast is not None:
+        cmd: Command | None = fast(data, start, end)
+        if cmd is not None:
+            return cmd
     if code == -1:  # Padding: its length is the payload length
         return cls(length=end - start)  # type: ignore[call-arg]
     r = Reader(data, start=start, end=end, base=base, protocol=PROTOCOL, frame=cls.NAME)

@@ -3,11 +3,14 @@ attrs class per command, in wire field order.  The codec is :mod:`.codec`."""
 
 from __future__ import annotations
 
+import functools
+import struct
 import uuid
 
 import attrs
 
 from .codec import (
+    _FAST,
     BLOB32,
     BOOL,
     ENTRIES,
@@ -629,3 +632,102 @@ def request_id_of(cmd: Command) -> int:
         return 0
     rid = getattr(cmd, "request_id", -1)
     return int(rid)
+
+
+# --------------------------------------------------------------------------- fast paths
+# The commands of the append and read paths, decoded with one struct call per
+# group of fixed fields.  Anything irregular (short payload, negative or lying
+# length, non-ASCII string) returns None: the generic decoder then decodes it
+# or reports the error with its field and offset.
+
+_II = struct.Struct(">ii")
+_IQ = struct.Struct(">iq")
+_Q = struct.Struct(">q")
+_QQQ = struct.Struct(">qqq")
+_QQ = struct.Struct(">qq")
+_H = struct.Struct(">H")
+
+
+@functools.lru_cache(maxsize=4096)
+def _uuid(raw: bytes) -> uuid.UUID:
+    return uuid.UUID(bytes=raw)
+
+
+def _ascii_utf(data: bytes | bytearray | memoryview, pos: int, end: int) -> tuple[str, int] | None:
+    if pos + 2 > end:
+        return None
+    (n,) = _H.unpack_from(data, pos)
+    stop = pos + 2 + n
+    if stop > end:
+        return None
+    raw = bytes(data[pos + 2 : stop])
+    if not raw.isascii() or b"\x00" in raw:
+        return None
+    return raw.decode("ascii"), stop
+
+
+def _fast_append_block_end(data: bytes | bytearray | memoryview, start: int, end: int) -> AppendBlockEnd | None:
+    if end - start < 24:
+        return None
+    size, dlen = _II.unpack_from(data, start + 16)
+    p = start + 24 + dlen
+    if dlen < 0 or p + 12 > end:
+        return None
+    num, last = _IQ.unpack_from(data, p)
+    rid = _Q.unpack_from(data, p + 12)[0] if end - (p + 12) >= 8 else -1
+    return AppendBlockEnd(
+        writer_id=_uuid(bytes(data[start : start + 16])),
+        size_of_whole_events=size,
+        data=bytes(data[start + 24 : p]),
+        num_events=num,
+        last_event_number=last,
+        request_id=rid,
+    )
+
+
+def _fast_append_block(data: bytes | bytearray | memoryview, start: int, end: int) -> AppendBlock | None:
+    if end - start < 16:
+        return None
+    return AppendBlock(writer_id=_uuid(bytes(data[start : start + 16])), data=bytes(data[start + 16 : end]))
+
+
+def _fast_data_appended(data: bytes | bytearray | memoryview, start: int, end: int) -> DataAppended | None:
+    if end - start < 48:
+        return None
+    ev, prev, rid = _QQQ.unpack_from(data, start + 16)
+    return DataAppended(
+        writer_id=_uuid(bytes(data[start : start + 16])),
+        event_number=ev,
+        previous_event_number=prev,
+        request_id=rid,
+        current_segment_write_offset=_Q.unpack_from(data, start + 40)[0],
+    )
+
+
+def _fast_segment_read(data: bytes | bytearray | memoryview, start: int, end: int) -> SegmentRead | None:
+    got = _ascii_utf(data, start, end)
+    if got is None:
+        return None
+    segment, p = got
+    if p + 14 > end:
+        return None
+    (offset,) = _Q.unpack_from(data, p)
+    tail, eos = data[p + 8], data[p + 9]
+    (dlen,) = struct.unpack_from(">i", data, p + 10)
+    q = p + 14 + dlen
+    if dlen < 0 or q > end:
+        return None
+    rid = _Q.unpack_from(data, q)[0] if end - q >= 8 else -1
+    return SegmentRead(
+        segment=segment, offset=offset, at_tail=tail != 0, end_of_segment=eos != 0, data=bytes(data[p + 14 : q]), request_id=rid
+    )
+
+
+_FAST.update(
+    {
+        AppendBlockEnd.TYPE: _fast_append_block_end,
+        AppendBlock.TYPE: _fast_append_block,
+        DataAppended.TYPE: _fast_data_appended,
+        SegmentRead.TYPE: _fast_segment_read,
+    }
+)

@@ -380,7 +380,7 @@ class ServerConnection(_Base):
             session.last_event_number = cmd.event_number
             data = encode_event(cmd.event) if isinstance(cmd, ConditionalAppend) else cmd.data
             self._begin_append(
-                Append(session.segment, cmd.writer_id, cmd.event_number, 1, data, cmd.request_id, cmd.expected_offset), offset
+                session.segment, cmd.writer_id, cmd.event_number, 1, data, cmd.request_id, cmd.expected_offset, offset
             )
         elif isinstance(cmd, Padding):
             self._transition("padding", offset=offset, frame="Padding")  # accepted and ignored (§5.3)
@@ -466,7 +466,7 @@ class ServerConnection(_Base):
             protocol=PROTOCOL,
         )
         self._begin_append(
-            Append(session.segment, end.writer_id, end.last_event_number, end.num_events, data, end.request_id), offset
+            session.segment, end.writer_id, end.last_event_number, end.num_events, data, end.request_id, None, offset
         )
 
     def _reassemble(self, block: AppendBlock, size: int, end: AppendBlockEnd) -> bytes:
@@ -515,27 +515,37 @@ class ServerConnection(_Base):
         # AppendDecoder decodes one frame from the remainder and ignores bytes after it (§5.3).
         return whole + rest[8 : 8 + n] + end.data
 
-    def _begin_append(self, append: Append, offset: int) -> None:
+    def _begin_append(
+        self,
+        segment: str,
+        writer_id: uuid.UUID,
+        event_number: int,
+        count: int,
+        data: bytes,
+        request_id: int,
+        expected_offset: int | None,
+        offset: int,
+    ) -> None:
         """``AppendProcessor.append`` + ``WriterState.beginAppend`` (§5.4)."""
-        state = self._writers.get((append.segment, append.writer_id))
+        state = self._writers.get((segment, writer_id))
         if state is None:
             raise LocalProtocolError(
-                f"append for writer {append.writer_id} on {append.segment!r} before its AppendSetup",
+                f"append for writer {writer_id} on {segment!r} before its AppendSetup",
                 protocol=PROTOCOL,
                 field="writer_id",
                 offset=offset + 8,
             )
-        if append.event_number < state.last_stored:
+        previous = state.last_stored
+        if event_number < previous:
             raise LocalProtocolError(
-                f"event {append.event_number} was already appended (last stored {state.last_stored})",
+                f"event {event_number} was already appended (last stored {previous})",
                 protocol=PROTOCOL,
                 field="event_number",
                 offset=offset,
             )
-        append = attrs.evolve(append, previous_stored=state.last_stored)
-        state.last_stored = append.event_number
+        state.last_stored = event_number
         state.in_flight += 1
-        self._events.append(append)
+        self._events.append(Append(segment, writer_id, event_number, count, data, request_id, expected_offset, previous))
 
     # -- send ----------------------------------------------------------------
     def send(self, cmd: Command) -> bytes:
