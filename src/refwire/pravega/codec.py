@@ -32,6 +32,8 @@ from ..wire import I32BE, I64BE, Limits, Reader, ReceiveBuffer, check_limit, enc
 
 __all__ = [
     "COMMANDS",
+    "CURRENT",
+    "Dialect",
     "CLIENT_LIMITS",
     "DEFAULT_LIMITS",
     "HEADER",
@@ -187,6 +189,7 @@ class Command:
     __slots__ = ()
     TYPE: ClassVar[int]
     NAME: ClassVar[str]
+    PROTOCOL: ClassVar[str]
     DIRECTION: ClassVar[str]  #: "request", "reply" or "both"
     LAYOUT: ClassVar[tuple[tuple[str, str, Any], ...]]
 
@@ -198,28 +201,50 @@ class Command:
 COMMANDS: dict[int, type[Command]] = {}
 
 
-def command(code: int, direction: str) -> Callable[[type[Any]], type[Any]]:
-    def register(cls: type[Any]) -> type[Any]:
-        if code in COMMANDS:
-            raise ValueError(f"type code {code} registered twice")
-        cls.TYPE = code
-        cls.NAME = cls.__name__
-        cls.DIRECTION = direction
-        cls.LAYOUT = tuple((a.name, a.metadata["kind"], a.metadata["optional"]) for a in attrs.fields(cls))
-        COMMANDS[code] = cls
-        return cls
+@attrs.frozen
+class Dialect:
+    """A table of commands sharing this codec: today's Pravega (:data:`CURRENT`)
+    or the 2017 draft (``refwire.pravega.draft2017``); the same type code means
+    different commands in each."""
 
-    return register
+    protocol: str  #: the name errors carry
+    commands: dict[int, type[Command]]
+    fast: dict[int, Any] = attrs.field(factory=dict)  #: hand-written decoders for hot commands
+    normalize: dict[int, Any] = attrs.field(factory=dict)  #: decode-time mappings Java applies
+
+    def command(self, code: int, direction: str) -> Callable[[type[Any]], type[Any]]:
+        """Class decorator registering a command class under ``code``."""
+
+        def register(cls: type[Any]) -> type[Any]:
+            if code in self.commands:
+                raise ValueError(f"type code {code} registered twice")
+            cls.TYPE = code
+            cls.NAME = cls.__name__
+            cls.DIRECTION = direction
+            cls.PROTOCOL = self.protocol
+            cls.LAYOUT = tuple((a.name, a.metadata["kind"], a.metadata["optional"]) for a in attrs.fields(cls))
+            self.commands[code] = cls
+            return cls
+
+        return register
+
+
+CURRENT: Final = Dialect(PROTOCOL, COMMANDS, _FAST, _NORMALIZE)
+
+
+def command(code: int, direction: str) -> Callable[[type[Any]], type[Any]]:
+    """Register a command of the current dialect."""
+    return CURRENT.command(code, direction)
 
 
 # --------------------------------------------------------------------------- encoding
 
 
-def _put_utf(out: bytearray, s: str, name: str, cmd: str) -> None:
+def _put_utf(out: bytearray, s: str, name: str, cmd: str, protocol: str = PROTOCOL) -> None:
     raw = encode_mutf8(s)
     if len(raw) > 0xFFFF:
         raise LocalProtocolError(
-            f"encoded string too long: {len(raw)} bytes (writeUTF allows 65535)", protocol=PROTOCOL, frame=cmd, field=name
+            f"encoded string too long: {len(raw)} bytes (writeUTF allows 65535)", protocol=protocol, frame=cmd, field=name
         )
     out += len(raw).to_bytes(2, "big")
     out += raw
@@ -233,7 +258,7 @@ def _put_key(out: bytearray, key: TableKey) -> None:
         out += I64BE.pack(key.key_version)
 
 
-def _encode_field(out: bytearray, kind: str, v: Any, name: str, cmd: str) -> None:
+def _encode_field(out: bytearray, kind: str, v: Any, name: str, cmd: str, protocol: str = PROTOCOL) -> None:
     try:
         if kind == I64 or kind == I64_ANY:
             out += I64BE.pack(v)
@@ -242,7 +267,7 @@ def _encode_field(out: bytearray, kind: str, v: Any, name: str, cmd: str) -> Non
         elif kind == UUID:
             out += v.bytes
         elif kind == UTF:
-            _put_utf(out, v, name, cmd)
+            _put_utf(out, v, name, cmd, protocol)
         elif kind == BLOB32 or kind == OPT_BLOB32:
             out += I32BE.pack(len(v))
             out += v
@@ -275,20 +300,21 @@ def _encode_field(out: bytearray, kind: str, v: Any, name: str, cmd: str) -> Non
         else:  # pragma: no cover - a layout bug
             raise AssertionError(kind)
     except (struct.error, ValueError, OverflowError, TypeError, AttributeError) as exc:
-        raise LocalProtocolError(f"cannot encode {v!r}: {exc}", protocol=PROTOCOL, frame=cmd, field=name) from None
+        raise LocalProtocolError(f"cannot encode {v!r}: {exc}", protocol=protocol, frame=cmd, field=name) from None
 
 
 def encode_command(cmd: Command, *, max_frame_size: int = MAX_WIRECOMMAND_SIZE) -> bytes:
     """The whole frame for ``cmd`` (§1); refuses frames past ``max_frame_size``."""
     out = bytearray(8)
     name = cmd.NAME
+    protocol = cmd.PROTOCOL
     for fname, kind, _opt in cmd.LAYOUT:
-        _encode_field(out, kind, getattr(cmd, fname), fname, name)
+        _encode_field(out, kind, getattr(cmd, fname), fname, name, protocol)
     n = len(out) - HEADER
     if n + HEADER > max_frame_size:
         raise LocalProtocolError(
             f"frame of {n + HEADER} bytes is larger than the limit of {max_frame_size}",
-            protocol=PROTOCOL,
+            protocol=protocol,
             frame=name,
             field="length",
         )
@@ -380,6 +406,7 @@ def decode_command(
     end: int | None = None,
     base: int = 0,
     allow_inner: bool = False,
+    dialect: Dialect = CURRENT,
 ) -> Command:
     """Decode the payload ``data[start:end]`` of type ``code`` (the 8-byte header already read).
 
@@ -387,22 +414,23 @@ def decode_command(
     Padding and PartialEvent exist only inside append blocks; at the top level
     they are refused unless ``allow_inner`` (§5.3).
     """
-    cls = COMMANDS.get(code)
+    cls = dialect.commands.get(code)
+    protocol = dialect.protocol
     if cls is None or (cls.DIRECTION == "inner" and not allow_inner and code != -1):
         what = "unknown wire command" if cls is None else f"{cls.NAME} is not a top-level command"
         raise LocalProtocolError(
-            f"{what}: type {code}", protocol=PROTOCOL, frame=None if cls is None else cls.NAME, field="type", offset=base - 8
+            f"{what}: type {code}", protocol=protocol, frame=None if cls is None else cls.NAME, field="type", offset=base - 8
         )
     if end is None:
         end = len(data)
-    fast = _FAST.get(code)
+    fast = dialect.fast.get(code)
     if fast is not None:
         cmd: Command | None = fast(data, start, end)
         if cmd is not None:
             return cmd
     if code == -1:  # Padding: its length is the payload length
         return cls(length=end - start)  # type: ignore[call-arg]
-    r = Reader(data, start=start, end=end, base=base, protocol=PROTOCOL, frame=cls.NAME)
+    r = Reader(data, start=start, end=end, base=base, protocol=protocol, frame=cls.NAME)
     values: dict[str, Any] = {}
     for name, kind, optional in cls.LAYOUT:
         if optional is not _NO_DEFAULT and r.remaining < _MIN_BYTES.get(kind, 1):
@@ -419,7 +447,7 @@ def decode_command(
                 raise
         else:
             values[name] = _decode_field(r, kind, name)
-    post = _NORMALIZE.get(code)
+    post = dialect.normalize.get(code)
     return cls(**(post(values) if post else values))
 
 
@@ -435,9 +463,10 @@ class CommandDecoder:
     before the payload is waited for, so a lying length never allocates.
     """
 
-    __slots__ = ("_buf", "_max_payload", "allow_inner", "limits", "offset")
+    __slots__ = ("_buf", "_max_payload", "allow_inner", "dialect", "limits", "offset")
 
-    def __init__(self, limits: Limits = DEFAULT_LIMITS, *, allow_inner: bool = False) -> None:
+    def __init__(self, limits: Limits = DEFAULT_LIMITS, *, allow_inner: bool = False, dialect: Dialect = CURRENT) -> None:
+        self.dialect = dialect
         self.limits = limits
         self._max_payload = limits.max_frame_size - HEADER
         self._buf = ReceiveBuffer()
@@ -456,7 +485,7 @@ class CommandDecoder:
         head = self._buf.peek(HEADER)
         if len(head) < HEADER:
             return None
-        cls = COMMANDS.get(int.from_bytes(head[:4], "big", signed=True))
+        cls = self.dialect.commands.get(int.from_bytes(head[:4], "big", signed=True))
         return None if cls is None else cls.NAME
 
     def next_command(self) -> Command | None:
@@ -468,10 +497,12 @@ class CommandDecoder:
             return None
         code, n = _HDR.unpack_from(data, pos)
         if n < 0 or n > self._max_payload:
-            frame = COMMANDS[code].NAME if code in COMMANDS else f"type {code}"
+            known = self.dialect.commands
+            protocol = self.dialect.protocol
+            frame = known[code].NAME if code in known else f"type {code}"
             if n < 0:
                 raise LocalProtocolError(
-                    f"negative frame length {n}", protocol=PROTOCOL, frame=frame, field="length", offset=self.offset + 4
+                    f"negative frame length {n}", protocol=protocol, frame=frame, field="length", offset=self.offset + 4
                 )
             check_limit(
                 n,
@@ -480,13 +511,15 @@ class CommandDecoder:
                 field="length",
                 frame=frame,
                 offset=self.offset + 4,
-                protocol=PROTOCOL,
+                protocol=protocol,
             )
         end = pos + HEADER + n
         if len(data) < end:
             return None
         start = self.offset
-        cmd = decode_command(code, data, start=pos + HEADER, end=end, base=start + HEADER, allow_inner=self.allow_inner)
+        cmd = decode_command(
+            code, data, start=pos + HEADER, end=end, base=start + HEADER, allow_inner=self.allow_inner, dialect=self.dialect
+        )
         buf.advance_to(end)
         self.offset = start + HEADER + n
         return cmd

@@ -1,0 +1,233 @@
+"""Draft-dialect clients on trio: a writer that resumes from the ack level and a
+segment reader (specs/pravega-draft-2017/README.md §5-§6).
+
+The draft's replies carry no request ids: AppendSetup and DataAppended are
+routed by ConnectionId, SegmentRead by (segment, offset).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+
+import attrs
+import trio
+
+from ...drivers import first_error, open_stream
+from ...errors import ProtocolError, RefwireError
+from ..codec import Command
+from .commands import AppendSetup, DataAppended, ReadSegment, SegmentRead
+from .connection import ClientConnection, ConnectionClosed, KeepAliveReceived, ReplyReceived
+from .writer import DraftWriterSession, Planner
+
+__all__ = ["DraftConnection", "DraftReader", "DraftWriteFailed", "DraftWriter", "DraftWriterConfig"]
+
+log = logging.getLogger("refwire.pravega.draft2017.client")
+
+
+class DraftWriteFailed(RefwireError):
+    """The writer gave up; ``acked`` is the last ack level it saw."""
+
+    def __init__(self, reason: str, acked: int) -> None:
+        super().__init__(reason)
+        self.acked = acked
+
+
+class DraftConnection:
+    """One draft-dialect connection with replies routed to waiters."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.machine = ClientConnection()
+        self._by_id: dict[uuid.UUID, trio.MemorySendChannel[Command]] = {}
+        self._reads: dict[tuple[str, int], trio.MemorySendChannel[Command]] = {}
+        self._lock = trio.Lock()
+        self.closed = trio.Event()
+        self.error: BaseException | None = None
+
+    async def send_raw(self, data: bytes) -> None:
+        if self.closed.is_set():
+            raise trio.ClosedResourceError("draft connection closed") from self.error
+        if data:
+            async with self._lock:
+                await self.stream.send_all(data)
+
+    def subscribe(self, connection_id: uuid.UUID) -> trio.MemoryReceiveChannel[Command]:
+        send, recv = trio.open_memory_channel[Command](math.inf)
+        if self.closed.is_set():
+            send.close()
+        self._by_id[connection_id] = send
+        return recv
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Route replies until the connection ends (started at once: the draft has no Hello)."""
+        task_status.started()
+        try:
+            while True:
+                try:
+                    data = await self.stream.receive_some(256 * 1024)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self.machine.connection_lost()
+                    data = b""
+                self.machine.receive_data(data)
+                while True:
+                    ev = self.machine.next_event()
+                    if isinstance(ev, ReplyReceived):
+                        self._route(ev.command)
+                    elif isinstance(ev, KeepAliveReceived):
+                        pass
+                    elif isinstance(ev, ConnectionClosed):
+                        return
+                    else:
+                        break
+        except ProtocolError as exc:
+            self.error = exc
+        finally:
+            self.closed.set()
+            for ch in [*self._by_id.values(), *self._reads.values()]:
+                ch.close()
+            await trio.aclose_forcefully(self.stream)
+
+    def _route(self, cmd: Command) -> None:
+        if isinstance(cmd, AppendSetup | DataAppended):
+            ch = self._by_id.get(cmd.connection_id)
+            if ch is not None:
+                ch.send_nowait(cmd)
+                return
+        elif isinstance(cmd, SegmentRead):
+            ch = self._reads.pop((cmd.segment, cmd.offset), None)
+            if ch is not None:
+                ch.send_nowait(cmd)
+                ch.close()
+                return
+        log.warning("pravega draft: unexpected reply ignored: %s", cmd.NAME)
+
+    async def read(self, segment: str, offset: int, suggested_length: int, *, timeout: float = 30.0) -> SegmentRead:
+        key = (segment, offset)
+        if key in self._reads:
+            raise RuntimeError(f"a read of {segment} at {offset} is already outstanding")
+        send, recv = trio.open_memory_channel[Command](1)
+        self._reads[key] = send
+        try:
+            with trio.fail_after(timeout):
+                await self.send_raw(
+                    self.machine.send(ReadSegment(segment=segment, offset=offset, suggested_length=suggested_length))
+                )
+                try:
+                    reply = await recv.receive()
+                except trio.EndOfChannel:
+                    if isinstance(self.error, ProtocolError):
+                        raise self.error from None
+                    raise trio.BrokenResourceError("connection closed before the SegmentRead") from self.error
+        finally:
+            self._reads.pop(key, None)
+        assert isinstance(reply, SegmentRead)
+        return reply
+
+
+@attrs.frozen(kw_only=True)
+class DraftWriterConfig:
+    max_attempts: int | None = 10
+    backoff: tuple[float, float] = (0.05, 2.0)
+    connect_timeout: float = 10.0
+    ack_timeout: float = 30.0
+
+
+class DraftWriter:
+    """Writes events to a segment in the draft dialect; each byte stored once (§5)."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        segment: str,
+        *,
+        connection_id: uuid.UUID | None = None,
+        config: DraftWriterConfig = DraftWriterConfig(),
+        planner: Planner | None = None,
+        connect: Callable[[], Awaitable[trio.abc.Stream]] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.session = DraftWriterSession(segment, connection_id, planner=planner)
+        self.config = config
+        self._connect = connect or (lambda: open_stream(host, port, timeout=config.connect_timeout))
+        self._rng = rng or random.Random()
+        self.stats = {"connections": 0, "reconnects": 0, "protocol_errors": 0}
+        self.last_protocol_error: ProtocolError | None = None
+
+    async def write(self, payloads: Sequence[bytes]) -> int:
+        """Append ``payloads``; returns the ack level once all are durable."""
+        for p in payloads:
+            self.session.add(p)
+        failures = 0
+        delay = self.config.backoff[0]
+        while self.session.pending:
+            try:
+                try:
+                    await self._one_connection()
+                except BaseExceptionGroup as group:
+                    raise first_error(group) from group
+                failures, delay = 0, self.config.backoff[0]
+            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, ProtocolError) as exc:
+                failures += 1
+                self.session.connection_lost()
+                if isinstance(exc, ProtocolError) and exc.field != "(eof)":
+                    self.stats["protocol_errors"] += 1
+                    self.last_protocol_error = exc
+                if self.config.max_attempts is not None and failures >= self.config.max_attempts:
+                    raise DraftWriteFailed(f"gave up after {failures} failed attempts: {exc}", self.session.acked) from exc
+                await trio.sleep(delay * (0.5 + self._rng.random()))
+                delay = min(delay * 2, self.config.backoff[1])
+                self.stats["reconnects"] += 1
+        return self.session.acked
+
+    async def _one_connection(self) -> None:
+        stream = await self._connect()
+        self.stats["connections"] += 1
+        conn = DraftConnection(stream)
+        session = self.session
+        async with trio.open_nursery() as nursery:
+            await nursery.start(conn.run)
+            replies = conn.subscribe(session.connection_id)
+            await conn.send_raw(conn.machine.send(session.setup()))
+
+            async def next_reply() -> Command:
+                with trio.fail_after(self.config.ack_timeout):
+                    try:
+                        return await replies.receive()
+                    except trio.EndOfChannel:
+                        if isinstance(conn.error, ProtocolError):
+                            raise conn.error from None
+                        raise trio.BrokenResourceError("connection closed") from conn.error
+
+            reply = await next_reply()
+            if not isinstance(reply, AppendSetup):
+                raise trio.BrokenResourceError(f"expected AppendSetup, got {reply.NAME}")
+            session.on_append_setup(reply)
+            await conn.send_raw(session.take())
+            while session.pending:
+                reply = await next_reply()
+                if isinstance(reply, DataAppended):
+                    session.on_data_appended(reply)
+                await conn.send_raw(session.take())
+            nursery.cancel_scope.cancel()
+
+
+class DraftReader:
+    """Reads a segment from ``offset`` over one :class:`DraftConnection`."""
+
+    def __init__(self, conn: DraftConnection, segment: str, *, offset: int = 0, read_size: int = 1024 * 1024) -> None:
+        self.conn = conn
+        self.segment = segment
+        self.offset = offset
+        self.read_size = read_size
+        self.end_of_segment = False
+
+    async def read(self, *, timeout: float = 30.0) -> SegmentRead:
+        reply = await self.conn.read(self.segment, self.offset, self.read_size, timeout=timeout)
+        self.offset += len(reply.data)
+        self.end_of_segment = reply.end_of_segment
+        return reply
