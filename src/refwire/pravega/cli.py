@@ -34,6 +34,12 @@ def register(cmds: Commands) -> None:
     )
     s.add_argument("--no-controller", action="store_true", help="serve the segment store only")
     s.add_argument(
+        "--draft-listen",
+        type=hostport,
+        metavar="HOST:PORT",
+        help="also serve the 2017 draft dialect on this address (same store)",
+    )
+    s.add_argument(
         "--data-dir",
         metavar="DIR",
         help="keep segments (and the controller's state) in DIR; survives restarts (default: in memory)",
@@ -66,6 +72,12 @@ def register(cmds: Commands) -> None:
         metavar="N",
         help="give up after N failed connections in a row (default 10)",
     )
+    w.add_argument(
+        "--dialect",
+        choices=("current", "draft-2017"),
+        default="current",
+        help="wire dialect (draft-2017: connection-offset blocks; the server needs --draft-listen)",
+    )
     w.set_defaults(func=_send)
 
     if cmds.read is not None:
@@ -77,6 +89,7 @@ def register(cmds: Commands) -> None:
             "--follow", action="store_true", help="keep waiting at the tail for new events (until interrupted or sealed)"
         )
         r.add_argument("--raw", action="store_true", help="print the bytes as they are instead of splitting Event frames")
+        r.add_argument("--dialect", choices=("current", "draft-2017"), default="current", help="wire dialect")
         r.set_defaults(func=_read)
 
 
@@ -90,6 +103,7 @@ async def _serve(args: argparse.Namespace) -> int:
     host, port = args.listen
     listeners = await open_listeners(host, port)
     ctl_listeners = [] if args.no_controller else await open_listeners(*args.controller)
+    draft_listeners = await open_listeners(*args.draft_listen) if args.draft_listen else []
     store_addr = listeners[0].socket.getsockname()[:2]
     controller = None
     if not args.no_controller:
@@ -102,11 +116,21 @@ async def _serve(args: argparse.Namespace) -> int:
         await nursery.start(server.serve, listeners)
         for lst in listeners:
             print(f"listening on {listener_address(lst)} (segment store)", file=sys.stderr, flush=True)
+        draft = None
+        if draft_listeners:
+            from .draft2017.server import DraftConfig, DraftFrontend
+
+            draft = DraftFrontend(server, config=DraftConfig(tail_wait=args.tail_wait or None))
+            await nursery.start(draft.serve, draft_listeners)
+            for lst in draft_listeners:
+                print(f"listening on {listener_address(lst)} (segment store, draft-2017 dialect)", file=sys.stderr, flush=True)
         if controller is not None:
             await nursery.start(controller.serve, ctl_listeners)
             for lst in ctl_listeners:
                 print(f"listening on {listener_address(lst)} (controller)", file=sys.stderr, flush=True)
         await done.wait()
+        if draft is not None:
+            await draft.shutdown(grace=2.0)
         if controller is not None:
             await controller.shutdown(grace=2.0)
         await server.shutdown(grace=5.0)
@@ -127,6 +151,8 @@ async def _send(args: argparse.Namespace) -> int:
         payloads = [f"event {i}".encode() for i in range(args.count)]
     else:
         payloads = [line.rstrip(b"\n") for line in sys.stdin.buffer]
+    if args.dialect == "draft-2017":
+        return await _send_draft(args, payloads)
     if args.create:
         await create_segment(host, port, args.segment)
     writer = EventWriter(host, port, args.segment, config=WriterConfig(style=args.style, max_attempts=args.max_attempts))
@@ -145,12 +171,78 @@ async def _send(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _send_draft(args: argparse.Namespace, payloads: list[bytes]) -> int:
+    from .draft2017.client import DraftWriteFailed, DraftWriter, DraftWriterConfig
+
+    if args.create:
+        raise UsageError(
+            "--create is not available in the draft-2017 dialect (it has no CreateSegment); create it with the current dialect"
+        )
+    host, port = args.address
+    writer = DraftWriter(host, port, args.segment, config=DraftWriterConfig(max_attempts=args.max_attempts))
+    t0 = time.perf_counter()
+    try:
+        level = await writer.write(payloads)
+    except DraftWriteFailed as exc:
+        print(f"refwire: {exc} (ack level {exc.acked})", file=sys.stderr)
+        return 1
+    dt = time.perf_counter() - t0
+    print(
+        f"wrote {len(payloads)} events, ack level {level}, in {dt:.3f}s (ConnectionId {writer.session.connection_id}, "
+        f"{writer.stats['reconnects']} reconnects)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+async def _read_draft(args: argparse.Namespace) -> int:
+    from .client import parse_events
+    from .draft2017.client import DraftConnection, DraftReader
+
+    host, port = args.address
+    conn = DraftConnection(await trio.open_tcp_stream(host, port))
+    out = sys.stdout.buffer
+    count = 0
+    carry = b""
+    async with trio.open_nursery() as nursery:
+        await nursery.start(conn.run)
+        reader = DraftReader(conn, args.segment, offset=args.offset)
+        try:
+            while not reader.end_of_segment:
+                r = await reader.read()
+                if args.raw:
+                    out.write(r.data)
+                else:
+                    evs, used = parse_events(carry + r.data)
+                    carry = (carry + r.data)[used:]
+                    for _off, payload in evs:
+                        out.write(payload + b"\n")
+                        count += 1
+                out.flush()
+                if r.at_tail and not args.follow:
+                    break
+        except trio.BrokenResourceError:
+            # The draft dialect has no error replies: the store closes the connection instead.
+            print(
+                f"refwire: the server closed the connection (no such segment {args.segment!r}, or a bad offset?)", file=sys.stderr
+            )
+            return 1
+        finally:
+            nursery.cancel_scope.cancel()
+    print(
+        f"read {count} events, next offset {reader.offset}{' (end of segment)' if reader.end_of_segment else ''}", file=sys.stderr
+    )
+    return 0
+
+
 async def _read(args: argparse.Namespace) -> int:
     from .client import PravegaConnection, RequestFailed, SegmentReader
 
     host, port = args.address
     if args.offset < 0:
         raise UsageError("--offset must not be negative")
+    if args.dialect == "draft-2017":
+        return await _read_draft(args)
     conn = await PravegaConnection.connect(host, port)
     count = 0
     out = sys.stdout.buffer
