@@ -41,7 +41,7 @@ class Scenario(Protocol):
 
 
 #: One module per protocol, each with a ``SCENARIO`` instance.
-SCENARIO_MODULES = ("lumberjack", "pravega", "tank", "seastar_rpc")
+SCENARIO_MODULES = ("lumberjack", "pravega", "pravega_draft", "tank", "seastar_rpc")
 
 
 def _registry() -> dict[str, Scenario]:

@@ -127,6 +127,12 @@ class SegmentStoreServer:
             done, self._durable = self._durable, trio.Event()
             done.set()
 
+    async def sync_forever(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run only the group commit (for a store served by other frontends, e.g. the draft dialect's)."""
+        task_status.started()
+        await self._syncer()
+        await trio.sleep_forever()
+
     async def wait_durable(self, lsn: int) -> None:
         if self.log is None:
             return
