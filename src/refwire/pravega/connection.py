@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections import deque
 from typing import Final
 
 import attrs
 
-from ..errors import LocalProtocolError, ProtocolError, RemoteProtocolError
-from ..sansio import NEED_DATA, NeedData, to_remote
+from ..errors import LocalProtocolError
+from ..sansio import NEED_DATA, FrameMachine, NeedData
 from ..wire import Limits, check_limit
 from .codec import (
     DEFAULT_LIMITS,
@@ -191,86 +190,31 @@ def _versions_compatible(high: int, low: int) -> bool:
     return not (low > WIRE_VERSION or high < OLDEST_COMPATIBLE_VERSION)
 
 
-class _Base:
-    role: str
-    _transitions: dict[tuple[State, str], State]
+class _Base(FrameMachine):
+    PROTOCOL = PROTOCOL
+    ERROR_STATE = State.ERROR
+    CLOSED_STATE = State.CLOSED
 
     def __init__(self, limits: Limits) -> None:
+        super().__init__(State.OPEN)
         self.limits = limits
-        self.state = State.OPEN
         self._decoder = CommandDecoder(limits)
-        self._events: deque[ServerEvent | ClientEvent] = deque()
-        self._out = bytearray()
-        self._eof = False
-        self._reset = False
-        self._error: RemoteProtocolError | None = None
-        self.transitions_seen: set[tuple[str, str, str]] = set()
         self.peer_version: tuple[int, int] | None = None
 
-    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
-        """Feed received bytes; ``b""`` means the peer closed its side."""
-        if self._eof:
-            if data:
-                raise RuntimeError("receive_data after EOF")
-            return
-        if not data:
-            self._eof = True
-            return
+    def _feed(self, data: bytes | bytearray | memoryview) -> None:
         self._decoder.feed(data)
-
-    def connection_lost(self) -> None:
-        """The transport broke (reset)."""
-        self._eof = True
-        self._reset = True
-
-    def data_to_send(self) -> bytes:
-        out = bytes(self._out)
-        self._out.clear()
-        return out
 
     @property
     def must_close(self) -> bool:
         """True once the connection must be closed after :meth:`data_to_send` is flushed."""
         return self.state in (State.CLOSING, State.ERROR)
 
-    def _transition(self, inp: str, *, offset: int | None = None, frame: str | None = None) -> None:
-        new = self._transitions.get((self.state, inp))
-        if new is None:
-            raise LocalProtocolError(
-                f"{frame or inp} is not allowed in state {self.state.value}",
-                protocol=PROTOCOL,
-                frame=frame,
-                field="type",
-                offset=offset,
-            )
-        self.transitions_seen.add((self.state.value, inp, new.value))
-        self.state = new
-
-    def _pump(self) -> None:
-        raise NotImplementedError
-
-    def _next(self) -> ServerEvent | ClientEvent | NeedData:
-        events = self._events
-        if events:
-            return events.popleft()
-        if self._error is not None:
-            raise self._error
+    def _idle_event(self) -> ConnectionClosed | NeedData | None:
         if self.state is State.CLOSED:
             return ConnectionClosed(clean=not self._reset, reason="reset" if self._reset else "")
         if self.state is State.CLOSING:
             return NEED_DATA
-        try:
-            self._pump()
-            if not events and self._eof:
-                self._at_eof()
-        except ProtocolError as exc:
-            self.state = State.ERROR
-            self._error = to_remote(exc)
-        if events:
-            return events.popleft()
-        if self._error is not None:
-            raise self._error
-        return NEED_DATA
+        return None
 
     def _at_eof(self) -> None:
         if self._reset:
@@ -285,8 +229,9 @@ class _Base:
                 field="(eof)",
                 offset=self._decoder.offset,
             )
+        clean = self.state is not State.IN_BLOCK
         self._transition("eof")
-        self._events.append(ConnectionClosed(clean=self.state is not State.IN_BLOCK))
+        self._events.append(ConnectionClosed(clean=clean, reason="" if clean else "closed inside an append block"))
 
 
 # --------------------------------------------------------------------------- server
@@ -301,7 +246,7 @@ class ServerConnection(_Base):
     """
 
     role = "server"
-    _transitions = SERVER_TRANSITIONS
+    TRANSITIONS = SERVER_TRANSITIONS
 
     def __init__(self, limits: Limits = DEFAULT_LIMITS, *, max_writers: int = 10_000) -> None:
         super().__init__(limits)
@@ -314,7 +259,7 @@ class ServerConnection(_Base):
     def next_event(self) -> ServerEvent | NeedData:
         """The next event or :data:`NEED_DATA`; raises :class:`RemoteProtocolError`
         (after the events decoded before the bad byte) on a violation."""
-        return self._next()  # type: ignore[return-value]
+        return self._next()  # type: ignore[no-any-return]
 
     def writer_state(self, segment: str, writer_id: uuid.UUID) -> WriterState | None:
         return self._writers.get((segment, writer_id))
@@ -605,7 +550,7 @@ class ClientConnection(_Base):
     """
 
     role = "client"
-    _transitions = CLIENT_TRANSITIONS
+    TRANSITIONS = CLIENT_TRANSITIONS
 
     def __init__(
         self, limits: Limits = DEFAULT_LIMITS, *, version: tuple[int, int] = (WIRE_VERSION, OLDEST_COMPATIBLE_VERSION)
@@ -619,7 +564,7 @@ class ClientConnection(_Base):
         return Hello(high_version=self.version[0], low_version=self.version[1]).encode()
 
     def next_event(self) -> ClientEvent | NeedData:
-        return self._next()  # type: ignore[return-value]
+        return self._next()  # type: ignore[no-any-return]
 
     def send(self, cmd: Command) -> bytes:
         if cmd.DIRECTION not in ("request", "both"):

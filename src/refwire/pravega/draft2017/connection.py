@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections import deque
 from typing import Final
 
 import attrs
 
-from ...errors import LocalProtocolError, ProtocolError, RemoteProtocolError
-from ...sansio import NEED_DATA, NeedData, to_remote
+from ...errors import LocalProtocolError
+from ...sansio import FrameMachine, NeedData
 from ...wire import Limits, check_limit
 from ..codec import HEADER, MAX_WIRECOMMAND_SIZE, Command, CommandDecoder, decode_command
 from .commands import (
@@ -262,85 +261,40 @@ def _decode_whole(frame: bytes, at: int) -> Command:
     return decode_command(code, frame, start=HEADER, base=at, allow_inner=True, dialect=DRAFT)
 
 
-class _Base:
-    _transitions: dict[tuple[State, str], State]
+class _Base(FrameMachine):
+    PROTOCOL = PROTOCOL
+    ERROR_STATE = State.ERROR
+    CLOSED_STATE = State.CLOSED
 
     def __init__(self, limits: Limits) -> None:
+        super().__init__(State.OPEN)
         self.limits = limits
-        self.state = State.OPEN
         self._decoder = CommandDecoder(limits, allow_inner=True, dialect=DRAFT)
         self._partial = _Reassembly(limits.max_decompressed_size)
-        self._events: deque[object] = deque()
-        self._out = bytearray()
-        self._eof = False
-        self._reset = False
-        self._error: RemoteProtocolError | None = None
-        self.transitions_seen: set[tuple[str, str, str]] = set()
 
-    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
-        if self._eof:
-            if data:
-                raise RuntimeError("receive_data after EOF")
-            return
-        if not data:
-            self._eof = True
-            return
+    def _feed(self, data: bytes | bytearray | memoryview) -> None:
         self._decoder.feed(data)
-
-    def connection_lost(self) -> None:
-        self._eof = True
-        self._reset = True
-
-    def data_to_send(self) -> bytes:
-        out = bytes(self._out)
-        self._out.clear()
-        return out
-
-    def _transition(self, inp: str, *, offset: int | None, frame: str | None) -> None:
-        new = self._transitions.get((self.state, inp))
-        if new is None:
-            raise LocalProtocolError(
-                f"{frame or inp} is not allowed in state {self.state.value}",
-                protocol=PROTOCOL,
-                frame=frame,
-                field="type",
-                offset=offset,
-            )
-        self.transitions_seen.add((self.state.value, inp, new.value))
-        self.state = new
 
     def _on_frame(self, cmd: Command, offset: int, size: int) -> None:
         raise NotImplementedError
 
-    def _next(self) -> object:
-        if self._events:
-            return self._events.popleft()
-        if self._error is not None:
-            raise self._error
+    def _idle_event(self) -> ConnectionClosed | None:
         if self.state is State.CLOSED:
             return ConnectionClosed(clean=not self._reset, reason="reset" if self._reset else "")
-        try:
-            dec = self._decoder
-            while not self._events:
-                start = dec.offset
-                cmd = dec.next_command()
-                if cmd is None:
-                    break
-                self._on_frame(cmd, start, dec.offset - start)
-            if not self._events and self._eof:
-                self._at_eof()
-        except ProtocolError as exc:
-            self.state = State.ERROR
-            self._error = to_remote(exc)
-        if self._events:
-            return self._events.popleft()
-        if self._error is not None:
-            raise self._error
-        return NEED_DATA
+        return None
+
+    def _pump(self) -> None:
+        dec = self._decoder
+        while not self._events:
+            start = dec.offset
+            cmd = dec.next_command()
+            if cmd is None:
+                return
+            self._on_frame(cmd, start, dec.offset - start)
 
     def _at_eof(self) -> None:
         if self._reset:
-            self._transition("reset", offset=None, frame=None)
+            self._transition("reset")
             self._events.append(ConnectionClosed(clean=False, reason="reset"))
             return
         dec = self._decoder
@@ -360,14 +314,14 @@ class _Base:
                 field="(eof)",
                 offset=self._partial.started_at,
             )
-        self._transition("eof", offset=dec.offset, frame=None)
+        self._transition("eof", offset=dec.offset)
         self._events.append(ConnectionClosed())
 
 
 class ServerConnection(_Base):
     """The segment-store side of one draft-dialect connection."""
 
-    _transitions = SERVER_TRANSITIONS
+    TRANSITIONS = SERVER_TRANSITIONS
 
     def __init__(self, limits: Limits = DEFAULT_LIMITS) -> None:
         super().__init__(limits)
@@ -375,7 +329,7 @@ class ServerConnection(_Base):
         self._block: _Block | None = None
 
     def next_event(self) -> RequestReceived | BlockAppend | KeepAliveReceived | ConnectionClosed | NeedData:
-        return self._next()  # type: ignore[return-value]
+        return self._next()  # type: ignore[no-any-return]
 
     # -- receive --------------------------------------------------------------------
     def _on_frame(self, cmd: Command, offset: int, size: int) -> None:
@@ -593,13 +547,13 @@ class ServerConnection(_Base):
 class ClientConnection(_Base):
     """The client side: replies (reassembled when the server splits them)."""
 
-    _transitions = CLIENT_TRANSITIONS
+    TRANSITIONS = CLIENT_TRANSITIONS
 
     def __init__(self, limits: Limits = DEFAULT_LIMITS) -> None:
         super().__init__(limits)
 
     def next_event(self) -> ReplyReceived | KeepAliveReceived | ConnectionClosed | NeedData:
-        return self._next()  # type: ignore[return-value]
+        return self._next()  # type: ignore[no-any-return]
 
     def send(self, cmd: Command) -> bytes:
         if cmd.DIRECTION not in ("request", "both", "inner"):
