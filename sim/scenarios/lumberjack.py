@@ -31,6 +31,7 @@ from refwire.lumberjack.client import ClientConfig, LumberjackClient
 from refwire.lumberjack.server import ConnectionInfo, LumberjackServer, ServerConfig
 
 from ..faults import Faults
+from ..harness import crash_restart_loop, safety_then_liveness
 from ..net import SimNet
 from ..rand import SimRandom
 from ..trace import Trace
@@ -157,36 +158,34 @@ class _Run:
     # -- the server, crashing and restarting -------------------------------
     async def server_life(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         wl = self.wl
-        life_rng = self.rng.child("server-life")
-        started = False
-        for gen in range(wl["restarts"] + 1):
-            async with trio.open_nursery() as nursery:
-                server = LumberjackServer(
-                    self.make_handler(gen, nursery),
-                    config=ServerConfig(keepalive_interval=wl["keepalive"], idle_timeout=60.0),
-                )
-                self.servers.append(server)
-                listener = self.net.listen(ADDRESS)
-                await nursery.start(server.serve, [listener])
-                if not started:
-                    started = True
-                    task_status.started()
-                last = gen == wl["restarts"]
-                if last:
-                    await trio.sleep_forever()
-                with trio.move_on_after(life_rng.between(1.0, wl["safety_time"])):
-                    await self.healed.wait()
-                if self.healed.is_set():
-                    await trio.sleep_forever()
-                # Crash: every connection reset, the listener gone; the application's store survives.
+
+        async def start(gen: int, nursery: trio.Nursery) -> Any:
+            server = LumberjackServer(
+                self.make_handler(gen, nursery),
+                config=ServerConfig(keepalive_interval=wl["keepalive"], idle_timeout=60.0),
+            )
+            self.servers.append(server)
+            listener = self.net.listen(ADDRESS)
+            await nursery.start(server.serve, [listener])
+
+            async def crash() -> None:
+                # Every connection reset, the listener gone; the application's store survives.
                 self.counts["server_restarts"] += 1
                 self.trace.record(trio.current_time(), "server-crash", gen)
                 self.net.reset_all(ADDRESS)
                 await listener.aclose()
                 await server.shutdown(0)
-                nursery.cancel_scope.cancel()
-            with trio.move_on_after(life_rng.between(0.1, 3.0)):
-                await self.healed.wait()
+
+            return crash
+
+        await crash_restart_loop(
+            restarts=wl["restarts"],
+            rng=self.rng.child("server-life"),
+            healed=self.healed,
+            start=start,
+            crash_after=lambda r: r.between(1.0, wl["safety_time"]),
+            task_status=task_status,
+        )
 
     # -- clients -------------------------------------------------------------
     async def client_task(self, c: int) -> None:
@@ -235,20 +234,18 @@ class _Run:
             await nursery.start(self.server_life)
             for c in range(wl["clients"]):
                 nursery.start_soon(self.client_task, c)
-            # Safety phase: faults on.
-            with trio.move_on_after(wl["safety_time"]):
-                await self.all_done.wait()
-            # Liveness phase: heal the network, stop crashing; everything must converge.
-            self.net.heal()
-            self.healed.set()
-            self.trace.record(trio.current_time(), "healed")
-            with trio.move_on_after(wl["liveness_time"]) as scope:
-                await self.all_done.wait()
-            if scope.cancelled_caught:
+            converged = await safety_then_liveness(
+                self.net,
+                self.healed,
+                self.trace,
+                safety_time=wl["safety_time"],
+                liveness_time=wl["liveness_time"],
+                done=self.all_done.wait,
+            )
+            if not converged:
                 waiting = sorted(set(range(wl["clients"])) - set(self.done))
                 outcome, violation = "liveness", "no-convergence"
                 detail = f"clients {waiting} still sending {wl['liveness_time']}s after healing"
-            self.trace.record(trio.current_time(), "stop")
             nursery.cancel_scope.cancel()
         if self.violation is not None:
             outcome, (violation, detail) = "violation", self.violation
@@ -280,4 +277,6 @@ class _Run:
             counts=counts,
             transitions=frozenset(transitions),
         )
+
+
 SCENARIO = LumberjackScenario()

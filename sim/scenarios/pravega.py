@@ -40,6 +40,7 @@ from refwire.pravega.server import SegmentStoreServer, ServerConfig
 from refwire.pravega.storage import MemoryLog
 
 from ..faults import Faults
+from ..harness import crash_restart_loop, safety_then_liveness
 from ..net import SimNet
 from ..rand import SimRandom
 from ..trace import Trace
@@ -165,35 +166,25 @@ class _Run:
     # -- the store, crashing and restarting from its durable log --------------
     async def server_life(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         wl = self.wl
-        life_rng = self.rng.child("server-life")
-        started = False
-        for gen in range(wl["restarts"] + 1):
-            async with trio.open_nursery() as nursery:
-                server = SegmentStoreServer(
-                    config=ServerConfig(tail_wait=wl["tail_wait"]), log=self.log, now=lambda: int(trio.current_time() * 1000)
-                )
-                self.server = server
-                self.servers.append(server)
-                if gen == 0:
-                    for s in range(wl["segments"]):
-                        server.store.create(segment_name(s))
-                    server.store.mark_durable(self.log.sync())
-                else:
-                    for s in range(wl["segments"]):
-                        self.check_segment(s)
-                listener = self.net.listen(ADDRESS)
-                await nursery.start(server.serve, [listener])
-                if not started:
-                    started = True
-                    task_status.started()
-                if gen == wl["restarts"]:
-                    await trio.sleep_forever()
-                # Most runs finish in about a virtual second: crash early enough to matter.
-                with trio.move_on_after(life_rng.pick([0.02, 0.1, 0.3, 1.0, 5.0]) * life_rng.between(0.5, 1.5)):
-                    await self.healed.wait()
-                if self.healed.is_set():
-                    await trio.sleep_forever()
-                # Crash: connections reset, the unsynced tail of the log lost.
+
+        async def start(gen: int, nursery: trio.Nursery) -> Any:
+            server = SegmentStoreServer(
+                config=ServerConfig(tail_wait=wl["tail_wait"]), log=self.log, now=lambda: int(trio.current_time() * 1000)
+            )
+            self.server = server
+            self.servers.append(server)
+            if gen == 0:
+                for s in range(wl["segments"]):
+                    server.store.create(segment_name(s))
+                server.store.mark_durable(self.log.sync())
+            else:
+                for s in range(wl["segments"]):
+                    self.check_segment(s)
+            listener = self.net.listen(ADDRESS)
+            await nursery.start(server.serve, [listener])
+
+            async def crash() -> None:
+                # Connections reset, the unsynced tail of the log lost.
                 self.counts["server_restarts"] += 1
                 self.trace.record(trio.current_time(), "server-crash", gen, self.log.written - self.log.durable)
                 self.net.reset_all(ADDRESS)
@@ -204,9 +195,18 @@ class _Run:
                     self.log = MemoryLog(bytes(self.log.data[: max(0, self.log.durable - 64)]))
                 else:
                     self.log = self.log.crashed()
-                nursery.cancel_scope.cancel()
-            with trio.move_on_after(life_rng.between(0.1, 3.0)):
-                await self.healed.wait()
+
+            return crash
+
+        await crash_restart_loop(
+            restarts=wl["restarts"],
+            rng=self.rng.child("server-life"),
+            healed=self.healed,
+            # Most runs finish in about a virtual second: crash early enough to matter.
+            crash_after=lambda r: r.pick([0.02, 0.1, 0.3, 1.0, 5.0]) * r.between(0.5, 1.5),
+            start=start,
+            task_status=task_status,
+        )
 
     # -- writers ------------------------------------------------------------------
     async def writer_task(self, w: int) -> None:
@@ -316,19 +316,17 @@ class _Run:
             for r in range(wl["readers"]):
                 for s in range(wl["segments"]):
                     nursery.start_soon(self.reader_task, r, s)
-            with trio.move_on_after(wl["safety_time"]):
+
+            async def done() -> None:
                 await self.writers_done.wait()
                 await self.all_read.wait()
-            self.net.heal()
-            self.healed.set()
-            self.trace.record(trio.current_time(), "healed")
-            with trio.move_on_after(wl["liveness_time"]) as scope:
-                await self.writers_done.wait()
-                await self.all_read.wait()
-            if scope.cancelled_caught:
+
+            converged = await safety_then_liveness(
+                self.net, self.healed, self.trace, safety_time=wl["safety_time"], liveness_time=wl["liveness_time"], done=done
+            )
+            if not converged:
                 outcome, violation = "liveness", "no-convergence"
                 detail = f"{wl['writers'] - self.done} writers unfinished, {self.readers_done} of {wl['readers'] * wl['segments']} readers done"
-            self.trace.record(trio.current_time(), "stop")
             nursery.cancel_scope.cancel()
         if outcome == "pass":
             for s in range(wl["segments"]):

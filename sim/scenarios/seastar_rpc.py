@@ -44,6 +44,7 @@ from refwire.seastar_rpc.connection import CallReceived, OversizedCall
 from refwire.seastar_rpc.server import SeastarServer, ServerConfig, demo_registry
 
 from ..faults import Faults
+from ..harness import safety_then_liveness
 from ..net import SimNet
 from ..rand import SimRandom
 from ..trace import Trace
@@ -103,9 +104,23 @@ class _Run:
         self.clients: list[SeastarClient] = []
         self.server: SeastarServer | None = None
         self.completions: dict[tuple[int, int], str] = {}
-        self.counts: dict[str, int] = {k: 0 for k in (
-            "events_total", "replies", "remote_errors", "timeouts", "conn_errors", "one_way", "sessions",
-            "streams_opened", "stream_echoes", "streams_abandoned", "late_checks", "connect_failures")}
+        self.counts: dict[str, int] = {
+            k: 0
+            for k in (
+                "events_total",
+                "replies",
+                "remote_errors",
+                "timeouts",
+                "conn_errors",
+                "one_way",
+                "sessions",
+                "streams_opened",
+                "stream_echoes",
+                "streams_abandoned",
+                "late_checks",
+                "connect_failures",
+            )
+        }
 
     def violate(self, kind: str, detail: str) -> None:
         if self.violation is None:
@@ -116,7 +131,9 @@ class _Run:
     def on_reply(self, conn_id: int, call: CallReceived | OversizedCall, now: float) -> None:
         self.counts["late_checks"] += 1
         if call.deadline is not None and now > call.deadline:
-            self.violate("late-reply", f"connection {conn_id:#x} msg {call.msg_id}: reply at {now:.6f} after deadline {call.deadline:.6f}")
+            self.violate(
+                "late-reply", f"connection {conn_id:#x} msg {call.msg_id}: reply at {now:.6f} after deadline {call.deadline:.6f}"
+            )
 
     async def orphan_watch(self) -> None:
         assert self.server is not None
@@ -128,7 +145,9 @@ class _Run:
                 if s.parent_id not in self.server._rpc:
                     first = seen.setdefault(sid, now)
                     if now - first > 1.0:
-                        self.violate("orphan-stream", f"stream {sid:#x} alive {now - first:.1f}s after its parent {s.parent_id:#x} closed")
+                        self.violate(
+                            "orphan-stream", f"stream {sid:#x} alive {now - first:.1f}s after its parent {s.parent_id:#x} closed"
+                        )
 
     # -- one call ------------------------------------------------------------------
     def _complete(self, key: tuple[int, int], outcome: str) -> None:
@@ -291,15 +310,21 @@ class _Run:
             nursery.start_soon(self.orphan_watch)
             for c in range(wl["clients"]):
                 nursery.start_soon(self.client_task, c)
-            with trio.move_on_after(wl["safety_time"]):
+
+            async def calls_completed() -> None:
                 while len(self.completions) < wl["clients"] * wl["calls"]:
                     await trio.sleep(0.5)
-            self.net.heal()
-            self.healed.set()
-            self.trace.record(trio.current_time(), "healed")
-            with trio.move_on_after(wl["liveness_time"]) as scope:
-                await self.all_done.wait()
-            if scope.cancelled_caught:
+
+            converged = await safety_then_liveness(
+                self.net,
+                self.healed,
+                self.trace,
+                safety_time=wl["safety_time"],
+                liveness_time=wl["liveness_time"],
+                done=self.all_done.wait,
+                safety_done=calls_completed,
+            )
+            if not converged:
                 outcome, violation = "liveness", "no-convergence"
                 missing = wl["clients"] * wl["calls"] - len(self.completions)
                 detail = f"clients {sorted(set(range(wl['clients'])) - self.done)} not done {wl['liveness_time']}s after healing; {missing} calls never completed"
@@ -323,8 +348,14 @@ class _Run:
         transitions = {f"server:{a}-{i}->{b}" for a, i, b in self.server.transitions_seen}
         for cl in self.clients:
             transitions |= {f"client:{a}-{i}->{b}" for a, i, b in cl.transitions_seen}
-        return ScenarioReport(outcome=outcome, violation=violation, detail=detail, sim_time=trio.current_time(),
-                              counts=counts, transitions=frozenset(transitions))
+        return ScenarioReport(
+            outcome=outcome,
+            violation=violation,
+            detail=detail,
+            sim_time=trio.current_time(),
+            counts=counts,
+            transitions=frozenset(transitions),
+        )
 
 
 SCENARIO = SeastarScenario()

@@ -33,6 +33,7 @@ import trio
 from refwire.tank import BrokerConfig, ClientConfig, ConnectionLost, Message, Storage, TankBroker, TankClient
 
 from ..faults import Faults
+from ..harness import crash_restart_loop, safety_then_liveness
 from ..net import SimNet
 from ..rand import SimRandom
 from ..trace import Trace
@@ -64,7 +65,15 @@ class TankScenario:
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
-        for key, small in (("partitions", 1), ("consumers", 1), ("restarts", 0), ("sparse", 0), ("compress", 0), ("min_bytes", 0), ("max_wait", 0.0)):
+        for key, small in (
+            ("partitions", 1),
+            ("consumers", 1),
+            ("restarts", 0),
+            ("sparse", 0),
+            ("compress", 0),
+            ("min_bytes", 0),
+            ("max_wait", 0.0),
+        ):
             if workload[key] != small:
                 yield key, small
         if workload["messages"] > 1:
@@ -90,8 +99,15 @@ class _Run:
         self.all_done = trio.Event()
         self.pending = 0
         self.topic_ready = trio.Event()
-        self.counts: dict[str, int] = {"events_total": 0, "deliveries": 0, "broker_restarts": 0, "uncertain_produces": 0,
-                                       "resends": 0, "consume_retries": 0, "long_poll_hits": 0}
+        self.counts: dict[str, int] = {
+            "events_total": 0,
+            "deliveries": 0,
+            "broker_restarts": 0,
+            "uncertain_produces": 0,
+            "resends": 0,
+            "consume_retries": 0,
+            "long_poll_hits": 0,
+        }
         # The plan: per partition, (seq, content) of every message, in order.
         self.plan: list[list[tuple[int, bytes]]] = []
         prng = rng.child("plan")
@@ -123,31 +139,29 @@ class _Run:
 
     # -- broker ----------------------------------------------------------------
     async def broker_life(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        life = self.rng.child("broker-life")
-        started = False
-        for gen in range(self.wl["restarts"] + 1):
-            async with trio.open_nursery() as nursery:
-                broker = TankBroker(self.storage, BrokerConfig())
-                self.brokers.append(broker)
-                listener = self.net.listen(ADDRESS)
-                await nursery.start(broker.serve, [listener])
-                if not started:
-                    started = True
-                    task_status.started()
-                if gen == self.wl["restarts"]:
-                    await trio.sleep_forever()
-                with trio.move_on_after(life.between(1.0, self.wl["safety_time"])):
-                    await self.healed.wait()
-                if self.healed.is_set():
-                    await trio.sleep_forever()
+        async def start(gen: int, nursery: trio.Nursery) -> Any:
+            broker = TankBroker(self.storage, BrokerConfig())
+            self.brokers.append(broker)
+            listener = self.net.listen(ADDRESS)
+            await nursery.start(broker.serve, [listener])
+
+            async def crash() -> None:
                 self.counts["broker_restarts"] += 1
                 self.trace.record(trio.current_time(), "broker-crash", gen)
                 self.net.reset_all(ADDRESS)
                 await listener.aclose()
                 await broker.shutdown(0)
-                nursery.cancel_scope.cancel()
-            with trio.move_on_after(life.between(0.1, 3.0)):
-                await self.healed.wait()
+
+            return crash
+
+        await crash_restart_loop(
+            restarts=self.wl["restarts"],
+            rng=self.rng.child("broker-life"),
+            healed=self.healed,
+            start=start,
+            crash_after=lambda r: r.between(1.0, self.wl["safety_time"]),
+            task_status=task_status,
+        )
 
     # -- producers -------------------------------------------------------------
     async def _hwmark(self, c: TankClient, p: int, rng: SimRandom) -> int:
@@ -217,7 +231,9 @@ class _Run:
         await self.topic_ready.wait()
         while idx < len(plan):
             try:
-                pd = await c.consume(TOPIC, p, seq, max_wait=self.wl["max_wait"], min_bytes=self.wl["min_bytes"], fetch_size=self.wl["fetch_size"])
+                pd = await c.consume(
+                    TOPIC, p, seq, max_wait=self.wl["max_wait"], min_bytes=self.wl["min_bytes"], fetch_size=self.wl["fetch_size"]
+                )
             except _LOST:
                 self.counts["consume_retries"] += 1
                 await self._backoff(rng)
@@ -229,7 +245,10 @@ class _Run:
             for m in msgs:
                 want = plan[idx] if idx < len(plan) else None
                 if want is None or (m.seq, m.content) != want:
-                    self.violate("seq", f"consumer {k} partition {p}: got seq {m.seq} {m.content[:12]!r}, expected {want and (want[0], want[1][:12])}")
+                    self.violate(
+                        "seq",
+                        f"consumer {k} partition {p}: got seq {m.seq} {m.content[:12]!r}, expected {want and (want[0], want[1][:12])}",
+                    )
                     return
                 if m.seq is not None and m.seq > pd.hwmark:
                     self.violate("hwmark", f"consumer {k} partition {p}: seq {m.seq} above hwmark {pd.hwmark}")
@@ -260,17 +279,17 @@ class _Run:
                 nursery.start_soon(self.producer, p)
             for k in range(wl["consumers"]):
                 nursery.start_soon(self.consumer_group, k)
-            with trio.move_on_after(wl["safety_time"]):
-                await self.all_done.wait()
-            self.net.heal()
-            self.healed.set()
-            self.trace.record(trio.current_time(), "healed")
-            with trio.move_on_after(wl["liveness_time"]) as scope:
-                await self.all_done.wait()
-            if scope.cancelled_caught and self.violation is None:
+            converged = await safety_then_liveness(
+                self.net,
+                self.healed,
+                self.trace,
+                safety_time=wl["safety_time"],
+                liveness_time=wl["liveness_time"],
+                done=self.all_done.wait,
+            )
+            if not converged and self.violation is None:
                 outcome, violation = "liveness", "no-convergence"
                 detail = f"{self.pending} producers/consumers unfinished {wl['liveness_time']}s after healing"
-            self.trace.record(trio.current_time(), "stop")
             nursery.cancel_scope.cancel()
         if self.violation is not None:
             outcome, (violation, detail) = "violation", self.violation
@@ -290,8 +309,14 @@ class _Run:
             transitions |= {f"client:{a}-{i}->{b}" for a, i, b in c.transitions_seen}
         for b in self.brokers:
             transitions |= {f"broker:{a}-{i}->{z}" for a, i, z in b.transitions_seen}
-        return ScenarioReport(outcome=outcome, violation=violation, detail=detail, sim_time=trio.current_time(),
-                              counts=counts, transitions=frozenset(transitions))
+        return ScenarioReport(
+            outcome=outcome,
+            violation=violation,
+            detail=detail,
+            sim_time=trio.current_time(),
+            counts=counts,
+            transitions=frozenset(transitions),
+        )
 
 
 SCENARIO = TankScenario()

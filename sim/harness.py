@@ -1,0 +1,72 @@
+"""What every scenario does the same way (research/sansio-sim.md §4.4):
+the safety phase then the liveness phase, and a server that crashes and
+restarts at seeded times until the network is healed."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from .net import SimNet
+from .rand import SimRandom
+from .trace import Trace
+
+__all__ = ["crash_restart_loop", "safety_then_liveness"]
+
+
+async def safety_then_liveness(
+    net: SimNet,
+    healed: trio.Event,
+    trace: Trace,
+    *,
+    safety_time: float,
+    liveness_time: float,
+    done: Callable[[], Awaitable[None]],
+    safety_done: Callable[[], Awaitable[None]] | None = None,
+) -> bool:
+    """Run the safety phase (faults on, up to ``safety_time``), heal the
+    network and set ``healed``, then the liveness phase: ``done()`` must
+    return within ``liveness_time``.  True if it did."""
+    with trio.move_on_after(safety_time):
+        await (safety_done or done)()
+    net.heal()
+    healed.set()
+    trace.record(trio.current_time(), "healed")
+    with trio.move_on_after(liveness_time) as scope:
+        await done()
+    trace.record(trio.current_time(), "stop")
+    return not scope.cancelled_caught
+
+
+async def crash_restart_loop(
+    *,
+    restarts: int,
+    rng: SimRandom,
+    healed: trio.Event,
+    start: Callable[[int, trio.Nursery], Awaitable[Callable[[], Awaitable[None]]]],
+    crash_after: Callable[[SimRandom], float],
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Generation after generation: ``start(gen, nursery)`` starts a server
+    and returns its crash action; the server runs ``crash_after(rng)`` virtual
+    seconds (or until healed, when it stays up for good), crashes, and comes
+    back after a seeded pause.  The last generation never crashes.
+    ``task_status.started()`` once the first server is up."""
+    started = False
+    for gen in range(restarts + 1):
+        async with trio.open_nursery() as nursery:
+            crash = await start(gen, nursery)
+            if not started:
+                started = True
+                task_status.started()
+            if gen == restarts:
+                await trio.sleep_forever()
+            with trio.move_on_after(crash_after(rng)):
+                await healed.wait()
+            if healed.is_set():
+                await trio.sleep_forever()
+            await crash()
+            nursery.cancel_scope.cancel()
+        with trio.move_on_after(rng.between(0.1, 3.0)):
+            await healed.wait()
