@@ -147,3 +147,62 @@ def test_pylogbeat_session_through_the_tap_has_no_violations(spark: Any, tmp_pat
     assert types == {"W": 3, "C": 3, "J": 250, "A": 3}
     acks = sorted(r["seq"] for r in frames.where("type = 'A'").collect())
     assert acks == [100, 200, 250]
+
+
+def _merge_captures(parts: dict[str, Path], dest: Path) -> None:
+    """One capture directory holding several recordings, connections renamed ``<prefix>-connNNNNN``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for prefix, src in parts.items():
+        for f in src.iterdir():
+            (dest / f"{prefix}-{f.name}").write_bytes(f.read_bytes())
+
+
+def test_analyze_a_capture_mixing_protocols(spark: Any, tmp_path: Path) -> None:
+    import struct
+
+    from pipeline_sessions import record_pravega, record_seastar, record_tank
+
+    from refwire.pipeline.rules import check_rows
+
+    async def record_all() -> None:
+        await record_pravega(tmp_path / "p")
+        await record_tank(tmp_path / "t")
+        await record_seastar(tmp_path / "s", compressors=("LZ4",))
+        await record_seastar(tmp_path / "s0", compressors=())
+
+    trio.run(record_all)
+    cap = tmp_path / "cap"
+    _merge_captures({"pravega": tmp_path / "p", "tank": tmp_path / "t", "seastar": tmp_path / "s", "seastar0": tmp_path / "s0"}, cap)
+    rows = list(decode_capture(None, cap))
+    # Break one connection per protocol: a SegmentRead offset, a consume response's request id,
+    # an uncompressed Seastar response's msg id, and trailing garbage on the compressed one.
+    read = next(r for r in rows if r["type"] == "SegmentRead")
+    cons = next(r for r in rows if r["conn"].startswith("tank") and r["direction"] == "s2c" and r["type"] == "Consume")
+    resp = next(r for r in rows if r["conn"].startswith("seastar0") and r["type"] == "response")
+    edits = {
+        read["conn"] + ".s2c": lambda b: struct.pack_into(">q", b, read["offset"] + 10 + len(read["name"].encode()), 12345),
+        cons["conn"] + ".s2c": lambda b: struct.pack_into("<I", b, cons["offset"] + 9, 9999),
+        resp["conn"] + ".s2c": lambda b: struct.pack_into("<q", b, resp["offset"], 777),
+        "seastar-conn00001.c2s": lambda b: b.extend(b"\x00garbage"),
+    }
+    for name, edit in edits.items():
+        data = bytearray((cap / name).read_bytes())
+        edit(data)
+        (cap / name).write_bytes(bytes(data))
+
+    res = analyze(spark, cap, tmp_path / "out")
+    assert res.protocol == "pravega,seastar-rpc,tank" and res.connections == 6 and res.errors == 1
+    v = spark.read.parquet(res.violations_path).collect()
+    got = sorted((r["rule"], r["protocol"], r["conn"], r["direction"], r["frame_no"], r["offset"]) for r in v)
+    assert {(g[0], g[2]) for g in got} == {
+        ("PR-READ-OFFSET-ECHOED", read["conn"]),
+        ("TK-RESPONSE-MATCHES-REQUEST", cons["conn"]),
+        ("SS-RESPONSE-MATCHES-REQUEST", resp["conn"]),
+        ("SS-DECODES", "seastar-conn00001"),
+    }
+    # The pure twins give the same violations table.
+    pure = check_rows(decode_capture(None, cap))
+    assert got == sorted((p["rule"], p["protocol"], p["conn"], p["direction"], p["frame_no"], p["offset"]) for p in pure)
+    frames = spark.read.parquet(res.frames_path)
+    assert {r["protocol"] for r in frames.select("protocol").distinct().collect()} == {"pravega", "tank", "seastar-rpc"}
+    assert frames.where("parent_offset IS NOT NULL AND protocol = 'seastar-rpc'").count() > 0

@@ -33,13 +33,16 @@ from .decoders import FrameRow, decode_stream
 __all__ = [
     "Stream",
     "TcpConnection",
+    "connection_protocols",
     "decode_capture",
     "frame_dict",
     "is_pcap",
     "list_streams",
+    "peer_path",
     "plan_partitions",
     "read_chunks",
     "read_pcap",
+    "sniff_protocol",
     "write_capture",
 ]
 
@@ -174,20 +177,89 @@ def frame_dict(protocol: str, stream: Stream, row: FrameRow, offsets: list[int],
     }
 
 
+def peer_path(stream: Stream) -> Path | None:
+    """The file holding the other direction of ``stream``'s connection, if it exists:
+    ``<conn>.s2c`` for ``<conn>.c2s`` (and back), or the tcpflow file with the
+    endpoints swapped."""
+    p = Path(stream.path)
+    m = _CONN_FILE.match(p.name)
+    if m is not None:
+        other = p.with_name(f"{m['conn']}.{'s2c' if m['dir'] == 'c2s' else 'c2s'}")
+    else:
+        t = _TCPFLOW.match(p.name)
+        if t is None:
+            return None
+        other = p.with_name(f"{t['b']}.{t['bp']}-{t['a']}.{t['ap']}{t['tag'] or ''}")
+    return other if other.is_file() else None
+
+
 def decode_stream_file(protocol: str, stream: Stream, chunk_size: int = CHUNK) -> Iterator[dict[str, Any]]:
-    """Frames-table rows of one stream file, read chunk by chunk."""
+    """Frames-table rows of one stream file, read chunk by chunk.  The other
+    direction of the connection (:func:`peer_path`) is handed to the decoder
+    for the protocols whose framing depends on it (Seastar RPC, TANK)."""
     offsets, times = _times(stream.meta_path, stream.direction)
     parents: dict[int, int] = {}
-    for row in decode_stream(protocol, read_chunks(stream.path, chunk_size), stream.direction):
+    other = peer_path(stream)
+    peer = None if other is None else (lambda: read_chunks(other, chunk_size))
+    for row in decode_stream(protocol, read_chunks(stream.path, chunk_size), stream.direction, peer):
         if row.parent_offset is None and row.type != "error":
             parents[row.offset] = row.offset + row.size
         yield frame_dict(protocol, stream, row, offsets, times, parents.get(row.parent_offset) if row.parent_offset is not None else None)
 
 
-def decode_capture(protocol: str, path: str | Path, *, server_ports: Iterable[int] = ()) -> Iterator[dict[str, Any]]:
-    """Every frames-table row of a capture (a plain loop; Spark uses the data source)."""
+SNIFF_BYTES = 64 * 1024
+
+
+def sniff_score(protocol: str, stream: Stream) -> int:
+    """Frames ``protocol``'s decoder gets from the head of ``stream`` before an
+    error; -1 when the very first bytes do not decode."""
+    head = next(iter(read_chunks(stream.path, SNIFF_BYTES)), b"")
+    other = peer_path(stream)
+    peer_head = None if other is None else next(iter(read_chunks(other, SNIFF_BYTES)), b"")
+    rows = list(decode_stream(protocol, [head], stream.direction, None if peer_head is None else (lambda: [peer_head])))
+    if any(r.type == "error" and r.offset < 16 and r.parent_offset is None for r in rows):
+        return -1
+    return sum(r.type != "error" for r in rows)
+
+
+def sniff_protocol(streams: Iterable[Stream]) -> str | None:
+    """The registered decoder that decodes the most frames from the heads of
+    ``streams`` (ties: alphabetical); None when none decodes anything."""
+    from .decoders import DECODERS
+
+    chosen = [s for s in streams if s.size][:8]
+    best, best_score = None, 0
+    for proto in sorted(DECODERS):
+        score = 0
+        for s in chosen:
+            score += max(sniff_score(proto, s), 0)
+        if score > best_score:
+            best, best_score = proto, score
+    return best
+
+
+def connection_protocols(path: str | Path, *, server_ports: Iterable[int] = ()) -> dict[str, str | None]:
+    """conn -> the protocol its client stream (else its server stream) decodes as."""
+    by_conn: dict[str, list[Stream]] = {}
+    for s in list_streams(path, server_ports=server_ports):
+        by_conn.setdefault(s.conn, []).append(s)
+    out: dict[str, str | None] = {}
+    for conn, streams in by_conn.items():
+        c2s = [s for s in streams if s.direction == "c2s" and s.size]
+        out[conn] = sniff_protocol(c2s or streams)
+    return out
+
+
+def decode_capture(protocol: str | None, path: str | Path, *, server_ports: Iterable[int] = ()) -> Iterator[dict[str, Any]]:
+    """Every frames-table row of a capture (a plain loop; Spark uses the data source).
+    ``protocol`` None (or ``"auto"``) guesses it per connection, so one capture may
+    hold several protocols; a connection nothing recognises is skipped."""
+    auto = protocol in (None, "auto")
+    protos = connection_protocols(path, server_ports=server_ports) if auto else {}
     for stream in list_streams(path, server_ports=server_ports):
-        yield from decode_stream_file(protocol, stream)
+        proto = protos.get(stream.conn) if auto else protocol
+        if proto is not None:
+            yield from decode_stream_file(proto, stream)
 
 
 # --------------------------------------------------------------------------- pcap

@@ -245,7 +245,7 @@ async def _set_after(tap: Any, n: int, done: trio.Event) -> None:
 def _decode(args: argparse.Namespace) -> int:
     import tempfile
 
-    from .capture import decode_stream_file, is_pcap, list_streams, read_pcap, write_capture
+    from .capture import connection_protocols, decode_stream_file, is_pcap, list_streams, read_pcap, write_capture
     from .decoders import DECODERS
     from .spark_capture import guess_protocol
 
@@ -260,10 +260,17 @@ def _decode(args: argparse.Namespace) -> int:
                 write_capture(read_pcap(raw, server_ports=args.server_port), p)
             try:
                 streams = list_streams(p, server_ports=args.server_port)
-                proto = args.protocol or guess_protocol(p, server_ports=args.server_port)
+                guessed = {} if args.protocol else connection_protocols(p, server_ports=args.server_port)
+                if not args.protocol and not any(guessed.values()):
+                    guess_protocol(p, server_ports=args.server_port)  # raises the "no decoder recognises" error
             except (ValueError, FileNotFoundError) as exc:
                 raise UsageError(str(exc)) from None
             for s in streams:
+                proto = args.protocol or guessed.get(s.conn)
+                if proto is None:
+                    print(f"== {raw}: {s.conn} {s.direction} ({s.size} bytes): no decoder recognises this connection")
+                    errors += 1
+                    continue
                 if not args.json:
                     print(f"== {raw}: {s.conn} {s.direction} ({s.size} bytes, {proto})")
                 for n, row in enumerate(decode_stream_file(proto, s)):

@@ -8,7 +8,8 @@ stream decoder never starts mid-stream), balanced by bytes.  ``read()`` streams
 each file in chunks (``chunkSize``), so a huge connection never sits in memory.
 
 Options (strings): ``path`` (or ``load(path)``), ``protocol`` (default
-``lumberjack``), ``partitions`` (default: about 32 MiB of capture per
+``lumberjack``; ``auto`` guesses it per connection, so one capture may mix
+protocols), ``partitions`` (default: about 32 MiB of capture per
 partition, at least one per core up to the number of connections),
 ``chunkSize`` (bytes, default 1 MiB), ``serverPorts`` (comma-separated, for
 tcpflow directories).
@@ -70,9 +71,20 @@ class CaptureReader(DataSourceReader):
 
         names = [c for c, _ in cols]
         assert isinstance(partition, CapturePartition)
-        for conn, direction, path, size, meta in partition.streams:
-            stream = Stream(conn, direction, path, size, meta)
-            for row in decode_stream_file(self.protocol, stream, self.chunk_size):
+        streams = [Stream(conn, direction, path, size, meta) for conn, direction, path, size, meta in partition.streams]
+        protos: dict[str, str | None] = {}
+        if self.protocol == "auto":  # one guess per connection (both directions are in this partition)
+            from refwire.pipeline.capture import sniff_protocol
+
+            by_conn: dict[str, list[Stream]] = {}
+            for s in streams:
+                by_conn.setdefault(s.conn, []).append(s)
+            protos = {c: sniff_protocol([s for s in ss if s.direction == "c2s" and s.size] or ss) for c, ss in by_conn.items()}
+        for stream in streams:
+            proto = protos.get(stream.conn) if self.protocol == "auto" else self.protocol
+            if proto is None:
+                continue
+            for row in decode_stream_file(proto, stream, self.chunk_size):
                 yield tuple(row[c] for c in names)
 
 

@@ -14,16 +14,25 @@ frame's offset and ``offset`` counted inside the inflated bytes).  After an
 error in the outer stream decoding stops (the framing is lost); an error
 inside a compressed frame's payload is a row, and decoding goes on after it.
 
-Adding a protocol: write ``def _decode_x(chunks, direction)`` and add it to
-:data:`DECODERS` (``key fields``: put the sequence number / request id in
-``seq``, a window or batch size in ``count``, a stream / topic / verb name in
-``name``; everything in ``fields_json``).
+Adding a protocol: write ``def _decode_x(chunks, direction, peer=None)`` and
+add it to :data:`DECODERS` (``key fields``: put the sequence number / request
+id in ``seq``, a window or batch size in ``count``, a stream / topic / verb
+name in ``name``; everything in ``fields_json``).
+
+``peer`` is the other direction of the same connection, as a function that
+reads it again from the start (``None`` when the capture lacks it).  A
+decoder whose framing depends on what the peer said uses it the way the real
+endpoint does: Seastar RPC reads the peer's negotiation frame (it fixes the
+frame layout and the compressor of both directions), and TANK decodes the
+server direction with the client's requests in hand (a produce response is
+decoded against its request's partitions, a consume chunk from the requested
+sequence number).  The other protocols ignore it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import orjson
@@ -31,7 +40,7 @@ import orjson
 from ..errors import ProtocolError
 from .schema import Columns
 
-__all__ = ["DECODERS", "FRAME_COLUMNS", "Decoder", "FrameRow", "decode_bytes", "decode_stream"]
+__all__ = ["DECODERS", "FRAME_COLUMNS", "Decoder", "FrameRow", "Peer", "decode_bytes", "decode_stream", "error_row", "json_value"]
 
 
 @attrs.frozen
@@ -68,8 +77,14 @@ FRAME_COLUMNS: Columns = (
     ("ts", "double"),
 )
 
-#: ``decode(chunks, direction)`` -> rows; direction is "c2s" or "s2c".
-Decoder = Callable[[Iterable[bytes], str], Iterator[FrameRow]]
+#: Reads one direction of a connection again, from its first byte.
+Peer = Callable[[], Iterable[bytes]]
+
+
+class Decoder(Protocol):
+    """``decode(chunks, direction, peer)`` -> rows; direction is "c2s" or "s2c"."""
+
+    def __call__(self, chunks: Iterable[bytes], direction: str, peer: Peer | None = None, /) -> Iterator[FrameRow]: ...
 
 
 def _error_row(frame_no: int, exc: ProtocolError, fallback_offset: int, parent: int | None) -> FrameRow:
@@ -130,7 +145,7 @@ def _lumberjack_rows(frames: list[Any], base: int, frame_no: int, parent: int | 
         offset += size
 
 
-def _decode_lumberjack(chunks: Iterable[bytes], direction: str) -> Iterator[FrameRow]:
+def _decode_lumberjack(chunks: Iterable[bytes], direction: str, peer: Peer | None = None) -> Iterator[FrameRow]:
     """Lumberjack v1/v2 (specs/lumberjack/README.md §2) on :class:`refwire.lumberjack.FrameDecoder`.
 
     Key fields: ``seq`` (J/D/A), ``count`` (W: window size; C: inner frames; D: pairs)."""
@@ -160,21 +175,66 @@ def _decode_lumberjack(chunks: Iterable[bytes], direction: str) -> Iterator[Fram
         yield _error_row(frame_no, exc, dec.offset, None)
 
 
-#: protocol -> decoder.  The lead adds TANK, Seastar RPC and Pravega as their decoders land.
+def _decode_pravega(chunks: Iterable[bytes], direction: str, peer: Peer | None = None) -> Iterator[FrameRow]:
+    from .decode_pravega import decode
+
+    return decode(chunks, direction, peer)
+
+
+def _decode_tank(chunks: Iterable[bytes], direction: str, peer: Peer | None = None) -> Iterator[FrameRow]:
+    from .decode_tank import decode
+
+    return decode(chunks, direction, peer)
+
+
+def _decode_seastar(chunks: Iterable[bytes], direction: str, peer: Peer | None = None) -> Iterator[FrameRow]:
+    from .decode_seastar import decode
+
+    return decode(chunks, direction, peer)
+
+
+#: protocol -> decoder (the protocol modules are imported on first use).
 DECODERS: dict[str, Decoder] = {
     "lumberjack": _decode_lumberjack,
+    "pravega": _decode_pravega,
+    "tank": _decode_tank,
+    "seastar-rpc": _decode_seastar,
 }
 
 
-def decode_stream(protocol: str, chunks: Iterable[bytes], direction: str) -> Iterator[FrameRow]:
-    """Decode one direction of one connection with ``protocol``'s decoder."""
+def decode_stream(protocol: str, chunks: Iterable[bytes], direction: str, peer: Peer | None = None) -> Iterator[FrameRow]:
+    """Decode one direction of one connection with ``protocol``'s decoder
+    (``peer``: the other direction, for protocols that need it)."""
     try:
         decoder = DECODERS[protocol]
     except KeyError:
         raise ValueError(f"no capture decoder for {protocol!r}; known: {', '.join(sorted(DECODERS))}") from None
-    return decoder(chunks, direction)
+    return decoder(chunks, direction, peer)
 
 
-def decode_bytes(protocol: str, data: bytes, direction: str = "c2s") -> list[FrameRow]:
-    """Decode a whole stream held in memory (tests, small files)."""
-    return list(decode_stream(protocol, [data], direction))
+def decode_bytes(protocol: str, data: bytes, direction: str = "c2s", peer: bytes | None = None) -> list[FrameRow]:
+    """Decode a whole stream held in memory (tests, small files); ``peer`` is the
+    other direction's bytes, when the protocol needs them."""
+    return list(decode_stream(protocol, [data], direction, None if peer is None else (lambda: [peer])))
+
+
+def json_value(v: Any) -> Any:
+    """A field value as JSON: bytes become their length, UUIDs and enums strings."""
+    if isinstance(v, bytes | bytearray | memoryview):
+        return {"len": len(v)}
+    if isinstance(v, bool | int | float | str) or v is None:
+        return v
+    if isinstance(v, tuple | list):
+        return [json_value(x) for x in v]
+    if attrs.has(type(v)):
+        return {a.name: json_value(getattr(v, a.name)) for a in attrs.fields(type(v))}
+    return str(getattr(v, "value", v))
+
+
+def dumps(obj: Any) -> str:
+    return orjson.dumps(obj).decode()
+
+
+def error_row(frame_no: int, exc: ProtocolError, fallback_offset: int, parent: int | None) -> FrameRow:
+    """The row of a protocol error (shared by the protocol decoders)."""
+    return _error_row(frame_no, exc, fallback_offset, parent)

@@ -35,10 +35,12 @@ class Transition:
         return f"{self.machine}:{self.source}-{self.input}->{self.target}"
 
 
-def _from_table(machine: str, table: Mapping[Any, Iterable[Any]]) -> list[Transition]:
+def _from_table(machine: str, table: Mapping[Any, Any]) -> list[Transition]:
+    """Walk a ``(state, input) -> target`` table; a target may be one state or a set of them."""
     out = []
     for (state, inp), targets in table.items():
-        for t in targets:
+        many: Iterable[Any] = targets if isinstance(targets, frozenset | set | tuple | list) else (targets,)
+        for t in many:
             out.append(Transition(machine, str(getattr(state, "value", state)), inp, str(getattr(t, "value", t))))
     return out
 
@@ -49,9 +51,31 @@ def _lumberjack() -> list[Transition]:
     return _from_table("client", CLIENT_TRANSITIONS) + _from_table("server", SERVER_TRANSITIONS)
 
 
-#: protocol -> its machines' whole transition tables.
+def _pravega() -> list[Transition]:
+    from refwire.pravega.connection import CLIENT_TRANSITIONS, SERVER_TRANSITIONS
+
+    return _from_table("client", CLIENT_TRANSITIONS) + _from_table("server", SERVER_TRANSITIONS)
+
+
+def _tank() -> list[Transition]:
+    from refwire.tank.connection import BROKER_TRANSITIONS, CLIENT_TRANSITIONS
+
+    return _from_table("client", CLIENT_TRANSITIONS) + _from_table("broker", BROKER_TRANSITIONS)
+
+
+def _seastar_rpc() -> list[Transition]:
+    from refwire.seastar_rpc.connection import CLIENT_TRANSITIONS, SERVER_TRANSITIONS
+
+    return _from_table("client", CLIENT_TRANSITIONS) + _from_table("server", SERVER_TRANSITIONS)
+
+
+#: protocol -> its machines' whole transition tables.  The machine names are the
+#: ones the scenarios put in front of the transitions they saw (sim/scenarios/*.py).
 CATALOGS: dict[str, Callable[[], list[Transition]]] = {
     "lumberjack": _lumberjack,
+    "pravega": _pravega,
+    "tank": _tank,
+    "seastar-rpc": _seastar_rpc,
 }
 
 

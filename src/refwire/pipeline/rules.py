@@ -6,6 +6,12 @@ saying what it checks, and a query from the frames table
 (``conn, direction, frame_no, offset, detail``); :func:`run_rules` adds the
 rule id and protocol and unions them into the violations table.
 
+Every rule may also carry ``check``, a pure-Python twin over one connection's
+rows, so captures can be checked without Spark (:func:`check_rows`); rules
+that walk a connection in order run that same function on Spark through
+:func:`per_connection`.  Pravega, TANK and Seastar RPC rules are in
+``rules_pravega.py``, ``rules_tank.py`` and ``rules_seastar.py``.
+
 Lumberjack (specs/lumberjack/README.md §2-3):
 
 * ``LJ-DECODES`` -- every byte decodes (a bad byte, a bad zlib stream, or a
@@ -23,14 +29,13 @@ Lumberjack (specs/lumberjack/README.md §2-3):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import attrs
-
+from .rulekit import Check, Found, Rule, check_decodes, per_connection
 from .schema import Columns
 
-__all__ = ["RULES", "VIOLATION_COLUMNS", "Rule", "check_acks", "rules_for", "run_rules"]
+__all__ = ["RULES", "VIOLATION_COLUMNS", "Check", "Found", "Rule", "check_acks", "check_rows", "per_connection", "rules_for", "run_rules"]
 
 VIOLATION_COLUMNS: Columns = (
     ("rule", "string"),
@@ -45,12 +50,21 @@ VIOLATION_COLUMNS: Columns = (
 MAX_U32 = 0xFFFFFFFF
 
 
-@attrs.frozen
-class Rule:
-    id: str
-    protocol: str
-    description: str
-    query: Callable[[Any], Any]  #: frames DataFrame (one protocol) -> conn, direction, frame_no, offset, detail
+def check_rows(rows: Iterable[Mapping[str, Any]], protocol: str | None = None) -> list[dict[str, Any]]:
+    """The violations table computed in plain Python: every rule with a pure twin,
+    over each connection's rows (``protocol`` None: each row's own protocol)."""
+    by_conn: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        by_conn.setdefault((protocol or r["protocol"], r["conn"]), []).append(r)
+    out: list[dict[str, Any]] = []
+    for (proto, conn), conn_rows in sorted(by_conn.items()):
+        conn_rows = [r for r in conn_rows if r.get("protocol", proto) == proto]
+        for rule in rules_for(proto):
+            if rule.check is None:
+                continue
+            for direction, frame_no, offset, detail in rule.check(conn_rows):
+                out.append({"rule": rule.id, "protocol": proto, "conn": conn, "direction": direction, "frame_no": frame_no, "offset": offset, "detail": detail})
+    return out
 
 
 def _next_seq(seq: int) -> int:
@@ -195,12 +209,19 @@ def _lj_acks(frames: Any) -> Any:
 #: Every rule, by protocol.  Adding a protocol's rules is adding its list here.
 RULES: dict[str, list[Rule]] = {
     "lumberjack": [
-        Rule("LJ-DECODES", "lumberjack", "every byte of both directions decodes", _lj_decodes),
+        Rule("LJ-DECODES", "lumberjack", "every byte of both directions decodes", _lj_decodes, check_decodes),
         Rule("LJ-SEQ-CONTIGUOUS", "lumberjack", "data frame seqs are consecutive (mod 2**32, skipping 0)", _lj_seq_contiguous),
         Rule("LJ-WINDOW-COUNT", "lumberjack", "each W n is followed by exactly n data frames", _lj_window_count),
         Rule("LJ-ACK-MATCHES-WINDOW", "lumberjack", "acks close the windows in order, with each window's last seq", _lj_acks),
     ],
 }
+
+# The other protocols' rules live beside their checks (imported after Rule and the helpers exist).
+from .rules_pravega import PRAVEGA_RULES  # noqa: E402
+from .rules_seastar import SEASTAR_RULES  # noqa: E402
+from .rules_tank import TANK_RULES  # noqa: E402
+
+RULES.update({"pravega": PRAVEGA_RULES, "tank": TANK_RULES, "seastar-rpc": SEASTAR_RULES})
 
 
 def rules_for(protocol: str) -> list[Rule]:

@@ -2,7 +2,9 @@
 
 research/pyspark.md §6(b).  The input may be a capture directory, a tcpflow
 directory, or a pcap/pcapng file (reassembled with dpkt into a capture
-directory under ``OUT/capture`` first).  Output: ``OUT/frames`` (Parquet,
+directory under ``OUT/capture`` first), and may mix protocols: without
+``protocol`` each connection's protocol is guessed from its first bytes, and
+every protocol found has its rules run.  Output: ``OUT/frames`` (Parquet,
 partitioned by protocol) and ``OUT/violations`` (Parquet).
 """
 
@@ -14,32 +16,28 @@ from typing import Any
 
 import attrs
 
-from .capture import is_pcap, list_streams, read_chunks, read_pcap, write_capture
-from .decoders import DECODERS, decode_stream
+from .capture import connection_protocols, is_pcap, list_streams, read_pcap, sniff_protocol, write_capture
+from .decoders import DECODERS
 
-__all__ = ["AnalyzeResult", "analyze", "guess_protocol", "prepare_input"]
-
-SNIFF_BYTES = 64 * 1024
+__all__ = ["AnalyzeResult", "analyze", "guess_protocol", "guess_protocols", "prepare_input"]
 
 
 def guess_protocol(path: str | Path, *, server_ports: Iterable[int] = ()) -> str:
     """The registered decoder that decodes the most frames from the start of the
     capture's client streams before any error (ties: alphabetical)."""
     streams = [s for s in list_streams(path, server_ports=server_ports) if s.direction == "c2s" and s.size][:8]
-    best, best_score = "", -1
-    for proto in sorted(DECODERS):
-        score = 0
-        for s in streams:
-            head = next(iter(read_chunks(s.path, SNIFF_BYTES)), b"")
-            rows = list(decode_stream(proto, [head], "c2s"))
-            good = [r for r in rows if r.type != "error"]
-            bad_at_start = any(r.type == "error" and r.offset < 16 for r in rows)
-            score += 0 if bad_at_start else len(good)
-        if score > best_score:
-            best, best_score = proto, score
-    if best_score <= 0:
+    best = sniff_protocol(streams)
+    if best is None:
         raise ValueError(f"{path}: no registered decoder ({', '.join(sorted(DECODERS))}) recognises these streams; pass --protocol")
     return best
+
+
+def guess_protocols(path: str | Path, *, server_ports: Iterable[int] = ()) -> list[str]:
+    """Every protocol the capture's connections decode as (one guess per connection)."""
+    found = sorted({p for p in connection_protocols(path, server_ports=server_ports).values() if p is not None})
+    if not found:
+        raise ValueError(f"{path}: no registered decoder ({', '.join(sorted(DECODERS))}) recognises these streams; pass --protocol")
+    return found
 
 
 def prepare_input(path: str | Path, out: str | Path, *, server_ports: Iterable[int] = ()) -> Path:
@@ -82,9 +80,9 @@ def analyze(
 
     ports = list(server_ports)
     src = prepare_input(path, out, server_ports=ports)
-    proto = protocol or guess_protocol(src, server_ports=ports)
+    protos = [protocol] if protocol else guess_protocols(src, server_ports=ports)
     register(spark)
-    reader = spark.read.format("refwire-capture").option("protocol", proto)
+    reader = spark.read.format("refwire-capture").option("protocol", protos[0] if len(protos) == 1 else "auto")
     if ports:
         reader = reader.option("serverPorts", ",".join(map(str, ports)))
     if partitions:
@@ -92,8 +90,10 @@ def analyze(
     frames_path = str(Path(out) / "frames")
     violations_path = str(Path(out) / "violations")
     reader.load(str(src)).write.mode("overwrite").partitionBy("protocol").parquet(frames_path)
-    frames = spark.read.parquet(frames_path).where(F.col("protocol") == proto)
-    violations = run_rules(frames, proto)
+    frames = spark.read.parquet(frames_path).where(F.col("protocol").isin(*protos))
+    violations = run_rules(frames, protos[0])
+    for proto in protos[1:]:
+        violations = violations.unionByName(run_rules(frames, proto))
     violations.coalesce(1).write.mode("overwrite").parquet(violations_path)
     v = spark.read.parquet(violations_path)
     stats = frames.agg(F.count("*").alias("n"), F.countDistinct("conn").alias("c"), F.sum((F.col("type") == "error").cast("int")).alias("e")).first()
@@ -108,12 +108,12 @@ def analyze(
         .collect()
     )
     return AnalyzeResult(
-        protocol=proto,
+        protocol=",".join(protos),
         frames_path=frames_path,
         violations_path=violations_path,
         frames=int(stats["n"] or 0),
         connections=int(stats["c"] or 0),
         errors=int(stats["e"] or 0),
         violations=[r.asDict() for r in per_rule],
-        rules=[r.id for r in rules_for(proto)],
+        rules=[r.id for proto in protos for r in rules_for(proto)],
     )

@@ -1,0 +1,228 @@
+"""TANK capture decoder (specs/tank/README.md §2-§5) on refwire's own TANK codec.
+
+Frames are ``msgId:u8 payloadLen:u32le payload`` (:class:`refwire.tank.frames.FrameDecoder`);
+requests decode with :func:`~refwire.tank.frames.decode_request`, responses with
+:func:`~refwire.tank.responses.decode_response`.  A response cannot be decoded
+alone (spec §8.16: "responses must be matched by request id"): a produce
+response is a list of error bytes laid out after its request's partitions, and
+a consume chunk is walked from the sequence number the request asked for
+(§5).  So the server direction is decoded as the real client does, with the
+client direction's requests in hand: the ``peer`` stream is decoded first and
+its requests remembered by request id (a capture without the client direction
+still decodes, with produce responses left as raw error bytes).
+
+Rows: ``type`` = the message name (``Ping``, ``Produce``, ``Consume`` ...; a
+``ProduceWithSeqnum`` request is answered by a ``Produce``), ``seq`` = the
+request id, ``name`` = the first topic, ``count`` = partitions in the frame
+(messages delivered, for a consume response).  ``fields_json``: ``msg_id``,
+``request_id``, and per partition ``topic``, ``partition``, ``error``, and the
+sequence numbers: a produce request's bundle ``count`` / ``first_seq`` /
+``last_seq`` (sparse) / ``base_seq`` (0x05); a consume request's ``seq`` and
+``fetch_size``; a consume response's ``base_seq``, ``hwmark``,
+``requested_seq``, ``first_seq``, ``last_seq`` and ``messages`` delivered.
+Bundles are not frames: they are summarised in their frame's row, and a bundle
+that does not decode is an error row (``parent_offset`` = its frame) after
+which decoding goes on.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ..errors import ProtocolError
+from .decoders import FrameRow, Peer, dumps, error_row, json_value
+
+__all__ = ["RequestContext", "decode", "requests_of"]
+
+#: request id -> [(msg id, layout or consume wants), ...] in the order sent.
+RequestContext = dict[int, list[tuple[int, Any]]]
+
+
+def _frames(chunks: Iterable[bytes], accept: frozenset[int]) -> Iterator[tuple[int, bytes, int, int] | ProtocolError]:
+    """``(msg_id, payload, offset, size)`` per frame, then an error if any (and stop)."""
+    from refwire.tank.frames import FrameDecoder
+
+    dec = FrameDecoder(accept)
+    for chunk in chunks:
+        dec.feed(chunk)
+        while True:
+            try:
+                got = dec.next_frame()
+            except ProtocolError as exc:
+                yield exc
+                return
+            if got is None:
+                break
+            msg_id, payload, off = got
+            yield msg_id, payload, off, 5 + len(payload)
+    if not dec.at_boundary:
+        yield ProtocolError(
+            f"{len(dec.buffer)} bytes of an incomplete frame at the end of the stream",
+            protocol="tank", field="(end)", offset=dec.buffer.consumed,
+        )
+
+
+def _bundle_summary(bundle: bytes, base: int) -> dict[str, Any]:
+    from refwire.tank.bundles import parse_bundle_header
+
+    h = parse_bundle_header(bundle, base=base)
+    out: dict[str, Any] = {"bundle_len": len(bundle), "count": h.count, "compressed": h.codec != 0}
+    if h.sparse:
+        out["first_seq"], out["last_seq"] = h.first_seq, h.last_seq
+    return out
+
+
+def requests_of(chunks: Iterable[bytes]) -> RequestContext:
+    """The client direction's requests by request id (what a client remembers)."""
+    from refwire.tank.frames import (
+        CONSUME,
+        PRODUCE,
+        PRODUCE_WITH_SEQNUM,
+        REQUEST_IDS,
+        ConsumeRequest,
+        ProduceRequest,
+        decode_request,
+    )
+
+    ctx: RequestContext = {}
+    for item in _frames(chunks, REQUEST_IDS):
+        if isinstance(item, ProtocolError):
+            break
+        msg_id, payload, off, _ = item
+        try:
+            req = decode_request(msg_id, payload, offset=off + 5)
+        except ProtocolError:
+            break
+        rid = getattr(req, "request_id", None)
+        if rid is None:
+            continue
+        if isinstance(req, ProduceRequest) and msg_id in (PRODUCE, PRODUCE_WITH_SEQNUM):
+            ctx.setdefault(rid, []).append((msg_id, req.layout()))
+        elif isinstance(req, ConsumeRequest) and msg_id == CONSUME:
+            ctx.setdefault(rid, []).append((msg_id, {(t.name, p.partition): p.seq for t in req.topics for p in t.partitions}))
+        else:
+            ctx.setdefault(rid, []).append((msg_id, None))
+    return ctx
+
+
+def _request_row(frame_no: int, msg_id: int, payload: bytes, off: int, size: int) -> list[FrameRow]:
+    from refwire.tank.frames import MSG_NAMES, ConsumeRequest, Ping, ProduceRequest, decode_request
+
+    name = MSG_NAMES.get(msg_id, f"0x{msg_id:02x}")
+    req = decode_request(msg_id, payload, offset=off + 5)
+    fields: dict[str, Any] = {"msg_id": msg_id}
+    errors: list[ProtocolError] = []
+    parts: list[dict[str, Any]] = []
+    if isinstance(req, Ping):
+        return [FrameRow(frame_no, off, name, size, fields_json=dumps(fields))]
+    if isinstance(req, ProduceRequest):
+        fields.update(request_id=req.request_id, required_acks=req.required_acks, client_version=req.client_version)
+        for t in req.topics:
+            for p in t.partitions:
+                entry: dict[str, Any] = {"topic": t.name, "partition": p.partition}
+                if p.base_seq is not None:
+                    entry["base_seq"] = p.base_seq
+                try:
+                    entry.update(_bundle_summary(p.bundle, off))
+                except ProtocolError as exc:
+                    errors.append(exc)
+                parts.append(entry)
+    elif isinstance(req, ConsumeRequest):
+        fields.update(request_id=req.request_id, max_wait_ms=req.max_wait_ms, min_bytes=req.min_bytes, client_version=req.client_version)
+        parts = [{"topic": t.name, "partition": p.partition, "seq": p.seq, "fetch_size": p.fetch_size} for t in req.topics for p in t.partitions]
+    else:
+        fields.update({k: v for k, v in json_value(req).items()})
+    if parts:
+        fields["partitions"] = parts
+    rid = fields.get("request_id")
+    topic = parts[0]["topic"] if parts else fields.get("topic")
+    rows = [FrameRow(frame_no, off, name, size, seq=rid, count=len(parts) if parts else None,
+                     name=topic if isinstance(topic, str) else None, fields_json=dumps(fields))]
+    rows += [error_row(frame_no + 1 + i, e, off, off) for i, e in enumerate(errors)]
+    return rows
+
+
+def _response_row(frame_no: int, msg_id: int, payload: bytes, off: int, size: int, ctx: RequestContext | None) -> list[FrameRow]:
+    from refwire.tank.bundles import read_chunk
+    from refwire.tank.frames import CONSUME, MSG_NAMES, PRODUCE, PRODUCE_WITH_SEQNUM, Ping
+    from refwire.tank.responses import ConsumeResponse, RawProduceResponse, decode_produce_response, decode_response
+
+    name = MSG_NAMES.get(msg_id, f"0x{msg_id:02x}")
+    resp = decode_response(msg_id, payload, offset=off + 5)
+    fields: dict[str, Any] = {"msg_id": msg_id}
+    errors: list[ProtocolError] = []
+    if isinstance(resp, Ping):
+        return [FrameRow(frame_no, off, name, size, fields_json=dumps(fields))]
+    rid = resp.request_id
+    fields["request_id"] = rid
+    sent = (ctx or {}).get(rid) or []
+    match = next((c for m, c in sent if m in ((PRODUCE, PRODUCE_WITH_SEQNUM) if msg_id == PRODUCE else (msg_id,))), None)
+    if ctx is not None:
+        fields["matched"] = match is not None or any(m == msg_id or (msg_id == PRODUCE and m == PRODUCE_WITH_SEQNUM) for m, _ in sent)
+    parts: list[dict[str, Any]] = []
+    delivered = 0
+    if isinstance(resp, RawProduceResponse):
+        if match is None:
+            fields["errors_hex"] = resp.body.hex()
+        else:
+            try:
+                decoded = decode_produce_response(resp, match)
+                parts = [{"topic": r.topic, "partition": r.partition, "error": r.error} for r in decoded.results]
+            except ProtocolError as exc:
+                errors.append(exc)
+    elif isinstance(resp, ConsumeResponse):
+        wants: dict[tuple[str, int], int] = match or {}
+        for t in resp.topics:
+            if t.unknown:
+                parts.append({"topic": t.name, "unknown_topic": True, "partitions_count": t.partitions_count})
+                continue
+            for p in t.partitions:
+                entry: dict[str, Any] = {"topic": t.name, "partition": p.partition, "error": p.error, "base_seq": p.base_seq,
+                                         "hwmark": p.hwmark, "chunk_len": len(p.chunk)}
+                if p.first_avail is not None:
+                    entry["first_avail"] = p.first_avail
+                requested = wants.get((t.name, p.partition))
+                entry["requested_seq"] = requested
+                if p.chunk:
+                    try:
+                        res = read_chunk(p.chunk, base_seq=p.base_seq, hwmark=p.hwmark, requested_seq=requested or 0, offset=off)
+                        seqs = [m.seq for m in res.messages if m.seq is not None]
+                        entry.update(messages=len(seqs), first_seq=seqs[0] if seqs else None, last_seq=seqs[-1] if seqs else None,
+                                     increasing=all(a < b for a, b in itertools.pairwise(seqs)), partial=res.partial)
+                        delivered += len(seqs)
+                    except ProtocolError as exc:
+                        errors.append(exc)
+                parts.append(entry)
+    else:
+        fields.update({k: v for k, v in json_value(resp).items() if k != "request_id"})
+    if parts:
+        fields["partitions"] = parts
+    topic = parts[0].get("topic") if parts else fields.get("topic")
+    count = delivered if msg_id == CONSUME else (len(parts) if parts else None)
+    rows = [FrameRow(frame_no, off, name, size, seq=rid, count=count, name=topic if isinstance(topic, str) else None, fields_json=dumps(fields))]
+    rows += [error_row(frame_no + 1 + i, e, off, off) for i, e in enumerate(errors)]
+    return rows
+
+
+def decode(chunks: Iterable[bytes], direction: str, peer: Peer | None = None) -> Iterator[FrameRow]:
+    from refwire.tank.frames import REQUEST_IDS, RESPONSE_IDS
+
+    ctx = requests_of(peer()) if direction == "s2c" and peer is not None else None
+    frame_no = 0
+    fallback = 0
+    for item in _frames(chunks, REQUEST_IDS if direction == "c2s" else RESPONSE_IDS):
+        if isinstance(item, ProtocolError):
+            yield error_row(frame_no, item, fallback, None)
+            return
+        msg_id, payload, off, size = item
+        try:
+            rows = _request_row(frame_no, msg_id, payload, off, size) if direction == "c2s" else _response_row(frame_no, msg_id, payload, off, size, ctx)
+        except ProtocolError as exc:
+            # The frame's payload does not decode: its framing still holds, but the real peer closes here.
+            yield error_row(frame_no, exc, off, None)
+            return
+        yield from rows
+        frame_no += len(rows)
+        fallback = off + size

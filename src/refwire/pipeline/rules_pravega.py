@@ -1,0 +1,174 @@
+"""Pravega conformance rules (specs/pravega/README.md §4-§7), each a DataFrame query with a pure twin.
+
+* ``PR-DECODES`` -- every byte of both directions decodes (§1).
+* ``PR-HELLO-FIRST`` -- the client's first command is Hello (§7.1: the client speaks first).
+* ``PR-REQUEST-ID-ECHOED`` -- every reply's request id (other than Java's absent ``-1``)
+  is the request id of a command the client sent earlier on the connection.  The Java
+  server's quirk of answering a refused read with the read *offset* as request id (§6.1)
+  is accepted.
+* ``PR-READ-OFFSET-ECHOED`` -- a SegmentRead's offset is the offset of the ReadSegment it
+  answers (same request id and segment; §6: "the reply offset always equals the request
+  offset").
+* ``PR-ACK-CHAIN`` -- per writer, each DataAppended's ``previous_event_number`` is the
+  writer's previous ack (its last DataAppended, or the AppendSetup's
+  ``last_event_number`` after a setup), and event numbers increase (§5.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .rulekit import Found, Rule, check_decodes, decodes_query, fields, not_before, ordered
+
+__all__ = ["PRAVEGA_RULES"]
+
+NO_REQUEST = -1
+_NOT_REPLIES = ("Hello", "KeepAlive", "error")
+
+
+# --------------------------------------------------------------------------- pure twins
+
+
+def check_hello_first(rows: Sequence[Mapping[str, Any]]) -> list[Found]:
+    c2s = [r for r in ordered(rows, "c2s") if r.get("parent_offset") is None]
+    if c2s and c2s[0]["type"] not in ("Hello", "error"):
+        r = c2s[0]
+        return [("c2s", r["frame_no"], r["offset"], f"the client's first command is {r['type']}, not Hello")]
+    return []
+
+
+def check_request_ids(rows: Sequence[Mapping[str, Any]]) -> list[Found]:
+    sent: dict[int, list[float | None]] = {}
+    for r in ordered(rows, "c2s"):
+        if r["seq"] is not None and r["seq"] != NO_REQUEST:
+            sent.setdefault(r["seq"], []).append(r["ts"])
+        if r["type"] == "ReadSegment":  # the AuthTokenCheckFailed quirk (§6.1)
+            sent.setdefault(int(fields(r).get("offset", NO_REQUEST)), []).append(r["ts"])
+    out: list[Found] = []
+    for r in ordered(rows, "s2c"):
+        rid = r["seq"]
+        if r["type"] in _NOT_REPLIES or rid is None or rid == NO_REQUEST:
+            continue
+        if not any(not_before(ts, r["ts"]) for ts in sent.get(rid, [])):
+            out.append(("s2c", r["frame_no"], r["offset"], f"{r['type']} answers request id {rid}, which the client never sent before it"))
+    return out
+
+
+def check_read_offsets(rows: Sequence[Mapping[str, Any]]) -> list[Found]:
+    asked = {(r["seq"], r["name"], fields(r).get("offset")) for r in ordered(rows, "c2s", "ReadSegment")}
+    by_rid: dict[Any, list[Any]] = {}
+    for rid, seg, off in asked:
+        by_rid.setdefault((rid, seg), []).append(off)
+    out: list[Found] = []
+    for r in ordered(rows, "s2c", "SegmentRead"):
+        off = fields(r).get("offset")
+        if r["seq"] is None or r["seq"] == NO_REQUEST or (r["seq"], r["name"], off) in asked:
+            continue
+        want = sorted(by_rid.get((r["seq"], r["name"]), []))
+        what = f"ReadSegment {r['seq']} asked for offset {', '.join(map(str, want))}" if want else f"no ReadSegment {r['seq']} of {r['name']}"
+        out.append(("s2c", r["frame_no"], r["offset"], f"SegmentRead offset {off} but {what}"))
+    return out
+
+
+def check_ack_chain(rows: Sequence[Mapping[str, Any]]) -> list[Found]:
+    last: dict[str, int] = {}
+    out: list[Found] = []
+    for r in ordered(rows, "s2c", "AppendSetup", "DataAppended"):
+        f = fields(r)
+        w = str(f.get("writer_id"))
+        if r["type"] == "AppendSetup":
+            last[w] = int(f["last_event_number"])
+            continue
+        ev, prev = int(f["event_number"]), int(f.get("previous_event_number", NO_REQUEST))
+        before = last.get(w)
+        where = ("s2c", r["frame_no"], r["offset"])
+        if before is None:
+            out.append((*where, f"DataAppended {ev} for writer {w}, which was never set up on this connection"))
+        elif prev != NO_REQUEST and prev != before:
+            out.append((*where, f"DataAppended {ev} of writer {w}: previous_event_number {prev}, but the previous ack was {before}"))
+        elif ev <= before or (prev != NO_REQUEST and ev <= prev):
+            out.append((*where, f"DataAppended {ev} of writer {w} does not increase (previous {before})"))
+        last[w] = ev
+    return out
+
+
+# --------------------------------------------------------------------------- DataFrame queries
+
+
+def _hello_first(frames: Any) -> Any:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy("conn").orderBy("frame_no")
+    first = frames.where((F.col("direction") == "c2s") & F.col("parent_offset").isNull()).withColumn("n", F.row_number().over(w)).where("n = 1")
+    return first.where(~F.col("type").isin("Hello", "error")).select(
+        "conn", "direction", "frame_no", "offset", F.format_string("the client's first command is %s, not Hello", "type").alias("detail")
+    )
+
+
+def _request_ids(frames: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    c2s = frames.where(F.col("direction") == "c2s")
+    ids = c2s.where(F.col("seq").isNotNull() & (F.col("seq") != NO_REQUEST)).select("conn", F.col("seq").alias("rid"), F.col("ts").alias("rts"))
+    quirk = c2s.where(F.col("type") == "ReadSegment").select(
+        "conn", F.get_json_object("fields_json", "$.offset").cast("bigint").alias("rid"), F.col("ts").alias("rts")
+    )
+    sent = ids.unionByName(quirk)
+    replies = frames.where((F.col("direction") == "s2c") & ~F.col("type").isin(*_NOT_REPLIES) & F.col("seq").isNotNull() & (F.col("seq") != NO_REQUEST))
+    cond = (replies["conn"] == sent["conn"]) & (replies["seq"] == sent["rid"]) & (sent["rts"].isNull() | replies["ts"].isNull() | (sent["rts"] <= replies["ts"]))
+    return replies.join(sent, cond, "left_anti").select(
+        "conn", "direction", "frame_no", "offset",
+        F.format_string("%s answers request id %d, which the client never sent before it", "type", "seq").alias("detail"),
+    )
+
+
+def _read_offsets(frames: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    off = F.get_json_object("fields_json", "$.offset").cast("bigint")
+    asked = frames.where((F.col("direction") == "c2s") & (F.col("type") == "ReadSegment")).select(
+        "conn", F.col("seq").alias("rid"), F.col("name").alias("seg"), off.alias("asked")
+    )
+    reads = frames.where((F.col("direction") == "s2c") & (F.col("type") == "SegmentRead") & (F.col("seq") != NO_REQUEST)).withColumn("got", off)
+    same = (reads["conn"] == asked["conn"]) & (reads["seq"] == asked["rid"]) & (reads["name"] == asked["seg"])
+    wanted = asked.groupBy("conn", "rid", "seg").agg(F.array_join(F.sort_array(F.collect_set(F.col("asked").cast("string"))), ", ").alias("want"))
+    bad = reads.join(asked, same & (reads["got"] == asked["asked"]), "left_anti")
+    return bad.join(wanted, (bad["conn"] == wanted["conn"]) & (bad["seq"] == wanted["rid"]) & (bad["name"] == wanted["seg"]), "left").select(
+        bad["conn"], "direction", "frame_no", "offset",
+        F.when(F.col("want").isNull(), F.format_string("SegmentRead offset %d but no ReadSegment %d of %s", "got", "seq", "name"))
+        .otherwise(F.format_string("SegmentRead offset %d but ReadSegment %d asked for offset %s", "got", "seq", "want")).alias("detail"),
+    )
+
+
+def _ack_chain(frames: Any) -> Any:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    j = F.get_json_object
+    x = frames.where((F.col("direction") == "s2c") & F.col("type").isin("AppendSetup", "DataAppended")).select(
+        "conn", "direction", "frame_no", "offset", "type",
+        j("fields_json", "$.writer_id").alias("writer"),
+        F.when(F.col("type") == "AppendSetup", j("fields_json", "$.last_event_number")).otherwise(j("fields_json", "$.event_number")).cast("bigint").alias("ev"),
+        F.coalesce(j("fields_json", "$.previous_event_number").cast("bigint"), F.lit(NO_REQUEST)).alias("prev"),
+    )
+    w = Window.partitionBy("conn", "writer").orderBy("frame_no")
+    x = x.withColumn("before", F.lag("ev").over(w)).where(F.col("type") == "DataAppended")
+    detail = (
+        F.when(F.col("before").isNull(), F.format_string("DataAppended %d for writer %s, which was never set up on this connection", "ev", "writer"))
+        .when((F.col("prev") != NO_REQUEST) & (F.col("prev") != F.col("before")),
+              F.format_string("DataAppended %d of writer %s: previous_event_number %d, but the previous ack was %d", "ev", "writer", "prev", "before"))
+        .when((F.col("ev") <= F.col("before")) | ((F.col("prev") != NO_REQUEST) & (F.col("ev") <= F.col("prev"))),
+              F.format_string("DataAppended %d of writer %s does not increase (previous %d)", "ev", "writer", "before"))
+    )
+    return x.withColumn("detail", detail).where(F.col("detail").isNotNull()).select("conn", "direction", "frame_no", "offset", "detail")
+
+
+PRAVEGA_RULES: list[Rule] = [
+    Rule("PR-DECODES", "pravega", "every byte of both directions decodes", decodes_query, check_decodes),
+    Rule("PR-HELLO-FIRST", "pravega", "the client's first command is Hello", _hello_first, check_hello_first),
+    Rule("PR-REQUEST-ID-ECHOED", "pravega", "every reply's request id is one the client sent earlier on the connection", _request_ids, check_request_ids),
+    Rule("PR-READ-OFFSET-ECHOED", "pravega", "SegmentRead.offset is its ReadSegment's offset", _read_offsets, check_read_offsets),
+    Rule("PR-ACK-CHAIN", "pravega", "DataAppended chains previous_event_number per writer, event numbers increasing", _ack_chain, check_ack_chain),
+]
