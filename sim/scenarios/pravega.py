@@ -116,6 +116,7 @@ class _Run:
         self.read: dict[tuple[int, int], bytes] = {}  # (reader, segment) -> bytes read
         self.readers_done = 0
         self.all_read = trio.Event()
+        self.client_transitions: set[tuple[str, str, str]] = set()
         self.counts: dict[str, int] = {"server_restarts": 0, "events_total": 0, "read_bytes": 0, "client_protocol_errors": 0}
 
     def violate(self, kind: str, detail: str) -> None:
@@ -283,9 +284,12 @@ class _Run:
             with trio.fail_after(30):
                 await nursery.start(conn.run)
             reader = SegmentReader(conn, segment_name(s), offset=len(self.read[key]), read_size=4096)
-            while len(parse_events(self.read[key])[0]) < total_events:
-                got = await reader.read(timeout=30)
-                self.check_read(key, got.offset, got.data)
+            try:
+                while len(parse_events(self.read[key])[0]) < total_events:
+                    got = await reader.read(timeout=30)
+                    self.check_read(key, got.offset, got.data)
+            finally:
+                self.client_transitions |= conn.machine.transitions_seen
             nursery.cancel_scope.cancel()
         self.readers_done += 1
         if self.readers_done == self.wl["readers"] * self.wl["segments"]:
@@ -347,7 +351,9 @@ class _Run:
                 "client-protocol-error",
                 f"{counts['writer_protocol_errors']} replies rejected by our writers: {first}",
             )
-        transitions: set[str] = set()
+        transitions: set[str] = {f"client:{a}-{i}->{b}" for a, i, b in self.client_transitions}
+        for wr in self.writers:
+            transitions |= {f"client:{a}-{i}->{b}" for a, i, b in wr.transitions_seen}
         for sv in self.servers:
             transitions |= {f"server:{a}-{i}->{b}" for a, i, b in sv.transitions_seen}
         return ScenarioReport(

@@ -293,6 +293,8 @@ class EventWriter:
         self._link: _Link | None = None
         self.last_protocol_error: ProtocolError | None = None
         self.stats = {"connections": 0, "reconnects": 0, "acked": 0, "protocol_errors": 0}
+        #: the client machines' transitions over every connection (coverage)
+        self.transitions_seen: set[tuple[str, str, str]] = set()
 
     @property
     def writer_id(self) -> uuid.UUID:
@@ -332,6 +334,7 @@ class EventWriter:
                             try:
                                 await self._drain(link)
                             finally:
+                                self.transitions_seen |= link.conn.machine.transitions_seen
                                 link.scope.cancel()
                 except BaseExceptionGroup as group:
                     raise first_error(group) from group
@@ -366,6 +369,7 @@ class EventWriter:
 
     def _drop_link(self) -> None:
         if self._link is not None:
+            self.transitions_seen |= self._link.conn.machine.transitions_seen
             self._link.scope.cancel()
             self._link = None
 

@@ -113,7 +113,7 @@ class TankClient:
         self._next_id = 1
         self._reader_scope: trio.CancelScope | None = None
         self.stats: dict[str, int] = {"connects": 0, "requests": 0, "connection_lost": 0, "protocol_errors": 0, "pings_sent": 0}
-        self.transitions_seen: set[tuple[str, str, str]] = set()
+        self._seen: set[tuple[str, str, str]] = set()
         self.last_error: BaseException | None = None
 
     @classmethod
@@ -143,6 +143,11 @@ class TankClient:
                 raise
         return result
 
+    @property
+    def transitions_seen(self) -> set[tuple[str, str, str]]:
+        """Transitions of every connection so far, the open one included."""
+        return self._seen | (self._conn.transitions_seen if self._conn is not None else set())
+
     async def aclose(self) -> None:
         self._drop("client closed")
         if self._stream is not None:
@@ -167,7 +172,7 @@ class TankClient:
         if conn is not None and conn is not self._conn:
             return
         if self._conn is not None:
-            self.transitions_seen |= self._conn.transitions_seen
+            self._seen |= self._conn.transitions_seen
             self._next_id = self._conn.new_request_id()
         self._conn = None
         for p in self._pending.values():
