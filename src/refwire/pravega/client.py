@@ -42,7 +42,7 @@ from .commands import (
     request_id_of,
 )
 from .connection import ClientConnection, ConnectionClosed, HelloReceived, KeepAliveReceived, ReplyReceived, State
-from .writer import Style, WriterSession
+from .writer import MAX_EVENT_SIZE, Style, WriterSession
 
 __all__ = [
     "EventWriter",
@@ -430,14 +430,23 @@ class EventWriter:
             await link.conn.send_raw(session.take())
 
 
-def parse_events(data: bytes, *, base: int = 0) -> tuple[list[tuple[int, bytes]], int]:
+def parse_events(data: bytes, *, base: int = 0, max_event_size: int = MAX_EVENT_SIZE) -> tuple[list[tuple[int, bytes]], int]:
     """Split segment bytes into ``(offset, payload)`` of whole Event frames (§6);
-    returns them and the number of bytes consumed (a partial event is left)."""
+    returns them and the number of bytes consumed (a partial event is left).
+    An Event header above ``max_event_size`` is an error (spec §11)."""
     out: list[tuple[int, bytes]] = []
     pos = 0
     n = len(data)
     while pos + 8 <= n:
         t, ln = _HDR.unpack_from(data, pos)
+        if t == 0 and ln > max_event_size:
+            raise LocalProtocolError(
+                f"event of {ln} bytes is larger than {max_event_size}",
+                protocol=PROTOCOL,
+                frame="Event",
+                field="length",
+                offset=base + pos + 4,
+            )
         if t != 0 or ln < 0:
             raise LocalProtocolError(
                 f"event was of wrong type {t}" if t != 0 else f"negative event length {ln}",

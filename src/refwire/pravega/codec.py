@@ -211,6 +211,9 @@ class Dialect:
     commands: dict[int, type[Command]]
     fast: dict[int, Any] = attrs.field(factory=dict)  #: hand-written decoders for hot commands
     normalize: dict[int, Any] = attrs.field(factory=dict)  #: decode-time mappings Java applies
+    #: bytes after the last field are an error on field ``(trailing)`` (the draft
+    #: dialect, specs/pravega-draft-2017/README.md §2 D11); today's Pravega ignores them (§2.4)
+    strict_trailing: bool = False
 
     def command(self, code: int, direction: str) -> Callable[[type[Any]], type[Any]]:
         """Class decorator registering a command class under ``code``."""
@@ -447,6 +450,8 @@ def decode_command(
                 raise
         else:
             values[name] = _decode_field(r, kind, name)
+    if dialect.strict_trailing and r.remaining:
+        raise r.error(f"{r.remaining} bytes after the last field of {cls.NAME}", field="(trailing)")
     post = dialect.normalize.get(code)
     return cls(**(post(values) if post else values))
 

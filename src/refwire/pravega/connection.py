@@ -248,13 +248,16 @@ class ServerConnection(_Base):
     role = "server"
     TRANSITIONS = SERVER_TRANSITIONS
 
-    def __init__(self, limits: Limits = DEFAULT_LIMITS, *, max_writers: int = 10_000) -> None:
+    def __init__(self, limits: Limits = DEFAULT_LIMITS, *, max_writers: int | None = None) -> None:
         super().__init__(limits)
-        self.max_writers = max_writers
+        #: SetupAppends per connection (spec §11: the Java client's MAX_SETUP_SEGMENTS_SIZE)
+        self.max_writers = limits.max_window if max_writers is None else max_writers
         self._sessions: dict[uuid.UUID, _Session] = {}
         self._writers: dict[tuple[str, uuid.UUID], WriterState] = {}
         self._block: AppendBlock | None = None
         self._block_offset = 0
+        #: bytes of AppendBlockEnd data dropped by Java's quirk (§5.3); the driver logs them
+        self.ignored_block_end_bytes = 0
 
     def next_event(self) -> ServerEvent | NeedData:
         """The next event or :data:`NEED_DATA`; raises :class:`RemoteProtocolError`
@@ -418,7 +421,10 @@ class ServerConnection(_Base):
         whole = block.data[:size]
         rest = block.data[size:]
         if not rest:
-            return whole  # quirk copied from AppendDecoder: end.data is ignored when the block has no remainder
+            if end.data:
+                # Quirk copied from AppendDecoder: end.data is ignored when the block has no remainder.
+                self.ignored_block_end_bytes += len(end.data)
+            return whole
         base = self._block_offset + 8 + 16 + size
         if len(rest) < 8:
             raise LocalProtocolError(

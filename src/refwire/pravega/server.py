@@ -15,6 +15,7 @@ import logging
 import math
 import os
 import ssl
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,8 @@ class ServerConfig:
     stack_traces: bool = False
     #: largest number of replies queued on one connection before reading pauses
     max_queued_replies: int = 4096
+    #: reads parked at the tail per connection; beyond it the oldest is answered empty at once (spec §11)
+    max_parked_reads: int = 1000
     handshake_timeout: float = 10.0
     receive_size: int = 256 * 1024
 
@@ -196,12 +199,25 @@ class SegmentStoreServer:
             except (trio.ClosedResourceError, trio.BrokenResourceError):
                 pass
 
+        parked: deque[trio.CancelScope] = deque()
+
         async def park(cmd: ReadSegment) -> None:
             """A read at the tail (§6): answered when the segment changes."""
             deadline = math.inf if self.config.tail_wait is None else trio.current_time() + self.config.tail_wait
-            while True:
-                ev = self._wakeups.setdefault(cmd.segment, trio.Event())
-                with trio.move_on_at(deadline):
+            scope = trio.CancelScope(deadline=deadline)
+            parked.append(scope)
+            if len(parked) > self.config.max_parked_reads:
+                parked.popleft().cancel()  # the oldest is answered empty now
+            try:
+                await wait_for_data(cmd, scope)
+            finally:
+                if scope in parked:
+                    parked.remove(scope)
+
+        async def wait_for_data(cmd: ReadSegment, scope: trio.CancelScope) -> None:
+            with scope:
+                while True:
+                    ev = self._wakeups.setdefault(cmd.segment, trio.Event())
                     await ev.wait()
                     out = self.processor.process(cmd, now=self._time_ms(), was_parked=True)
                     if out.park:
@@ -209,16 +225,11 @@ class SegmentStoreServer:
                     if out.reply is not None:
                         await reply_in_order(out.reply.encode())
                     return
-                empty = SegmentRead(
-                    segment=cmd.segment,
-                    offset=cmd.offset,
-                    at_tail=True,
-                    end_of_segment=False,
-                    data=b"",
-                    request_id=cmd.request_id,
-                )
-                await reply_in_order(empty.encode())
-                return
+            # tail_wait passed, or the read was the oldest of too many
+            empty = SegmentRead(
+                segment=cmd.segment, offset=cmd.offset, at_tail=True, end_of_segment=False, data=b"", request_id=cmd.request_id
+            )
+            await reply_in_order(empty.encode())
 
         nursery: trio.Nursery
         try:
@@ -247,6 +258,7 @@ class SegmentStoreServer:
         park: Any,
     ) -> None:
         proc = self.processor
+        ignored = 0
         while True:
             try:
                 data = await stream.receive_some(self.config.receive_size)
@@ -263,6 +275,13 @@ class SegmentStoreServer:
                     log.info("pravega: closing connection: %s", exc)
                     return
                 if isinstance(ev, Append):
+                    if conn.ignored_block_end_bytes != ignored:
+                        log.warning(
+                            "pravega: writer %s: %d bytes of AppendBlockEnd data ignored (the block had no remainder; Java's quirk, spec §5.3)",
+                            ev.writer_id,
+                            conn.ignored_block_end_bytes - ignored,
+                        )
+                        ignored = conn.ignored_block_end_bytes
                     self.stats["appends"] += 1
                     self.stats["events"] += ev.event_count
                     out = proc.append(ev, now=self._time_ms())

@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 PROTOCOL: Final = "pravega-draft-2017"
-DRAFT: Final = Dialect(PROTOCOL, {})
+DRAFT: Final = Dialect(PROTOCOL, {}, strict_trailing=True)  #: strict layouts (README §2, D11)
 
 
 class Part(enum.IntEnum):

@@ -1,0 +1,77 @@
+"""The bounds of specs/pravega/README.md §11 that the server and reader add to
+Java's behaviour: parked reads per connection, SetupAppends per connection,
+the largest stored event a reader accepts, and the logged block-end quirk."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+import pytest
+import trio
+
+from refwire.errors import ProtocolError, RemoteLimitExceeded
+from refwire.pravega.client import parse_events
+from refwire.pravega.codec import NULL_VALUE, encode_event
+from refwire.pravega.commands import AppendBlock, AppendBlockEnd, AppendSetup, ReadSegment, SegmentRead, SetupAppend
+from refwire.pravega.connection import ServerConnection
+from refwire.pravega.server import SegmentStoreServer, ServerConfig
+
+from test_pravega_trio import SEG, RawClient, running, setup_writer
+
+
+async def test_too_many_parked_reads_answer_the_oldest_empty_at_once() -> None:
+    server = SegmentStoreServer(config=ServerConfig(max_parked_reads=3, tail_wait=None))
+    server.store.create(SEG)
+    async with running(server) as (host, port):
+        raw = await RawClient.connect(host, port)
+        with trio.fail_after(10):
+            for rid in range(1, 5):  # four reads at the tail of an empty segment
+                await raw.send(ReadSegment(segment=SEG, offset=0, suggested_length=100, request_id=rid).encode())
+            reply = await raw.reply()
+        assert isinstance(reply, SegmentRead)
+        assert (reply.request_id, reply.at_tail, reply.data) == (1, True, b"")  # the oldest, answered empty
+        with trio.move_on_after(0.3):
+            assert await raw.reply() is None, "only the oldest may be answered"
+        await raw.aclose()
+
+
+def test_setup_appends_per_connection_are_bounded() -> None:
+    conn = ServerConnection()
+    data = b"".join(SetupAppend(request_id=i, writer_id=uuid.UUID(int=i + 1), segment=SEG).encode() for i in range(conn.max_writers + 1))
+    conn.receive_data(data)
+    for _ in range(conn.max_writers):
+        conn.next_event()
+    with pytest.raises(RemoteLimitExceeded) as info:
+        conn.next_event()
+    assert conn.max_writers == 2000 and info.value.field == "writer_id"
+
+
+def test_a_reader_refuses_an_event_header_above_the_event_limit() -> None:
+    good = encode_event(b"ok")
+    huge = (0).to_bytes(4, "big") + (8 * 1024 * 1024 + 1).to_bytes(4, "big")
+    assert parse_events(good)[0] == [(0, b"ok")]
+    with pytest.raises(ProtocolError) as info:
+        parse_events(good + huge)
+    assert (info.value.field, info.value.offset) == ("length", len(good) + 4)
+
+
+async def test_ignored_block_end_data_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    server = SegmentStoreServer()
+    server.store.create(SEG)
+    w = uuid.UUID(int=99)
+    async with running(server) as (host, port):
+        raw = await RawClient.connect(host, port)
+        with trio.fail_after(10), caplog.at_level(logging.WARNING, logger="refwire.pravega.server"):
+            setup = await setup_writer(raw, w)
+            assert setup == AppendSetup(request_id=1, segment=SEG, writer_id=w, last_event_number=NULL_VALUE)
+            ev = encode_event(b"x")
+            # A block with no remainder after sizeOfWholeEvents: Java drops the end's data (spec §5.3).
+            await raw.send(
+                AppendBlock(writer_id=w, data=ev).encode()
+                + AppendBlockEnd(writer_id=w, size_of_whole_events=len(ev), data=b"dropped", num_events=1, last_event_number=1, request_id=1).encode()
+            )
+            await raw.reply()
+        await raw.aclose()
+    assert bytes(server.store.segments[SEG].data) == ev
+    assert any("7 bytes of AppendBlockEnd data ignored" in r.getMessage() for r in caplog.records)
