@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 import trio
+from test_pravega_trio import SEG, RawClient, running, setup_writer
 
 from refwire.errors import ProtocolError, RemoteLimitExceeded
 from refwire.pravega.client import parse_events
@@ -16,8 +17,6 @@ from refwire.pravega.codec import NULL_VALUE, encode_event
 from refwire.pravega.commands import AppendBlock, AppendBlockEnd, AppendSetup, ReadSegment, SegmentRead, SetupAppend
 from refwire.pravega.connection import ServerConnection
 from refwire.pravega.server import SegmentStoreServer, ServerConfig
-
-from test_pravega_trio import SEG, RawClient, running, setup_writer
 
 
 async def test_too_many_parked_reads_answer_the_oldest_empty_at_once() -> None:

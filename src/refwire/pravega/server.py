@@ -201,13 +201,16 @@ class SegmentStoreServer:
 
         parked: deque[trio.CancelScope] = deque()
 
-        async def park(cmd: ReadSegment) -> None:
-            """A read at the tail (§6): answered when the segment changes."""
+        def park(cmd: ReadSegment) -> None:
+            """Park a read at the tail (§6), in arrival order: beyond the cap the oldest is answered empty now."""
             deadline = math.inf if self.config.tail_wait is None else trio.current_time() + self.config.tail_wait
             scope = trio.CancelScope(deadline=deadline)
             parked.append(scope)
             if len(parked) > self.config.max_parked_reads:
-                parked.popleft().cancel()  # the oldest is answered empty now
+                parked.popleft().cancel()
+            nursery.start_soon(parked_read, cmd, scope)
+
+        async def parked_read(cmd: ReadSegment, scope: trio.CancelScope) -> None:
             try:
                 await wait_for_data(cmd, scope)
             finally:
@@ -304,7 +307,7 @@ class SegmentStoreServer:
                     out2 = proc.process(cmd, now=self._time_ms())
                     if out2.park:
                         assert isinstance(cmd, ReadSegment)
-                        nursery.start_soon(park, cmd)
+                        park(cmd)
                         continue
                     if out2.lsn:
                         self._dirty.set()

@@ -1,34 +1,46 @@
-"""Sans-IO machines of the 2017 draft dialect (specs/pravega-draft-2017/README.md §4-§6).
+"""Sans-IO machines of the 2017 draft dialect (specs/pravega-draft-2017/README.md §1-§6).
 
 Same API shape as every refwire machine: ``receive_data``, ``next_event`` →
 event or ``NEED_DATA``, ``send`` → bytes, ``data_to_send`` for what the machine
 owes on its own (KeepAlive echoes).
 
-* **Partial messages** (§4): any message may arrive as PartialMessage parts
-  (Begin, Middle…, End) whose data are consecutive slices of its serialized
-  frame; one partial message at a time; reassembly is limited.
-* **Append blocks** (§5): BeginAppendBlock(offset, wire length) … Events (whole
-  or as partial messages; KeepAlives as padding) … EndAppendBlock(offset, block
-  length).  Offsets count segment bytes per (ConnectionId, segment) and continue
-  from the stored ack level; every offset, wire length and block length is
-  checked, and a violation is a :class:`RemoteProtocolError` naming the field
-  (the connection closes; nothing of the block is stored).  An Event whose
-  partial message begins inside the block may end after EndAppendBlock: the
-  block completes when it does.
+* **Frames** (§1-§3): the type is checked as soon as its 4 bytes are in (known,
+  in this direction, allowed in the current state), the length as soon as the
+  header is in (not negative, whole frame ≤ ``limits.max_frame_size``, inside a
+  block not past the Begin's wire length W), before any payload is buffered.
+  Layouts are strict: trailing bytes are an error (§2, D11).
+* **Partial messages** (§5): Begin, Middle…, End parts whose data are
+  consecutive slices of one frame.  While one is incomplete only its parts,
+  KeepAlive and (for one begun in a block) that block's EndAppendBlock may
+  arrive (:data:`WHILE_PARTIAL`).  The reassembled bytes are checked as soon as
+  4 bytes (type), 8 bytes (length ≤ ``limits.max_decompressed_size``, the
+  ``max_partial_size``) and more than the announced length are in; errors
+  about them are reported on the part (``PartialMessage``/``data``, stream
+  offset of the part's first data byte) with an ``inner`` location.
+* **Append blocks** (§6.3-§6.4): Begin(offset O, wire length W ≤
+  ``limits.max_buffered``, the ``max_block_size``) … Events / parts /
+  KeepAlive padding … End(O + N, N); every offset and length checked in the
+  order of §6.3, each failure a :class:`RemoteProtocolError` naming the field
+  (nothing of the block is stored).  An Event whose partial message begins in
+  the block may end after EndAppendBlock: the block completes when it does.
+* **Replies** (§5 "Sending"): a server reply longer than ``reply_part_size``
+  goes out as parts of exactly that many data bytes, the last one shorter.
 """
 
 from __future__ import annotations
 
 import enum
+import struct
 import uuid
+from collections.abc import Callable
 from typing import Final
 
 import attrs
 
-from ...errors import LocalProtocolError
+from ...errors import LimitExceeded, LocalProtocolError, ProtocolError
 from ...sansio import FrameMachine, NeedData
-from ...wire import Limits, check_limit
-from ..codec import HEADER, MAX_WIRECOMMAND_SIZE, Command, CommandDecoder, decode_command
+from ...wire import Limits, ReceiveBuffer, check_limit
+from ..codec import HEADER, MAX_WIRECOMMAND_SIZE, Command, decode_command, encode_command, encode_event
 from .commands import (
     DRAFT,
     PROTOCOL,
@@ -40,12 +52,19 @@ from .commands import (
     KeepAlive,
     Part,
     PartialMessage,
+    ReadSegment,
+    SegmentRead,
     SetupAppend,
 )
 
 __all__ = [
+    "CLIENT_TRANSITIONS",
     "DEFAULT_LIMITS",
+    "MAX_BLOCK_SIZE",
+    "MAX_PARTIAL_SIZE",
+    "REPLY_PART_SIZE",
     "SERVER_TRANSITIONS",
+    "WHILE_PARTIAL",
     "BlockAppend",
     "ClientConnection",
     "ConnectionClosed",
@@ -55,26 +74,35 @@ __all__ = [
     "ServerConnection",
     "State",
     "split_message",
+    "split_reply",
 ]
 
+MAX_PARTIAL_SIZE: Final = 16 * 1024 * 1024  #: §5 rule 4, §11: largest reassembled message
+MAX_BLOCK_SIZE: Final = 16 * 1024 * 1024  #: §6.3 rule 1, §11: largest Begin ``length``
+REPLY_PART_SIZE: Final = 1024 * 1024  #: §5 "Sending", §11
+
+#: §11.  ``max_decompressed_size`` is the ``max_partial_size``, ``max_buffered``
+#: the ``max_block_size``, ``max_window`` the ConnectionIds set up per connection.
 DEFAULT_LIMITS: Final = Limits(
     max_frame_size=MAX_WIRECOMMAND_SIZE,
-    max_decompressed_size=16 * 1024 * 1024,  #: largest reassembled partial message
+    max_decompressed_size=MAX_PARTIAL_SIZE,
     max_string_size=0xFFFF,
-    max_window=2000,  #: ConnectionIds set up per connection
-    max_buffered=32 * 1024 * 1024,  #: largest append block (segment bytes)
+    max_window=2000,
+    max_buffered=MAX_BLOCK_SIZE,
 )
+
+_HDR = struct.Struct(">ii")
 
 
 class State(enum.Enum):
     OPEN = "open"
     IN_BLOCK = "in-block"  #: between BeginAppendBlock and EndAppendBlock
-    TRAILER = "trailer"  #: EndAppendBlock seen; the block's last Event is still arriving in parts
+    TRAILER = "trailer"  #: EndAppendBlock seen; a partial message begun in the block is still arriving
     CLOSED = "closed"
     ERROR = "error"
 
 
-#: (state, input) -> next state; anything else is a protocol error (tests walk every pair).
+#: (state, input) -> next state; anything else is a protocol error on ``type`` (tests walk every pair).
 SERVER_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
     (State.OPEN, "setup"): State.OPEN,
     (State.OPEN, "begin"): State.IN_BLOCK,
@@ -103,15 +131,41 @@ CLIENT_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
     (State.OPEN, "reset"): State.CLOSED,
 }
 
+#: §5 rule 3 (D12): the inputs allowed while a partial message is incomplete, per state.
+WHILE_PARTIAL: Final[dict[State, frozenset[str]]] = {
+    State.OPEN: frozenset({"partial", "keepalive"}),
+    State.IN_BLOCK: frozenset({"partial", "keepalive", "end", "end-trailer"}),  # only for one begun in the block
+    State.TRAILER: frozenset({"partial", "keepalive"}),
+}
+
+_SERVER_INPUT: Final = {
+    SetupAppend.TYPE: "setup",
+    BeginAppendBlock.TYPE: "begin",
+    EndAppendBlock.TYPE: "end",
+    ReadSegment.TYPE: "request",
+    KeepAlive.TYPE: "keepalive",
+    PartialMessage.TYPE: "partial",
+    Event.TYPE: "event",
+}
+_CLIENT_INPUT: Final = {
+    AppendSetup.TYPE: "reply",
+    DataAppended.TYPE: "reply",
+    SegmentRead.TYPE: "reply",
+    KeepAlive.TYPE: "keepalive",
+    PartialMessage.TYPE: "partial",
+}
+
 
 @attrs.frozen
 class RequestReceived:
     command: Command
+    #: stream offset of the request's frame; None when it arrived as a partial message
+    offset: int | None = None
 
 
 @attrs.frozen
 class BlockAppend:
-    """A complete append block: store ``data`` and the new level atomically."""
+    """A complete append block: store ``data`` and the new level atomically (§6.5)."""
 
     segment: str
     connection_id: uuid.UUID
@@ -139,7 +193,7 @@ class ConnectionClosed:
 def split_message(frame: bytes, cuts: list[int]) -> list[bytes]:
     """``frame`` (one serialized message) as PartialMessage frames cut at ``cuts``
     (offsets inside the frame, sorted; repeats give empty parts).  No cuts gives
-    a Begin with everything and an empty End."""
+    a Begin with everything and an empty End (§5 rule 1)."""
     points = [0, *sorted(min(max(c, 0), len(frame)) for c in cuts), len(frame)]
     slices = [frame[points[i] : points[i + 1]] for i in range(len(points) - 1)]
     if len(slices) == 1:
@@ -149,6 +203,229 @@ def split_message(frame: bytes, cuts: list[int]) -> list[bytes]:
         PartialMessage(part=int(Part.BEGIN if i == 0 else Part.END if i == last else Part.MIDDLE), data=piece).encode()
         for i, piece in enumerate(slices)
     ]
+
+
+def split_reply(frame: bytes, part_size: int) -> bytes:
+    """§5 "Sending": ``frame`` whole if it is at most ``part_size`` bytes, else
+    parts of exactly ``part_size`` data bytes, the last carrying the rest (never empty)."""
+    if len(frame) <= part_size:
+        return frame
+    return b"".join(split_message(frame, list(range(part_size, len(frame), part_size))))
+
+
+def _err(reason: str, frame: str | None, field: str, offset: int | None) -> LocalProtocolError:
+    return LocalProtocolError(reason, protocol=PROTOCOL, frame=frame, field=field, offset=offset)
+
+
+def _wrap(exc: ProtocolError, data_at: int) -> LocalProtocolError:
+    """§5 rule 5: an error about a reassembled message, on the part that revealed it."""
+    cls = LimitExceeded if isinstance(exc, LimitExceeded) else LocalProtocolError
+    if exc.protocol is None:
+        exc.protocol = PROTOCOL
+    return cls(
+        f"reassembled message: {exc.reason}", protocol=PROTOCOL, frame="PartialMessage", field="data", offset=data_at, inner=exc
+    )
+
+
+def _name(code: int) -> str | None:
+    cls = DRAFT.commands.get(code)
+    return None if cls is None else cls.NAME
+
+
+class _Reassembly:
+    """One partial message in progress (§5), checked as its bytes arrive (rule 4)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.buf: bytearray | None = None
+        self.started_at = 0  #: stream offset of the Begin part's frame
+        self.in_block = False  #: began inside an append block
+        self.code: int | None = None
+        self.total: int | None = None  #: 8 + the announced length
+
+    @property
+    def active(self) -> bool:
+        return self.buf is not None
+
+    def begin(self, offset: int, *, in_block: bool) -> None:
+        self.buf = bytearray()
+        self.started_at = offset
+        self.in_block = in_block
+        self.code = self.total = None
+
+    def add(self, data: bytes, data_at: int, check_type: Callable[[int], None]) -> None:
+        buf = self.buf
+        assert buf is not None
+        have, total = len(buf), len(buf) + len(data)
+        if have < HEADER and total >= 4:
+            head = (bytes(buf[:HEADER]) + data[:HEADER])[:HEADER]
+            if have < 4:
+                code = int.from_bytes(head[:4], "big", signed=True)
+                try:
+                    check_type(code)
+                except ProtocolError as exc:
+                    raise _wrap(exc, data_at) from None
+                self.code = code
+            if total >= HEADER:
+                n = int.from_bytes(head[4:8], "big", signed=True)
+                name = _name(self.code) if self.code is not None else None
+                if n < 0:
+                    raise _wrap(_err(f"negative length {n}", name, "length", 4), data_at)
+                try:
+                    check_limit(
+                        HEADER + n, self.limit, name="max_partial_size", field="length", frame=name, offset=4, protocol=PROTOCOL
+                    )
+                except LimitExceeded as exc:
+                    raise _wrap(exc, data_at) from None
+                self.total = HEADER + n
+        if self.total is not None and total > self.total:
+            name = _name(self.code) if self.code is not None else None
+            raise _wrap(
+                _err(f"the parts carry {total - self.total} bytes more than the message", name, "(trailing)", self.total), data_at
+            )
+        buf += data
+
+    def finish(self, data_at: int) -> bytes:
+        """The complete message at its End part (rule 4: not shorter than announced)."""
+        buf = self.buf
+        assert buf is not None
+        if self.total is None or len(buf) < self.total:
+            name = _name(self.code) if self.code is not None else None
+            raise _wrap(_err(f"End part after {len(buf)} bytes of the message", name, "(eof)", 0), data_at)
+        self.buf = None
+        return bytes(buf)
+
+
+class _Base(FrameMachine):
+    PROTOCOL = PROTOCOL
+    ERROR_STATE = State.ERROR
+    CLOSED_STATE = State.CLOSED
+    _INPUT: dict[int, str]
+
+    def __init__(self, limits: Limits) -> None:
+        super().__init__(State.OPEN)
+        self.limits = limits
+        self._buf = ReceiveBuffer()
+        self._offset = 0  #: stream offset of the next undecoded frame
+        self._code: int | None = None  #: type of the frame being received, once checked
+        self._length: int | None = None  #: its payload length, once checked
+        self._partial = _Reassembly(limits.max_decompressed_size)
+
+    def _feed(self, data: bytes | bytearray | memoryview) -> None:
+        self._buf.feed(data)
+
+    # -- header checks (§1, §3, §5 rule 3) ----------------------------------------------------
+    def _allowed(self, inp: str) -> bool:
+        raise NotImplementedError
+
+    def _check_type(self, code: int, offset: int) -> None:
+        cls = DRAFT.commands.get(code)
+        if cls is None:
+            raise _err(f"unknown type code {code}", None, "type", offset)
+        inp = self._INPUT.get(code)
+        if inp is None:
+            raise _err(f"{cls.NAME} is not sent in this direction", cls.NAME, "type", offset)
+        if not self._allowed(inp):
+            pending = " while a partial message is incomplete" if self._partial.active else ""
+            raise _err(f"{cls.NAME} is not allowed in state {self.state.value}{pending}", cls.NAME, "type", offset)
+
+    def _check_length(self, code: int, n: int, offset: int) -> None:
+        name = _name(code)
+        if n < 0:
+            raise _err(f"negative frame length {n}", name, "length", offset + 4)
+        check_limit(
+            HEADER + n,
+            self.limits.max_frame_size,
+            name="max_frame_size",
+            field="length",
+            frame=name,
+            offset=offset + 4,
+            protocol=PROTOCOL,
+        )
+
+    def _pump(self) -> None:
+        buf = self._buf
+        while not self._events:
+            avail = len(buf)
+            if avail < 4:
+                return
+            data, pos, off = buf.data, buf.pos, self._offset
+            if self._code is None:
+                code = int.from_bytes(data[pos : pos + 4], "big", signed=True)
+                self._check_type(code, off)
+                self._code = code
+            if avail < HEADER:
+                return
+            if self._length is None:
+                n = int.from_bytes(data[pos + 4 : pos + 8], "big", signed=True)
+                self._check_length(self._code, n, off)
+                self._length = n
+            size = HEADER + self._length
+            if avail < size:
+                return
+            cmd = decode_command(
+                self._code, data, start=pos + HEADER, end=pos + size, base=off + HEADER, allow_inner=True, dialect=DRAFT
+            )
+            buf.advance_to(pos + size)
+            self._offset = off + size
+            self._code = self._length = None
+            self._on_frame(cmd, off, size)
+
+    def _on_frame(self, cmd: Command, offset: int, size: int) -> None:
+        raise NotImplementedError
+
+    def _start_part(self, cmd: PartialMessage, offset: int, *, in_block: bool) -> None:
+        """§5 rule 2: one partial message at a time, Begin first."""
+        part, pm = cmd.part, self._partial
+        if part == Part.BEGIN:
+            if pm.active:
+                raise _err(
+                    f"a partial message begins while the one begun at offset {pm.started_at} is incomplete",
+                    "PartialMessage",
+                    "part",
+                    offset + HEADER,
+                )
+            pm.begin(offset, in_block=in_block)
+        elif part in (Part.MIDDLE, Part.END):
+            if not pm.active:
+                raise _err(f"{Part(part).name.title()} part without a Begin", "PartialMessage", "part", offset + HEADER)
+        else:
+            raise _err(f"part must be 0 (Begin), 1 (Middle) or 2 (End), got {part}", "PartialMessage", "part", offset + HEADER)
+
+    def _decode_reassembled(self, frame: bytes, data_at: int) -> Command:
+        code = int.from_bytes(frame[:4], "big", signed=True)
+        try:
+            return decode_command(code, frame, start=HEADER, base=HEADER, allow_inner=True, dialect=DRAFT)
+        except ProtocolError as exc:
+            raise _wrap(exc, data_at) from None
+
+    def _pending_frame(self) -> str | None:
+        return _name(self._code) if self._code is not None and len(self._buf) >= HEADER else None
+
+    def _eof_errors(self) -> None:
+        if self._buf:
+            raise _err(
+                f"connection closed inside a frame ({len(self._buf)} bytes of it received)",
+                self._pending_frame(),
+                "(eof)",
+                self._offset,
+            )
+        if self._partial.active:
+            raise _err("connection closed inside a partial message", "PartialMessage", "(eof)", self._partial.started_at)
+
+    def _at_eof(self) -> None:
+        if self._reset:
+            self._transition("reset")
+            self._events.append(ConnectionClosed(clean=False, reason="reset"))
+            return
+        self._eof_errors()
+        self._transition("eof", offset=self._offset)
+        self._events.append(ConnectionClosed())
+
+    def _idle_event(self) -> ConnectionClosed | None:
+        if self.state is State.CLOSED:
+            return ConnectionClosed(clean=not self._reset, reason="reset" if self._reset else "")
+        return None
 
 
 @attrs.define
@@ -162,259 +439,129 @@ class _Block:
     connection_id: uuid.UUID
     begin_offset: int
     wire_length: int
-    begin_at: int  #: stream offset of the BeginAppendBlock frame
+    length_at: int  #: stream offset of Begin's ``length`` (or of the data of the End part that completed a partial Begin)
+    partial_begin: bool  #: the Begin arrived as a partial message
     wire_seen: int = 0
     data: bytearray = attrs.field(factory=bytearray)
     end: EndAppendBlock | None = None
+    end_at: int = 0
 
-
-class _Reassembly:
-    """One partial message in progress (§4)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.buf: bytearray | None = None
-        self.started_at = 0
-        self.in_block = False  #: began inside an append block
-
-    def feed(self, msg: PartialMessage, offset: int, *, in_block: bool) -> bytes | None:
-        """The complete frame when ``msg`` is its End part, else None."""
-        if msg.part == Part.BEGIN:
-            if self.buf is not None:
-                raise LocalProtocolError(
-                    f"a partial message begins while the one begun at offset {self.started_at} is incomplete",
-                    protocol=PROTOCOL,
-                    frame="PartialMessage",
-                    field="part",
-                    offset=offset + HEADER,
-                )
-            self.buf = bytearray()
-            self.started_at = offset
-            self.in_block = in_block
-        elif msg.part in (Part.MIDDLE, Part.END):
-            if self.buf is None:
-                raise LocalProtocolError(
-                    f"{Part(msg.part).name.title()} part without a Begin",
-                    protocol=PROTOCOL,
-                    frame="PartialMessage",
-                    field="part",
-                    offset=offset + HEADER,
-                )
-        else:
-            raise LocalProtocolError(
-                f"part must be 0 (Begin), 1 (Middle) or 2 (End), got {msg.part}",
-                protocol=PROTOCOL,
-                frame="PartialMessage",
-                field="part",
-                offset=offset + HEADER,
-            )
-        assert self.buf is not None
-        check_limit(
-            len(self.buf) + len(msg.data),
-            self.limit,
-            name="max_decompressed_size",
-            field="data",
-            frame="PartialMessage",
-            offset=offset + HEADER + 1,
-            protocol=PROTOCOL,
-        )
-        self.buf += msg.data
-        if msg.part != Part.END:
-            return None
-        frame = bytes(self.buf)
-        self.buf = None
-        return frame
-
-    @property
-    def active(self) -> bool:
-        return self.buf is not None
-
-
-def _decode_whole(frame: bytes, at: int) -> Command:
-    """The one message a reassembled partial message must hold."""
-    if len(frame) < HEADER:
-        raise LocalProtocolError(
-            f"reassembled partial message of {len(frame)} bytes is shorter than a header",
-            protocol=PROTOCOL,
-            frame="PartialMessage",
-            field="data",
-            offset=at,
-        )
-    code = int.from_bytes(frame[:4], "big", signed=True)
-    n = int.from_bytes(frame[4:8], "big", signed=True)
-    if n != len(frame) - HEADER:
-        raise LocalProtocolError(
-            f"reassembled message says {n} payload bytes but holds {len(frame) - HEADER}",
-            protocol=PROTOCOL,
-            frame="PartialMessage",
-            field="data",
-            offset=at,
-        )
-    if code == PartialMessage.TYPE:
-        raise LocalProtocolError(
-            "a partial message may not carry a partial message",
-            protocol=PROTOCOL,
-            frame="PartialMessage",
-            field="data",
-            offset=at,
-        )
-    return decode_command(code, frame, start=HEADER, base=at, allow_inner=True, dialect=DRAFT)
-
-
-class _Base(FrameMachine):
-    PROTOCOL = PROTOCOL
-    ERROR_STATE = State.ERROR
-    CLOSED_STATE = State.CLOSED
-
-    def __init__(self, limits: Limits) -> None:
-        super().__init__(State.OPEN)
-        self.limits = limits
-        self._decoder = CommandDecoder(limits, allow_inner=True, dialect=DRAFT)
-        self._partial = _Reassembly(limits.max_decompressed_size)
-
-    def _feed(self, data: bytes | bytearray | memoryview) -> None:
-        self._decoder.feed(data)
-
-    def _on_frame(self, cmd: Command, offset: int, size: int) -> None:
-        raise NotImplementedError
-
-    def _idle_event(self) -> ConnectionClosed | None:
-        if self.state is State.CLOSED:
-            return ConnectionClosed(clean=not self._reset, reason="reset" if self._reset else "")
-        return None
-
-    def _pump(self) -> None:
-        dec = self._decoder
-        while not self._events:
-            start = dec.offset
-            cmd = dec.next_command()
-            if cmd is None:
-                return
-            self._on_frame(cmd, start, dec.offset - start)
-
-    def _at_eof(self) -> None:
-        if self._reset:
-            self._transition("reset")
-            self._events.append(ConnectionClosed(clean=False, reason="reset"))
-            return
-        dec = self._decoder
-        if dec.buffered:
-            raise LocalProtocolError(
-                f"connection closed inside a frame ({dec.buffered} bytes of it received)",
-                protocol=PROTOCOL,
-                frame=dec.pending_frame_name(),
-                field="(eof)",
-                offset=dec.offset,
-            )
-        if self._partial.active:
-            raise LocalProtocolError(
-                "connection closed inside a partial message",
-                protocol=PROTOCOL,
-                frame="PartialMessage",
-                field="(eof)",
-                offset=self._partial.started_at,
-            )
-        self._transition("eof", offset=dec.offset)
-        self._events.append(ConnectionClosed())
+    def length_error(self, reason: str) -> LocalProtocolError:
+        """§6.3 rule 3: an error on Begin's ``length``."""
+        if self.partial_begin:
+            return _wrap(_err(reason, "BeginAppendBlock", "length", HEADER + 24), self.length_at)
+        return _err(reason, "BeginAppendBlock", "length", self.length_at)
 
 
 class ServerConnection(_Base):
     """The segment-store side of one draft-dialect connection."""
 
     TRANSITIONS = SERVER_TRANSITIONS
+    _INPUT = _SERVER_INPUT
 
-    def __init__(self, limits: Limits = DEFAULT_LIMITS) -> None:
+    def __init__(self, limits: Limits = DEFAULT_LIMITS, *, reply_part_size: int = REPLY_PART_SIZE) -> None:
         super().__init__(limits)
+        if reply_part_size < 1:
+            raise ValueError("reply_part_size must be positive")
+        self.reply_part_size = reply_part_size
         self._sessions: dict[uuid.UUID, _Session] = {}
         self._block: _Block | None = None
 
     def next_event(self) -> RequestReceived | BlockAppend | KeepAliveReceived | ConnectionClosed | NeedData:
         return self._next()  # type: ignore[no-any-return]
 
+    def _allowed(self, inp: str) -> bool:
+        state = self.state
+        ok = (state, inp) in SERVER_TRANSITIONS or (inp == "end" and (state, "end-trailer") in SERVER_TRANSITIONS)
+        if ok and self._partial.active:
+            ok = inp in WHILE_PARTIAL.get(state, frozenset()) and (state is not State.IN_BLOCK or self._partial.in_block)
+        return ok
+
+    def _check_length(self, code: int, n: int, offset: int) -> None:
+        super()._check_length(code, n, offset)
+        block = self._block
+        if self.state is State.IN_BLOCK and code != EndAppendBlock.TYPE and block is not None:
+            if block.wire_seen + HEADER + n > block.wire_length:
+                raise block.length_error(
+                    f"a frame of {HEADER + n} bytes at offset {offset} would end past the block's "
+                    f"{block.wire_length} wire bytes ({block.wire_seen} used)"
+                )
+
+    def _at_eof(self) -> None:
+        if not self._reset:
+            self._eof_errors()
+            if self._block is not None:
+                raise _err("connection closed inside an append block", "BeginAppendBlock", "(eof)", None)
+        super()._at_eof()
+
     # -- receive --------------------------------------------------------------------
     def _on_frame(self, cmd: Command, offset: int, size: int) -> None:
         block = self._block
         if block is not None and self.state is State.IN_BLOCK and not isinstance(cmd, EndAppendBlock):
             block.wire_seen += size  # wire bytes *between* Begin and End
-        if isinstance(cmd, PartialMessage):
-            in_block = self.state is State.IN_BLOCK
-            if self.state is State.TRAILER and cmd.part == Part.BEGIN:
-                raise LocalProtocolError(
-                    "a new partial message begins before the block's last Event is complete",
-                    protocol=PROTOCOL,
-                    frame="PartialMessage",
-                    field="part",
-                    offset=offset + HEADER,
-                )
-            if self.state is State.IN_BLOCK and cmd.part != Part.BEGIN and not self._partial.in_block:
-                raise LocalProtocolError(
-                    "a partial message begun outside the block continues inside it",
-                    protocol=PROTOCOL,
-                    frame="PartialMessage",
-                    field="part",
-                    offset=offset + HEADER,
-                )
-            self._transition("partial", offset=offset, frame="PartialMessage")
-            frame = self._partial.feed(cmd, offset, in_block=in_block)
-            if frame is not None:
-                self._on_message(_decode_whole(frame, self._partial.started_at), self._partial.started_at, reassembled=True)
+        if not isinstance(cmd, PartialMessage):
+            self._on_message(cmd, offset, whole=True)
             return
-        if self._partial.active and not self._partial.in_block and isinstance(cmd, BeginAppendBlock):
-            raise LocalProtocolError(
-                "BeginAppendBlock while a partial message is incomplete",
-                protocol=PROTOCOL,
-                frame="BeginAppendBlock",
-                field="type",
-                offset=offset,
-            )
-        self._on_message(cmd, offset, reassembled=False)
+        in_block = self.state is State.IN_BLOCK
+        self._start_part(cmd, offset, in_block=in_block)
+        self._transition("partial", offset=offset, frame="PartialMessage")
+        pm = self._partial
+        data_at = offset + HEADER + 1
+        pm.add(cmd.data, data_at, self._check_inner_type)
+        if cmd.part != Part.END:
+            return
+        began_in_block = pm.in_block
+        msg = self._decode_reassembled(pm.finish(data_at), data_at)
+        if began_in_block:  # an Event or a KeepAlive (rule 4), maybe after the End (§6.4)
+            if isinstance(msg, KeepAlive):
+                self._echo(msg)
+            else:
+                assert self._block is not None
+                self._block.data += encode_event(msg.data)  # type: ignore[attr-defined]
+            if self.state is State.TRAILER:
+                self._finish_block(trailer=True)
+            return
+        try:
+            self._on_message(msg, 0, whole=False, data_at=data_at)
+        except ProtocolError as exc:
+            raise _wrap(exc, data_at) from None
 
-    def _on_message(self, cmd: Command, offset: int, *, reassembled: bool) -> None:
-        if reassembled and self.state is State.TRAILER and not isinstance(cmd, Event):
-            raise LocalProtocolError(
-                f"the partial message that straddles EndAppendBlock must be an Event, not {cmd.NAME}",
-                protocol=PROTOCOL,
-                frame=cmd.NAME,
-                field="type",
-                offset=offset,
-            )
+    def _check_inner_type(self, code: int) -> None:
+        """§5 rule 4 at 4 bytes: known, a request, not a partial message; in a block Event or KeepAlive only."""
+        cls = DRAFT.commands.get(code)
+        if cls is None:
+            raise _err(f"unknown type code {code}", None, "type", 0)
+        if code == PartialMessage.TYPE:
+            raise _err("a partial message may not carry a partial message", cls.NAME, "type", 0)
+        if code not in _SERVER_INPUT:
+            raise _err(f"{cls.NAME} is not sent to a server", cls.NAME, "type", 0)
+        if self._partial.in_block:
+            if code not in (Event.TYPE, KeepAlive.TYPE):
+                raise _err(
+                    f"a partial message begun in a block must be an Event or KeepAlive, not {cls.NAME}", cls.NAME, "type", 0
+                )
+        elif code == Event.TYPE:
+            raise _err("Event outside an append block", cls.NAME, "type", 0)
+
+    def _echo(self, msg: KeepAlive) -> None:
+        self._out += self._reply(msg)
+        self._events.append(KeepAliveReceived(msg.data))
+
+    def _on_message(self, cmd: Command, offset: int, *, whole: bool, data_at: int = 0) -> None:
+        """One message, whole at ``offset`` or reassembled (then ``offset`` is 0 and the
+        caller reports errors on the part, §5 rule 5-6)."""
+        if not whole:
+            inp = _SERVER_INPUT[cmd.TYPE]
+            if not self._allowed(inp):
+                raise _err(f"{cmd.NAME} is not allowed in state {self.state.value}", cmd.NAME, "type", offset)
         if isinstance(cmd, KeepAlive):
             self._transition("keepalive", offset=offset, frame="KeepAlive")
-            self._out += KeepAlive(data=cmd.data).encode()
-            self._events.append(KeepAliveReceived(cmd.data))
+            self._echo(cmd)
         elif isinstance(cmd, Event):
-            block = self._block
-            if block is None or self.state is State.OPEN:
-                raise LocalProtocolError(
-                    "Event outside an append block", protocol=PROTOCOL, frame="Event", field="type", offset=offset
-                )
-            block.data += cmd.encode()
-            check_limit(
-                len(block.data),
-                self.limits.max_buffered,
-                name="max_buffered",
-                field="data",
-                frame="Event",
-                offset=offset,
-                protocol=PROTOCOL,
-            )
-            if self.state is State.TRAILER:
-                self._finish_block(offset, trailer=True)
-            else:
-                self._transition("event", offset=offset, frame="Event")
-        elif self.state is not State.OPEN:
-            if isinstance(cmd, EndAppendBlock) and not reassembled:
-                self._on_end(cmd, offset)
-            else:
-                raise LocalProtocolError(
-                    f"{cmd.NAME} inside an append block (only Events, partial messages and KeepAlives may be)",
-                    protocol=PROTOCOL,
-                    frame=cmd.NAME,
-                    field="type",
-                    offset=offset,
-                )
+            self._transition("event", offset=offset, frame="Event")
+            assert self._block is not None
+            self._block.data += encode_event(cmd.data)
         elif isinstance(cmd, SetupAppend):
-            self._transition("setup", offset=offset, frame="SetupAppend")
             if cmd.connection_id not in self._sessions:
                 check_limit(
                     len(self._sessions) + 1,
@@ -422,108 +569,93 @@ class ServerConnection(_Base):
                     name="max_window",
                     field="connection_id",
                     frame="SetupAppend",
-                    offset=offset,
+                    offset=offset + HEADER,
                     protocol=PROTOCOL,
                 )
+            self._transition("setup", offset=offset, frame="SetupAppend")
             self._sessions.pop(cmd.connection_id, None)  # until the AppendSetup goes out
-            self._events.append(RequestReceived(cmd))
+            self._events.append(RequestReceived(cmd, offset if whole else None))
         elif isinstance(cmd, BeginAppendBlock):
-            self._on_begin(cmd, offset)
+            self._on_begin(cmd, offset, whole=whole, data_at=data_at)
         elif isinstance(cmd, EndAppendBlock):
-            raise LocalProtocolError(
-                "EndAppendBlock without a BeginAppendBlock",
-                protocol=PROTOCOL,
-                frame="EndAppendBlock",
-                field="type",
-                offset=offset,
-            )
-        elif cmd.DIRECTION == "request":
-            self._transition("request", offset=offset, frame=cmd.NAME)
-            self._events.append(RequestReceived(cmd))
+            self._on_end(cmd, offset)
         else:
-            raise LocalProtocolError(
-                f"{cmd.NAME} is a reply, not a request", protocol=PROTOCOL, frame=cmd.NAME, field="type", offset=offset
-            )
+            self._transition("request", offset=offset, frame=cmd.NAME)
+            self._events.append(RequestReceived(cmd, offset if whole else None))
 
-    def _on_begin(self, cmd: BeginAppendBlock, offset: int) -> None:
+    def _on_begin(self, cmd: BeginAppendBlock, offset: int, *, whole: bool, data_at: int) -> None:
+        """§6.3 rule 1."""
         session = self._sessions.get(cmd.connection_id)
         if session is None:
-            raise LocalProtocolError(
+            raise _err(
                 f"ConnectionId {cmd.connection_id} used before its AppendSetup",
-                protocol=PROTOCOL,
-                frame="BeginAppendBlock",
-                field="connection_id",
-                offset=offset + HEADER,
+                "BeginAppendBlock",
+                "connection_id",
+                offset + HEADER,
             )
         if cmd.connection_offset != session.offset:
-            raise LocalProtocolError(
-                f"ConnectionOffset {cmd.connection_offset} does not continue from {session.offset}",
-                protocol=PROTOCOL,
-                frame="BeginAppendBlock",
-                field="connection_offset",
-                offset=offset + HEADER + 16,
+            raise _err(
+                f"ConnectionOffset {cmd.connection_offset} is not the running offset {session.offset}",
+                "BeginAppendBlock",
+                "connection_offset",
+                offset + HEADER + 16,
             )
         if cmd.length < 0:
-            raise LocalProtocolError(
-                f"negative block length {cmd.length}",
-                protocol=PROTOCOL,
-                frame="BeginAppendBlock",
-                field="length",
-                offset=offset + HEADER + 24,
-            )
+            raise _err(f"negative block length {cmd.length}", "BeginAppendBlock", "length", offset + HEADER + 24)
+        check_limit(
+            cmd.length,
+            self.limits.max_buffered,
+            name="max_block_size",
+            field="length",
+            frame="BeginAppendBlock",
+            offset=offset + HEADER + 24,
+            protocol=PROTOCOL,
+        )
         self._transition("begin", offset=offset, frame="BeginAppendBlock")
-        self._block = _Block(cmd.connection_id, cmd.connection_offset, cmd.length, offset)
+        length_at = offset + HEADER + 24 if whole else data_at
+        self._block = _Block(cmd.connection_id, cmd.connection_offset, cmd.length, length_at, not whole)
 
     def _on_end(self, cmd: EndAppendBlock, offset: int) -> None:
+        """§6.3 rules 3-4; rule 5 at once or when the trailing partial message completes."""
         block = self._block
         assert block is not None
-        if self.state is not State.IN_BLOCK:
-            raise LocalProtocolError(
-                "a second EndAppendBlock for the block", protocol=PROTOCOL, frame="EndAppendBlock", field="type", offset=offset
-            )
         if cmd.connection_id != block.connection_id:
-            raise LocalProtocolError(
-                f"EndAppendBlock ConnectionId {cmd.connection_id} does not match its Begin's {block.connection_id}",
-                protocol=PROTOCOL,
-                frame="EndAppendBlock",
-                field="connection_id",
-                offset=offset + HEADER,
+            raise _err(
+                f"EndAppendBlock ConnectionId {cmd.connection_id} is not its Begin's {block.connection_id}",
+                "EndAppendBlock",
+                "connection_id",
+                offset + HEADER,
+            )
+        if cmd.block_length < 0:
+            raise _err(f"negative block length {cmd.block_length}", "EndAppendBlock", "block_length", offset + HEADER + 24)
+        if cmd.connection_offset != block.begin_offset + cmd.block_length:
+            raise _err(
+                f"ConnectionOffset {cmd.connection_offset} is not Begin's {block.begin_offset} + block length {cmd.block_length}",
+                "EndAppendBlock",
+                "connection_offset",
+                offset + HEADER + 16,
             )
         if block.wire_seen != block.wire_length:
-            raise LocalProtocolError(
-                f"{block.wire_seen} bytes between Begin and End, Begin said {block.wire_length}",
-                protocol=PROTOCOL,
-                frame="EndAppendBlock",
-                field="length",
-                offset=block.begin_at + HEADER + 24,
-            )
-        if cmd.block_length < 0 or cmd.connection_offset != block.begin_offset + cmd.block_length:
-            raise LocalProtocolError(
-                f"ConnectionOffset {cmd.connection_offset} is not Begin's {block.begin_offset} + block length {cmd.block_length}",
-                protocol=PROTOCOL,
-                frame="EndAppendBlock",
-                field="connection_offset",
-                offset=offset + HEADER + 16,
-            )
+            raise block.length_error(f"{block.wire_seen} wire bytes between Begin and End, Begin said {block.wire_length}")
         block.end = cmd
-        if self._partial.active and self._partial.in_block:
+        block.end_at = offset
+        if self._partial.active:
             self._transition("end-trailer", offset=offset, frame="EndAppendBlock")
             return
-        self._finish_block(offset, trailer=False)
+        self._finish_block(trailer=False)
 
-    def _finish_block(self, offset: int, *, trailer: bool) -> None:
+    def _finish_block(self, *, trailer: bool) -> None:
         block = self._block
         assert block is not None and block.end is not None
         end = block.end
         if len(block.data) != end.block_length:
-            raise LocalProtocolError(
+            raise _err(
                 f"the block holds {len(block.data)} bytes of Events, its End says {end.block_length}",
-                protocol=PROTOCOL,
-                frame="EndAppendBlock",
-                field="block_length",
-                offset=offset,
+                "EndAppendBlock",
+                "block_length",
+                block.end_at + HEADER + 24,
             )
-        self._transition("trailer-done" if trailer else "end", offset=offset, frame="EndAppendBlock")
+        self._transition("trailer-done" if trailer else "end", offset=block.end_at, frame="EndAppendBlock")
         session = self._sessions[block.connection_id]
         previous = session.offset
         session.offset = end.connection_offset
@@ -531,23 +663,32 @@ class ServerConnection(_Base):
         self._events.append(BlockAppend(session.segment, block.connection_id, bytes(block.data), end.connection_offset, previous))
 
     # -- send -------------------------------------------------------------------------
+    def _reply(self, cmd: Command) -> bytes:
+        frame = encode_command(cmd, max_frame_size=max(self.limits.max_frame_size, self.limits.max_decompressed_size))
+        part = self.reply_part_size
+        if len(frame) > self.limits.max_frame_size:
+            part = min(part, self.limits.max_frame_size - HEADER - 1)
+        return split_reply(frame, part)
+
     def send(self, cmd: Command) -> bytes:
-        """Encode a reply; an AppendSetup starts the ConnectionId's session at its level."""
+        """Encode a reply (split per §5 "Sending"); an AppendSetup starts the
+        ConnectionId's session at its level (§6.2)."""
         if cmd.DIRECTION not in ("reply", "both"):
             raise LocalProtocolError(f"a server does not send {cmd.NAME}", protocol=PROTOCOL, frame=cmd.NAME)
         if isinstance(cmd, AppendSetup):
             self._sessions[cmd.connection_id] = _Session(cmd.segment, cmd.connection_offset_ack_level)
-        return cmd.encode()
+        return self._reply(cmd)
 
     def block_stored(self, append: BlockAppend) -> bytes:
-        """The block is durable: its DataAppended."""
-        return DataAppended(connection_id=append.connection_id, ack_level=append.level).encode()
+        """The block is durable: its DataAppended (§6.5)."""
+        return self._reply(DataAppended(connection_id=append.connection_id, ack_level=append.level))
 
 
 class ClientConnection(_Base):
     """The client side: replies (reassembled when the server splits them)."""
 
     TRANSITIONS = CLIENT_TRANSITIONS
+    _INPUT = _CLIENT_INPUT
 
     def __init__(self, limits: Limits = DEFAULT_LIMITS) -> None:
         super().__init__(limits)
@@ -560,12 +701,27 @@ class ClientConnection(_Base):
             raise LocalProtocolError(f"a client does not send {cmd.NAME}", protocol=PROTOCOL, frame=cmd.NAME)
         return cmd.encode()
 
+    def _allowed(self, inp: str) -> bool:
+        ok = (self.state, inp) in CLIENT_TRANSITIONS
+        return ok and (not self._partial.active or inp in WHILE_PARTIAL[State.OPEN])
+
+    def _check_inner_type(self, code: int) -> None:
+        cls = DRAFT.commands.get(code)
+        if cls is None:
+            raise _err(f"unknown type code {code}", None, "type", 0)
+        if code == PartialMessage.TYPE:
+            raise _err("a partial message may not carry a partial message", cls.NAME, "type", 0)
+        if code not in _CLIENT_INPUT:
+            raise _err(f"{cls.NAME} is not sent to a client", cls.NAME, "type", 0)
+
     def _on_frame(self, cmd: Command, offset: int, size: int) -> None:
         if isinstance(cmd, PartialMessage):
+            self._start_part(cmd, offset, in_block=False)
             self._transition("partial", offset=offset, frame="PartialMessage")
-            frame = self._partial.feed(cmd, offset, in_block=False)
-            if frame is not None:
-                self._on_reply(_decode_whole(frame, self._partial.started_at), self._partial.started_at)
+            data_at = offset + HEADER + 1
+            self._partial.add(cmd.data, data_at, self._check_inner_type)
+            if cmd.part == Part.END:
+                self._on_reply(self._decode_reassembled(self._partial.finish(data_at), data_at), 0)
             return
         self._on_reply(cmd, offset)
 
@@ -573,8 +729,6 @@ class ClientConnection(_Base):
         if isinstance(cmd, KeepAlive):
             self._transition("keepalive", offset=offset, frame="KeepAlive")
             self._events.append(KeepAliveReceived(cmd.data))
-        elif cmd.DIRECTION == "reply":
+        else:
             self._transition("reply", offset=offset, frame=cmd.NAME)
             self._events.append(ReplyReceived(cmd))
-        else:
-            raise LocalProtocolError(f"{cmd.NAME} is not a reply", protocol=PROTOCOL, frame=cmd.NAME, field="type", offset=offset)
