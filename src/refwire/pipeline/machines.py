@@ -57,6 +57,12 @@ def _pravega() -> list[Transition]:
     return _from_table("client", CLIENT_TRANSITIONS) + _from_table("server", SERVER_TRANSITIONS)
 
 
+def _pravega_draft() -> list[Transition]:
+    from refwire.pravega.draft2017.connection import CLIENT_TRANSITIONS, SERVER_TRANSITIONS
+
+    return _from_table("client", CLIENT_TRANSITIONS) + _from_table("server", SERVER_TRANSITIONS)
+
+
 def _tank() -> list[Transition]:
     from refwire.tank.connection import BROKER_TRANSITIONS, CLIENT_TRANSITIONS
 
@@ -74,6 +80,7 @@ def _seastar_rpc() -> list[Transition]:
 CATALOGS: dict[str, Callable[[], list[Transition]]] = {
     "lumberjack": _lumberjack,
     "pravega": _pravega,
+    "pravega-draft-2017": _pravega_draft,
     "tank": _tank,
     "seastar-rpc": _seastar_rpc,
 }
