@@ -49,6 +49,8 @@ class FrameMachine:
     Subclasses set ``PROTOCOL``, ``TRANSITIONS`` ((state, input) -> state),
     ``ERROR_STATE`` and ``CLOSED_STATE``, and implement :meth:`_feed`,
     :meth:`_pump` (decode what is buffered into events) and :meth:`_at_eof`.
+    A table that lists an ``"error"`` input records a failure as that
+    transition; otherwise the machine just moves to ``ERROR_STATE``.
     """
 
     PROTOCOL: ClassVar[str]
@@ -75,6 +77,7 @@ class FrameMachine:
             return
         if not data:
             self._eof = True
+            self._input_ended()
             return
         self._feed(data)
 
@@ -82,6 +85,7 @@ class FrameMachine:
         """The transport broke (reset): no more input."""
         self._eof = True
         self._reset = True
+        self._input_ended()
 
     def data_to_send(self) -> bytes:
         """Bytes the machine owes on its own (echoes, keepalives), once."""
@@ -100,6 +104,11 @@ class FrameMachine:
     def _at_eof(self) -> None:
         """Input ended with nothing left to decode: append the closing event (or raise)."""
         raise NotImplementedError
+
+    def _input_ended(self) -> None:
+        """Called as soon as input ends (EOF, or reset: ``self._reset``), before what is
+        buffered is decoded.  Machines that record the end at once transition here;
+        by default the end is handled by :meth:`_at_eof`, after the buffered input."""
 
     def _idle_event(self) -> Any:
         """What to return instead of decoding in the current state (None: decode)."""
@@ -134,7 +143,10 @@ class FrameMachine:
             if not events and self._eof:
                 self._at_eof()
         except ProtocolError as exc:
-            self.state = self.ERROR_STATE
+            if (self.state, "error") in self.TRANSITIONS:
+                self._transition("error")
+            else:
+                self.state = self.ERROR_STATE
             self._error = to_remote(exc)
         if events:
             return events.popleft()

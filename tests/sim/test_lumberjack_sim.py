@@ -1,5 +1,6 @@
 """Lumberjack under the deterministic simulator: the fixed CI batch, the
-determinism canary, the checker and shrinker canary, and frozen regressions."""
+determinism canary, the checker and shrinker canary, and frozen regressions
+(the shared parts are in simtests.py)."""
 
 from __future__ import annotations
 
@@ -7,40 +8,25 @@ import json
 import os
 import subprocess
 import sys
-from collections import Counter
-from pathlib import Path
-from typing import Any
 
-import pytest
+import simtests
 from refwire.sim.faults import FAULT_KINDS, Faults
 from refwire.sim.runner import SimResult, run_seed, shrink
 
-REGRESSIONS = Path(__file__).parent / "regressions" / "lumberjack"
-CI_SEEDS = range(0, 120)
-
-
-@pytest.fixture(scope="module")
-def ci_batch() -> list[SimResult]:
-    return [run_seed("lumberjack", s) for s in CI_SEEDS]
-
-
-def test_fixed_seed_batch_passes(ci_batch: list[SimResult]) -> None:
-    failures = [f"{r.failure_kind} {r.detail}\n  replay: {r.replay()}" for r in ci_batch if not r.ok]
-    assert not failures, "\n".join(failures)
+ci_batch = simtests.batch_fixture("lumberjack", range(0, 120))
+test_fixed_seed_batch_passes = simtests.batch_passes
 
 
 def test_batch_exercises_every_fault_kind_and_the_rollover(ci_batch: list[SimResult]) -> None:
     """FDB's CODE_PROBE idea: the batch must actually reach the rare paths."""
-    probes: Counter[str] = Counter()
-    for r in ci_batch:
-        probes.update({k: v for k, v in r.counts.items() if v})
+    probes = simtests.probe_counts(ci_batch)
     assert probes["wrap_batches"] > 0, "no batch crossed 2**32"
     assert probes["server_restarts"] > 0
     assert probes["client_reconnects"] > 0
     assert probes["client_keepalives"] > 0
     assert probes["duplicates"] > 0, "no resend ever produced a duplicate (at-least-once never exercised)"
-    enabled = Counter(k for r in ci_batch for k in Faults.from_dict(r.faults).enabled_kinds())
-    assert set(enabled) == set(FAULT_KINDS), f"fault kinds never drawn: {set(FAULT_KINDS) - set(enabled)}"
+    enabled = {k for r in ci_batch for k in Faults.from_dict(r.faults).enabled_kinds()}
+    assert enabled == set(FAULT_KINDS), f"fault kinds never drawn: {set(FAULT_KINDS) - enabled}"
     net = {k for k in probes if k.startswith("net.")}
     for needed in ("net.resets", "net.stalls", "net.torn_writes", "net.refused"):
         assert any(k.startswith(needed) for k in net), f"{needed} never fired; saw {sorted(net)}"
@@ -49,7 +35,7 @@ def test_batch_exercises_every_fault_kind_and_the_rollover(ci_batch: list[SimRes
 def test_batch_reaches_every_server_transition(ci_batch: list[SimResult]) -> None:
     from refwire.lumberjack.connection import SERVER_TRANSITIONS
 
-    seen = {t for r in ci_batch for t in r.transitions}
+    seen = simtests.seen_transitions(ci_batch)
     # Our own client never sends an empty window, and always writes W before and
     # outside its C (the one shape every real server accepts), so these two are
     # covered by the codec tests and the timbersnake interop instead.
@@ -60,13 +46,7 @@ def test_batch_reaches_every_server_transition(ci_batch: list[SimResult]) -> Non
         assert any(t.startswith(f"server:{state.value}-{inp}->") for t in seen), (state, inp, targets)
 
 
-def test_same_seed_same_trace_hash() -> None:
-    for seed in (7, 11, 42):
-        a = run_seed("lumberjack", seed)
-        b = run_seed("lumberjack", seed)
-        assert a.trace_hash == b.trace_hash
-        assert a.counts == b.counts
-    assert len({run_seed("lumberjack", s).trace_hash for s in range(5)}) == 5
+test_same_seed_same_trace_hash = simtests.same_trace_test("lumberjack", (7, 11, 42), distinct=5)
 
 
 def test_same_hash_in_another_process_with_another_hash_seed() -> None:
@@ -94,27 +74,8 @@ def test_planted_bug_is_caught_and_shrunk() -> None:
     assert not Faults.from_dict(small.faults).enabled_kinds()
 
 
-def _regressions() -> list[Any]:
-    return [pytest.param(json.loads(p.read_text()), id=p.stem) for p in sorted(REGRESSIONS.glob("*.json"))]
-
-
-@pytest.mark.parametrize("case", _regressions())
-def test_frozen_regression(case: dict[str, Any]) -> None:
-    knobs = case["knobs"] or {}
-    faults = Faults.from_dict(knobs["faults"]) if "faults" in knobs else None
-    r = run_seed(case["protocol"], case["seed"], faults=faults, workload=knobs.get("workload"))
-    got = "pass" if r.ok else r.failure_kind
-    assert got == case["expect"], f"{case['name']}: {r.detail}\n  replay: {r.replay()}"
-
-
-def test_long_sweep(request: pytest.FixtureRequest) -> None:
-    """Opt-in campaign: pytest tests/sim --sim-seeds 5000."""
-    n = request.config.getoption("--sim-seeds")
-    if not n:
-        pytest.skip("long sweep is opt-in (--sim-seeds N)")
-    first = request.config.getoption("--sim-first-seed")
-    failures = [r for r in (run_seed("lumberjack", s) for s in range(first, first + n)) if not r.ok]
-    assert not failures, "\n".join(f"{r.failure_kind}: {r.replay()}" for r in failures)
+test_frozen_regression = simtests.regression_test("lumberjack")
+test_long_sweep = simtests.long_sweep_test("lumberjack")
 
 
 def test_a_run_leaves_logging_as_it_found_it() -> None:

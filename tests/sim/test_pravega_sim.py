@@ -1,35 +1,19 @@
 """Pravega under the deterministic simulator: the fixed CI batch, rare-path
-probes, determinism, the checker and shrinker canary, frozen regressions."""
+probes, determinism, the checker and shrinker canary, frozen regressions (the
+shared parts are in simtests.py)."""
 
 from __future__ import annotations
 
-import json
-from collections import Counter
-from pathlib import Path
-from typing import Any
-
-import pytest
+import simtests
 from refwire.sim.faults import Faults
 from refwire.sim.runner import SimResult, run_seed, shrink
 
-REGRESSIONS = Path(__file__).parent / "regressions" / "pravega"
-CI_SEEDS = range(0, 40)
-
-
-@pytest.fixture(scope="module")
-def ci_batch() -> list[SimResult]:
-    return [run_seed("pravega", s) for s in CI_SEEDS]
-
-
-def test_fixed_seed_batch_passes(ci_batch: list[SimResult]) -> None:
-    failures = [f"{r.failure_kind} {r.detail}\n  replay: {r.replay()}" for r in ci_batch if not r.ok]
-    assert not failures, "\n".join(failures)
+ci_batch = simtests.batch_fixture("pravega", range(0, 40))
+test_fixed_seed_batch_passes = simtests.batch_passes
 
 
 def test_batch_reaches_the_rare_paths(ci_batch: list[SimResult]) -> None:
-    probes: Counter[str] = Counter()
-    for r in ci_batch:
-        probes.update({k: v for k, v in r.counts.items() if v})
+    probes = simtests.probe_counts(ci_batch)
     assert probes["server_restarts"] > 0
     assert probes["writer_reconnects"] > 0
     assert probes["read_bytes"] > 0
@@ -39,7 +23,7 @@ def test_batch_reaches_the_rare_paths(ci_batch: list[SimResult]) -> None:
 
 
 def test_batch_reaches_the_server_transitions(ci_batch: list[SimResult]) -> None:
-    seen = {t for r in ci_batch for t in r.transitions}
+    seen = simtests.seen_transitions(ci_batch)
     for needed in (
         "server:open-setup->open",
         "server:open-block->in-block",
@@ -51,13 +35,7 @@ def test_batch_reaches_the_server_transitions(ci_batch: list[SimResult]) -> None
         assert needed in seen, (needed, sorted(seen))
 
 
-def test_same_seed_same_trace_hash() -> None:
-    for seed in (3, 11):
-        a = run_seed("pravega", seed)
-        b = run_seed("pravega", seed)
-        assert a.trace_hash == b.trace_hash
-        assert a.counts == b.counts
-    assert len({run_seed("pravega", s).trace_hash for s in range(4)}) == 4
+test_same_seed_same_trace_hash = simtests.same_trace_test("pravega", (3, 11), distinct=4)
 
 
 def test_planted_bug_is_caught_and_shrunk() -> None:
@@ -71,24 +49,5 @@ def test_planted_bug_is_caught_and_shrunk() -> None:
     assert len(Faults.from_dict(small.faults).enabled_kinds()) <= len(Faults.from_dict(r.faults).enabled_kinds())
 
 
-def _regressions() -> list[Any]:
-    return [pytest.param(json.loads(p.read_text()), id=p.stem) for p in sorted(REGRESSIONS.glob("*.json"))]
-
-
-@pytest.mark.parametrize("case", _regressions())
-def test_frozen_regression(case: dict[str, Any]) -> None:
-    knobs = case["knobs"] or {}
-    faults = Faults.from_dict(knobs["faults"]) if "faults" in knobs else None
-    r = run_seed(case["protocol"], case["seed"], faults=faults, workload=knobs.get("workload"))
-    got = "pass" if r.ok else r.failure_kind
-    assert got == case["expect"], f"{case['name']}: {r.detail}\n  replay: {r.replay()}"
-
-
-def test_long_sweep(request: pytest.FixtureRequest) -> None:
-    """Opt-in campaign: pytest tests/sim --sim-seeds 5000."""
-    n = request.config.getoption("--sim-seeds")
-    if not n:
-        pytest.skip("long sweep is opt-in (--sim-seeds N)")
-    first = request.config.getoption("--sim-first-seed")
-    failures = [r for r in (run_seed("pravega", s) for s in range(first, first + n)) if not r.ok]
-    assert not failures, "\n".join(f"{r.failure_kind}: {r.replay()}" for r in failures)
+test_frozen_regression = simtests.regression_test("pravega")
+test_long_sweep = simtests.long_sweep_test("pravega")

@@ -1,40 +1,27 @@
 """TANK under the deterministic simulator: the fixed CI batch, the determinism
-canary, the rare paths the batch must reach, and the checker canary."""
+canary, the rare paths the batch must reach, and the checker canary (the shared
+parts are in simtests.py)."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 import pytest
+import simtests
 from refwire.sim.runner import SimResult, run_seed
 
 from refwire.tank.storage import PartitionLog
 
-CI_SEEDS = range(0, 100)
-
-
-@pytest.fixture(scope="module")
-def ci_batch() -> list[SimResult]:
-    return [run_seed("tank", s) for s in CI_SEEDS]
-
-
-def test_fixed_seed_batch_passes(ci_batch: list[SimResult]) -> None:
-    failures = [f"{r.failure_kind} {r.detail}\n  replay: {r.replay()}" for r in ci_batch if not r.ok]
-    assert not failures, "\n".join(failures)
+ci_batch = simtests.batch_fixture("tank", range(0, 100))
+test_fixed_seed_batch_passes = simtests.batch_passes
 
 
 def test_batch_reaches_the_rare_paths(ci_batch: list[SimResult]) -> None:
-    probes: Counter[str] = Counter()
-    for r in ci_batch:
-        probes.update({k: v for k, v in r.counts.items() if v})
+    probes = simtests.probe_counts(ci_batch)
     for needed in ("broker_restarts", "uncertain_produces", "resends", "client_reconnects", "broker_woken", "broker_timeouts", "long_poll_hits"):
         assert probes[needed] > 0, f"{needed} never happened"
     assert any(k.startswith("net.resets") for k in probes) and any(k.startswith("net.partial_reads") for k in probes)
 
 
-def test_same_seed_same_trace() -> None:
-    a, b = run_seed("tank", 7), run_seed("tank", 7)
-    assert a.trace_hash == b.trace_hash and a.counts == b.counts
+test_same_seed_same_trace = simtests.same_trace_test("tank", (7,))
 
 
 def test_checker_catches_a_broker_that_skips_a_bundle(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,13 +24,13 @@ from __future__ import annotations
 import enum
 import heapq
 import math
-from collections import deque
 from collections.abc import Sequence
 from typing import Final
 
 import attrs
 
-from ..errors import LocalProtocolError, ProtocolError, RemoteProtocolError
+from ..errors import LocalProtocolError, ProtocolError
+from ..sansio import NEED_DATA, FrameMachine, NeedData
 from ..wire import Limits
 from .compression import COMPRESSOR_NAMES, Compressor, choose_compressor, envelope, make_compressor
 from .events import (
@@ -84,21 +84,6 @@ __all__ = [
 ]
 
 
-class _NeedData:
-    _instance: _NeedData | None = None
-
-    def __new__(cls) -> _NeedData:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "NEED_DATA"
-
-
-NEED_DATA: Final = _NeedData()
-
-
 class State(enum.Enum):
     NEGOTIATING = "negotiating"  #: client: offer sent, no reply yet; server: no complete offer yet
     DECIDING = "deciding"  #: server: offer received, the application decides (accept / reject)
@@ -141,102 +126,70 @@ CLIENT_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
 }
 
 
-def _to_remote(exc: ProtocolError) -> RemoteProtocolError:
-    if isinstance(exc, RemoteProtocolError):
-        return exc
-    remote = exc.as_remote()
-    remote.__cause__ = exc
-    return remote
-
-
 # --------------------------------------------------------------------------- shared
 
 
-class _Machine:
+class _Machine(FrameMachine):
+    """The receive side is :class:`~refwire.sansio.FrameMachine`'s; a reset moves
+    the machine to CLOSED at once (the buffered input is dropped), and a protocol
+    error is the ``"error"`` transition."""
+
     role: str
-    _table: dict[tuple[State, str], State]
+    PROTOCOL = PROTOCOL
+    ERROR_STATE = State.ERROR
+    CLOSED_STATE = State.CLOSED
 
     def __init__(self, kind: str, limits: Limits) -> None:
+        super().__init__(State.NEGOTIATING)
         self.limits = limits
-        self.state = State.NEGOTIATING
         self._decoder = FrameDecoder("request" if kind == "request" else "response", limits=limits)
         self._compressor: Compressor | None = None
-        self._events: deque[object] = deque()
-        self._error: RemoteProtocolError | None = None
-        self._eof = False
-        self._reset = False
         self._now = 0.0
         #: stream connections: this side sent / received end-of-stream.
         self.local_eos = False
         self.remote_eos = False
-        #: (state, input, new state) names seen, for coverage.
-        self.transitions_seen: set[tuple[str, str, str]] = set()
-
-    def _transition(self, inp: str) -> None:
-        target = self._table.get((self.state, inp))
-        if target is None:
-            raise LocalProtocolError(f"{inp!r} is not allowed in state {self.state.value}", protocol=PROTOCOL)
-        self.transitions_seen.add((self.state.value, inp, target.value))
-        self.state = target
 
     @property
     def compressor(self) -> str | None:
         return None if self._compressor is None else self._compressor.name
 
     def receive_data(self, data: bytes | bytearray | memoryview, *, now: float | None = None) -> None:
-        """Feed received bytes; ``b""`` means the peer closed its side (EOF)."""
+        """Feed received bytes (``b""`` = EOF); ``now`` (when given) sets the clock for deadlines."""
         if now is not None:
             self._now = now
-        if self._eof:
-            if data:
-                raise RuntimeError("receive_data after EOF")
-            return
-        if not data:
-            self._eof = True
-            return
+        super().receive_data(data)
+
+    def _feed(self, data: bytes | bytearray | memoryview) -> None:
         if self.state not in (State.CLOSED, State.ERROR):
             self._decoder.feed(data)
 
-    def connection_lost(self) -> None:
-        """The transport broke (reset)."""
-        if self.state in _ALL_OPEN and (self.state, "reset") in self._table:
+    def _input_ended(self) -> None:
+        if self._reset and self.state in _ALL_OPEN and (self.state, "reset") in self.TRANSITIONS:
             self._transition("reset")
             self._closed(False, "reset")
-        self._eof = True
-        self._reset = True
 
     def _closed(self, clean: bool, reason: str) -> None:
         self._events.append(ConnectionClosed(clean, reason))
 
     def next_event(self) -> object:
-        if self._events:
-            return self._events.popleft()
-        if self._error is not None:
-            raise self._error
-        if self.state in (State.CLOSED, State.ERROR) or self.state is State.DECIDING:
-            return NEED_DATA
-        try:
-            frame = self._decoder.next_frame()
-            if frame is not None:
-                self._on_frame(frame)
-            elif self._eof:
-                err = self._decoder.eof_error()
-                if err is not None:
-                    raise err
-                self._transition("eof")
-                self._closed(True, "eof")
-        except ProtocolError as exc:
-            self._transition("error")
-            self._error = _to_remote(exc)
-            self._on_error()
-        if self._events:
-            return self._events.popleft()
-        if self._error is not None:
-            raise self._error
-        return NEED_DATA
+        return self._next()
 
-    def _on_error(self) -> None:
-        pass
+    def _idle_event(self) -> NeedData | None:
+        return NEED_DATA if self.state in (State.CLOSED, State.ERROR, State.DECIDING) else None
+
+    def _pump(self) -> None:
+        while not self._events:
+            frame = self._decoder.next_frame()
+            if frame is None:
+                return
+            self._on_frame(frame)
+
+    def _at_eof(self) -> None:
+        err = self._decoder.eof_error()
+        if err is not None:
+            raise err
+        self._transition("eof")
+        self._closed(True, "eof")
 
     def _on_frame(self, frame: object) -> None:
         raise NotImplementedError
@@ -305,7 +258,7 @@ class ServerConnection(_Machine):
     """
 
     role = "server"
-    _table = SERVER_TRANSITIONS
+    TRANSITIONS = SERVER_TRANSITIONS
 
     def __init__(
         self,
@@ -449,7 +402,7 @@ class ClientConnection(_Machine):
     """
 
     role = "client"
-    _table = CLIENT_TRANSITIONS
+    TRANSITIONS = CLIENT_TRANSITIONS
 
     def __init__(
         self,
@@ -481,7 +434,6 @@ class ClientConnection(_Machine):
         self._pending: dict[int, float | None] = {}
         self._timers: list[tuple[float, int]] = []
         self._queue: list[_Queued] = []
-        self._out = bytearray()
 
     def initiate(self) -> bytes:
         """The negotiation frame, sent as soon as the connection is up."""
@@ -538,11 +490,6 @@ class ClientConnection(_Machine):
     def cancel(self, msg_id: int) -> None:
         """Forget a pending call (the application gave up); a later reply is stray."""
         self._pending.pop(msg_id, None)
-
-    def data_to_send(self) -> bytes:
-        out = bytes(self._out)
-        self._out.clear()
-        return out
 
     # -- receiving -----------------------------------------------------------------
     def _on_frame(self, frame: object) -> None:

@@ -21,7 +21,8 @@ from typing import Final
 
 import attrs
 
-from ..errors import LocalProtocolError, ProtocolError, RemoteProtocolError
+from ..errors import LocalProtocolError
+from ..sansio import NEED_DATA, FrameMachine, NeedData
 from ..wire import Limits
 from .bundles import ChunkResult, read_chunk
 from .frames import (
@@ -72,14 +73,6 @@ __all__ = [
 ]
 
 PING_FRAME: Final = b"\x03\x00\x00\x00\x00"
-
-
-class _NeedData:
-    def __repr__(self) -> str:
-        return "NEED_DATA"
-
-
-NEED_DATA: Final = _NeedData()
 
 
 class State(enum.Enum):
@@ -166,66 +159,57 @@ _EXPECT: Final[dict[type, type | tuple[type, ...]]] = {
 ClientEvent = Connected | ConnectionClosed | ProduceResponse | ConsumeResult | Response
 
 
-class _Base:
-    protocol_name = "tank"
+class _Base(FrameMachine):
+    """The receive side is :class:`~refwire.sansio.FrameMachine`'s; EOF and reset
+    move the machine to CLOSED at once, and the close is delivered after the
+    frames already received."""
 
-    def __init__(self, accept: frozenset[int], limits: Limits, table: dict[tuple[State, str], State], state: State) -> None:
+    protocol_name = "tank"
+    PROTOCOL = "tank"
+    ERROR_STATE = State.ERROR
+    CLOSED_STATE = State.CLOSED
+
+    def __init__(self, accept: frozenset[int], limits: Limits, state: State) -> None:
+        super().__init__(state)
         self._decoder = FrameDecoder(accept, limits, obsolete_msg={REPLICA_ID: "obsolete ReplicaID (the real broker closes the connection)", 0x09: "ConsumePeer is broker-to-broker (cluster mode); not supported"})
         self.limits = limits
-        self._table = table
-        self.state = state
-        self._out = bytearray()
         self._closed_event: ConnectionClosed | None = None
-        self.transitions_seen: set[tuple[str, str, str]] = set()
 
-    def _go(self, inp: str) -> None:
-        nxt = self._table.get((self.state, inp))
-        if nxt is None:
-            raise LocalProtocolError(f"{inp!r} not allowed in state {self.state.value}", protocol="tank")
-        self.transitions_seen.add((self.state.value, inp, nxt.value))
-        self.state = nxt
-
-    def data_to_send(self) -> bytes:
-        out = bytes(self._out)
-        self._out.clear()
-        return out
-
-    def receive_data(self, data: bytes | bytearray, now: float = 0.0) -> None:
-        if self.state in (State.CLOSED, State.ERROR):
+    def receive_data(self, data: bytes | bytearray | memoryview, now: float = 0.0) -> None:
+        """Feed received bytes (``b""`` = EOF) that arrived at ``now``; ignored once closed."""
+        if self.state is State.CLOSED or self.state is State.ERROR:
             return
         self._last_rx = now
-        if not data:
-            clean = self._decoder.at_boundary
-            self._go("eof")
-            self._closed_event = ConnectionClosed(clean, "" if clean else "EOF inside a frame")
-            return
+        super().receive_data(data)
+
+    def _feed(self, data: bytes | bytearray | memoryview) -> None:
         self._decoder.feed(bytes(data))
 
-    def connection_lost(self) -> None:
-        if self.state not in (State.CLOSED, State.ERROR):
-            self._go("reset")
+    def _input_ended(self) -> None:
+        if self.state is State.CLOSED or self.state is State.ERROR:
+            return
+        if self._reset:
+            self._transition("reset")
             self._closed_event = ConnectionClosed(False, "connection reset")
+        else:
+            clean = self._decoder.at_boundary
+            self._transition("eof")
+            self._closed_event = ConnectionClosed(clean, "" if clean else "EOF inside a frame")
 
-    def _next_frame(self) -> tuple[int, bytes, int] | None:
-        if self.state is State.ERROR:
-            raise RemoteProtocolError("connection already failed", protocol="tank")
-        try:
-            return self._decoder.next_frame()
-        except ProtocolError as exc:
-            self.state = State.ERROR
-            raise exc.as_remote() from exc
-
-    def _fail(self, exc: ProtocolError) -> RemoteProtocolError:
-        self.state = State.ERROR
-        return exc.as_remote()
+    def _at_eof(self) -> None:
+        if self._closed_event is not None:
+            self._events.append(self._closed_event)
+            self._closed_event = None
 
 
 class ClientConnection(_Base):
     """The client side.  ``send(request)`` returns the frame to write; request
     ids are the caller's (use :meth:`new_request_id`)."""
 
+    TRANSITIONS = CLIENT_TRANSITIONS
+
     def __init__(self, *, limits: Limits = DEFAULT_LIMITS, ping_interval: float | None = 5.0, now: float = 0.0, first_request_id: int = 1) -> None:
-        super().__init__(RESPONSE_IDS, limits, CLIENT_TRANSITIONS, State.CONNECTING)
+        super().__init__(RESPONSE_IDS, limits, State.CONNECTING)
         self.ping_interval = ping_interval
         self._last_tx = now
         self._last_rx = now
@@ -264,40 +248,40 @@ class ClientConnection(_Base):
             self._out += PING_FRAME
             self._last_tx = now
 
-    def next_event(self) -> ClientEvent | _NeedData:
+    def next_event(self) -> ClientEvent | NeedData:
         """The next event: frames already received are delivered before a close."""
-        got = self._next_frame()
-        if got is None:
-            if self._closed_event is not None:
-                ev, self._closed_event = self._closed_event, None
-                return ev
-            return NEED_DATA
-        msg_id, payload, off = got
-        try:
-            resp = decode_response(msg_id, payload, offset=off, limits=self.limits)
-            if isinstance(resp, Ping):
-                self._step("ping")
-                return Connected()
-            self._step("response")
-            req = self._pending.pop(resp.request_id, None)
-            if req is None:
-                raise LocalProtocolError(f"response to unknown request id {resp.request_id}", protocol="tank", frame=f"0x{msg_id:02x}", field="requestId", offset=off + 5)
-            expected = _EXPECT[type(req)]
-            if not isinstance(resp, expected):
-                raise LocalProtocolError(f"{type(resp).__name__} answers a {type(req).__name__}", protocol="tank", frame=f"0x{msg_id:02x}", field="requestId", offset=off + 5)
-            if isinstance(resp, RawProduceResponse):
-                assert isinstance(req, ProduceRequest)
-                return decode_produce_response(resp, req.layout())
-            if isinstance(resp, ConsumeResponse):
-                assert isinstance(req, ConsumeRequest)
-                return self._consume_result(req, resp, off)
-            return resp
-        except ProtocolError as exc:
-            raise self._fail(exc) from exc
+        return self._next()  # type: ignore[no-any-return]
+
+    def _pump(self) -> None:
+        while not self._events:
+            got = self._decoder.next_frame()
+            if got is None:
+                return
+            self._events.append(self._on_frame(*got))
+
+    def _on_frame(self, msg_id: int, payload: bytes, off: int) -> ClientEvent:
+        resp = decode_response(msg_id, payload, offset=off, limits=self.limits)
+        if isinstance(resp, Ping):
+            self._step("ping")
+            return Connected()
+        self._step("response")
+        req = self._pending.pop(resp.request_id, None)
+        if req is None:
+            raise LocalProtocolError(f"response to unknown request id {resp.request_id}", protocol="tank", frame=f"0x{msg_id:02x}", field="requestId", offset=off + 5)
+        expected = _EXPECT[type(req)]
+        if not isinstance(resp, expected):
+            raise LocalProtocolError(f"{type(resp).__name__} answers a {type(req).__name__}", protocol="tank", frame=f"0x{msg_id:02x}", field="requestId", offset=off + 5)
+        if isinstance(resp, RawProduceResponse):
+            assert isinstance(req, ProduceRequest)
+            return decode_produce_response(resp, req.layout())
+        if isinstance(resp, ConsumeResponse):
+            assert isinstance(req, ConsumeRequest)
+            return self._consume_result(req, resp, off)
+        return resp
 
     def _step(self, inp: str) -> None:
         if self.state is not State.CLOSED:  # frames buffered before an EOF still count
-            self._go(inp)
+            self._transition(inp)
 
     def _consume_result(self, req: ConsumeRequest, resp: ConsumeResponse, off: int) -> ConsumeResult:
         asked = {(t.name, p.partition): p.seq for t in req.topics for p in t.partitions}
@@ -321,8 +305,10 @@ class ClientConnection(_Base):
 class BrokerConnection(_Base):
     """The broker side of one connection: requests out, responses in."""
 
+    TRANSITIONS = BROKER_TRANSITIONS
+
     def __init__(self, *, limits: Limits = DEFAULT_LIMITS, idle_timeout: float | None = 16.0, now: float = 0.0) -> None:
-        super().__init__(REQUEST_IDS, limits, BROKER_TRANSITIONS, State.OPEN)
+        super().__init__(REQUEST_IDS, limits, State.OPEN)
         self.idle_timeout = idle_timeout
         self._last_rx = now
         self._last_tx = now
@@ -333,24 +319,21 @@ class BrokerConnection(_Base):
         self._last_tx = now
         return response.encode()
 
-    def next_event(self) -> Request | ConnectionClosed | _NeedData:
-        while True:
-            got = self._next_frame()
+    def next_event(self) -> Request | ConnectionClosed | NeedData:
+        return self._next()  # type: ignore[no-any-return]
+
+    def _pump(self) -> None:
+        while not self._events:
+            got = self._decoder.next_frame()
             if got is None:
-                if self._closed_event is not None:
-                    ev, self._closed_event = self._closed_event, None
-                    return ev
-                return NEED_DATA
+                return
             msg_id, payload, off = got
-            try:
-                req = decode_request(msg_id, payload, offset=off, limits=self.limits)
-            except ProtocolError as exc:
-                raise self._fail(exc) from exc
+            req = decode_request(msg_id, payload, offset=off, limits=self.limits)
             if isinstance(req, Ping):
-                self._go("ping")  # accepted, never answered (§7.1)
+                self._transition("ping")  # accepted, never answered (§7.1)
                 continue
-            self._go("request")
-            return req
+            self._transition("request")
+            self._events.append(req)
 
     def next_deadline(self) -> float | None:
         if self.idle_timeout is None or self.long_polls or self.state is not State.OPEN:
@@ -361,6 +344,6 @@ class BrokerConnection(_Base):
         d = self.next_deadline()
         if d is None or now < d:
             return None
-        self._go("idle")
+        self._transition("idle")
         return IdleTimeout(now - max(self._last_rx, self._last_tx))
 
