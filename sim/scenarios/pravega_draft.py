@@ -80,7 +80,7 @@ class PravegaDraftScenario:
             "max_block_events": rng.pick([1, 4, 20]),
             "split_prob": rng.pick([0.0, 0.3, 0.9]),
             "pad_prob": rng.pick([0.0, 0.2]),
-            "split_replies_over": rng.pick([None, 64, 1000]),
+            "reply_part_size": rng.pick([1024 * 1024, 64, 1000]),
             "readers": rng.pick([0, 1]),
             "restarts": rng.pick([0, 0, 1, 2]),
             "safety_time": 60.0,
@@ -193,7 +193,7 @@ class _Run:
                 else:
                     for s in range(wl["segments"]):
                         self.check_segment(s)
-                front = DraftFrontend(store, config=DraftConfig(split_replies_over=wl["split_replies_over"], tail_wait=5.0))
+                front = DraftFrontend(store, config=DraftConfig(reply_part_size=wl["reply_part_size"], tail_wait=5.0))
                 if wl["bug"] == "forget-level":
                     # Planted bug (tests the checker and the shrinker): AppendSetup always says 0.
                     front._level = lambda segment, connection_id: 0  # type: ignore[method-assign]

@@ -41,6 +41,10 @@ class ProtocolError(RefwireError):
         offset: the byte offset in the stream (or in the enclosing buffer) where
             the faulty field starts, if known.
         event_hint: an event the protocol suggests sending before closing.
+        inner: where inside an enclosed message the fault is, when the error is
+            about a message carried inside this frame (e.g. a reassembled Pravega
+            draft partial message): an error whose ``frame``/``field``/``offset``
+            are relative to that message.  None for most errors.
     """
 
     def __init__(
@@ -52,8 +56,10 @@ class ProtocolError(RefwireError):
         field: str | None = None,
         offset: int | None = None,
         event_hint: Any = None,
+        inner: ProtocolError | None = None,
     ) -> None:
         self.reason = reason
+        self.inner = inner
         self.protocol = protocol
         self.frame = frame
         self.field = field
@@ -71,7 +77,11 @@ class ProtocolError(RefwireError):
             where.append(f"field {self.field}")
         if self.offset is not None:
             where.append(f"offset {self.offset}")
-        return f"{self.reason} ({', '.join(where)})" if where else self.reason
+        text = f"{self.reason} ({', '.join(where)})" if where else self.reason
+        inner = getattr(self, "inner", None)
+        if inner is not None:
+            text += f" [inside: frame {inner.frame}, field {inner.field}, offset {inner.offset}]"
+        return text
 
     def located(
         self,
@@ -105,6 +115,7 @@ class ProtocolError(RefwireError):
             field=self.field,
             offset=self.offset,
             event_hint=self.event_hint,
+            inner=self.inner,
         )
 
 

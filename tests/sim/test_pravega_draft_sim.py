@@ -1,35 +1,24 @@
 """The Pravega 2017 draft dialect under the deterministic simulator: the fixed
-CI batch, rare paths, determinism, the checker and shrinker canary."""
+CI batch, rare paths, determinism, the checker and shrinker canary (the shared
+parts are in simtests.py)."""
 
 from __future__ import annotations
 
-from collections import Counter
-
-import pytest
+import simtests
 from refwire.sim.runner import SimResult, run_seed, shrink
 
 PROTOCOL = "pravega-draft-2017"
-CI_SEEDS = range(0, 60)
 
-
-@pytest.fixture(scope="module")
-def ci_batch() -> list[SimResult]:
-    return [run_seed(PROTOCOL, s) for s in CI_SEEDS]
-
-
-def test_fixed_seed_batch_passes(ci_batch: list[SimResult]) -> None:
-    failures = [f"{r.failure_kind} {r.detail}\n  replay: {r.replay()}" for r in ci_batch if not r.ok]
-    assert not failures, "\n".join(failures)
+ci_batch = simtests.batch_fixture(PROTOCOL, range(0, 60))
+test_fixed_seed_batch_passes = simtests.batch_passes
 
 
 def test_batch_reaches_the_rare_paths(ci_batch: list[SimResult]) -> None:
-    probes: Counter[str] = Counter()
-    for r in ci_batch:
-        probes.update({k: v for k, v in r.counts.items() if v})
+    probes = simtests.probe_counts(ci_batch)
     assert probes["server_restarts"] > 0
     assert probes["writer_reconnects"] > 0
     assert probes["read_bytes"] > 0
-    seen = {t for r in ci_batch for t in r.transitions}
+    seen = simtests.seen_transitions(ci_batch)
     for needed in (
         "server:open-setup->open",
         "server:open-begin->in-block",
@@ -43,10 +32,7 @@ def test_batch_reaches_the_rare_paths(ci_batch: list[SimResult]) -> None:
         assert needed in seen, (needed, sorted(seen))
 
 
-def test_same_seed_same_trace_hash() -> None:
-    for seed in (2, 9):
-        a, b = run_seed(PROTOCOL, seed), run_seed(PROTOCOL, seed)
-        assert (a.trace_hash, a.counts) == (b.trace_hash, b.counts)
+test_same_seed_same_trace_hash = simtests.same_trace_test(PROTOCOL, (2, 9))
 
 
 def test_planted_bug_is_caught_and_shrunk() -> None:
@@ -58,11 +44,4 @@ def test_planted_bug_is_caught_and_shrunk() -> None:
     assert small.workload["writers"] <= r.workload["writers"]
 
 
-def test_long_sweep(request: pytest.FixtureRequest) -> None:
-    """Opt-in campaign: pytest tests/sim --sim-seeds 5000."""
-    n = request.config.getoption("--sim-seeds")
-    if not n:
-        pytest.skip("long sweep is opt-in (--sim-seeds N)")
-    first = request.config.getoption("--sim-first-seed")
-    failures = [r for r in (run_seed(PROTOCOL, s) for s in range(first, first + n)) if not r.ok]
-    assert not failures, "\n".join(f"{r.failure_kind}: {r.replay()}" for r in failures)
+test_long_sweep = simtests.long_sweep_test(PROTOCOL)

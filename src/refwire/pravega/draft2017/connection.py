@@ -4,11 +4,12 @@ Same API shape as every refwire machine: ``receive_data``, ``next_event`` →
 event or ``NEED_DATA``, ``send`` → bytes, ``data_to_send`` for what the machine
 owes on its own (KeepAlive echoes).
 
-* **Frames** (§1-§3): the type is checked as soon as its 4 bytes are in (known,
-  in this direction, allowed in the current state), the length as soon as the
-  header is in (not negative, whole frame ≤ ``limits.max_frame_size``, inside a
-  block not past the Begin's wire length W), before any payload is buffered.
-  Layouts are strict: trailing bytes are an error (§2, D11).
+* **Frames** (§1-§3): an unknown or wrong-direction type is refused as soon
+  as its 4 bytes are in, the length as soon as the header is in (not negative,
+  whole frame ≤ ``limits.max_frame_size``, inside a block not past the Begin's
+  wire length W), before any payload is buffered; whether the frame is allowed
+  in the current state is checked once it is decoded.  Layouts are strict:
+  trailing bytes are an error (§2, D11).
 * **Partial messages** (§5): Begin, Middle…, End parts whose data are
   consecutive slices of one frame.  While one is incomplete only its parts,
   KeepAlive and (for one begun in a block) that block's EndAppendBlock may
@@ -322,10 +323,14 @@ class _Base(FrameMachine):
         cls = DRAFT.commands.get(code)
         if cls is None:
             raise _err(f"unknown type code {code}", None, "type", offset)
-        inp = self._INPUT.get(code)
-        if inp is None:
+        if code not in self._INPUT:
             raise _err(f"{cls.NAME} is not sent in this direction", cls.NAME, "type", offset)
-        if not self._allowed(inp):
+
+    def _check_state(self, code: int, offset: int) -> None:
+        """§3, §5 rule 3, §6.3 rule 2: made once the frame is decoded (a malformed
+        frame is reported on its field first, vector ``end-append-block-missing-block-length``)."""
+        cls = DRAFT.commands[code]
+        if not self._allowed(self._INPUT[code]):
             pending = " while a partial message is incomplete" if self._partial.active else ""
             raise _err(f"{cls.NAME} is not allowed in state {self.state.value}{pending}", cls.NAME, "type", offset)
 
@@ -366,6 +371,7 @@ class _Base(FrameMachine):
             cmd = decode_command(
                 self._code, data, start=pos + HEADER, end=pos + size, base=off + HEADER, allow_inner=True, dialect=DRAFT
             )
+            self._check_state(self._code, off)
             buf.advance_to(pos + size)
             self._offset = off + size
             self._code = self._length = None

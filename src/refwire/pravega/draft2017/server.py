@@ -1,54 +1,138 @@
-"""The segment store speaking the 2017 draft dialect (specs/pravega-draft-2017/README.md §5-§7).
+"""The segment store speaking the 2017 draft dialect (specs/pravega-draft-2017/README.md §5-§9).
 
 It is the same :class:`~refwire.pravega.server.SegmentStoreServer` -- one store,
 one durable log -- served on a listener of its own: ``DraftFrontend(store)``
-handles draft connections.  A ConnectionId's ack level is kept in the segment
-as the writer attribute of that id, appended atomically with the block's data,
-so ``AppendSetup`` after a crash says exactly what is stored.
+handles draft connections.
 
-The draft has no error replies: what today's protocol answers with
-NoSuchSegment or SegmentIsSealed closes a draft connection, with a log line.
+* **Ack levels** (§6.1): a ConnectionId's level in a segment is kept as the
+  segment attribute :func:`level_attribute` ``(connection_id)`` -- a UUID derived
+  from the ConnectionId (version 5, so it never equals a random version-4 writer
+  id of today's dialect, whose writer attributes hold event numbers).  It is
+  written by the same log record as the block's data, so it is persisted
+  atomically with it, and the store only appends a block when the level still
+  equals the block's Begin offset (compare-and-set, §6.5).
+* **Replies** (§6.5, §7): in the order of the requests that caused them, each
+  once what it reports is durable; a server reply longer than
+  ``reply_part_size`` goes out as partial messages (§5 "Sending").  Reads at
+  the tail park (at most ``max_parked_reads`` per connection; beyond, the
+  oldest is answered empty at once) until data arrives, the segment is sealed
+  or ``tail_wait`` passes.
+* **Flow control** (§6.5): the connection is not read while more than
+  ``pause_above`` bytes of completed blocks await durability; reading resumes
+  below ``resume_below``.
+* The draft has **no error replies** (§9, D15): what today's protocol answers
+  with NoSuchSegment or SegmentIsSealed closes a draft connection, with a
+  :class:`LocalProtocolError` naming the field (kept in :attr:`DraftFrontend.errors`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import uuid
+from collections import OrderedDict, deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import trio
 
 from ...drivers import StreamServer
-from ...errors import ProtocolError
-from ..codec import NULL_VALUE
+from ...errors import LocalProtocolError, ProtocolError
+from ...wire import Limits, encode_mutf8
+from ..codec import HEADER, NULL_VALUE, Command
 from ..server import SegmentStoreServer
 from ..store import IllegalArgumentError, NoSuchSegmentError, SegmentSealedError, SegmentTruncatedError, StoreError
-from .commands import AppendSetup, ReadSegment, SegmentRead, SetupAppend
+from .commands import PROTOCOL, AppendSetup, ReadSegment, SegmentRead, SetupAppend
 from .connection import (
     DEFAULT_LIMITS,
+    REPLY_PART_SIZE,
     BlockAppend,
     ConnectionClosed,
     KeepAliveReceived,
     RequestReceived,
     ServerConnection,
-    split_message,
 )
 
-__all__ = ["DraftConfig", "DraftFrontend"]
+__all__ = ["LEVEL_NAMESPACE", "DraftConfig", "DraftFrontend", "level_attribute"]
 
 log = logging.getLogger("refwire.pravega.draft2017")
-_CLOSE = -1  # the reply queue's "flush, then close" marker
+
+#: The namespace of :func:`level_attribute` (a fixed, arbitrary UUID).
+LEVEL_NAMESPACE: Final = uuid.UUID("5d1c6f0e-7a1b-4c55-9a2e-2017d4af7001")
+
+
+def level_attribute(connection_id: uuid.UUID) -> uuid.UUID:
+    """The segment attribute holding ``connection_id``'s ack level (§6.1)."""
+    return uuid.uuid5(LEVEL_NAMESPACE, connection_id.hex)
 
 
 @attrs.frozen(kw_only=True)
 class DraftConfig:
-    #: send replies larger than this as partial messages of this size (None = never split)
-    split_replies_over: int | None = 256 * 1024
-    tail_wait: float | None = 10.0
+    limits: Limits = DEFAULT_LIMITS
+    #: replies longer than this go out as partial messages of this many data bytes (§5)
+    reply_part_size: int = REPLY_PART_SIZE
+    tail_wait: float | None = 10.0  #: §7: a parked read is answered empty after this long (None = never)
+    max_parked_reads: int = 1000  #: §7, per connection
+    pause_above: int = 128 * 1024  #: §6.5: stop reading above this many unacked block bytes
+    resume_below: int = 64 * 1024  #: §6.5: resume below this many
     max_queued_replies: int = 4096
     receive_size: int = 256 * 1024
+    max_errors_kept: int = 100
+
+
+class _Closing(Exception):
+    """Close the connection after what is owed so far (§1.1)."""
+
+    def __init__(self, error: LocalProtocolError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+@attrs.define(eq=False)
+class _Parked:
+    cmd: ReadSegment
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    done: bool = False
+
+
+class _Conn:
+    """The per-connection state of :meth:`DraftFrontend.handle_stream`."""
+
+    def __init__(self, front: DraftFrontend, stream: trio.abc.Stream) -> None:
+        cfg = front.config
+        self.front = front
+        self.stream = stream
+        self.machine = ServerConnection(cfg.limits, reply_part_size=cfg.reply_part_size)
+        self.send_q, self.recv_q = trio.open_memory_channel[tuple[int, bytes, int]](cfg.max_queued_replies)
+        self.unacked = 0  #: bytes of completed blocks not yet durable and acked
+        self.resume = trio.Event()
+        self.parked: OrderedDict[int, _Parked] = OrderedDict()
+        self.next_read = 0
+        self.closing = False
+        self.nursery: trio.Nursery | None = None
+
+    async def queue(self, data: bytes, lsn: int = 0, release: int = 0) -> None:
+        try:
+            await self.send_q.send((lsn, data, release))
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+
+    async def replier(self) -> None:
+        """Replies in request order, each once its log position is durable (§6.5)."""
+        store = self.front.server
+        async for lsn, data, release in self.recv_q:
+            if lsn < 0:
+                assert self.nursery is not None
+                self.nursery.cancel_scope.cancel()  # parked reads end with the connection
+                return
+            await store.wait_durable(lsn)
+            if data:
+                await self.stream.send_all(data)
+            if release:
+                self.unacked -= release
+                if self.unacked < self.front.config.resume_below:
+                    self.resume.set()
 
 
 class DraftFrontend:
@@ -63,9 +147,14 @@ class DraftFrontend:
             "blocks": 0,
             "bytes": 0,
             "reads": 0,
+            "parked_reads": 0,
+            "evicted_reads": 0,
+            "pauses": 0,
             "protocol_errors": 0,
             "closed_by_store": 0,
         }
+        #: why connections were closed (protocol errors and refused requests), newest last
+        self.errors: deque[ProtocolError] = deque(maxlen=config.max_errors_kept)
         self.transitions_seen: set[tuple[str, str, str]] = set()
 
     async def serve(
@@ -80,87 +169,55 @@ class DraftFrontend:
     async def shutdown(self, grace: float = 5.0) -> None:
         await self._stream_server.shutdown(grace)
 
-    def _level(self, segment: str, connection_id: Any) -> int:
-        value = self.server.store.writer_attribute(segment, connection_id)
+    def _level(self, segment: str, connection_id: uuid.UUID) -> int:
+        value = self.server.store.writer_attribute(segment, level_attribute(connection_id))
         return 0 if value == NULL_VALUE else value
 
-    def _reply_bytes(self, data: bytes) -> bytes:
-        limit = self.config.split_replies_over
-        if limit is None or len(data) <= limit:
-            return data
-        return b"".join(split_message(data, list(range(limit, len(data), limit))))
+    # -- errors ----------------------------------------------------------------------
+    def _refuse(self, reason: str, frame: str, field: str, offset: int | None) -> _Closing:
+        self.stats["closed_by_store"] += 1
+        return _Closing(LocalProtocolError(reason, protocol=PROTOCOL, frame=frame, field=field, offset=offset))
 
+    def _read_error(self, cmd: ReadSegment, at: int | None, exc: StoreError) -> _Closing:
+        seg_at = None if at is None else at + HEADER
+        if isinstance(exc, NoSuchSegmentError):
+            return self._refuse(f"ReadSegment: no such segment {cmd.segment!r}", "ReadSegment", "segment", seg_at)
+        off_at = None if seg_at is None else seg_at + 2 + len(encode_mutf8(cmd.segment))
+        return self._refuse(f"ReadSegment.offset {cmd.offset}: {exc}", "ReadSegment", "offset", off_at)
+
+    # -- connection ---------------------------------------------------------------------
     async def handle_stream(self, stream: trio.abc.Stream) -> None:
         self.stats["connections"] += 1
-        conn = ServerConnection(DEFAULT_LIMITS)
-        send_q, recv_q = trio.open_memory_channel[tuple[int, bytes]](self.config.max_queued_replies)
-        lock = trio.Lock()
-        store = self.server
-
-        async def replier() -> None:
-            async for lsn, data in recv_q:
-                if lsn == _CLOSE:
-                    nursery.cancel_scope.cancel()  # parked reads end with the connection
-                    return
-                await store.wait_durable(lsn)
-                async with lock:
-                    await stream.send_all(data)
-
-        async def queue(data: bytes, lsn: int = 0) -> None:
-            try:
-                await send_q.send((lsn, data))
-            except (trio.ClosedResourceError, trio.BrokenResourceError):
-                pass
-
-        async def read(cmd: ReadSegment, *, parked: bool = False) -> None:
-            deadline = math.inf if self.config.tail_wait is None else trio.current_time() + self.config.tail_wait
-            while True:
-                try:
-                    result = store.store.read(cmd.segment, cmd.offset, cmd.suggested_length)
-                except (NoSuchSegmentError, SegmentTruncatedError, IllegalArgumentError) as exc:
-                    log.info("pravega draft: closing: read %s at %d: %s", cmd.segment, cmd.offset, exc)
-                    self.stats["closed_by_store"] += 1
-                    await queue(b"", _CLOSE)
-                    return
-                if result is not None:
-                    reply = SegmentRead(
-                        segment=cmd.segment,
-                        offset=cmd.offset,
-                        at_tail=result.at_tail,
-                        end_of_segment=result.end_of_segment,
-                        data=result.data,
-                    )
-                    await queue(self._reply_bytes(reply.encode()))
-                    return
-                ev = store._wakeups.setdefault(cmd.segment, trio.Event())
-                with trio.move_on_at(deadline) as scope:
-                    await ev.wait()
-                if scope.cancelled_caught:
-                    empty = SegmentRead(segment=cmd.segment, offset=cmd.offset, at_tail=True, end_of_segment=False, data=b"")
-                    await queue(empty.encode())
-                    return
-
-        nursery: trio.Nursery
+        c = _Conn(self, stream)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(replier)
+                c.nursery = nursery
+                nursery.start_soon(c.replier)
                 try:
-                    await self._read_loop(stream, conn, queue, nursery, read)
+                    await self._read_loop(c)
+                except _Closing as closing:
+                    self.errors.append(closing.error)
+                    log.info("pravega draft: closing connection: %s", closing.error)
                 finally:
-                    await queue(b"", _CLOSE)
-                    send_q.close()
+                    c.closing = True
+                    await c.queue(b"", -1)
+                    c.send_q.close()
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
             log.debug("pravega draft: connection lost: %s", group.exceptions[0])
         finally:
-            self.transitions_seen |= conn.transitions_seen
+            self.transitions_seen |= c.machine.transitions_seen
 
-    async def _read_loop(
-        self, stream: trio.abc.Stream, conn: ServerConnection, queue: Any, nursery: trio.Nursery, read: Any
-    ) -> None:
-        store = self.server
+    async def _read_loop(self, c: _Conn) -> None:
+        conn = c.machine
+        cfg = self.config
         while True:
+            if c.unacked > cfg.pause_above:  # §6.5 flow control
+                self.stats["pauses"] += 1
+                while c.unacked >= cfg.resume_below:
+                    c.resume = trio.Event()
+                    await c.resume.wait()
             try:
-                data = await stream.receive_some(self.config.receive_size)
+                data = await c.stream.receive_some(cfg.receive_size)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 conn.connection_lost()
                 data = b""
@@ -170,52 +227,126 @@ class DraftFrontend:
                     ev = conn.next_event()
                 except ProtocolError as exc:
                     self.stats["protocol_errors"] += 1
+                    self.errors.append(exc)
                     log.info("pravega draft: closing connection: %s", exc)
                     return
                 if isinstance(ev, BlockAppend):
                     lsn = self._append(ev)
-                    if lsn is None:
-                        return
-                    store._dirty.set()
-                    await queue(conn.block_stored(ev), lsn)
+                    self.server._dirty.set()
+                    c.unacked += len(ev.data)
+                    await c.queue(conn.block_stored(ev), lsn, len(ev.data))
                 elif isinstance(ev, RequestReceived):
-                    cmd = ev.command
-                    if isinstance(cmd, SetupAppend):
-                        try:
-                            level = self._level(cmd.segment, cmd.connection_id)
-                        except NoSuchSegmentError:
-                            log.info("pravega draft: closing: SetupAppend for missing segment %r", cmd.segment)
-                            self.stats["closed_by_store"] += 1
-                            return
-                        reply = AppendSetup(
-                            segment=cmd.segment, connection_id=cmd.connection_id, connection_offset_ack_level=level
-                        )
-                        await queue(conn.send(reply))
-                    elif isinstance(cmd, ReadSegment):
-                        self.stats["reads"] += 1
-                        nursery.start_soon(read, cmd)
+                    await self._request(c, ev.command, ev.offset)
                 elif isinstance(ev, KeepAliveReceived):
-                    await queue(conn.data_to_send())
+                    await c.queue(conn.data_to_send())
                 elif isinstance(ev, ConnectionClosed):
                     return
                 else:
                     break
 
-    def _append(self, ev: BlockAppend) -> int | None:
-        """Store a block with its new level; None if the store refused (close)."""
+    async def _request(self, c: _Conn, cmd: Command, at: int | None) -> None:
+        st = self.server.store
+        if isinstance(cmd, SetupAppend):
+            try:
+                level = self._level(cmd.segment, cmd.connection_id)
+            except NoSuchSegmentError:
+                raise self._refuse(
+                    f"SetupAppend: no such segment {cmd.segment!r}", "SetupAppend", "segment", None if at is None else at + 24
+                ) from None
+            reply = AppendSetup(segment=cmd.segment, connection_id=cmd.connection_id, connection_offset_ack_level=level)
+            # The level may include blocks not yet durable: answer once they are.
+            await c.queue(c.machine.send(reply), st.written_lsn)
+        elif isinstance(cmd, ReadSegment):
+            self.stats["reads"] += 1
+            try:
+                result = st.read(cmd.segment, cmd.offset, cmd.suggested_length)
+            except (NoSuchSegmentError, SegmentTruncatedError, IllegalArgumentError) as exc:
+                raise self._read_error(cmd, at, exc) from None
+            if result is not None:
+                await c.queue(self._segment_read(c, cmd, result.data, result.at_tail, result.end_of_segment))
+                return
+            await self._park(c, cmd, at)
+
+    def _segment_read(self, c: _Conn, cmd: ReadSegment, data: bytes, at_tail: bool, eos: bool) -> bytes:
+        return c.machine.send(SegmentRead(segment=cmd.segment, offset=cmd.offset, at_tail=at_tail, end_of_segment=eos, data=data))
+
+    async def _park(self, c: _Conn, cmd: ReadSegment, at: int | None) -> None:
+        """§7: a read at the tail of an unsealed segment waits."""
+        self.stats["parked_reads"] += 1
+        if len(c.parked) >= self.config.max_parked_reads:
+            _key, oldest = c.parked.popitem(last=False)
+            oldest.done = True
+            oldest.scope.cancel()
+            self.stats["evicted_reads"] += 1
+            await c.queue(self._segment_read(c, oldest.cmd, b"", True, False))
+        p = _Parked(cmd)
+        key = c.next_read
+        c.next_read += 1
+        c.parked[key] = p
+        assert c.nursery is not None
+        c.nursery.start_soon(self._parked_read, c, key, p, at)
+
+    async def _parked_read(self, c: _Conn, key: int, p: _Parked, at: int | None) -> None:
+        store = self.server
+        cmd = p.cmd
+        wait = self.config.tail_wait
+        deadline = math.inf if wait is None else trio.current_time() + wait
+        reply: bytes | None = None
+        with p.scope:
+            while reply is None:
+                ev = store._wakeups.setdefault(cmd.segment, trio.Event())
+                with trio.move_on_at(deadline) as timer:
+                    await ev.wait()
+                if p.done:
+                    return
+                if timer.cancelled_caught:
+                    reply = self._segment_read(c, cmd, b"", True, False)
+                    break
+                try:
+                    result = store.store.read(cmd.segment, cmd.offset, cmd.suggested_length)
+                except (NoSuchSegmentError, SegmentTruncatedError, IllegalArgumentError) as exc:
+                    closing = self._read_error(cmd, at, exc)
+                    self.errors.append(closing.error)
+                    log.info("pravega draft: closing connection: %s", closing.error)
+                    c.parked.pop(key, None)
+                    p.done = True
+                    await c.queue(b"", -1)
+                    return
+                if result is not None:
+                    reply = self._segment_read(c, cmd, result.data, result.at_tail, result.end_of_segment)
+        if p.done or reply is None:
+            return
+        p.done = True
+        c.parked.pop(key, None)
+        await c.queue(reply)
+
+    def _append(self, ev: BlockAppend) -> int:
+        """Store a block with its new level, compare-and-set on the old one (§6.5)."""
         st = self.server.store
         try:
-            if self._level(ev.segment, ev.connection_id) != ev.previous_level:
-                log.info("pravega draft: closing: ConnectionId %s was written elsewhere meanwhile", ev.connection_id)
-                self.stats["closed_by_store"] += 1
-                return None
+            seg = st.get(ev.segment)
+            if seg.sealed:
+                raise SegmentSealedError(ev.segment)
+            level = self._level(ev.segment, ev.connection_id)
+            if level != ev.previous_level:
+                raise self._refuse(
+                    f"ConnectionId {ev.connection_id} is at level {level} in {ev.segment!r}, the block starts at "
+                    f"{ev.previous_level} (written by another connection meanwhile)",
+                    "EndAppendBlock",
+                    "connection_offset",
+                    None,
+                )
+            if not ev.data:  # an empty block: nothing to write, the level is unchanged (§6.3)
+                return st.written_lsn
             lsn, _length = st.append(
-                ev.segment, ev.data, writer_id=ev.connection_id, event_number=ev.level, now=self.server._time_ms()
+                ev.segment,
+                ev.data,
+                writer_id=level_attribute(ev.connection_id),
+                event_number=ev.level,
+                now=self.server._time_ms(),
             )
         except (SegmentSealedError, NoSuchSegmentError, StoreError) as exc:
-            log.info("pravega draft: closing: append to %s: %s", ev.segment, exc)
-            self.stats["closed_by_store"] += 1
-            return None
+            raise self._refuse(f"append to {ev.segment!r} refused: {exc}", "EndAppendBlock", "(store)", None) from None
         self.stats["blocks"] += 1
         self.stats["bytes"] += len(ev.data)
         return lsn
