@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 from pravega_draft_harness import level
 
 from refwire.pravega.client import parse_events
@@ -221,3 +222,26 @@ async def test_cli_serve_send_read_draft() -> None:
                     proc.kill()
                     await proc.wait()
                 nursery.cancel_scope.cancel()
+
+
+async def test_client_keepalive_when_quiet_and_gives_up_after_silence(autojump_clock: trio.testing.MockClock) -> None:
+    """Spec §8: an empty KeepAlive after 10 s without a reply; closed after 3 min of silence."""
+    from refwire.pravega.draft2017.client import DraftConnection
+
+    ours, theirs = trio.testing.memory_stream_pair()
+    conn = DraftConnection(ours)
+    sent: list[tuple[float, bytes]] = []
+
+    async def silent_server() -> None:
+        while data := await theirs.receive_some():
+            sent.append((trio.current_time(), bytes(data)))
+
+    with trio.fail_after(600):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(silent_server)
+            await nursery.start(conn.run)
+            await conn.closed.wait()
+            nursery.cancel_scope.cancel()
+    assert trio.current_time() == pytest.approx(180.0)
+    assert [round(t) for t, _ in sent][:3] == [10, 20, 30]
+    assert {d for _, d in sent} == {bytes.fromhex("0000006400000000")}

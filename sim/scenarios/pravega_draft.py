@@ -129,6 +129,7 @@ class _Run:
         self.writers: list[DraftWriter] = []
         self.levels: dict[tuple[int, int], int] = {}
         self.counts: dict[str, int] = {"server_restarts": 0, "events_total": 0, "read_bytes": 0}
+        self.client_transitions: set[tuple[str, str, str]] = set()
 
     def violate(self, kind: str, detail: str) -> None:
         if self.violation is None:
@@ -278,21 +279,24 @@ class _Run:
         async with trio.open_nursery() as nursery:
             await nursery.start(conn.run)
             reader = DraftReader(conn, segment_name(s), offset=len(got), read_size=3000)
-            while len(got) < want:
-                r = await reader.read(timeout=30)
-                assert self.store is not None
-                seg = self.store.store.segments[segment_name(s)]
-                if (
-                    r.offset != len(got)
-                    or seg.read_bytes(r.offset, len(r.data)) != r.data
-                    or r.offset + len(r.data) > seg.visible
-                ):
-                    self.violate(
-                        "read-mismatch", f"segment {s}: read at {r.offset} ({len(r.data)} bytes) differs from the durable data"
-                    )
-                got += r.data
-                self.counts["read_bytes"] += len(r.data)
+            try:
+                got = await self._read_until(s, reader, got, want)
+            finally:
+                self.client_transitions |= conn.machine.transitions_seen
             nursery.cancel_scope.cancel()
+        return got
+
+    async def _read_until(self, s: int, reader: DraftReader, got: bytes, want: int) -> bytes:
+        while len(got) < want:
+            r = await reader.read(timeout=30)
+            assert self.store is not None
+            seg = self.store.store.segments[segment_name(s)]
+            if r.offset != len(got) or seg.read_bytes(r.offset, len(r.data)) != r.data or r.offset + len(r.data) > seg.visible:
+                self.violate(
+                    "read-mismatch", f"segment {s}: read at {r.offset} ({len(r.data)} bytes) differs from the durable data"
+                )
+            got += r.data
+            self.counts["read_bytes"] += len(r.data)
         return got
 
     async def main(self) -> ScenarioReport:
@@ -335,7 +339,9 @@ class _Run:
         if counts["writer_protocol_errors"] and outcome in ("pass", "liveness"):  # the cause beats its symptom
             first = next(wr.last_protocol_error for wr in self.writers if wr.last_protocol_error is not None)
             outcome, violation, detail = "violation", "client-protocol-error", str(first)
-        transitions: set[str] = set()
+        transitions: set[str] = {f"client:{a}-{i}->{b}" for a, i, b in self.client_transitions}
+        for wr in self.writers:
+            transitions |= {f"client:{a}-{i}->{b}" for a, i, b in wr.transitions_seen}
         for f in self.frontends:
             transitions |= {f"server:{a}-{i}->{b}" for a, i, b in f.transitions_seen}
         return ScenarioReport(

@@ -19,7 +19,7 @@ import trio
 from ...drivers import first_error, open_stream
 from ...errors import ProtocolError, RefwireError
 from ..codec import Command
-from .commands import AppendSetup, DataAppended, ReadSegment, SegmentRead
+from .commands import AppendSetup, DataAppended, KeepAlive, ReadSegment, SegmentRead
 from .connection import ClientConnection, ConnectionClosed, KeepAliveReceived, ReplyReceived
 from .writer import DraftWriterSession, Planner
 
@@ -39,9 +39,16 @@ class DraftWriteFailed(RefwireError):
 class DraftConnection:
     """One draft-dialect connection with replies routed to waiters."""
 
-    def __init__(self, stream: trio.abc.Stream) -> None:
+    def __init__(
+        self, stream: trio.abc.Stream, *, keepalive_interval: float | None = 10.0, silence_timeout: float | None = 180.0
+    ) -> None:
         self.stream = stream
         self.machine = ClientConnection()
+        #: send an empty KeepAlive after this long without hearing from the server (spec §8)
+        self.keepalive_interval = keepalive_interval
+        #: give up after this long without hearing from the server (spec §8)
+        self.silence_timeout = silence_timeout
+        self._last_rx = 0.0
         self._by_id: dict[uuid.UUID, trio.MemorySendChannel[Command]] = {}
         self._reads: dict[tuple[str, int], trio.MemorySendChannel[Command]] = {}
         self._lock = trio.Lock()
@@ -64,7 +71,37 @@ class DraftConnection:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Route replies until the connection ends (started at once: the draft has no Hello)."""
-        task_status.started()
+        self._last_rx = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            if self.keepalive_interval is not None or self.silence_timeout is not None:
+                nursery.start_soon(self._keepalive)
+            task_status.started()
+            await self._receive()
+            nursery.cancel_scope.cancel()
+
+    async def _keepalive(self) -> None:
+        """Every ``keepalive_interval`` without a reply, an empty KeepAlive; after
+        ``silence_timeout`` without one, close (§8).  Deadlines are absolute
+        times, so the checks cannot drift by rounding."""
+        interval = self.keepalive_interval if self.keepalive_interval is not None else math.inf
+        silence = self.silence_timeout if self.silence_timeout is not None else math.inf
+        next_ping = self._last_rx + interval
+        while True:
+            next_ping = max(next_ping, self._last_rx + interval)
+            await trio.sleep_until(min(self._last_rx + silence, next_ping))
+            now = trio.current_time()
+            if now >= self._last_rx + silence:
+                log.info("pravega draft: no reply for %.0f s; closing", now - self._last_rx)
+                await trio.aclose_forcefully(self.stream)
+                return
+            if now >= next_ping:
+                try:
+                    await self.send_raw(self.machine.send(KeepAlive()))
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
+                next_ping = now + interval
+
+    async def _receive(self) -> None:
         try:
             while True:
                 try:
@@ -72,6 +109,7 @@ class DraftConnection:
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     self.machine.connection_lost()
                     data = b""
+                self._last_rx = trio.current_time()
                 self.machine.receive_data(data)
                 while True:
                     ev = self.machine.next_event()
@@ -157,6 +195,8 @@ class DraftWriter:
         self._rng = rng or random.Random()
         self.stats = {"connections": 0, "reconnects": 0, "protocol_errors": 0}
         self.last_protocol_error: ProtocolError | None = None
+        #: the client machines' transitions over every connection (coverage)
+        self.transitions_seen: set[tuple[str, str, str]] = set()
 
     async def write(self, payloads: Sequence[bytes]) -> int:
         """Append ``payloads``; returns the ack level once all are durable."""
@@ -189,6 +229,12 @@ class DraftWriter:
         self.stats["connections"] += 1
         conn = DraftConnection(stream)
         session = self.session
+        try:
+            await self._converse(conn, session)
+        finally:
+            self.transitions_seen |= conn.machine.transitions_seen
+
+    async def _converse(self, conn: DraftConnection, session: DraftWriterSession) -> None:
         async with trio.open_nursery() as nursery:
             await nursery.start(conn.run)
             replies = conn.subscribe(session.connection_id)

@@ -33,12 +33,11 @@ from __future__ import annotations
 import enum
 import struct
 import uuid
-from collections.abc import Callable
 from typing import Final
 
 import attrs
 
-from ...errors import LimitExceeded, LocalProtocolError, ProtocolError
+from ...errors import LocalProtocolError, ProtocolError
 from ...sansio import FrameMachine, NeedData
 from ...wire import Limits, ReceiveBuffer, check_limit
 from ..codec import HEADER, MAX_WIRECOMMAND_SIZE, Command, decode_command, encode_command, encode_event
@@ -57,6 +56,7 @@ from .commands import (
     SegmentRead,
     SetupAppend,
 )
+from .partial import Reassembly, command_name, error, split_message, split_reply, wrap_inner
 
 __all__ = [
     "CLIENT_TRANSITIONS",
@@ -191,112 +191,6 @@ class ConnectionClosed:
     reason: str = ""
 
 
-def split_message(frame: bytes, cuts: list[int]) -> list[bytes]:
-    """``frame`` (one serialized message) as PartialMessage frames cut at ``cuts``
-    (offsets inside the frame, sorted; repeats give empty parts).  No cuts gives
-    a Begin with everything and an empty End (§5 rule 1)."""
-    points = [0, *sorted(min(max(c, 0), len(frame)) for c in cuts), len(frame)]
-    slices = [frame[points[i] : points[i + 1]] for i in range(len(points) - 1)]
-    if len(slices) == 1:
-        slices.append(b"")
-    last = len(slices) - 1
-    return [
-        PartialMessage(part=int(Part.BEGIN if i == 0 else Part.END if i == last else Part.MIDDLE), data=piece).encode()
-        for i, piece in enumerate(slices)
-    ]
-
-
-def split_reply(frame: bytes, part_size: int) -> bytes:
-    """§5 "Sending": ``frame`` whole if it is at most ``part_size`` bytes, else
-    parts of exactly ``part_size`` data bytes, the last carrying the rest (never empty)."""
-    if len(frame) <= part_size:
-        return frame
-    return b"".join(split_message(frame, list(range(part_size, len(frame), part_size))))
-
-
-def _err(reason: str, frame: str | None, field: str, offset: int | None) -> LocalProtocolError:
-    return LocalProtocolError(reason, protocol=PROTOCOL, frame=frame, field=field, offset=offset)
-
-
-def _wrap(exc: ProtocolError, data_at: int) -> LocalProtocolError:
-    """§5 rule 5: an error about a reassembled message, on the part that revealed it."""
-    cls = LimitExceeded if isinstance(exc, LimitExceeded) else LocalProtocolError
-    if exc.protocol is None:
-        exc.protocol = PROTOCOL
-    return cls(
-        f"reassembled message: {exc.reason}", protocol=PROTOCOL, frame="PartialMessage", field="data", offset=data_at, inner=exc
-    )
-
-
-def _name(code: int) -> str | None:
-    cls = DRAFT.commands.get(code)
-    return None if cls is None else cls.NAME
-
-
-class _Reassembly:
-    """One partial message in progress (§5), checked as its bytes arrive (rule 4)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.buf: bytearray | None = None
-        self.started_at = 0  #: stream offset of the Begin part's frame
-        self.in_block = False  #: began inside an append block
-        self.code: int | None = None
-        self.total: int | None = None  #: 8 + the announced length
-
-    @property
-    def active(self) -> bool:
-        return self.buf is not None
-
-    def begin(self, offset: int, *, in_block: bool) -> None:
-        self.buf = bytearray()
-        self.started_at = offset
-        self.in_block = in_block
-        self.code = self.total = None
-
-    def add(self, data: bytes, data_at: int, check_type: Callable[[int], None]) -> None:
-        buf = self.buf
-        assert buf is not None
-        have, total = len(buf), len(buf) + len(data)
-        if have < HEADER and total >= 4:
-            head = (bytes(buf[:HEADER]) + data[:HEADER])[:HEADER]
-            if have < 4:
-                code = int.from_bytes(head[:4], "big", signed=True)
-                try:
-                    check_type(code)
-                except ProtocolError as exc:
-                    raise _wrap(exc, data_at) from None
-                self.code = code
-            if total >= HEADER:
-                n = int.from_bytes(head[4:8], "big", signed=True)
-                name = _name(self.code) if self.code is not None else None
-                if n < 0:
-                    raise _wrap(_err(f"negative length {n}", name, "length", 4), data_at)
-                try:
-                    check_limit(
-                        HEADER + n, self.limit, name="max_partial_size", field="length", frame=name, offset=4, protocol=PROTOCOL
-                    )
-                except LimitExceeded as exc:
-                    raise _wrap(exc, data_at) from None
-                self.total = HEADER + n
-        if self.total is not None and total > self.total:
-            name = _name(self.code) if self.code is not None else None
-            raise _wrap(
-                _err(f"the parts carry {total - self.total} bytes more than the message", name, "(trailing)", self.total), data_at
-            )
-        buf += data
-
-    def finish(self, data_at: int) -> bytes:
-        """The complete message at its End part (rule 4: not shorter than announced)."""
-        buf = self.buf
-        assert buf is not None
-        if self.total is None or len(buf) < self.total:
-            name = _name(self.code) if self.code is not None else None
-            raise _wrap(_err(f"End part after {len(buf)} bytes of the message", name, "(eof)", 0), data_at)
-        self.buf = None
-        return bytes(buf)
-
-
 class _Base(FrameMachine):
     PROTOCOL = PROTOCOL
     ERROR_STATE = State.ERROR
@@ -310,7 +204,7 @@ class _Base(FrameMachine):
         self._offset = 0  #: stream offset of the next undecoded frame
         self._code: int | None = None  #: type of the frame being received, once checked
         self._length: int | None = None  #: its payload length, once checked
-        self._partial = _Reassembly(limits.max_decompressed_size)
+        self._partial = Reassembly(limits.max_decompressed_size)
 
     def _feed(self, data: bytes | bytearray | memoryview) -> None:
         self._buf.feed(data)
@@ -322,9 +216,9 @@ class _Base(FrameMachine):
     def _check_type(self, code: int, offset: int) -> None:
         cls = DRAFT.commands.get(code)
         if cls is None:
-            raise _err(f"unknown type code {code}", None, "type", offset)
+            raise error(f"unknown type code {code}", None, "type", offset)
         if code not in self._INPUT:
-            raise _err(f"{cls.NAME} is not sent in this direction", cls.NAME, "type", offset)
+            raise error(f"{cls.NAME} is not sent in this direction", cls.NAME, "type", offset)
 
     def _check_state(self, code: int, offset: int) -> None:
         """§3, §5 rule 3, §6.3 rule 2: made once the frame is decoded (a malformed
@@ -332,12 +226,12 @@ class _Base(FrameMachine):
         cls = DRAFT.commands[code]
         if not self._allowed(self._INPUT[code]):
             pending = " while a partial message is incomplete" if self._partial.active else ""
-            raise _err(f"{cls.NAME} is not allowed in state {self.state.value}{pending}", cls.NAME, "type", offset)
+            raise error(f"{cls.NAME} is not allowed in state {self.state.value}{pending}", cls.NAME, "type", offset)
 
     def _check_length(self, code: int, n: int, offset: int) -> None:
-        name = _name(code)
+        name = command_name(code)
         if n < 0:
-            raise _err(f"negative frame length {n}", name, "length", offset + 4)
+            raise error(f"negative frame length {n}", name, "length", offset + 4)
         check_limit(
             HEADER + n,
             self.limits.max_frame_size,
@@ -385,7 +279,7 @@ class _Base(FrameMachine):
         part, pm = cmd.part, self._partial
         if part == Part.BEGIN:
             if pm.active:
-                raise _err(
+                raise error(
                     f"a partial message begins while the one begun at offset {pm.started_at} is incomplete",
                     "PartialMessage",
                     "part",
@@ -394,30 +288,30 @@ class _Base(FrameMachine):
             pm.begin(offset, in_block=in_block)
         elif part in (Part.MIDDLE, Part.END):
             if not pm.active:
-                raise _err(f"{Part(part).name.title()} part without a Begin", "PartialMessage", "part", offset + HEADER)
+                raise error(f"{Part(part).name.title()} part without a Begin", "PartialMessage", "part", offset + HEADER)
         else:
-            raise _err(f"part must be 0 (Begin), 1 (Middle) or 2 (End), got {part}", "PartialMessage", "part", offset + HEADER)
+            raise error(f"part must be 0 (Begin), 1 (Middle) or 2 (End), got {part}", "PartialMessage", "part", offset + HEADER)
 
     def _decode_reassembled(self, frame: bytes, data_at: int) -> Command:
         code = int.from_bytes(frame[:4], "big", signed=True)
         try:
             return decode_command(code, frame, start=HEADER, base=HEADER, allow_inner=True, dialect=DRAFT)
         except ProtocolError as exc:
-            raise _wrap(exc, data_at) from None
+            raise wrap_inner(exc, data_at) from None
 
     def _pending_frame(self) -> str | None:
-        return _name(self._code) if self._code is not None and len(self._buf) >= HEADER else None
+        return command_name(self._code) if self._code is not None and len(self._buf) >= HEADER else None
 
     def _eof_errors(self) -> None:
         if self._buf:
-            raise _err(
+            raise error(
                 f"connection closed inside a frame ({len(self._buf)} bytes of it received)",
                 self._pending_frame(),
                 "(eof)",
                 self._offset,
             )
         if self._partial.active:
-            raise _err("connection closed inside a partial message", "PartialMessage", "(eof)", self._partial.started_at)
+            raise error("connection closed inside a partial message", "PartialMessage", "(eof)", self._partial.started_at)
 
     def _at_eof(self) -> None:
         if self._reset:
@@ -455,8 +349,8 @@ class _Block:
     def length_error(self, reason: str) -> LocalProtocolError:
         """§6.3 rule 3: an error on Begin's ``length``."""
         if self.partial_begin:
-            return _wrap(_err(reason, "BeginAppendBlock", "length", HEADER + 24), self.length_at)
-        return _err(reason, "BeginAppendBlock", "length", self.length_at)
+            return wrap_inner(error(reason, "BeginAppendBlock", "length", HEADER + 24), self.length_at)
+        return error(reason, "BeginAppendBlock", "length", self.length_at)
 
 
 class ServerConnection(_Base):
@@ -497,7 +391,7 @@ class ServerConnection(_Base):
         if not self._reset:
             self._eof_errors()
             if self._block is not None:
-                raise _err("connection closed inside an append block", "BeginAppendBlock", "(eof)", None)
+                raise error("connection closed inside an append block", "BeginAppendBlock", "(eof)", None)
         super()._at_eof()
 
     # -- receive --------------------------------------------------------------------
@@ -530,24 +424,24 @@ class ServerConnection(_Base):
         try:
             self._on_message(msg, 0, whole=False, data_at=data_at)
         except ProtocolError as exc:
-            raise _wrap(exc, data_at) from None
+            raise wrap_inner(exc, data_at) from None
 
     def _check_inner_type(self, code: int) -> None:
         """§5 rule 4 at 4 bytes: known, a request, not a partial message; in a block Event or KeepAlive only."""
         cls = DRAFT.commands.get(code)
         if cls is None:
-            raise _err(f"unknown type code {code}", None, "type", 0)
+            raise error(f"unknown type code {code}", None, "type", 0)
         if code == PartialMessage.TYPE:
-            raise _err("a partial message may not carry a partial message", cls.NAME, "type", 0)
+            raise error("a partial message may not carry a partial message", cls.NAME, "type", 0)
         if code not in _SERVER_INPUT:
-            raise _err(f"{cls.NAME} is not sent to a server", cls.NAME, "type", 0)
+            raise error(f"{cls.NAME} is not sent to a server", cls.NAME, "type", 0)
         if self._partial.in_block:
             if code not in (Event.TYPE, KeepAlive.TYPE):
-                raise _err(
+                raise error(
                     f"a partial message begun in a block must be an Event or KeepAlive, not {cls.NAME}", cls.NAME, "type", 0
                 )
         elif code == Event.TYPE:
-            raise _err("Event outside an append block", cls.NAME, "type", 0)
+            raise error("Event outside an append block", cls.NAME, "type", 0)
 
     def _echo(self, msg: KeepAlive) -> None:
         self._out += self._reply(msg)
@@ -559,7 +453,7 @@ class ServerConnection(_Base):
         if not whole:
             inp = _SERVER_INPUT[cmd.TYPE]
             if not self._allowed(inp):
-                raise _err(f"{cmd.NAME} is not allowed in state {self.state.value}", cmd.NAME, "type", offset)
+                raise error(f"{cmd.NAME} is not allowed in state {self.state.value}", cmd.NAME, "type", offset)
         if isinstance(cmd, KeepAlive):
             self._transition("keepalive", offset=offset, frame="KeepAlive")
             self._echo(cmd)
@@ -593,21 +487,21 @@ class ServerConnection(_Base):
         """§6.3 rule 1."""
         session = self._sessions.get(cmd.connection_id)
         if session is None:
-            raise _err(
+            raise error(
                 f"ConnectionId {cmd.connection_id} used before its AppendSetup",
                 "BeginAppendBlock",
                 "connection_id",
                 offset + HEADER,
             )
         if cmd.connection_offset != session.offset:
-            raise _err(
+            raise error(
                 f"ConnectionOffset {cmd.connection_offset} is not the running offset {session.offset}",
                 "BeginAppendBlock",
                 "connection_offset",
                 offset + HEADER + 16,
             )
         if cmd.length < 0:
-            raise _err(f"negative block length {cmd.length}", "BeginAppendBlock", "length", offset + HEADER + 24)
+            raise error(f"negative block length {cmd.length}", "BeginAppendBlock", "length", offset + HEADER + 24)
         check_limit(
             cmd.length,
             self.limits.max_buffered,
@@ -626,16 +520,16 @@ class ServerConnection(_Base):
         block = self._block
         assert block is not None
         if cmd.connection_id != block.connection_id:
-            raise _err(
+            raise error(
                 f"EndAppendBlock ConnectionId {cmd.connection_id} is not its Begin's {block.connection_id}",
                 "EndAppendBlock",
                 "connection_id",
                 offset + HEADER,
             )
         if cmd.block_length < 0:
-            raise _err(f"negative block length {cmd.block_length}", "EndAppendBlock", "block_length", offset + HEADER + 24)
+            raise error(f"negative block length {cmd.block_length}", "EndAppendBlock", "block_length", offset + HEADER + 24)
         if cmd.connection_offset != block.begin_offset + cmd.block_length:
-            raise _err(
+            raise error(
                 f"ConnectionOffset {cmd.connection_offset} is not Begin's {block.begin_offset} + block length {cmd.block_length}",
                 "EndAppendBlock",
                 "connection_offset",
@@ -655,7 +549,7 @@ class ServerConnection(_Base):
         assert block is not None and block.end is not None
         end = block.end
         if len(block.data) != end.block_length:
-            raise _err(
+            raise error(
                 f"the block holds {len(block.data)} bytes of Events, its End says {end.block_length}",
                 "EndAppendBlock",
                 "block_length",
@@ -714,11 +608,11 @@ class ClientConnection(_Base):
     def _check_inner_type(self, code: int) -> None:
         cls = DRAFT.commands.get(code)
         if cls is None:
-            raise _err(f"unknown type code {code}", None, "type", 0)
+            raise error(f"unknown type code {code}", None, "type", 0)
         if code == PartialMessage.TYPE:
-            raise _err("a partial message may not carry a partial message", cls.NAME, "type", 0)
+            raise error("a partial message may not carry a partial message", cls.NAME, "type", 0)
         if code not in _CLIENT_INPUT:
-            raise _err(f"{cls.NAME} is not sent to a client", cls.NAME, "type", 0)
+            raise error(f"{cls.NAME} is not sent to a client", cls.NAME, "type", 0)
 
     def _on_frame(self, cmd: Command, offset: int, size: int) -> None:
         if isinstance(cmd, PartialMessage):
