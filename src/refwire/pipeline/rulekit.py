@@ -64,7 +64,8 @@ def per_connection(frames: Any, check: Check) -> Any:
     def run(items: list[Any] | None) -> list[Found]:
         return check([i.asDict() for i in items or []])
 
-    udf = F.udf(run, "ARRAY<STRUCT<direction: STRING, frame_no: BIGINT, offset: BIGINT, detail: STRING>>")
+    # A lambda: PySpark 4 reads a function's type hints to pick a UDF kind, and warns on these.
+    udf = F.udf(lambda items: run(items), "ARRAY<STRUCT<direction: STRING, frame_no: BIGINT, offset: BIGINT, detail: STRING>>")
     return (
         frames.groupBy("conn")
         .agg(F.collect_list(F.struct(*CHECK_COLUMNS)).alias("items"))
