@@ -163,13 +163,14 @@ def _summary(runs: Any, tables: dict[str, Any], campaign: str, out: Path, t_star
     reached_any = {
         r["protocol"]: r["n"] for r in cov.where("kind = 'transition' AND reached").groupBy("protocol").agg(F.count("*").alias("n")).collect()
     }
-    lines.append(f"{'protocol':<14}{'runs':>7}{'passed':>8}{'failed':>8}{'avg sim s':>11}  states  transitions")
+    width = max([len("protocol"), *(len(r["protocol"]) for r in per)]) + 2
+    lines.append(f"{'protocol':<{width}}{'runs':>7}{'passed':>8}{'failed':>8}{'avg sim s':>11}  states  transitions")
     for r in per:
         st = covs.get((r["protocol"], "state"), (0, 0))
         tr = covs.get((r["protocol"], "transition"), (0, 0))
         seen = reached_any.get(r["protocol"], 0)
         cov_text = f"{st[0]}/{st[1]}  {tr[0]}/{tr[1]}" if st[1] else f"{seen} transitions seen (no machine table in refwire.pipeline.machines)"
-        lines.append(f"{r['protocol']:<14}{r['runs']:>7}{r['passed']:>8}{r['runs'] - r['passed']:>8}{r['avg_sim_s']:>11}  {cov_text}")
+        lines.append(f"{r['protocol']:<{width}}{r['runs']:>7}{r['passed']:>8}{r['runs'] - r['passed']:>8}{r['avg_sim_s']:>11}  {cov_text}")
     fails = tables["failures"].collect()
     lines.append("failures:" if fails else "failures: none")
     for f in fails:
