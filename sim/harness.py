@@ -4,15 +4,17 @@ restarts at seeded times until the network is healed."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 import trio
 
+from .faults import Faults
 from .net import SimNet
 from .rand import SimRandom
 from .trace import Trace
 
-__all__ = ["crash_restart_loop", "safety_then_liveness"]
+__all__ = ["RunBase", "crash_restart_loop", "role_transitions", "safety_then_liveness"]
 
 
 async def safety_then_liveness(
@@ -70,3 +72,27 @@ async def crash_restart_loop(
             nursery.cancel_scope.cancel()
         with trio.move_on_after(rng.between(0.1, 3.0)):
             await healed.wait()
+
+
+class RunBase:
+    """What every scenario run holds: its seed's randomness, workload, trace,
+    simulated network, the healed flag, and the first invariant violated."""
+
+    def __init__(self, rng: SimRandom, faults: Faults, wl: dict[str, Any], trace: Trace) -> None:
+        self.rng = rng
+        self.wl = wl
+        self.trace = trace
+        self.net = SimNet(rng.child("net"), faults, trace)
+        self.violation: tuple[str, str] | None = None
+        self.healed = trio.Event()
+
+    def violate(self, kind: str, detail: str) -> None:
+        """Record the first violation (later ones are consequences)."""
+        if self.violation is None:
+            self.violation = (kind, detail)
+            self.trace.record(trio.current_time(), "VIOLATION", kind, detail)
+
+
+def role_transitions(role: str, seen: Iterable[tuple[str, str, str]]) -> set[str]:
+    """``role:state-input->state`` names for a machine's transitions (coverage)."""
+    return {f"{role}:{a}-{i}->{b}" for a, i, b in seen}

@@ -31,8 +31,7 @@ from refwire.lumberjack.client import ClientConfig, LumberjackClient
 from refwire.lumberjack.server import ConnectionInfo, LumberjackServer, ServerConfig
 
 from ..faults import Faults
-from ..harness import crash_restart_loop, safety_then_liveness
-from ..net import SimNet
+from ..harness import RunBase, crash_restart_loop, role_transitions, safety_then_liveness
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -91,28 +90,18 @@ class LumberjackScenario:
         return await _Run(rng, faults, workload, trace).main()
 
 
-class _Run:
+class _Run(RunBase):
     def __init__(self, rng: SimRandom, faults: Faults, wl: dict[str, Any], trace: Trace) -> None:
-        self.rng = rng
-        self.wl = wl
-        self.trace = trace
-        self.net = SimNet(rng.child("net"), faults, trace)
+        super().__init__(rng, faults, wl, trace)
         self.delivered: set[tuple[int, int]] = set()
         self.deliveries = 0
         self.per_conn: dict[tuple[int, int], tuple[int, int]] = {}  # (server gen, conn id) -> last (client, index)
-        self.violation: tuple[str, str] | None = None
-        self.healed = trio.Event()
         self.done: dict[int, float] = {}
         self.all_done = trio.Event()
         self.clients: list[LumberjackClient] = []
         self.servers: list[LumberjackServer] = []
         self.app_rng = rng.child("app")
         self.counts: dict[str, int] = {"wrap_batches": 0, "server_restarts": 0, "duplicates": 0, "events_total": 0}
-
-    def violate(self, kind: str, detail: str) -> None:
-        if self.violation is None:
-            self.violation = (kind, detail)
-            self.trace.record(trio.current_time(), "VIOLATION", kind, detail)
 
     # -- the application behind the server ---------------------------------
     def _store(self, gen: int, batch: Batch, info: ConnectionInfo) -> None:
@@ -266,9 +255,9 @@ class _Run:
             counts[f"server_{key}"] = sum(s.stats[key] for s in self.servers)
         transitions = set()
         for cl in self.clients:
-            transitions |= {f"client:{a}-{i}->{b}" for a, i, b in cl.transitions_seen}
+            transitions |= role_transitions("client", cl.transitions_seen)
         for s in self.servers:
-            transitions |= {f"server:{a}-{i}->{b}" for a, i, b in s.transitions_seen}
+            transitions |= role_transitions("server", s.transitions_seen)
         return ScenarioReport(
             outcome=outcome,
             violation=violation,

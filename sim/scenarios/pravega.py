@@ -40,8 +40,7 @@ from refwire.pravega.server import SegmentStoreServer, ServerConfig
 from refwire.pravega.storage import MemoryLog
 
 from ..faults import Faults
-from ..harness import crash_restart_loop, safety_then_liveness
-from ..net import SimNet
+from ..harness import RunBase, crash_restart_loop, role_transitions, safety_then_liveness
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -98,17 +97,12 @@ class PravegaScenario:
         return await _Run(rng, faults, workload, trace).main()
 
 
-class _Run:
+class _Run(RunBase):
     def __init__(self, rng: SimRandom, faults: Faults, wl: dict[str, Any], trace: Trace) -> None:
-        self.rng = rng
-        self.wl = wl
-        self.trace = trace
-        self.net = SimNet(rng.child("net"), faults, trace)
+        super().__init__(rng, faults, wl, trace)
         self.log = MemoryLog()
         self.server: SegmentStoreServer | None = None
         self.servers: list[SegmentStoreServer] = []
-        self.violation: tuple[str, str] | None = None
-        self.healed = trio.Event()
         self.writers_done = trio.Event()
         self.done = 0
         self.writers: list[EventWriter] = []
@@ -118,11 +112,6 @@ class _Run:
         self.all_read = trio.Event()
         self.client_transitions: set[tuple[str, str, str]] = set()
         self.counts: dict[str, int] = {"server_restarts": 0, "events_total": 0, "read_bytes": 0, "client_protocol_errors": 0}
-
-    def violate(self, kind: str, detail: str) -> None:
-        if self.violation is None:
-            self.violation = (kind, detail)
-            self.trace.record(trio.current_time(), "VIOLATION", kind, detail)
 
     def payload(self, w: int, s: int, i: int) -> bytes:
         head = f"{w}:{s}:{i}:".encode()
@@ -351,11 +340,11 @@ class _Run:
                 "client-protocol-error",
                 f"{counts['writer_protocol_errors']} replies rejected by our writers: {first}",
             )
-        transitions: set[str] = {f"client:{a}-{i}->{b}" for a, i, b in self.client_transitions}
+        transitions: set[str] = role_transitions("client", self.client_transitions)
         for wr in self.writers:
-            transitions |= {f"client:{a}-{i}->{b}" for a, i, b in wr.transitions_seen}
+            transitions |= role_transitions("client", wr.transitions_seen)
         for sv in self.servers:
-            transitions |= {f"server:{a}-{i}->{b}" for a, i, b in sv.transitions_seen}
+            transitions |= role_transitions("server", sv.transitions_seen)
         return ScenarioReport(
             outcome=outcome,
             violation=violation,

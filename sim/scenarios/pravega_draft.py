@@ -33,7 +33,7 @@ from refwire.pravega.server import SegmentStoreServer, ServerConfig
 from refwire.pravega.storage import MemoryLog
 
 from ..faults import Faults
-from ..net import SimNet
+from ..harness import RunBase, crash_restart_loop, role_transitions, safety_then_liveness
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -111,17 +111,12 @@ class PravegaDraftScenario:
         return await _Run(rng, faults, workload, trace).main()
 
 
-class _Run:
+class _Run(RunBase):
     def __init__(self, rng: SimRandom, faults: Faults, wl: dict[str, Any], trace: Trace) -> None:
-        self.rng = rng
-        self.wl = wl
-        self.trace = trace
-        self.net = SimNet(rng.child("net"), faults, trace)
+        super().__init__(rng, faults, wl, trace)
         self.log = MemoryLog()
         self.store: SegmentStoreServer | None = None
         self.frontends: list[DraftFrontend] = []
-        self.violation: tuple[str, str] | None = None
-        self.healed = trio.Event()
         self.writers_done = trio.Event()
         self.all_read = trio.Event()
         self.done = 0
@@ -130,11 +125,6 @@ class _Run:
         self.levels: dict[tuple[int, int], int] = {}
         self.counts: dict[str, int] = {"server_restarts": 0, "events_total": 0, "read_bytes": 0}
         self.client_transitions: set[tuple[str, str, str]] = set()
-
-    def violate(self, kind: str, detail: str) -> None:
-        if self.violation is None:
-            self.violation = (kind, detail)
-            self.trace.record(trio.current_time(), "VIOLATION", kind, detail)
 
     def payload(self, w: int, s: int, i: int) -> bytes:
         head = f"{w}:{s}:{i}:".encode()
@@ -179,46 +169,45 @@ class _Run:
 
     async def server_life(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         wl = self.wl
-        life = self.rng.child("server-life")
-        started = False
-        for gen in range(wl["restarts"] + 1):
-            async with trio.open_nursery() as nursery:
-                store = SegmentStoreServer(
-                    config=ServerConfig(tail_wait=5.0), log=self.log, now=lambda: int(trio.current_time() * 1000)
-                )
-                self.store = store
-                if gen == 0:
-                    for s in range(wl["segments"]):
-                        store.store.create(segment_name(s))
-                    store.store.mark_durable(self.log.sync())
-                else:
-                    for s in range(wl["segments"]):
-                        self.check_segment(s)
-                front = DraftFrontend(store, config=DraftConfig(reply_part_size=wl["reply_part_size"], tail_wait=5.0))
-                if wl["bug"] == "forget-level":
-                    # Planted bug (tests the checker and the shrinker): AppendSetup always says 0.
-                    front._level = lambda segment, connection_id: 0  # type: ignore[method-assign]
-                self.frontends.append(front)
-                await nursery.start(store.sync_forever)  # group commit; clients use the draft listener
-                listener = self.net.listen(ADDRESS)
-                await nursery.start(front.serve, [listener])
-                if not started:
-                    started = True
-                    task_status.started()
-                if gen == wl["restarts"]:
-                    await trio.sleep_forever()
-                with trio.move_on_after(life.pick([0.02, 0.1, 0.3, 1.0, 5.0]) * life.between(0.5, 1.5)):
-                    await self.healed.wait()
-                if self.healed.is_set():
-                    await trio.sleep_forever()
+
+        async def start(gen: int, nursery: trio.Nursery) -> Any:
+            store = SegmentStoreServer(
+                config=ServerConfig(tail_wait=5.0), log=self.log, now=lambda: int(trio.current_time() * 1000)
+            )
+            self.store = store
+            if gen == 0:
+                for s in range(wl["segments"]):
+                    store.store.create(segment_name(s))
+                store.store.mark_durable(self.log.sync())
+            else:
+                for s in range(wl["segments"]):
+                    self.check_segment(s)
+            front = DraftFrontend(store, config=DraftConfig(reply_part_size=wl["reply_part_size"], tail_wait=5.0))
+            if wl["bug"] == "forget-level":
+                # Planted bug (tests the checker and the shrinker): AppendSetup always says 0.
+                front._level = lambda segment, connection_id: 0  # type: ignore[method-assign]
+            self.frontends.append(front)
+            await nursery.start(store.sync_forever)  # group commit; clients use the draft listener
+            listener = self.net.listen(ADDRESS)
+            await nursery.start(front.serve, [listener])
+
+            async def crash() -> None:
                 self.counts["server_restarts"] += 1
                 self.trace.record(trio.current_time(), "server-crash", gen, self.log.written - self.log.durable)
                 self.net.reset_all(ADDRESS)
                 await listener.aclose()
                 self.log = self.log.crashed()
-                nursery.cancel_scope.cancel()
-            with trio.move_on_after(life.between(0.1, 3.0)):
-                await self.healed.wait()
+
+            return crash
+
+        await crash_restart_loop(
+            restarts=wl["restarts"],
+            rng=self.rng.child("server-life"),
+            healed=self.healed,
+            start=start,
+            crash_after=lambda r: r.pick([0.02, 0.1, 0.3, 1.0, 5.0]) * r.between(0.5, 1.5),
+            task_status=task_status,
+        )
 
     async def writer_task(self, w: int) -> None:
         async with trio.open_nursery() as nursery:
@@ -312,16 +301,15 @@ class _Run:
             if wl["readers"]:
                 for s in range(wl["segments"]):
                     nursery.start_soon(self.reader_task, s)
-            with trio.move_on_after(wl["safety_time"]):
+
+            async def done() -> None:
                 await self.writers_done.wait()
                 await self.all_read.wait()
-            self.net.heal()
-            self.healed.set()
-            self.trace.record(trio.current_time(), "healed")
-            with trio.move_on_after(wl["liveness_time"]) as scope:
-                await self.writers_done.wait()
-                await self.all_read.wait()
-            if scope.cancelled_caught:
+
+            converged = await safety_then_liveness(
+                self.net, self.healed, self.trace, safety_time=wl["safety_time"], liveness_time=wl["liveness_time"], done=done
+            )
+            if not converged:
                 outcome, violation = "liveness", "no-convergence"
                 detail = f"{wl['writers'] - self.done} writers unfinished, {self.readers_done} readers done"
             nursery.cancel_scope.cancel()
@@ -339,11 +327,11 @@ class _Run:
         if counts["writer_protocol_errors"] and outcome in ("pass", "liveness"):  # the cause beats its symptom
             first = next(wr.last_protocol_error for wr in self.writers if wr.last_protocol_error is not None)
             outcome, violation, detail = "violation", "client-protocol-error", str(first)
-        transitions: set[str] = {f"client:{a}-{i}->{b}" for a, i, b in self.client_transitions}
+        transitions: set[str] = role_transitions("client", self.client_transitions)
         for wr in self.writers:
-            transitions |= {f"client:{a}-{i}->{b}" for a, i, b in wr.transitions_seen}
+            transitions |= role_transitions("client", wr.transitions_seen)
         for f in self.frontends:
-            transitions |= {f"server:{a}-{i}->{b}" for a, i, b in f.transitions_seen}
+            transitions |= role_transitions("server", f.transitions_seen)
         return ScenarioReport(
             outcome=outcome,
             violation=violation,

@@ -44,8 +44,7 @@ from refwire.seastar_rpc.connection import CallReceived, OversizedCall
 from refwire.seastar_rpc.server import SeastarServer, ServerConfig, demo_registry
 
 from ..faults import Faults
-from ..harness import safety_then_liveness
-from ..net import SimNet
+from ..harness import RunBase, role_transitions, safety_then_liveness
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -91,14 +90,9 @@ class SeastarScenario:
         return await _Run(rng, faults, workload, trace).main()
 
 
-class _Run:
+class _Run(RunBase):
     def __init__(self, rng: SimRandom, faults: Faults, wl: dict[str, Any], trace: Trace) -> None:
-        self.rng = rng
-        self.wl = wl
-        self.trace = trace
-        self.net = SimNet(rng.child("net"), faults, trace)
-        self.violation: tuple[str, str] | None = None
-        self.healed = trio.Event()
+        super().__init__(rng, faults, wl, trace)
         self.done: set[int] = set()
         self.all_done = trio.Event()
         self.clients: list[SeastarClient] = []
@@ -121,11 +115,6 @@ class _Run:
                 "connect_failures",
             )
         }
-
-    def violate(self, kind: str, detail: str) -> None:
-        if self.violation is None:
-            self.violation = (kind, detail)
-            self.trace.record(trio.current_time(), "VIOLATION", kind, detail)
 
     # -- server ------------------------------------------------------------------
     def on_reply(self, conn_id: int, call: CallReceived | OversizedCall, now: float) -> None:
@@ -345,9 +334,9 @@ class _Run:
         for key in ("connections", "stream_connections", "protocol_errors", "dropped_expired", "calls"):
             counts[f"server_{key}"] = self.server.stats[key]
         counts["client_stray"] = sum(cl.stats["stray"] for cl in self.clients)
-        transitions = {f"server:{a}-{i}->{b}" for a, i, b in self.server.transitions_seen}
+        transitions = role_transitions("server", self.server.transitions_seen)
         for cl in self.clients:
-            transitions |= {f"client:{a}-{i}->{b}" for a, i, b in cl.transitions_seen}
+            transitions |= role_transitions("client", cl.transitions_seen)
         return ScenarioReport(
             outcome=outcome,
             violation=violation,

@@ -33,8 +33,7 @@ import trio
 from refwire.tank import BrokerConfig, ClientConfig, ConnectionLost, Message, Storage, TankBroker, TankClient
 
 from ..faults import Faults
-from ..harness import crash_restart_loop, safety_then_liveness
-from ..net import SimNet
+from ..harness import RunBase, crash_restart_loop, role_transitions, safety_then_liveness
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -85,17 +84,12 @@ class TankScenario:
         return await _Run(rng, faults, workload, trace).main()
 
 
-class _Run:
+class _Run(RunBase):
     def __init__(self, rng: SimRandom, faults: Faults, wl: dict[str, Any], trace: Trace) -> None:
-        self.rng = rng
-        self.wl = wl
-        self.trace = trace
-        self.net = SimNet(rng.child("net"), faults, trace)
+        super().__init__(rng, faults, wl, trace)
         self.storage = Storage()  # the durable state: survives broker restarts
         self.brokers: list[TankBroker] = []
         self.clients: list[TankClient] = []
-        self.violation: tuple[str, str] | None = None
-        self.healed = trio.Event()
         self.all_done = trio.Event()
         self.pending = 0
         self.topic_ready = trio.Event()
@@ -118,11 +112,6 @@ class _Run:
                 msgs.append((seq, b"p%d-%d-" % (p, i) + b"x" * prng.int_between(0, 40)))
             self.plan.append(msgs)
         self.counts["events_total"] = wl["partitions"] * wl["messages"]
-
-    def violate(self, kind: str, detail: str) -> None:
-        if self.violation is None:
-            self.violation = (kind, detail)
-            self.trace.record(trio.current_time(), "VIOLATION", kind, detail)
 
     def _client(self, who: str) -> TankClient:
         c = TankClient(lambda: self.net.connect(ADDRESS), config=ClientConfig(ping_interval=5.0, request_timeout=20.0))
@@ -306,9 +295,9 @@ class _Run:
         counts["broker_timeouts"] = sum(b.core.stats["timeouts"] for b in self.brokers)
         transitions = set()
         for c in self.clients:
-            transitions |= {f"client:{a}-{i}->{b}" for a, i, b in c.transitions_seen}
+            transitions |= role_transitions("client", c.transitions_seen)
         for b in self.brokers:
-            transitions |= {f"broker:{a}-{i}->{z}" for a, i, z in b.transitions_seen}
+            transitions |= role_transitions("broker", b.transitions_seen)
         return ScenarioReport(
             outcome=outcome,
             violation=violation,
