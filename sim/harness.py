@@ -96,3 +96,20 @@ class RunBase:
 def role_transitions(role: str, seen: Iterable[tuple[str, str, str]]) -> set[str]:
     """``role:state-input->state`` names for a machine's transitions (coverage)."""
     return {f"{role}:{a}-{i}->{b}" for a, i, b in seen}
+
+
+def sum_stats(prefix: str, holders: Iterable[Any], keys: Iterable[str], *, attr: str = "stats") -> dict[str, int]:
+    """``{prefix_key: sum of holder.stats[key]}`` over several drivers (report counts)."""
+    items = list(holders)
+    return {f"{prefix}_{key}": sum(getattr(h, attr).get(key, 0) for h in items) for key in keys}
+
+
+def coverage(**roles: Iterable[Any]) -> frozenset[str]:
+    """The transitions every machine of each role reached, named for coverage:
+    ``coverage(client=clients, server=servers)`` (each item has ``transitions_seen``,
+    or is itself a set of triples)."""
+    out: set[str] = set()
+    for role, holders in roles.items():
+        for h in holders:
+            out |= role_transitions(role, h if isinstance(h, set | frozenset) else h.transitions_seen)
+    return frozenset(out)

@@ -31,7 +31,7 @@ from refwire.lumberjack.client import ClientConfig, LumberjackClient
 from refwire.lumberjack.server import ConnectionInfo, LumberjackServer, ServerConfig
 
 from ..faults import Faults
-from ..harness import RunBase, crash_restart_loop, role_transitions, safety_then_liveness
+from ..harness import RunBase, coverage, crash_restart_loop, safety_then_liveness, sum_stats
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -249,22 +249,15 @@ class _Run(RunBase):
             detail = f"our client rejected {protocol_errors} replies from our server: {self.clients[0].last_error!r}"
         counts = dict(self.counts)
         counts["deliveries"] = self.deliveries
-        for key in ("reconnects", "resent_events", "keepalives", "windows", "failures"):
-            counts[f"client_{key}"] = sum(cl.stats[key] for cl in self.clients)
-        for key in ("connections", "protocol_errors", "batches"):
-            counts[f"server_{key}"] = sum(s.stats[key] for s in self.servers)
-        transitions = set()
-        for cl in self.clients:
-            transitions |= role_transitions("client", cl.transitions_seen)
-        for s in self.servers:
-            transitions |= role_transitions("server", s.transitions_seen)
+        counts |= sum_stats("client", self.clients, ("reconnects", "resent_events", "keepalives", "windows", "failures"))
+        counts |= sum_stats("server", self.servers, ("connections", "protocol_errors", "batches"))
         return ScenarioReport(
             outcome=outcome,
             violation=violation,
             detail=detail,
             sim_time=trio.current_time(),
             counts=counts,
-            transitions=frozenset(transitions),
+            transitions=coverage(client=self.clients, server=self.servers),
         )
 
 

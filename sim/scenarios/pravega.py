@@ -40,7 +40,7 @@ from refwire.pravega.server import SegmentStoreServer, ServerConfig
 from refwire.pravega.storage import MemoryLog
 
 from ..faults import Faults
-from ..harness import RunBase, crash_restart_loop, role_transitions, safety_then_liveness
+from ..harness import RunBase, coverage, crash_restart_loop, safety_then_liveness, sum_stats
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -327,10 +327,8 @@ class _Run(RunBase):
         if self.violation is not None:
             outcome, (violation, detail) = "violation", self.violation
         counts = dict(self.counts)
-        for key in ("connections", "reconnects", "acked", "protocol_errors"):
-            counts[f"writer_{key}"] = sum(wr.stats.get(key, 0) for wr in self.writers)
-        for key in ("connections", "appends", "reads", "protocol_errors", "syncs"):
-            counts[f"server_{key}"] = sum(sv.stats[key] for sv in self.servers)
+        counts |= sum_stats("writer", self.writers, ("connections", "reconnects", "acked", "protocol_errors"))
+        counts |= sum_stats("server", self.servers, ("connections", "appends", "reads", "protocol_errors", "syncs"))
         counts["deliveries"] = sum(len(self.durable_events(s)) for s in range(wl["segments"]))
         counts["client_reconnects"] = counts["writer_reconnects"]
         if counts["writer_protocol_errors"] and outcome == "pass":
@@ -340,18 +338,13 @@ class _Run(RunBase):
                 "client-protocol-error",
                 f"{counts['writer_protocol_errors']} replies rejected by our writers: {first}",
             )
-        transitions: set[str] = role_transitions("client", self.client_transitions)
-        for wr in self.writers:
-            transitions |= role_transitions("client", wr.transitions_seen)
-        for sv in self.servers:
-            transitions |= role_transitions("server", sv.transitions_seen)
         return ScenarioReport(
             outcome=outcome,
             violation=violation,
             detail=detail,
             sim_time=trio.current_time(),
             counts=counts,
-            transitions=frozenset(transitions),
+            transitions=coverage(client=[self.client_transitions, *self.writers], server=self.servers),
         )
 
 

@@ -33,7 +33,7 @@ from refwire.pravega.server import SegmentStoreServer, ServerConfig
 from refwire.pravega.storage import MemoryLog
 
 from ..faults import Faults
-from ..harness import RunBase, crash_restart_loop, role_transitions, safety_then_liveness
+from ..harness import RunBase, coverage, crash_restart_loop, safety_then_liveness, sum_stats
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -319,26 +319,20 @@ class _Run(RunBase):
         if self.violation is not None:
             outcome, (violation, detail) = "violation", self.violation
         counts = dict(self.counts)
-        counts["writer_reconnects"] = counts["client_reconnects"] = sum(wr.stats["reconnects"] for wr in self.writers)
-        counts["writer_protocol_errors"] = sum(wr.stats["protocol_errors"] for wr in self.writers)
-        for key in ("connections", "blocks", "protocol_errors", "closed_by_store"):
-            counts[f"server_{key}"] = sum(f.stats[key] for f in self.frontends)
+        counts |= sum_stats("writer", self.writers, ("reconnects", "protocol_errors"))
+        counts["client_reconnects"] = counts["writer_reconnects"]
+        counts |= sum_stats("server", self.frontends, ("connections", "blocks", "protocol_errors", "closed_by_store"))
         counts["deliveries"] = sum(len(self.durable(s)[0]) for s in range(wl["segments"])) if self.store else 0
         if counts["writer_protocol_errors"] and outcome in ("pass", "liveness"):  # the cause beats its symptom
             first = next(wr.last_protocol_error for wr in self.writers if wr.last_protocol_error is not None)
             outcome, violation, detail = "violation", "client-protocol-error", str(first)
-        transitions: set[str] = role_transitions("client", self.client_transitions)
-        for wr in self.writers:
-            transitions |= role_transitions("client", wr.transitions_seen)
-        for f in self.frontends:
-            transitions |= role_transitions("server", f.transitions_seen)
         return ScenarioReport(
             outcome=outcome,
             violation=violation,
             detail=detail,
             sim_time=trio.current_time(),
             counts=counts,
-            transitions=frozenset(transitions),
+            transitions=coverage(client=[self.client_transitions, *self.writers], server=self.frontends),
         )
 
 

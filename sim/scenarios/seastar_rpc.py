@@ -44,7 +44,7 @@ from refwire.seastar_rpc.connection import CallReceived, OversizedCall
 from refwire.seastar_rpc.server import SeastarServer, ServerConfig, demo_registry
 
 from ..faults import Faults
-from ..harness import RunBase, role_transitions, safety_then_liveness
+from ..harness import RunBase, coverage, safety_then_liveness
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -334,16 +334,13 @@ class _Run(RunBase):
         for key in ("connections", "stream_connections", "protocol_errors", "dropped_expired", "calls"):
             counts[f"server_{key}"] = self.server.stats[key]
         counts["client_stray"] = sum(cl.stats["stray"] for cl in self.clients)
-        transitions = role_transitions("server", self.server.transitions_seen)
-        for cl in self.clients:
-            transitions |= role_transitions("client", cl.transitions_seen)
         return ScenarioReport(
             outcome=outcome,
             violation=violation,
             detail=detail,
             sim_time=trio.current_time(),
             counts=counts,
-            transitions=frozenset(transitions),
+            transitions=coverage(server=[self.server], client=self.clients),
         )
 
 

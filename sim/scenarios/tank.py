@@ -33,7 +33,7 @@ import trio
 from refwire.tank import BrokerConfig, ClientConfig, ConnectionLost, Message, Storage, TankBroker, TankClient
 
 from ..faults import Faults
-from ..harness import RunBase, crash_restart_loop, role_transitions, safety_then_liveness
+from ..harness import RunBase, coverage, crash_restart_loop, safety_then_liveness, sum_stats
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -289,22 +289,16 @@ class _Run(RunBase):
         counts = dict(self.counts)
         counts["client_reconnects"] = sum(max(0, c.stats["connects"] - 1) for c in self.clients)
         counts["client_pings"] = sum(c.stats["pings_sent"] for c in self.clients)
-        for key in ("connections", "protocol_errors", "idle_closed"):
-            counts[f"broker_{key}"] = sum(b.stats[key] for b in self.brokers)
+        counts |= sum_stats("broker", self.brokers, ("connections", "protocol_errors", "idle_closed"))
         counts["broker_woken"] = sum(b.core.stats["woken"] for b in self.brokers)
         counts["broker_timeouts"] = sum(b.core.stats["timeouts"] for b in self.brokers)
-        transitions = set()
-        for c in self.clients:
-            transitions |= role_transitions("client", c.transitions_seen)
-        for b in self.brokers:
-            transitions |= role_transitions("broker", b.transitions_seen)
         return ScenarioReport(
             outcome=outcome,
             violation=violation,
             detail=detail,
             sim_time=trio.current_time(),
             counts=counts,
-            transitions=frozenset(transitions),
+            transitions=coverage(client=self.clients, broker=self.brokers),
         )
 
 
