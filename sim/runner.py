@@ -12,10 +12,13 @@ Pure Python: no pyspark here, so the data pipeline can call it per seed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import signal
+import threading
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
@@ -90,6 +93,31 @@ def draw(protocol: str, seed: int) -> tuple[Scenario, Faults, dict[str, Any]]:
     return scenario, faults, workload
 
 
+class WallClockExceeded(Exception):
+    """A seed ran longer in real time than ``wall_limit``: a livelock (a loop
+    that keeps virtual time from ending the run), reported as a crash."""
+
+
+@contextlib.contextmanager
+def wall_clock_guard(limit: float | None) -> Iterator[None]:
+    """Raise :class:`WallClockExceeded` inside the run after ``limit`` real
+    seconds (SIGALRM; only in the main thread, elsewhere nothing is armed)."""
+    if limit is None or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expired(signum: int, frame: Any) -> None:
+        raise WallClockExceeded(f"the run took more than {limit:.0f} s of real time (a livelock?)")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def run_seed(
     protocol: str,
     seed: int,
@@ -97,6 +125,7 @@ def run_seed(
     faults: Faults | None = None,
     workload: dict[str, Any] | None = None,
     trace_lines: int = 20,
+    wall_limit: float | None = 300.0,
 ) -> SimResult:
     """Run one seed to completion (bounded in simulated time) and judge it."""
     scenario, drawn_faults, drawn_workload = draw(protocol, seed)
@@ -117,7 +146,8 @@ def run_seed(
     saved_level = refwire_log.level
     refwire_log.setLevel(logging.CRITICAL)
     try:
-        report = run_deterministic(main, seed)
+        with wall_clock_guard(wall_limit):
+            report = run_deterministic(main, seed)
     except BaseException as exc:  # a crash is a result, not an abort
         if isinstance(exc, KeyboardInterrupt):
             raise

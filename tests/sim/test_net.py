@@ -717,3 +717,30 @@ def test_sync_setup_outside_trio() -> None:
     assert net.reset_all() == 0
     assert net.close_listener("srv") is True
     assert net.trace.lines[0] == "0.000000 net listen srv"
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the aborted run's leftovers
+def test_wall_clock_guard_ends_a_livelocked_run() -> None:
+    """A loop that keeps virtual time creeping forward would never end a run;
+    the guard ends it after real seconds (run_seed reports it as a crash)."""
+    import time
+
+    import trio
+    from refwire.sim.runner import WallClockExceeded, wall_clock_guard
+    from refwire.sim.runtime import run_deterministic
+
+    async def creep() -> None:
+        while True:
+            await trio.sleep(1e-9)
+
+    t0 = time.monotonic()
+    with pytest.raises((WallClockExceeded, trio.TrioInternalError)) as info:
+        with wall_clock_guard(0.5):
+            run_deterministic(creep, 1)
+    assert time.monotonic() - t0 < 10
+    err = info.value if isinstance(info.value, WallClockExceeded) else info.value.__cause__
+    assert isinstance(err, WallClockExceeded), info.value
+    # and the process can go on running seeds
+    from refwire.sim.runner import run_seed
+
+    assert run_seed("lumberjack", 1).ok
