@@ -739,9 +739,10 @@ def test_wall_clock_guard_ends_a_livelocked_run() -> None:
         with wall_clock_guard(0.5):
             run_deterministic(creep, 1)
     assert time.monotonic() - t0 < 10
-    gc.collect()  # the aborted run's coroutines are reported now, inside this test's warning filter
     err = info.value if isinstance(info.value, WallClockExceeded) else info.value.__cause__
     assert isinstance(err, WallClockExceeded), info.value
+    del info, err  # they hold the aborted run's frames
+    gc.collect()  # its coroutines are reported now, inside this test's warning filter
     # and the process can go on running seeds
     from refwire.sim.runner import run_seed
 
