@@ -4,8 +4,8 @@ restarts at seeded times until the network is healed."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Any, Final
 
 import trio
 
@@ -14,7 +14,7 @@ from .net import SimNet
 from .rand import SimRandom
 from .trace import Trace
 
-__all__ = ["RunBase", "crash_restart_loop", "role_transitions", "safety_then_liveness"]
+__all__ = ["HALVE", "RunBase", "crash_restart_loop", "role_transitions", "safety_then_liveness", "shrink_toward"]
 
 
 async def safety_then_liveness(
@@ -113,3 +113,19 @@ def coverage(**roles: Iterable[Any]) -> frozenset[str]:
         for h in holders:
             out |= role_transitions(role, h if isinstance(h, set | frozenset) else h.transitions_seen)
     return frozenset(out)
+
+
+#: a :func:`shrink_toward` target: halve the value (down to 1)
+HALVE: Final = object()
+
+
+def shrink_toward(workload: dict[str, Any], steps: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+    """A scenario's ``shrink_steps``: for each ``(key, target)`` in order, propose
+    ``target`` where the workload differs from it (``HALVE``: half, while above 1)."""
+    for key, target in steps:
+        value = workload[key]
+        if target is HALVE:
+            if value > 1:
+                yield key, max(1, value // 2)
+        elif value != target:
+            yield key, target

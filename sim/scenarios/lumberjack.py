@@ -31,7 +31,7 @@ from refwire.lumberjack.client import ClientConfig, LumberjackClient
 from refwire.lumberjack.server import ConnectionInfo, LumberjackServer, ServerConfig
 
 from ..faults import Faults
-from ..harness import RunBase, coverage, crash_restart_loop, safety_then_liveness, sum_stats
+from ..harness import HALVE, RunBase, coverage, crash_restart_loop, safety_then_liveness, shrink_toward, sum_stats
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -71,20 +71,18 @@ class LumberjackScenario:
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
-        if workload["clients"] > 1:
-            yield "clients", 1
-        if workload["events"] > 1:
-            yield "events", max(1, workload["events"] // 2)
-        if workload["restarts"]:
-            yield "restarts", 0
-        if workload["app_delay"]:
-            yield "app_delay", 0.0
-        if workload["window"] > 1:
-            yield "window", max(1, workload["window"] // 2)
-        if workload["compression"]:
-            yield "compression", 0
-        if workload["sequence"] != "window":
-            yield "sequence", "window"
+        return shrink_toward(
+            workload,
+            [
+                ("clients", 1),
+                ("events", HALVE),
+                ("restarts", 0),
+                ("app_delay", 0.0),
+                ("window", HALVE),
+                ("compression", 0),
+                ("sequence", "window"),
+            ],
+        )
 
     async def run(self, *, rng: SimRandom, faults: Faults, workload: dict[str, Any], trace: Trace) -> ScenarioReport:
         return await _Run(rng, faults, workload, trace).main()

@@ -40,7 +40,7 @@ from refwire.pravega.server import SegmentStoreServer, ServerConfig
 from refwire.pravega.storage import MemoryLog
 
 from ..faults import Faults
-from ..harness import RunBase, coverage, crash_restart_loop, safety_then_liveness, sum_stats
+from ..harness import HALVE, RunBase, coverage, crash_restart_loop, safety_then_liveness, shrink_toward, sum_stats
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -76,22 +76,19 @@ class PravegaScenario:
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
-        if workload["writers"] > 1:
-            yield "writers", 1
-        if workload["segments"] > 1:
-            yield "segments", 1
-        if workload["events"] > 1:
-            yield "events", max(1, workload["events"] // 2)
-        if workload["restarts"]:
-            yield "restarts", 0
-        if workload["readers"]:
-            yield "readers", 0
-        if workload["batches"] > 1:
-            yield "batches", 1
-        if workload["event_size"] > 1:
-            yield "event_size", 1
-        if workload["block_sizes"]:
-            yield "block_sizes", []
+        return shrink_toward(
+            workload,
+            [
+                ("writers", 1),
+                ("segments", 1),
+                ("events", HALVE),
+                ("restarts", 0),
+                ("readers", 0),
+                ("batches", 1),
+                ("event_size", 1),
+                ("block_sizes", []),
+            ],
+        )
 
     async def run(self, *, rng: SimRandom, faults: Faults, workload: dict[str, Any], trace: Trace) -> ScenarioReport:
         return await _Run(rng, faults, workload, trace).main()

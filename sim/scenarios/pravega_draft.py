@@ -33,7 +33,7 @@ from refwire.pravega.server import SegmentStoreServer, ServerConfig
 from refwire.pravega.storage import MemoryLog
 
 from ..faults import Faults
-from ..harness import RunBase, coverage, crash_restart_loop, safety_then_liveness, sum_stats
+from ..harness import HALVE, RunBase, coverage, crash_restart_loop, safety_then_liveness, shrink_toward, sum_stats
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -90,22 +90,21 @@ class PravegaDraftScenario:
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
-        for key, small in (
-            ("writers", 1),
-            ("segments", 1),
-            ("restarts", 0),
-            ("readers", 0),
-            ("batches", 1),
-            ("split_prob", 0.0),
-            ("pad_prob", 0.0),
-            ("max_block_events", 1),
-        ):
-            if workload[key] != small:
-                yield key, small
-        if workload["events"] > 1:
-            yield "events", max(1, workload["events"] // 2)
-        if workload["event_size"] > 1:
-            yield "event_size", 1
+        return shrink_toward(
+            workload,
+            [
+                ("writers", 1),
+                ("segments", 1),
+                ("restarts", 0),
+                ("readers", 0),
+                ("batches", 1),
+                ("split_prob", 0.0),
+                ("pad_prob", 0.0),
+                ("max_block_events", 1),
+                ("events", HALVE),
+                ("event_size", 1),
+            ],
+        )
 
     async def run(self, *, rng: SimRandom, faults: Faults, workload: dict[str, Any], trace: Trace) -> ScenarioReport:
         return await _Run(rng, faults, workload, trace).main()

@@ -44,7 +44,7 @@ from refwire.seastar_rpc.connection import CallReceived, OversizedCall
 from refwire.seastar_rpc.server import SeastarServer, ServerConfig, demo_registry
 
 from ..faults import Faults
-from ..harness import RunBase, coverage, safety_then_liveness
+from ..harness import HALVE, RunBase, coverage, safety_then_liveness, shrink_toward
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -73,18 +73,9 @@ class SeastarScenario:
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
-        if workload["clients"] > 1:
-            yield "clients", 1
-        if workload["calls"] > 1:
-            yield "calls", max(1, workload["calls"] // 2)
-        if workload["streams"]:
-            yield "streams", 0
-        if workload["big"]:
-            yield "big", 0
-        if workload["compress"]:
-            yield "compress", ""
-        if workload["concurrency"] > 1:
-            yield "concurrency", 1
+        return shrink_toward(
+            workload, [("clients", 1), ("calls", HALVE), ("streams", 0), ("big", 0), ("compress", ""), ("concurrency", 1)]
+        )
 
     async def run(self, *, rng: SimRandom, faults: Faults, workload: dict[str, Any], trace: Trace) -> ScenarioReport:
         return await _Run(rng, faults, workload, trace).main()

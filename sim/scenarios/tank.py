@@ -33,7 +33,7 @@ import trio
 from refwire.tank import BrokerConfig, ClientConfig, ConnectionLost, Message, Storage, TankBroker, TankClient
 
 from ..faults import Faults
-from ..harness import RunBase, coverage, crash_restart_loop, safety_then_liveness, sum_stats
+from ..harness import HALVE, RunBase, coverage, crash_restart_loop, safety_then_liveness, shrink_toward, sum_stats
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -64,21 +64,20 @@ class TankScenario:
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
-        for key, small in (
-            ("partitions", 1),
-            ("consumers", 1),
-            ("restarts", 0),
-            ("sparse", 0),
-            ("compress", 0),
-            ("min_bytes", 0),
-            ("max_wait", 0.0),
-        ):
-            if workload[key] != small:
-                yield key, small
-        if workload["messages"] > 1:
-            yield "messages", max(1, workload["messages"] // 2)
-        if workload["bundle"] > 1:
-            yield "bundle", 1
+        return shrink_toward(
+            workload,
+            [
+                ("partitions", 1),
+                ("consumers", 1),
+                ("restarts", 0),
+                ("sparse", 0),
+                ("compress", 0),
+                ("min_bytes", 0),
+                ("max_wait", 0.0),
+                ("messages", HALVE),
+                ("bundle", 1),
+            ],
+        )
 
     async def run(self, *, rng: SimRandom, faults: Faults, workload: dict[str, Any], trace: Trace) -> ScenarioReport:
         return await _Run(rng, faults, workload, trace).main()
