@@ -1,5 +1,8 @@
-"""trio plumbing shared by every protocol's client and server (DESIGN.md §1, "trio drivers").
+"""trio plumbing shared by every protocol's client and server.
 
+* :func:`pump` / :class:`Pump` -- the one loop that runs a Sans-IO machine
+  (:mod:`refwire.sansio`'s contract) over a ``trio.abc.Stream``: a reader, a
+  timer and a writer.
 * :class:`StreamServer` -- accepts on any ``trio.abc.Listener`` (TCP, TLS, or the
   simulator's), runs one handler per connection in a separate handler nursery,
   and shuts down gracefully: stop accepting, let connections finish for a grace
@@ -14,15 +17,20 @@ from __future__ import annotations
 import logging
 import ssl
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import trio
 
+from .errors import RemoteProtocolError
+from .sansio import NEED_DATA, Machine
+
 __all__ = [
+    "Pump",
     "StreamServer",
     "client_ssl_context",
     "open_stream",
     "parse_hostport",
+    "pump",
     "server_ssl_context",
 ]
 
@@ -207,3 +215,257 @@ def first_error(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
+
+
+# --------------------------------------------------------------------------- the pump
+
+#: Why a pump ended (:attr:`Pump.ended`).
+EOF: Final = "eof"  # the peer closed its side and every event was delivered
+RESET: Final = "reset"  # receive failed: the machine was told connection_lost
+WRITE_FAILED: Final = "write-failed"  # send_all failed: the machine was told send_failed
+WRITE_TIMEOUT: Final = "write-timeout"  # send_all took longer than write_timeout: send_failed
+STOPPED: Final = "stopped"  # Pump.stop() (the driver's decision)
+PROTOCOL_ERROR: Final = "protocol-error"  # next_event raised; run() re-raises it
+
+_TRANSPORT_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+EventHandler = Callable[[Any], Awaitable[None]]
+
+
+class Pump:
+    """Run ``machine`` over ``stream`` (:func:`pump` is the short form).
+
+    Three tasks share the machine, and all of them keep running while
+    ``on_event`` awaits, so bytes the machine owes on its own (keepalives, timer
+    replies) still flow while the application holds an event:
+
+    * the **reader**: ``receive_some`` -> ``receive_data(now=...)`` ->
+      ``next_event()`` until ``NEED_DATA``, each event awaited through
+      ``on_event`` before the next read (backpressure: nothing more is read while
+      the application is busy);
+    * the **timer**: sleeps until ``next_deadline()`` and calls ``handle_timer``;
+      events a timer queues are delivered at once when the reader is idle (or by
+      the reader, after the event it is delivering);
+    * the **writer**: flushes ``data_to_send()`` after every input, event, timer
+      and :meth:`send`, each write within ``write_timeout`` seconds; a failed or
+      late write calls ``send_failed``.
+
+    ``on_event`` may call :meth:`send` (or the machine's verb helpers followed by
+    :meth:`kick`), :meth:`stop`, or raise: an exception from it ends the pump and
+    is re-raised by :meth:`run`.  A :class:`~refwire.errors.RemoteProtocolError`
+    from the machine is re-raised after what the machine queued (an error reply)
+    has been flushed.  Transport failures are not raised: the machine is told
+    (``connection_lost`` / ``send_failed``), its closing event is delivered, and
+    :attr:`ended` says why the pump ended.
+    """
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        machine: Machine,
+        on_event: EventHandler,
+        *,
+        receive_size: int = 65536,
+        write_timeout: float | None = 30.0,
+    ) -> None:
+        self.stream = stream
+        self.machine = machine
+        self.on_event = on_event
+        self.receive_size = receive_size
+        self.write_timeout = write_timeout
+        #: why the pump ended (``None`` while it runs); see the constants above.
+        self.ended: str | None = None
+        self._deliver_lock = trio.StrictFIFOLock()
+        self._stopping = False
+        self._rx_scope: trio.CancelScope | None = None
+        self._write_wanted = trio.Event()
+        self._write_lock = trio.StrictFIFOLock()
+        self._timer_scope: trio.CancelScope | None = None
+        self._armed: float | None = None
+        self._nursery: trio.Nursery | None = None
+        self._failure: BaseException | None = None
+        self._broken = False
+
+    # -- for the driver and on_event ----------------------------------------
+    def send(self, event: Any) -> None:
+        """``machine.send(event, now=...)``, then wake the writer and the timer."""
+        self.machine.send(event, now=trio.current_time())
+        self.kick()
+
+    def kick(self) -> None:
+        """The machine has new bytes or a new deadline (after a direct call on it)."""
+        self._write_wanted.set()
+        self._rearm()
+
+    async def flush(self) -> None:
+        """Write what the machine owes now, from the calling task; returns once
+        written (or once the connection is known broken)."""
+        await self._write_out()
+
+    def stop(self) -> None:
+        """End the pump: stop reading (an ``on_event`` in progress finishes), flush
+        what the machine owes, and return ``"stopped"`` from :meth:`run`."""
+        if self.ended is None:
+            self.ended = STOPPED
+        self._stop_reading()
+
+    def _stop_reading(self) -> None:
+        self._stopping = True
+        if self._rx_scope is not None:
+            self._rx_scope.cancel()
+
+    # -- running ---------------------------------------------------------------
+    async def run(self, *, task_status: trio.TaskStatus[Pump] = trio.TASK_STATUS_IGNORED) -> str:
+        """Pump until EOF, reset, a failed write, :meth:`stop`, or an error; returns
+        :attr:`ended`.  ``task_status.started`` gets the pump itself."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._guarded, self._writer)
+            nursery.start_soon(self._guarded, self._timer)
+            self._rearm()
+            task_status.started(self)
+            await self._guarded(self._reader)
+            if self._failure is None or isinstance(self._failure, RemoteProtocolError):
+                await self._final_flush()
+            nursery.cancel_scope.cancel()
+        if self._failure is not None:
+            raise self._failure
+        assert self.ended is not None
+        return self.ended
+
+    async def _guarded(self, job: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await job()
+        except RemoteProtocolError as exc:
+            self._fail(exc, PROTOCOL_ERROR)
+            self._stop_reading()
+        except Exception as exc:
+            self._fail(exc, self.ended or "error")
+            assert self._nursery is not None
+            self._nursery.cancel_scope.cancel()
+
+    def _fail(self, exc: BaseException, why: str) -> None:
+        if self._failure is None:
+            self._failure = exc
+            if self.ended is None or self.ended == STOPPED:
+                self.ended = why
+
+    async def _reader(self) -> None:
+        machine = self.machine
+        stream = self.stream
+        size = self.receive_size
+        while not self._stopping:
+            with trio.CancelScope() as scope:
+                self._rx_scope = scope
+                try:
+                    data = await stream.receive_some(size)
+                except _TRANSPORT_ERRORS:
+                    if self.ended is None:
+                        self.ended = RESET
+                    self._broken = True
+                    machine.connection_lost(now=trio.current_time())
+                    break
+            self._rx_scope = None
+            if scope.cancelled_caught:
+                break
+            machine.receive_data(data, now=trio.current_time())
+            if not data:
+                if self.ended is None:
+                    self.ended = EOF
+                break
+            await self._deliver()
+        await self._deliver()
+
+    async def _deliver(self) -> None:
+        """Hand every queued event to ``on_event``, one deliverer at a time (the
+        reader, or the timer when the reader is waiting for bytes)."""
+        machine = self.machine
+        on_event = self.on_event
+        async with self._deliver_lock:
+            try:
+                while True:
+                    event = machine.next_event()
+                    if event is NEED_DATA:
+                        break
+                    await on_event(event)
+                    self._write_wanted.set()
+            finally:
+                self.kick()
+
+    async def _writer(self) -> None:
+        while True:
+            await self._write_wanted.wait()
+            self._write_wanted = trio.Event()
+            await self._write_out()
+
+    async def _write_out(self) -> None:
+        async with self._write_lock:
+            data = self.machine.data_to_send()
+            if not data or self._broken:
+                return
+            try:
+                if self.write_timeout is None:
+                    await self.stream.send_all(data)
+                else:
+                    with trio.fail_after(self.write_timeout):
+                        await self.stream.send_all(data)
+            except (trio.TooSlowError, *_TRANSPORT_ERRORS) as exc:
+                self._broken = True
+                if self.ended is None or self.ended == STOPPED:
+                    self.ended = WRITE_TIMEOUT if isinstance(exc, trio.TooSlowError) else WRITE_FAILED
+                self.machine.send_failed(now=trio.current_time())
+                self._stop_reading()
+
+    def _rearm(self) -> None:
+        """Move the timer's wake-up to the machine's deadline, without waking it
+        unless the deadline came earlier (trio lets a sleeping scope's deadline move)."""
+        deadline = self.machine.next_deadline()
+        scope = self._timer_scope
+        if scope is None:
+            return
+        if deadline is None:
+            if self._armed is not None:
+                self._armed = None
+            return
+        if self._armed is None or deadline < self._armed:
+            self._armed = deadline
+            scope.deadline = deadline
+
+    async def _timer(self) -> None:
+        machine = self.machine
+        inf = float("inf")
+        while True:
+            deadline = machine.next_deadline()
+            self._armed = deadline
+            with trio.CancelScope(deadline=inf if deadline is None else deadline) as scope:
+                self._timer_scope = scope
+                await trio.sleep_forever()
+            self._timer_scope = None
+            now = trio.current_time()
+            deadline = machine.next_deadline()
+            if deadline is None or now < deadline:
+                continue
+            machine.handle_timer(now=now)
+            self._write_wanted.set()
+            if not self._deliver_lock.locked():
+                await self._deliver()
+
+    async def _final_flush(self) -> None:
+        with trio.move_on_after(self.write_timeout if self.write_timeout is not None else float("inf")):
+            await self._write_out()
+
+
+async def pump(
+    stream: trio.abc.Stream,
+    machine: Machine,
+    on_event: EventHandler,
+    *,
+    receive_size: int = 65536,
+    write_timeout: float | None = 30.0,
+    task_status: trio.TaskStatus[Pump] = trio.TASK_STATUS_IGNORED,
+) -> str:
+    """Run ``machine`` over ``stream`` until the connection ends (see :class:`Pump`);
+    ``await nursery.start(pump, ...)`` gives the :class:`Pump` for :meth:`Pump.send`."""
+    return await Pump(
+        stream, machine, on_event, receive_size=receive_size, write_timeout=write_timeout
+    ).run(task_status=task_status)

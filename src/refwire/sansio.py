@@ -1,16 +1,101 @@
-"""Pieces every Sans-IO connection shares (DESIGN.md §1): the ``NEED_DATA``
-sentinel and the conversion of a core's local error into a remote one at the
-receive boundary."""
+"""The one contract every Sans-IO connection machine follows, and the pieces
+they share: the ``NEED_DATA`` sentinel, the receive side of frame-based
+machines (:class:`FrameMachine`), the "closed inside a frame" error, and the
+conversion of a core's local error into a remote one at the receive boundary.
+
+The contract
+============
+
+Every connection machine of every protocol, client and server alike, has the
+same methods (h11 and wsproto have the same shape; refwire has it across five
+dialects).  Time is an input like bytes: every method that can depend on it
+takes ``now`` (seconds, any monotonic origin) as a required keyword, so a
+forgotten clock is a ``TypeError``, never time 0.
+
+=============================  ==============================================
+``receive_data(data, *, now)``  bytes the peer sent; ``b""`` means it closed
+                                its side (EOF)
+``connection_lost(*, now)``     the transport broke (reset): no more input
+``next_event()``                the next event, or :data:`NEED_DATA`; raises
+                                :class:`~refwire.errors.RemoteProtocolError`
+                                once the events before a bad byte are out
+``send(event, *, now)``         the application's event (a reply, a request,
+                                an ack); returns ``None``: the bytes go to
+                                ``data_to_send()``.  Verb helpers (``accept``,
+                                ``call``, ``append_*`` ...) build an event and
+                                call ``send``
+``data_to_send()``              every byte the machine owes, once
+``next_deadline()``             when ``handle_timer`` must next be called
+                                (``None``: no timer armed)
+``handle_timer(*, now)``        run what is due at ``now`` (keepalives,
+                                timeouts); returns ``None``: it only queues
+                                events and bytes.  Calling it early is harmless
+``send_failed(*, now)``         the driver could not write what
+                                ``data_to_send()`` gave it; the connection is
+                                over and the machine decides what is lost and
+                                what is kept for resending (table below)
+``state``, ``transitions_seen``  the state, and the (state, input, new state)
+                                triples reached, for coverage reports
+=============================  ==============================================
+
+A driver (:func:`refwire.drivers.pump` is the one every refwire client and
+server uses) does only this::
+
+    machine.receive_data(await stream.receive_some(), now=clock())
+    while (event := machine.next_event()) is not NEED_DATA:
+        await on_event(event)                  # which may call machine.send(...)
+    await stream.send_all(machine.data_to_send())
+    # and, in parallel, sleeps until machine.next_deadline() to call
+    # machine.handle_timer(now=clock())
+
+For example, a Lumberjack server answering one window::
+
+    from refwire.lumberjack import ServerConnection, ClientConnection, Batch, NEED_DATA
+    client, server = ClientConnection(), ServerConnection()
+    client.send_window([{"a": 1}], now=0.0)
+    server.receive_data(client.data_to_send(), now=0.0)
+    batch = server.next_event()               # Batch(...)
+    server.accept(batch, now=0.0)             # = server.send(Accept(batch), now=0.0)
+    client.receive_data(server.data_to_send(), now=0.0)
+    client.next_event()                       # AckReceived(seq=1, ...)
+
+What ``send_failed`` means, per machine
+---------------------------------------
+
+==============================  ===============================================
+Lumberjack client               the window stays unacked (``unacked()``); the
+                                driver resends it on a new connection
+Lumberjack server               batches not yet acked are not acked (the
+                                client resends them)
+Pravega client / writer         requests in flight fail; the writer session
+                                resends what ``AppendSetup`` says the store
+                                lacks on the next connection
+Pravega segment store           replies not written are lost; appends already
+                                stored stay stored (the writer's next
+                                ``SetupAppend`` learns of them)
+Pravega 2017 draft (both)       as Pravega: the writer resumes from the
+                                connection-offset ack level
+TANK client                     requests in flight fail with a clear error
+TANK broker                     responses not written are lost; produced data
+                                already stored stays stored
+Seastar RPC client              calls in flight complete with a connection
+                                error
+Seastar RPC server              replies not written are lost
+==============================  ===============================================
+
+In every machine the connection is over after ``send_failed``: it moves to
+its closed state and queues its closing event (``clean=False``).
+"""
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, Protocol, runtime_checkable
 
 from .errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 
-__all__ = ["NEED_DATA", "FrameMachine", "NeedData", "to_remote"]
+__all__ = ["NEED_DATA", "FrameMachine", "Machine", "NeedData", "closed_inside", "to_remote"]
 
 
 class NeedData:
@@ -30,6 +115,46 @@ class NeedData:
 NEED_DATA: Final = NeedData()
 
 
+@runtime_checkable
+class Machine(Protocol):
+    """The connection-machine contract (see the module documentation)."""
+
+    state: Any
+    transitions_seen: set[tuple[str, str, str]]
+
+    def receive_data(self, data: bytes | bytearray | memoryview, *, now: float) -> None: ...
+
+    def connection_lost(self, *, now: float) -> None: ...
+
+    def next_event(self) -> Any: ...
+
+    def send(self, event: Any, *, now: float) -> None: ...
+
+    def data_to_send(self) -> bytes: ...
+
+    def next_deadline(self) -> float | None: ...
+
+    def handle_timer(self, *, now: float) -> None: ...
+
+    def send_failed(self, *, now: float) -> None: ...
+
+
+def closed_inside(
+    what: str,
+    *,
+    protocol: str,
+    frame: str | None = None,
+    field: str = "(eof)",
+    offset: int | None = None,
+    detail: str = "",
+) -> LocalProtocolError:
+    """The one "connection closed inside a frame" error every machine raises at an
+    EOF that cuts ``what`` (``"a frame"``, ``"a batch"`` ...) short; ``detail`` says
+    how much of it had arrived."""
+    reason = f"connection closed inside {what}" + (f" ({detail})" if detail else "")
+    return LocalProtocolError(reason, protocol=protocol, frame=frame, field=field, offset=offset)
+
+
 def to_remote(exc: ProtocolError) -> RemoteProtocolError:
     """``exc`` as a :class:`RemoteProtocolError` (the peer sent something wrong), chained to it."""
     if isinstance(exc, RemoteProtocolError):
@@ -40,7 +165,7 @@ def to_remote(exc: ProtocolError) -> RemoteProtocolError:
 
 
 class FrameMachine:
-    """The receive side every frame-based Sans-IO machine shares (DESIGN.md §1):
+    """The receive side every frame-based Sans-IO machine shares:
     EOF and reset, bytes the machine owes on its own, the transition table as
     data (with the transitions seen, for coverage), the event queue, and the
     error boundary (a local error becomes a remote one, raised after the events
@@ -65,12 +190,15 @@ class FrameMachine:
         self._eof = False
         self._reset = False
         self._error: RemoteProtocolError | None = None
+        #: the time of the latest call that passed ``now``
+        self._now = 0.0
         #: (state, input, new state) triples reached, for coverage reports
         self.transitions_seen: set[tuple[str, str, str]] = set()
 
     # -- input ----------------------------------------------------------------
-    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+    def receive_data(self, data: bytes | bytearray | memoryview, *, now: float) -> None:
         """Feed received bytes; ``b""`` means the peer closed its side (EOF)."""
+        self._now = now
         if self._eof:
             if data:
                 raise RuntimeError("receive_data after EOF")
@@ -81,11 +209,37 @@ class FrameMachine:
             return
         self._feed(data)
 
-    def connection_lost(self) -> None:
+    def connection_lost(self, *, now: float) -> None:
         """The transport broke (reset): no more input."""
+        self._now = now
+        if self._reset:
+            return
         self._eof = True
         self._reset = True
         self._input_ended()
+
+    def send_failed(self, *, now: float) -> None:
+        """The driver could not write: unwritten bytes are dropped and the
+        connection ends as after a reset (subclasses add what is kept for
+        resending; see the module's table)."""
+        self._out.clear()
+        self.connection_lost(now=now)
+
+    def send(self, event: Any, *, now: float) -> None:
+        """Queue the bytes of the application's ``event`` (see the subclass)."""
+        raise NotImplementedError
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`handle_timer` is due (``None``: no timer)."""
+        return None
+
+    def handle_timer(self, *, now: float) -> None:
+        """Run what is due at ``now`` (nothing, unless a subclass has timers)."""
+        self._now = now
+
+    def next_event(self) -> Any:
+        """The next event or :data:`NEED_DATA` (see :meth:`_next`)."""
+        return self._next()
 
     def data_to_send(self) -> bytes:
         """Bytes the machine owes on its own (echoes, keepalives), once."""

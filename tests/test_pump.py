@@ -1,0 +1,289 @@
+"""refwire.drivers.pump over an in-memory stream, with a toy machine on the
+refwire.sansio contract: events in order, writes flushed while the application
+holds an event, timers, EOF, reset, write failures, protocol errors, stop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from refwire.drivers import EOF, RESET, STOPPED, WRITE_FAILED, WRITE_TIMEOUT, Pump, pump
+from refwire.errors import LocalProtocolError, RemoteProtocolError
+from refwire.sansio import NEED_DATA, FrameMachine, closed_inside
+
+
+class Line(FrameMachine):
+    """Newline-framed toy: each line is an event; ``send(x)`` writes ``x + b"\\n"``;
+    ``ping_every`` seconds of quiet send ``b"ping\\n"``; a line ``bad`` is a
+    protocol error."""
+
+    PROTOCOL = "toy"
+    TRANSITIONS: Any = {}
+    ERROR_STATE = "error"
+    CLOSED_STATE = "closed"
+
+    def __init__(self, ping_every: float | None = None) -> None:
+        super().__init__("open")
+        self._buf = bytearray()
+        self.ping_every = ping_every
+        self.last_out = 0.0
+        self.failed_at: float | None = None
+        self.lost_at: float | None = None
+
+    def _feed(self, data: bytes | bytearray | memoryview) -> None:
+        self._buf += data
+
+    def _pump(self) -> None:
+        while (i := self._buf.find(b"\n")) >= 0:
+            line = bytes(self._buf[:i])
+            del self._buf[: i + 1]
+            if line == b"bad":
+                raise LocalProtocolError("bad line", protocol="toy", field="line", offset=0)
+            self._events.append(line)
+
+    def _at_eof(self) -> None:
+        if self.state == "closed":
+            return
+        if self._buf:
+            raise closed_inside("a line", protocol="toy", offset=0, detail=f"{len(self._buf)} bytes of it")
+        self.state = "closed"
+        self._events.append(("closed", self._reset))
+
+    def send(self, event: Any, *, now: float) -> None:
+        self._out += bytes(event) + b"\n"
+        self.last_out = now
+
+    def next_deadline(self) -> float | None:
+        return None if self.ping_every is None or self.state != "open" else self.last_out + self.ping_every
+
+    def handle_timer(self, *, now: float) -> None:
+        d = self.next_deadline()
+        if d is not None and now >= d:
+            self.send(b"ping", now=now)
+            self._events.append(("pinged", now))
+
+    def send_failed(self, *, now: float) -> None:
+        self.failed_at = now
+        super().send_failed(now=now)
+
+
+async def test_echo_until_eof() -> None:
+    a, b = trio.testing.memory_stream_pair()
+    m = Line()
+    seen: list[Any] = []
+    p = Pump(b, m, lambda ev: _record(seen, p, ev))
+    async with trio.open_nursery() as n:
+        n.start_soon(_run_into, p, seen)
+        await a.send_all(b"one\ntw")
+        await a.send_all(b"o\n")
+        assert await a.receive_some() == b"ONE\n"
+        assert await a.receive_some() == b"TWO\n"
+        await a.send_eof()
+    assert seen == [b"one", b"two", ("closed", False), ("ended", EOF)]
+
+
+async def _record(seen: list[Any], p: Pump, ev: Any) -> None:
+    seen.append(ev)
+    if isinstance(ev, bytes):
+        p.send(ev.upper())
+
+
+async def _run_into(p: Pump, seen: list[Any]) -> None:
+    seen.append(("ended", await p.run()))
+
+
+async def test_timer_fires_while_application_holds_an_event(autojump_clock: trio.abc.Clock) -> None:
+    a, b = trio.testing.memory_stream_pair()
+    m = Line(ping_every=1.0)
+    release = trio.Event()
+    seen: list[Any] = []
+
+    async def on_event(ev: Any) -> None:
+        seen.append(ev)
+        if ev == b"hold":
+            await release.wait()
+
+    async with trio.open_nursery() as n:
+        n.start_soon(pump, b, m, on_event)
+        await a.send_all(b"hold\n")
+        got = b""
+        while got.count(b"ping") < 3:
+            got += await a.receive_some()
+        release.set()
+        n.cancel_scope.cancel()
+    assert got == b"ping\n" * 3
+    # the pings' own events wait for the held one (one deliverer at a time), then all come out in order
+    assert seen[0] == b"hold"
+
+
+async def test_timer_event_delivered_while_reader_waits(autojump_clock: trio.abc.Clock) -> None:
+    a, b = trio.testing.memory_stream_pair()
+    m = Line(ping_every=2.0)
+    seen: list[Any] = []
+    got = trio.Event()
+
+    async def on_event(ev: Any) -> None:
+        seen.append(ev)
+        got.set()
+
+    async with trio.open_nursery() as n:
+        n.start_soon(pump, b, m, on_event)
+        await got.wait()
+        n.cancel_scope.cancel()
+    assert seen == [("pinged", pytest.approx(2.0))]
+
+
+async def test_send_moves_the_deadline_earlier(autojump_clock: trio.abc.Clock) -> None:
+    a, b = trio.testing.memory_stream_pair()
+    m = Line(ping_every=None)
+    async with trio.open_nursery() as n:
+        p = await n.start(pump, b, m, _ignore)
+        await trio.sleep(5)
+        m.ping_every = 1.0
+        m.last_out = trio.current_time()
+        p.kick()
+        t0 = trio.current_time()
+        assert await a.receive_some() == b"ping\n"
+        assert trio.current_time() - t0 == pytest.approx(1.0)
+        n.cancel_scope.cancel()
+
+
+async def _ignore(ev: Any) -> None:
+    pass
+
+
+async def test_protocol_error_flushes_then_raises() -> None:
+    a, b = trio.testing.memory_stream_pair()
+    m = Line()
+
+    async def on_event(ev: Any) -> None:
+        p.send(b"reply-" + ev)
+
+    p = Pump(b, m, on_event)
+    await a.send_all(b"x\nbad\n")
+    with pytest.raises(RemoteProtocolError, match="bad line") as info:
+        await p.run()
+    assert info.value.field == "line"
+    assert p.ended == "protocol-error"
+    assert await a.receive_some() == b"reply-x\n"
+
+
+async def test_eof_inside_a_frame_is_the_shared_error() -> None:
+    a, b = trio.testing.memory_stream_pair()
+    await a.send_all(b"half")
+    await a.send_eof()
+    with pytest.raises(RemoteProtocolError, match=r"connection closed inside a line \(4 bytes of it\)") as info:
+        await pump(b, Line(), _ignore)
+    assert info.value.field == "(eof)"
+
+
+async def test_reset_tells_the_machine_and_delivers_its_closing_event() -> None:
+    a, b = trio.testing.memory_stream_pair()
+    seen: list[Any] = []
+
+    async def on_event(ev: Any) -> None:
+        seen.append(ev)
+
+    await a.send_all(b"x\n")
+    await a.aclose()
+    # a closed memory stream reads as EOF; a real reset raises BrokenResourceError
+    b.receive_some = _broken  # type: ignore[method-assign]
+    assert await pump(b, Line(), on_event) == RESET
+    assert seen == [("closed", True)]
+
+
+async def _broken(max_bytes: int | None = None) -> bytes:
+    raise trio.BrokenResourceError("reset")
+
+
+async def test_write_failure_calls_send_failed_and_ends() -> None:
+    a, b = trio.testing.memory_stream_pair()
+    m = Line()
+    seen: list[Any] = []
+
+    async def on_event(ev: Any) -> None:
+        seen.append(ev)
+        if isinstance(ev, bytes):
+            await a.aclose()
+            p.send(b"reply")
+
+    async def broken_send(data: bytes) -> None:
+        raise trio.BrokenResourceError("peer gone")
+
+    b.send_all = broken_send  # type: ignore[method-assign]
+    p = Pump(b, m, on_event)
+    await a.send_all(b"x\n")
+    with trio.fail_after(5):
+        assert await p.run() == WRITE_FAILED
+    assert m.failed_at is not None
+    assert seen == [b"x", ("closed", True)]
+
+
+async def test_write_timeout_is_a_failed_write(autojump_clock: trio.abc.Clock) -> None:
+    a, b = trio.testing.memory_stream_pair()
+    m = Line()
+
+    async def stuck_send(data: bytes) -> None:
+        await trio.sleep_forever()
+
+    b.send_all = stuck_send  # type: ignore[method-assign]
+
+    async def on_event(ev: Any) -> None:
+        if isinstance(ev, bytes):
+            p.send(b"reply")
+
+    p = Pump(b, m, on_event, write_timeout=3.0)
+    await a.send_all(b"x\n")
+    assert await p.run() == WRITE_TIMEOUT
+    assert m.failed_at == pytest.approx(3.0)
+
+
+async def test_stop_flushes_and_returns_stopped() -> None:
+    a, b = trio.testing.memory_stream_pair()
+    m = Line()
+
+    async def on_event(ev: Any) -> None:
+        p.send(b"last")
+        p.stop()
+
+    p = Pump(b, m, on_event)
+    await a.send_all(b"x\n")
+    assert await p.run() == STOPPED
+    assert await a.receive_some() == b"last\n"
+
+
+async def test_an_application_error_ends_the_pump_and_is_raised() -> None:
+    a, b = trio.testing.memory_stream_pair()
+
+    async def on_event(ev: Any) -> None:
+        raise ValueError("application says no")
+
+    await a.send_all(b"x\n")
+    with pytest.raises(ValueError, match="application says no"):
+        await pump(b, Line(), on_event)
+
+
+async def test_flush_writes_from_the_calling_task() -> None:
+    a, b = trio.testing.memory_stream_pair()
+    m = Line()
+    async with trio.open_nursery() as n:
+        p = await n.start(pump, b, m, _ignore)
+        m.send(b"now", now=0.0)
+        await p.flush()
+        assert m.data_to_send() == b""
+        assert await a.receive_some() == b"now\n"
+        n.cancel_scope.cancel()
+
+
+def test_machine_contract_requires_now() -> None:
+    m = Line()
+    with pytest.raises(TypeError):
+        m.receive_data(b"x\n")  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        m.handle_timer(1.0)  # type: ignore[misc]
+    m.receive_data(b"x\n", now=1.0)
+    assert m.next_event() == b"x"
+    assert m.next_event() is NEED_DATA
