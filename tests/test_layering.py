@@ -46,7 +46,7 @@ def _imports(path: Path) -> list[tuple[int, str]]:
                 mod = ".".join(base + ([node.module] if node.module else []))
             else:
                 mod = node.module or ""
-            if node.module is None or node.level and not node.module:
+            if node.module is None or (node.level and not node.module):
                 out.extend((node.lineno, f"{mod}.{alias.name}") for alias in node.names)
             else:
                 out.append((node.lineno, mod))
@@ -62,7 +62,7 @@ def _core_files() -> list[Path]:
 
 
 def _is_core_module(name: str) -> bool:
-    return name in SHARED or name.rsplit(".", 1)[-1] in CORE_NAMES and name.startswith("refwire.") and ".pipeline." not in name
+    return name in SHARED or (name.rsplit(".", 1)[-1] in CORE_NAMES and name.startswith("refwire.") and ".pipeline." not in name)
 
 
 @pytest.mark.parametrize("path", _core_files(), ids=lambda p: str(p.relative_to(SRC)))
@@ -85,8 +85,8 @@ def test_cores_draw_no_hidden_ids(path: Path) -> None:
         for node in ast.walk(tree)
         if isinstance(node, ast.Call)
         and (
-            isinstance(node.func, ast.Attribute) and node.func.attr in {"uuid4", "uuid1", "urandom", "token_bytes"}
-            or isinstance(node.func, ast.Name) and node.func.id in {"uuid4", "uuid1", "urandom", "token_bytes"}
+            (isinstance(node.func, ast.Attribute) and node.func.attr in {"uuid4", "uuid1", "urandom", "token_bytes"})
+            or (isinstance(node.func, ast.Name) and node.func.id in {"uuid4", "uuid1", "urandom", "token_bytes"})
         )
     ]
     assert not calls, f"{path.relative_to(SRC.parent)} draws ids on lines {calls}: take them as constructor arguments"

@@ -4,7 +4,7 @@ holds an event, timers, EOF, reset, write failures, protocol errors, stop."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import trio
@@ -21,7 +21,7 @@ class Line(FrameMachine):
     protocol error."""
 
     PROTOCOL = "toy"
-    TRANSITIONS: Any = {}
+    TRANSITIONS: ClassVar[dict[Any, Any]] = {}
     ERROR_STATE = "error"
     CLOSED_STATE = "closed"
 
@@ -120,7 +120,7 @@ async def test_timer_fires_while_application_holds_an_event(autojump_clock: trio
 
 
 async def test_timer_event_delivered_while_reader_waits(autojump_clock: trio.abc.Clock) -> None:
-    a, b = trio.testing.memory_stream_pair()
+    _a, b = trio.testing.memory_stream_pair()
     m = Line(ping_every=2.0)
     seen: list[Any] = []
     got = trio.Event()
