@@ -246,9 +246,9 @@ class Pump:
     * the **timer**: sleeps until ``next_deadline()`` and calls ``handle_timer``;
       events a timer queues are delivered at once when the reader is idle (or by
       the reader, after the event it is delivering);
-    * the **writer**: flushes ``data_to_send()`` after every input, event, timer
-      and :meth:`send`, each write within ``write_timeout`` seconds; a failed or
-      late write calls ``send_failed``.
+    * the **writer**: writes what ``data_to_send()`` gave after every input,
+      event, timer and :meth:`send`, each write within ``write_timeout`` seconds;
+      a failed or late write calls ``send_failed``.
 
     ``on_event`` may call :meth:`send` (or the machine's verb helpers followed by
     :meth:`kick`), :meth:`stop`, or raise: an exception from it ends the pump and
@@ -257,6 +257,11 @@ class Pump:
     has been flushed.  Transport failures are not raised: the machine is told
     (``connection_lost`` / ``send_failed``), its closing event is delivered, and
     :attr:`ended` says why the pump ended.
+
+    The hot path takes no lock and wakes no task it does not need: bytes are
+    pulled from the machine synchronously (the writer is woken only when there
+    are some), and the timer's sleep is moved, not interrupted, when a deadline
+    changes.
     """
 
     def __init__(
@@ -275,11 +280,14 @@ class Pump:
         self.write_timeout = write_timeout
         #: why the pump ended (``None`` while it runs); see the constants above.
         self.ended: str | None = None
-        self._deliver_lock = trio.StrictFIFOLock()
+        self._out: list[bytes] = []
+        self._write_wanted = trio.Event()
+        self._writing = False
+        self._written: trio.Event | None = None
+        self._delivering = False
+        self._delivered: trio.Event | None = None
         self._stopping = False
         self._rx_scope: trio.CancelScope | None = None
-        self._write_wanted = trio.Event()
-        self._write_lock = trio.StrictFIFOLock()
         self._timer_scope: trio.CancelScope | None = None
         self._armed: float | None = None
         self._nursery: trio.Nursery | None = None
@@ -293,13 +301,19 @@ class Pump:
         self.kick()
 
     def kick(self) -> None:
-        """The machine has new bytes or a new deadline (after a direct call on it)."""
-        self._write_wanted.set()
+        """The machine may have new bytes or a new deadline (after a direct call on it)."""
+        data = self.machine.data_to_send()
+        if data:
+            self._out.append(data)
+            self._write_wanted.set()
         self._rearm()
 
     async def flush(self) -> None:
-        """Write what the machine owes now, from the calling task; returns once
-        written (or once the connection is known broken)."""
+        """Write what the machine owes now; returns once it is written (or the
+        connection is known broken)."""
+        self.kick()
+        while self._writing:
+            await self._wait_written()
         await self._write_out()
 
     def stop(self) -> None:
@@ -322,7 +336,7 @@ class Pump:
             self._nursery = nursery
             nursery.start_soon(self._guarded, self._writer)
             nursery.start_soon(self._guarded, self._timer)
-            self._rearm()
+            self.kick()
             task_status.started(self)
             await self._guarded(self._reader)
             if self._failure is None or isinstance(self._failure, RemoteProtocolError):
@@ -352,13 +366,13 @@ class Pump:
 
     async def _reader(self) -> None:
         machine = self.machine
-        stream = self.stream
+        receive_some = self.stream.receive_some
         size = self.receive_size
         while not self._stopping:
             with trio.CancelScope() as scope:
                 self._rx_scope = scope
                 try:
-                    data = await stream.receive_some(size)
+                    data = await receive_some(size)
                 except _TRANSPORT_ERRORS:
                     if self.ended is None:
                         self.ended = RESET
@@ -378,19 +392,27 @@ class Pump:
 
     async def _deliver(self) -> None:
         """Hand every queued event to ``on_event``, one deliverer at a time (the
-        reader, or the timer when the reader is waiting for bytes)."""
+        reader, or the timer while the reader waits for bytes)."""
+        while self._delivering:
+            if self._delivered is None:
+                self._delivered = trio.Event()
+            await self._delivered.wait()
+        self._delivering = True
         machine = self.machine
         on_event = self.on_event
-        async with self._deliver_lock:
-            try:
-                while True:
-                    event = machine.next_event()
-                    if event is NEED_DATA:
-                        break
-                    await on_event(event)
-                    self._write_wanted.set()
-            finally:
+        try:
+            while True:
+                event = machine.next_event()
+                if event is NEED_DATA:
+                    break
+                await on_event(event)
                 self.kick()
+        finally:
+            self._delivering = False
+            if self._delivered is not None:
+                self._delivered.set()
+                self._delivered = None
+            self.kick()
 
     async def _writer(self) -> None:
         while True:
@@ -398,36 +420,47 @@ class Pump:
             self._write_wanted = trio.Event()
             await self._write_out()
 
+    async def _wait_written(self) -> None:
+        if self._written is None:
+            self._written = trio.Event()
+        await self._written.wait()
+
     async def _write_out(self) -> None:
-        async with self._write_lock:
-            data = self.machine.data_to_send()
-            if not data or self._broken:
-                return
-            try:
-                if self.write_timeout is None:
-                    await self.stream.send_all(data)
-                else:
-                    with trio.fail_after(self.write_timeout):
+        """Write the queued bytes (the caller made sure no other write runs)."""
+        if self._writing:
+            return
+        self._writing = True
+        try:
+            while self._out and not self._broken:
+                data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
+                self._out.clear()
+                try:
+                    if self.write_timeout is None:
                         await self.stream.send_all(data)
-            except (trio.TooSlowError, *_TRANSPORT_ERRORS) as exc:
-                self._broken = True
-                if self.ended is None or self.ended == STOPPED:
-                    self.ended = WRITE_TIMEOUT if isinstance(exc, trio.TooSlowError) else WRITE_FAILED
-                self.machine.send_failed(now=trio.current_time())
-                self._stop_reading()
+                    else:
+                        with trio.fail_after(self.write_timeout):
+                            await self.stream.send_all(data)
+                except (trio.TooSlowError, *_TRANSPORT_ERRORS) as exc:
+                    self._broken = True
+                    self._out.clear()
+                    if self.ended is None or self.ended == STOPPED:
+                        self.ended = WRITE_TIMEOUT if isinstance(exc, trio.TooSlowError) else WRITE_FAILED
+                    self.machine.send_failed(now=trio.current_time())
+                    self._stop_reading()
+        finally:
+            self._writing = False
+            if self._written is not None:
+                self._written.set()
+                self._written = None
 
     def _rearm(self) -> None:
         """Move the timer's wake-up to the machine's deadline, without waking it
-        unless the deadline came earlier (trio lets a sleeping scope's deadline move)."""
-        deadline = self.machine.next_deadline()
+        unless the deadline came earlier (a sleeping scope's deadline can move)."""
         scope = self._timer_scope
         if scope is None:
             return
-        if deadline is None:
-            if self._armed is not None:
-                self._armed = None
-            return
-        if self._armed is None or deadline < self._armed:
+        deadline = self.machine.next_deadline()
+        if deadline is not None and (self._armed is None or deadline < self._armed):
             self._armed = deadline
             scope.deadline = deadline
 
@@ -446,12 +479,15 @@ class Pump:
             if deadline is None or now < deadline:
                 continue
             machine.handle_timer(now=now)
-            self._write_wanted.set()
-            if not self._deliver_lock.locked():
+            self.kick()
+            if not self._delivering:
                 await self._deliver()
 
     async def _final_flush(self) -> None:
+        self.kick()
         with trio.move_on_after(self.write_timeout if self.write_timeout is not None else float("inf")):
+            while self._writing:
+                await self._wait_written()
             await self._write_out()
 
 
