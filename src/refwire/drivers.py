@@ -295,6 +295,11 @@ class Pump:
         self._broken = False
 
     # -- for the driver and on_event ----------------------------------------
+    @property
+    def broken(self) -> bool:
+        """The transport failed (a reset or a failed write): nothing more is written."""
+        return self._broken
+
     def send(self, event: Any) -> None:
         """``machine.send(event, now=...)``, then wake the writer and the timer."""
         self.machine.send(event, now=trio.current_time())
@@ -308,13 +313,14 @@ class Pump:
             self._write_wanted.set()
         self._rearm()
 
-    async def flush(self) -> None:
-        """Write what the machine owes now; returns once it is written (or the
-        connection is known broken)."""
+    async def flush(self) -> bool:
+        """Write what the machine owes now; returns once it is written (True) or the
+        connection is known broken (False)."""
         self.kick()
         while self._writing:
             await self._wait_written()
         await self._write_out()
+        return not self._broken
 
     def stop(self) -> None:
         """End the pump: stop reading (an ``on_event`` in progress finishes), flush
