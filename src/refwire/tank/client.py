@@ -230,7 +230,9 @@ class TankClient:
         rid = req.request_id
         self._pending[rid] = p
         try:
-            pump.send(req)
+            # The machine directly, not pump.send: flush() below writes it from this
+            # task, and a request only moves the keepalive deadline later (no kick).
+            conn.send(req, now=trio.current_time())
         except ProtocolError as exc:
             self._pending.pop(rid, None)
             self._drop(f"send failed: {exc}", conn)
