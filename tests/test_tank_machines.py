@@ -1,4 +1,4 @@
-"""TANK Sans-IO machines: the broker core's semantics (research/tank.md §7),
+"""TANK Sans-IO machines: the broker core's semantics (specs/tank/README.md §6),
 reproducing the captured responses byte for byte where our broker follows the
 real one, and the client/broker connections (every table transition)."""
 

@@ -1,4 +1,4 @@
-"""TANK broker and client over real TCP on 127.0.0.1 (research/tank.md §7):
+"""TANK broker and client over real TCP on 127.0.0.1 (specs/tank/README.md §6):
 produce/consume, long polls woken by produces, hostile connections closed
 without harming others or stored data, idle close vs keepalive, a directory
 log surviving a restart, and the CLI."""
