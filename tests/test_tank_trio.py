@@ -1,4 +1,4 @@
-"""TANK broker and client over real TCP on 127.0.0.1 (research/tank.md §7):
+"""TANK broker and client over real TCP on 127.0.0.1 (specs/tank/README.md §6):
 produce/consume, long polls woken by produces, hostile connections closed
 without harming others or stored data, idle close vs keepalive, a directory
 log surviving a restart, and the CLI."""
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
-from refwire.tank import BrokerConfig, ClientConfig, DirectoryStorage, Message, TankBroker, TankClient
+from refwire.tank import BrokerConfig, ClientConfig, ConnectionLost, DirectoryStorage, Message, TankBroker, TankClient
 
 PING = b"\x03\x00\x00\x00\x00"
 
@@ -167,3 +168,62 @@ def test_cli_serve_send_consume(tmp_path: Path) -> None:
             serve.wait(10)
         except subprocess.TimeoutExpired:
             serve.kill()
+
+
+class _FailingWrites(trio.abc.Stream):
+    """Gives ``incoming`` then waits forever; every write after the first ``ok_writes`` fails."""
+
+    def __init__(self, incoming: bytes, ok_writes: int) -> None:
+        self.incoming = incoming
+        self.ok_writes = ok_writes
+        self.written: list[bytes] = []
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await trio.lowlevel.checkpoint()
+        if len(self.written) >= self.ok_writes:
+            raise trio.BrokenResourceError("write failed (test)")
+        self.written.append(bytes(data))
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if self.incoming:
+            data, self.incoming = self.incoming, b""
+            await trio.sleep(0.01)  # after the greeting has been written
+            return data
+        await trio.sleep_forever()
+        raise AssertionError
+
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+async def test_client_write_failure_fails_the_request() -> None:
+    stream = _FailingWrites(PING, ok_writes=0)
+
+    async def connect() -> trio.abc.Stream:
+        return stream
+
+    with trio.fail_after(5):
+        async with TankClient(connect) as c:
+            with pytest.raises(ConnectionLost, match="send failed"):
+                await c.status()
+            await trio.testing.wait_all_tasks_blocked()
+            assert c.stats["connection_lost"] == 1 and c.stats["requests"] == 0
+            assert ("connecting", "reset", "closed") in c.transitions_seen or ("open", "reset", "closed") in c.transitions_seen
+
+
+async def test_broker_write_failure_keeps_stored_data() -> None:
+    from refwire.tank import CreateTopicRequest, ProducePartition, ProduceRequest, ProduceTopic, encode_bundle
+
+    bundle = encode_bundle([Message(b"kept", 1)])
+    incoming = CreateTopicRequest(1, "t", 1).encode() + ProduceRequest(2, (ProduceTopic("t", (ProducePartition(0, bundle),)),)).encode()
+    stream = _FailingWrites(incoming, ok_writes=1)  # the greeting Ping goes out; the answers do not
+    broker = TankBroker()
+    with trio.fail_after(5):
+        await broker._handle(stream)
+    assert stream.written == [PING]
+    assert broker.stats["requests"] == 2 and broker.open_connections == 0
+    assert broker.storage.topics["t"][0].last_assigned == 1  # stored, though the answer was lost
+    assert ("open", "reset", "closed") in broker.transitions_seen

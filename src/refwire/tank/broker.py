@@ -1,12 +1,13 @@
-"""The trio TANK broker (research/tank.md §7; specs/tank/README.md §5).
+"""The trio TANK broker (specs/tank/README.md §6).
 
-A thin driver: each connection has a reader task feeding a
-:class:`~refwire.tank.connection.BrokerConnection` and a writer task draining a
-queue of frames; every request goes to the shared Sans-IO
-:class:`~refwire.tank.core.BrokerCore`, whose answers may be addressed to other
-connections (a produce wakes long polls).  One timer task answers long polls
-whose ``maxWait`` ran out.  A malformed request closes its connection only --
-as the real broker does -- and nothing of it is stored.
+A thin driver: each connection is a :class:`~refwire.drivers.Pump` running a
+:class:`~refwire.tank.connection.BrokerConnection` (reader, idle timer and
+writer; the greeting Ping is flushed at once); every request goes to the shared
+Sans-IO :class:`~refwire.tank.core.BrokerCore`, whose answers may be addressed
+to other connections (a produce wakes long polls) and go out through that
+connection's ``pump.send``.  One timer task answers long polls whose
+``maxWait`` ran out.  A malformed request closes its connection only -- as the
+real broker does, without an error frame -- and nothing of it is stored.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from typing import Any
 import attrs
 import trio
 
-from ..drivers import StreamServer
+from ..drivers import Pump, StreamServer
 from ..errors import ProtocolError
-from .connection import NEED_DATA, BrokerConnection, ConnectionClosed
+from ..sansio import to_remote
+from .connection import BrokerConnection, ConnectionClosed, IdleTimeout
 from .core import BrokerConfig, BrokerCore, Outbox
+from .frames import Request
 from .storage import Storage
 
 __all__ = ["BrokerConfig", "TankBroker"]
@@ -38,8 +41,7 @@ _DEFAULT_CONFIG = BrokerConfig()
 class _Conn:
     id: int
     machine: BrokerConnection
-    send: trio.MemorySendChannel[bytes]
-    stream: trio.abc.Stream
+    pump: Pump
 
 
 class TankBroker:
@@ -85,10 +87,7 @@ class TankBroker:
             if c is None:
                 continue
             c.machine.long_polls = self.core.waits_of(cid)
-            try:
-                c.send.send_nowait(c.machine.send(resp, trio.current_time()))
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass
+            c.pump.send(resp)
         self._timer_changed.set()
 
     async def _timer_loop(self) -> None:
@@ -98,75 +97,42 @@ class TankBroker:
             with trio.move_on_at(deadline if deadline is not None else math.inf):
                 await self._timer_changed.wait()
                 continue
-            self._dispatch(self.core.handle_timer(trio.current_time()))
+            self._dispatch(self.core.handle_timer(now=trio.current_time()))
 
     # -- one connection -------------------------------------------------------
     async def _handle(self, stream: trio.abc.Stream) -> None:
         cid = next(self._ids)
         machine = BrokerConnection(limits=self.config.limits, idle_timeout=self.config.idle_timeout, now=trio.current_time())
-        send, recv = trio.open_memory_channel[bytes](math.inf)
-        conn = _Conn(cid, machine, send, stream)
-        self._conns[cid] = conn
+
+        async def on_event(ev: Request | ConnectionClosed | IdleTimeout) -> None:
+            if isinstance(ev, ConnectionClosed):
+                return  # the pump ends after it
+            if isinstance(ev, IdleTimeout):
+                self.stats["idle_closed"] += 1
+                pump.stop()
+                return
+            self.stats["requests"] += 1
+            try:
+                out = self.core.handle(cid, ev, now=trio.current_time())
+            except ProtocolError as exc:  # a malformed bundle: the peer's fault
+                raise to_remote(exc) from exc
+            self._dispatch(out)
+            machine.long_polls = self.core.waits_of(cid)
+            pump.kick()
+
+        pump = Pump(stream, machine, on_event, receive_size=self._recv_size)
+        self._conns[cid] = _Conn(cid, machine, pump)
         self.stats["connections"] += 1
+        pump.kick()  # the greeting Ping the machine queued
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._writer, stream, recv, nursery.cancel_scope)
-                send.send_nowait(machine.data_to_send())
-                await self._reader(conn)
-                await send.aclose()  # let the writer flush what is queued, then stop
+            await pump.run()
+        except ProtocolError as exc:
+            # The real broker drops the connection without an error frame (§6).
+            self.stats["protocol_errors"] += 1
+            self.last_error = exc
+            log.warning("tank: closing connection %d: %s", cid, exc)
         finally:
             del self._conns[cid]
             self.core.drop_connection(cid)
             self.transitions_seen |= machine.transitions_seen
             self._timer_changed.set()
-
-    async def _writer(self, stream: trio.abc.Stream, recv: trio.MemoryReceiveChannel[bytes], scope: trio.CancelScope) -> None:
-        try:
-            async for data in recv:
-                parts = [data]
-                while True:  # batch what is queued into one write
-                    try:
-                        parts.append(recv.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                await stream.send_all(b"".join(parts))
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            scope.cancel()
-
-    async def _reader(self, conn: _Conn) -> None:
-        m = conn.machine
-        while True:
-            now = trio.current_time()
-            deadline = m.next_deadline()
-            if deadline is None and m.idle_timeout is not None:
-                deadline = now + m.idle_timeout  # a long poll is outstanding: look again later
-            data = None
-            with trio.move_on_at(deadline if deadline is not None else math.inf):
-                try:
-                    data = await conn.stream.receive_some(self._recv_size)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    m.connection_lost()
-                    return
-            if data is None:
-                m.long_polls = self.core.waits_of(conn.id)
-                if m.handle_timer(trio.current_time()) is not None:
-                    self.stats["idle_closed"] += 1
-                    return
-                continue
-            m.receive_data(data, trio.current_time())
-            try:
-                while True:
-                    ev = m.next_event()
-                    if ev is NEED_DATA:
-                        break
-                    if isinstance(ev, ConnectionClosed):
-                        return
-                    self.stats["requests"] += 1
-                    self._dispatch(self.core.handle(conn.id, ev, trio.current_time()))  # type: ignore[arg-type]
-                    m.long_polls = self.core.waits_of(conn.id)
-            except ProtocolError as exc:
-                # The real broker drops the connection without an error frame (§7.1).
-                self.stats["protocol_errors"] += 1
-                self.last_error = exc
-                log.warning("tank: closing connection %d: %s", conn.id, exc)
-                return

@@ -1,4 +1,4 @@
-"""The trio TANK client (research/tank.md §6, §12; specs/tank/README.md §7).
+"""The trio TANK client (specs/tank/README.md §5, §6).
 
 ``async with TankClient.connect_tcp(host, port) as c:`` then ``await
 c.create_topic(...)``, ``await c.produce(...)``, ``await c.consume(...)``.
@@ -8,12 +8,14 @@ request in flight when the connection fails raises :class:`ConnectionLost`
 (its outcome is unknown: a produce may or may not have been stored --
 :meth:`TankClient.discover_partitions` tells).  An idle connection is kept
 open with Pings every ``ping_interval`` seconds (the broker closes idle
-connections after 16 s).
+connections after 16 s).  Each connection is a :class:`~refwire.drivers.Pump`
+running a :class:`~refwire.tank.connection.ClientConnection`: the pump reads and
+delivers answers, sends the keepalive Pings on the machine's timer, and a
+request is written from the task that makes it.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -21,11 +23,11 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
-from ..drivers import open_stream
+from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream
 from ..errors import ProtocolError, RefwireError
 from ..wire import Limits
 from .bundles import Message, encode_bundle
-from .connection import NEED_DATA, ClientConnection, Connected, ConnectionClosed, ConsumeResult, PartitionData
+from .connection import ClientConnection, ConnectionClosed, ConsumeResult, PartitionData
 from .frames import (
     DEFAULT_LIMITS,
     ConsumePartition,
@@ -107,12 +109,12 @@ class TankClient:
         self._nursery_cm: Any = None
         self._stream: trio.abc.Stream | None = None
         self._conn: ClientConnection | None = None
+        self._pump: Pump | None = None
         self._pending: dict[int, _Pending] = {}
         self._connect_lock = trio.Lock()
-        self._send_lock = trio.Lock()
         self._next_id = 1
-        self._reader_scope: trio.CancelScope | None = None
-        self.stats: dict[str, int] = {"connects": 0, "requests": 0, "connection_lost": 0, "protocol_errors": 0, "pings_sent": 0}
+        self._stats: dict[str, int] = {"connects": 0, "requests": 0, "connection_lost": 0, "protocol_errors": 0, "pings_sent": 0}
+        self._pings = 0  # keepalive Pings of the connections closed so far
         self._seen: set[tuple[str, str, str]] = set()
         self.last_error: BaseException | None = None
 
@@ -129,7 +131,7 @@ class TankClient:
         assert self._nursery_cm is not None
         try:
             with trio.CancelScope(shield=True):
-                await self.aclose()  # cancels the reader: the nursery can then close
+                await self.aclose()  # the pump then sees its stream closed and ends
         finally:
             if self._nursery is not None:
                 self._nursery.cancel_scope.cancel()
@@ -144,6 +146,12 @@ class TankClient:
         return result
 
     @property
+    def stats(self) -> dict[str, int]:
+        """connects, requests, connection_lost, protocol_errors, pings_sent (so far)."""
+        self._stats["pings_sent"] = self._pings + (self._conn.pings_sent if self._conn is not None else 0)
+        return self._stats
+
+    @property
     def transitions_seen(self) -> set[tuple[str, str, str]]:
         """Transitions of every connection so far, the open one included."""
         return self._seen | (self._conn.transitions_seen if self._conn is not None else set())
@@ -155,76 +163,66 @@ class TankClient:
             self._stream = None
 
     # -- connection --------------------------------------------------------
-    async def _ensure(self) -> ClientConnection:
+    async def _ensure(self) -> tuple[ClientConnection, Pump]:
         async with self._connect_lock:
-            if self._conn is not None:
-                return self._conn
+            if self._conn is not None and self._pump is not None:
+                return self._conn, self._pump
             if self._nursery is None:
                 raise RuntimeError("use 'async with TankClient(...)'")
             stream = await self._connect()
             conn = ClientConnection(limits=self.config.limits, ping_interval=self.config.ping_interval, now=trio.current_time(), first_request_id=self._next_id)
-            self._stream, self._conn = stream, conn
-            self.stats["connects"] += 1
-            self._nursery.start_soon(self._reader, stream, conn)
-            return conn
+            pump = Pump(stream, conn, self._on_event, receive_size=self.config.recv_size)
+            self._stream, self._conn, self._pump = stream, conn, pump
+            self._stats["connects"] += 1
+            self._nursery.start_soon(self._run, stream, conn, pump)
+            return conn, pump
 
     def _drop(self, why: str, conn: ClientConnection | None = None) -> None:
         if conn is not None and conn is not self._conn:
             return
         if self._conn is not None:
             self._seen |= self._conn.transitions_seen
+            self._pings += self._conn.pings_sent
             self._next_id = self._conn.new_request_id()
         self._conn = None
+        self._pump = None
         for p in self._pending.values():
             p.error = ConnectionLost(why)
             p.done.set()
         self._pending.clear()
 
-    async def _reader(self, stream: trio.abc.Stream, conn: ClientConnection) -> None:
+    async def _on_event(self, ev: Any) -> None:
+        """An answer completes its request; Connected and ConnectionClosed need
+        nothing here (the pump ends after the close, and :meth:`_run` fails what
+        is still in flight)."""
+        rid = getattr(ev, "request_id", None)
+        if rid is None or isinstance(ev, ConnectionClosed):
+            return
+        p = self._pending.pop(rid, None)
+        if p is not None:
+            p.result = ev
+            p.done.set()
+
+    async def _run(self, stream: trio.abc.Stream, conn: ClientConnection, pump: Pump) -> None:
         why = "connection closed by the broker"
         try:
-            while True:
-                deadline = conn.next_deadline()
-                data = None
-                with trio.move_on_at(deadline if deadline is not None else math.inf):
-                    data = await stream.receive_some(self.config.recv_size)
-                if data is None:
-                    conn.handle_timer(trio.current_time())
-                    out = conn.data_to_send()
-                    if out:
-                        self.stats["pings_sent"] += 1
-                        async with self._send_lock:
-                            await stream.send_all(out)
-                    continue
-                conn.receive_data(data, trio.current_time())
-                while True:
-                    ev = conn.next_event()
-                    if ev is NEED_DATA or isinstance(ev, Connected):
-                        if ev is NEED_DATA:
-                            break
-                        continue
-                    if isinstance(ev, ConnectionClosed):
-                        return
-                    rid = getattr(ev, "request_id", None)
-                    p = self._pending.pop(rid, None) if rid is not None else None
-                    if p is not None:
-                        p.result = ev
-                        p.done.set()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            why = f"connection lost: {exc or type(exc).__name__}"
-            conn.connection_lost()
+            ended = await pump.run()
+            if ended == RESET:
+                why = "connection lost: reset"
+            elif ended in (WRITE_FAILED, WRITE_TIMEOUT):
+                why = f"send failed ({ended})"
         except ProtocolError as exc:
-            self.stats["protocol_errors"] += 1
+            self._stats["protocol_errors"] += 1
             self.last_error = exc
             why = f"protocol error from the broker: {exc}"
         finally:
-            self.stats["connection_lost"] += 1
+            self._stats["connection_lost"] += 1
             self._drop(why, conn)
             await trio.aclose_forcefully(stream)
 
     async def request(self, make: Callable[[int], Request]) -> Any:
         """Send ``make(request_id)`` and wait for its answer."""
-        conn = await self._ensure()
+        conn, pump = await self._ensure()
         req = make(conn.new_request_id())
         p = _Pending()
         if isinstance(req, Ping):
@@ -232,15 +230,19 @@ class TankClient:
         rid = req.request_id
         self._pending[rid] = p
         try:
-            async with self._send_lock:
-                data = conn.send(req, trio.current_time())
-                assert self._stream is not None
-                await self._stream.send_all(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ProtocolError) as exc:
+            # The machine directly, not pump.send: flush() below writes it from this
+            # task, and a request only moves the keepalive deadline later (no kick).
+            conn.send(req, now=trio.current_time())
+        except ProtocolError as exc:
             self._pending.pop(rid, None)
             self._drop(f"send failed: {exc}", conn)
             raise ConnectionLost(f"send failed: {exc}") from exc
-        self.stats["requests"] += 1
+        await pump.flush()  # written from this task, as the request is made
+        if pump.ended in (WRITE_FAILED, WRITE_TIMEOUT):
+            self._pending.pop(rid, None)
+            self._drop(f"send failed ({pump.ended})", conn)
+            raise ConnectionLost(f"send failed ({pump.ended})")
+        self._stats["requests"] += 1
         if self.config.request_timeout is None:
             await p.done.wait()
         else:

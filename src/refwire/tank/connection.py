@@ -1,17 +1,22 @@
-"""TANK Sans-IO connections: the client and the broker side (research/tank.md §6, §7.1, §12.3).
+"""TANK Sans-IO connections: the client and the broker side (specs/tank/README.md §1, §6).
 
-Shaped like h11 (DESIGN.md §1): ``receive_data(data, now)`` (``b""`` = EOF),
-``connection_lost()``, ``next_event()`` → event or :data:`NEED_DATA`,
-``send(...)`` → bytes, ``data_to_send()`` for bytes the machine owes on its own
-(the broker's Ping on accept, the client's idle keepalive Pings),
-``next_deadline()`` / ``handle_timer(now)``.  No I/O, clock or randomness.
+Both follow the one machine contract of :mod:`refwire.sansio`:
+``receive_data(data, *, now)`` (``b""`` = EOF), ``connection_lost(*, now)``,
+``next_event()`` → event or :data:`NEED_DATA`, ``send(event, *, now)`` (bytes go
+to ``data_to_send()``, which also gives the bytes the machine owes on its own:
+the broker's Ping on accept, the client's idle keepalive Pings),
+``next_deadline()`` / ``handle_timer(*, now)`` and ``send_failed(*, now)``.
+No I/O, clock or randomness.
 
 The client matches responses to requests by request id (long polls are
-answered out of order, §9.14), decodes produce responses against the
-remembered (topic, partition) list, and walks consume chunks with
-:func:`~refwire.tank.bundles.read_chunk`.  The broker side splits frames,
-decodes requests and tracks idleness (closed after 16 s without traffic or an
-outstanding long poll, §7.1); the topic logic is :class:`~refwire.tank.core.BrokerCore`.
+answered out of order), decodes produce responses against the remembered
+(topic, partition) list, and walks consume chunks with
+:func:`~refwire.tank.bundles.read_chunk`; when the connection ends, the
+requests still in flight are named in its :class:`ConnectionClosed`
+(``unanswered``: their outcome is unknown).  The broker side splits frames,
+decodes requests and tracks idleness (an :class:`IdleTimeout` event after 16 s
+without traffic or an outstanding long poll, §6); the topic logic is
+:class:`~refwire.tank.core.BrokerCore`.
 """
 
 from __future__ import annotations
@@ -109,8 +114,13 @@ class Connected:
 
 @attrs.frozen
 class ConnectionClosed:
+    """The connection ended (``clean``: at a frame boundary, by the peer).  On the
+    client, ``unanswered`` lists the request ids still in flight: they have no
+    answer and their outcome is unknown (a produce may or may not be stored)."""
+
     clean: bool
     reason: str = ""
+    unanswered: tuple[int, ...] = ()
 
 
 @attrs.frozen
@@ -169,18 +179,41 @@ class _Base(FrameMachine):
     ERROR_STATE = State.ERROR
     CLOSED_STATE = State.CLOSED
 
-    def __init__(self, accept: frozenset[int], limits: Limits, state: State) -> None:
+    def __init__(self, accept: frozenset[int], limits: Limits, state: State, now: float) -> None:
         super().__init__(state)
         self._decoder = FrameDecoder(accept, limits, obsolete_msg={REPLICA_ID: "obsolete ReplicaID (the real broker closes the connection)", 0x09: "ConsumePeer is broker-to-broker (cluster mode); not supported"})
         self.limits = limits
         self._closed_event: ConnectionClosed | None = None
+        self._now = now
+        self._last_rx = now
+        self._last_tx = now
+        #: frames owed, in order (joined once by data_to_send: one copy of a large response)
+        self._queued: list[bytes] = []
+        self._write_failed = False
 
-    def receive_data(self, data: bytes | bytearray | memoryview, now: float = 0.0) -> None:
+    def receive_data(self, data: bytes | bytearray | memoryview, *, now: float) -> None:
         """Feed received bytes (``b""`` = EOF) that arrived at ``now``; ignored once closed."""
         if self.state is State.CLOSED or self.state is State.ERROR:
             return
         self._last_rx = now
-        super().receive_data(data)
+        super().receive_data(data, now=now)
+
+    def data_to_send(self) -> bytes:
+        """Every byte the machine owes (frames sent, Pings), once."""
+        q = self._queued
+        if not q:
+            return b""
+        out = q[0] if len(q) == 1 else b"".join(q)
+        q.clear()
+        return out
+
+    def send_failed(self, *, now: float) -> None:
+        """The driver could not write: what was not written is lost and the
+        connection is over (CLOSED through ``reset``; a ``ConnectionClosed(clean=False)``
+        follows the frames already received)."""
+        self._write_failed = True
+        self._queued.clear()
+        super().send_failed(now=now)
 
     def _feed(self, data: bytes | bytearray | memoryview) -> None:
         self._decoder.feed(bytes(data))
@@ -190,7 +223,7 @@ class _Base(FrameMachine):
             return
         if self._reset:
             self._transition("reset")
-            self._closed_event = ConnectionClosed(False, "connection reset")
+            self._closed_event = ConnectionClosed(False, "send failed" if self._write_failed else "connection reset")
         else:
             clean = self._decoder.at_boundary
             self._transition("eof")
@@ -203,18 +236,18 @@ class _Base(FrameMachine):
 
 
 class ClientConnection(_Base):
-    """The client side.  ``send(request)`` returns the frame to write; request
-    ids are the caller's (use :meth:`new_request_id`)."""
+    """The client side.  ``send(request, now=...)`` queues the request's frame;
+    request ids are the caller's (use :meth:`new_request_id`)."""
 
     TRANSITIONS = CLIENT_TRANSITIONS
 
-    def __init__(self, *, limits: Limits = DEFAULT_LIMITS, ping_interval: float | None = 5.0, now: float = 0.0, first_request_id: int = 1) -> None:
-        super().__init__(RESPONSE_IDS, limits, State.CONNECTING)
+    def __init__(self, *, now: float, limits: Limits = DEFAULT_LIMITS, ping_interval: float | None = 5.0, first_request_id: int = 1) -> None:
+        super().__init__(RESPONSE_IDS, limits, State.CONNECTING, now)
         self.ping_interval = ping_interval
-        self._last_tx = now
-        self._last_rx = now
         self._next_id = first_request_id
         self._pending: dict[int, Request] = {}
+        #: keepalive Pings queued by :meth:`handle_timer` so far
+        self.pings_sent = 0
 
     def new_request_id(self) -> int:
         rid = self._next_id
@@ -225,7 +258,10 @@ class ClientConnection(_Base):
     def pending(self) -> int:
         return len(self._pending)
 
-    def send(self, request: Request, now: float = 0.0) -> bytes:
+    def send(self, request: Request, *, now: float) -> None:
+        """Queue ``request`` (a Ping has no answer; anything else is remembered
+        by its request id until answered)."""
+        self._now = now
         if self.state in (State.CLOSED, State.ERROR):
             raise LocalProtocolError(f"cannot send in state {self.state.value}", protocol="tank")
         if not isinstance(request, Ping):
@@ -234,7 +270,7 @@ class ClientConnection(_Base):
                 raise LocalProtocolError(f"request id {rid} is already outstanding", protocol="tank", field="requestId")
             self._pending[rid] = request
         self._last_tx = now
-        return request.encode()
+        self._queued.append(request.encode())
 
     def next_deadline(self) -> float | None:
         """When an idle keepalive Ping is due (the broker closes idle connections after 16 s)."""
@@ -242,11 +278,26 @@ class ClientConnection(_Base):
             return None
         return self._last_tx + self.ping_interval
 
-    def handle_timer(self, now: float) -> None:
+    def handle_timer(self, *, now: float) -> None:
+        """Queue a keepalive Ping if one is due."""
+        self._now = now
         d = self.next_deadline()
         if d is not None and now >= d:
-            self._out += PING_FRAME
+            self._queued.append(PING_FRAME)
             self._last_tx = now
+            self.pings_sent += 1
+
+    def _at_eof(self) -> None:
+        ev = self._closed_event
+        if ev is None:
+            return
+        self._closed_event = None
+        if self._pending:
+            ids = tuple(self._pending)
+            self._pending.clear()
+            what = "send failed" if self._write_failed else ev.reason or "connection closed"
+            ev = attrs.evolve(ev, reason=f"{what}: {len(ids)} request(s) in flight have no answer (outcome unknown)", unanswered=ids)
+        self._events.append(ev)
 
     def next_event(self) -> ClientEvent | NeedData:
         """The next event: frames already received are delivered before a close."""
@@ -303,23 +354,25 @@ class ClientConnection(_Base):
 
 
 class BrokerConnection(_Base):
-    """The broker side of one connection: requests out, responses in."""
+    """The broker side of one connection: requests out, responses in.  The
+    greeting Ping (§6) is queued at construction: the driver's first flush sends it."""
 
     TRANSITIONS = BROKER_TRANSITIONS
 
-    def __init__(self, *, limits: Limits = DEFAULT_LIMITS, idle_timeout: float | None = 16.0, now: float = 0.0) -> None:
-        super().__init__(REQUEST_IDS, limits, State.OPEN)
+    def __init__(self, *, now: float, limits: Limits = DEFAULT_LIMITS, idle_timeout: float | None = 16.0) -> None:
+        super().__init__(REQUEST_IDS, limits, State.OPEN, now)
         self.idle_timeout = idle_timeout
-        self._last_rx = now
-        self._last_tx = now
         self.long_polls = 0  #: outstanding long polls (set by the driver); no idle close while > 0
-        self._out += PING_FRAME  # introduce_self (§4.1)
+        self._queued.append(PING_FRAME)  # introduce_self
 
-    def send(self, response: Response, now: float = 0.0) -> bytes:
+    def send(self, response: Response, *, now: float) -> None:
+        """Queue ``response`` (after :meth:`send_failed` it is lost: nothing more can be written)."""
+        self._now = now
         self._last_tx = now
-        return response.encode()
+        if not self._write_failed:
+            self._queued.append(response.encode())
 
-    def next_event(self) -> Request | ConnectionClosed | NeedData:
+    def next_event(self) -> Request | ConnectionClosed | IdleTimeout | NeedData:
         return self._next()  # type: ignore[no-any-return]
 
     def _pump(self) -> None:
@@ -330,7 +383,7 @@ class BrokerConnection(_Base):
             msg_id, payload, off = got
             req = decode_request(msg_id, payload, offset=off, limits=self.limits)
             if isinstance(req, Ping):
-                self._transition("ping")  # accepted, never answered (§7.1)
+                self._transition("ping")  # accepted, never answered (§6)
                 continue
             self._transition("request")
             self._events.append(req)
@@ -340,10 +393,12 @@ class BrokerConnection(_Base):
             return None
         return max(self._last_rx, self._last_tx) + self.idle_timeout
 
-    def handle_timer(self, now: float) -> IdleTimeout | None:
+    def handle_timer(self, *, now: float) -> None:
+        """Idle for ``idle_timeout`` with no long poll outstanding: CLOSED, and an
+        :class:`IdleTimeout` event (the driver closes the connection)."""
+        self._now = now
         d = self.next_deadline()
         if d is None or now < d:
-            return None
+            return
         self._transition("idle")
-        return IdleTimeout(now - max(self._last_rx, self._last_tx))
-
+        self._events.append(IdleTimeout(now - max(self._last_rx, self._last_tx)))

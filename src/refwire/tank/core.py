@@ -1,10 +1,10 @@
-"""The TANK broker's logic, Sans-IO (research/tank.md §7; specs/tank/README.md §5).
+"""The TANK broker's logic, Sans-IO (specs/tank/README.md §6).
 
 :class:`BrokerCore` owns topics (through a :class:`~refwire.tank.storage.Storage`),
 assigns sequence numbers, answers consumes and keeps long-poll waits.  It does
-no network I/O and reads no clock: ``handle(conn, request, now)`` and
-``handle_timer(now)`` return ``(conn, response)`` pairs to send, in order --
-a long poll woken by a produce is answered *before* that produce (§9.14).
+no network I/O and reads no clock: ``handle(conn, request, now=...)`` and
+``handle_timer(now=...)`` return ``(conn, response)`` pairs to send, in order --
+a long poll woken by a produce is answered *before* that produce.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ class BrokerCore:
                     del self._by_partition[key]
 
     # -- entry point -------------------------------------------------------
-    def handle(self, conn: int, req: Request, now: float) -> Outbox:
+    def handle(self, conn: int, req: Request, *, now: float) -> Outbox:
         """Process one request; raise :class:`LocalProtocolError` for a request
         whose bundles are malformed (nothing of it is stored; close the connection)."""
         if isinstance(req, Ping):
@@ -326,7 +326,7 @@ class BrokerCore:
     def next_deadline(self) -> float | None:
         return min((w.deadline for w in self._waits.values()), default=None)
 
-    def handle_timer(self, now: float) -> Outbox:
+    def handle_timer(self, *, now: float) -> Outbox:
         """Answer every wait whose deadline passed: ``err 0, base 0, hwmark, no chunk`` (§7.5)."""
         out: Outbox = []
         for w in sorted(self._waits.values(), key=lambda w: (w.deadline, w.id)):
