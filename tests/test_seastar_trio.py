@@ -128,6 +128,45 @@ async def test_one_way_calls_use_msg_ids_and_get_no_reply() -> None:
             assert client.stats["stray"] == 1
 
 
+async def _notes_reach(notes: list[int], n: int) -> None:
+    with trio.move_on_after(3):
+        while len(notes) < n:
+            await trio.sleep(0.01)
+
+
+async def test_a_one_way_call_just_before_close_reaches_the_server() -> None:
+    """A one-way call returns once its bytes are written, and closing the client
+    writes what is still queued first (the client used to close the socket with
+    the frame still queued: nothing reached the wire)."""
+    notes: list[int] = []
+    with trio.fail_after(10):
+        async with running(registry=demo_registry(notes)) as (_server, port):
+            async with client_for(port) as client:
+                await client.call_one_way(4, i32(41))
+            await _notes_reach(notes, 1)
+            assert notes == [41]
+            async with client_for(port, compressors=("LZ4",)) as client:
+                link = client._link
+                assert link is not None
+                link.conn.call(4, i32(42), now=trio.current_time(), one_way=True)  # queued, never flushed by us
+            await _notes_reach(notes, 2)
+            assert notes == [41, 42]
+
+
+async def test_cli_send_one_way_really_sends() -> None:
+    """``refwire send seastar-rpc ... --one-way`` printed "sent" with nothing sent."""
+    from refwire.cli import build_parser
+
+    notes: list[int] = []
+    with trio.fail_after(10):
+        async with running(registry=demo_registry(notes)) as (_server, port):
+            args = build_parser().parse_args(
+                ["send", "seastar-rpc", f"127.0.0.1:{port}", "note", "--int32", "7", "--one-way", "--repeat", "3"])
+            assert await args.func(args) == 0
+            await _notes_reach(notes, 3)
+            assert notes == [7, 7, 7]
+
+
 async def test_memory_limit_user_exception() -> None:
     with trio.fail_after(10):
         async with running(ServerConfig(max_memory=1000)) as (server, port), client_for(port) as client:

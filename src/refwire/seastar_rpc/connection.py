@@ -161,6 +161,8 @@ class _Machine(FrameMachine):
         self.limits = limits
         self._decoder = FrameDecoder("request" if kind == "request" else "response", limits=limits)
         self._compressor: Compressor | None = None
+        #: the driver could not write (:meth:`send_failed`): nothing more reaches the peer.
+        self.write_failed = False
         #: why a reset closed the connection (``send_failed`` says so).
         self._lost_reason = "reset"
         #: stream connections: this side sent / received end-of-stream.
@@ -198,6 +200,7 @@ class _Machine(FrameMachine):
         """The driver could not write: the connection is over (``ConnectionClosed(False,
         "write failed")``); the client's calls in flight fail with it, the server's
         unwritten replies are lost (refwire.sansio's table)."""
+        self.write_failed = True
         self._lost_reason = "write failed"
         super().send_failed(now=now)
 
