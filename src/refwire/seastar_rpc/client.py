@@ -236,10 +236,13 @@ class SeastarClient:
         for s in self._streams:
             s._abort()
         link = self._link
-        if link is not None:
-            await link.pump.flush()
-            await trio.aclose_forcefully(link.stream)
-        self._fail_all(RpcConnectionError("the client was closed"))
+        try:
+            if link is not None:
+                await link.pump.flush()
+        finally:  # cancelled or not, the connection closes
+            if link is not None:
+                await trio.aclose_forcefully(link.stream)
+            self._fail_all(RpcConnectionError("the client was closed"))
 
     async def _open_link(self, conn: ClientConnection, on_event: Callable[[object], None]) -> _Link:
         assert self._nursery is not None
