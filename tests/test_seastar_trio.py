@@ -386,3 +386,71 @@ async def test_lz4_capture_z3_z4(autojump_clock: trio.testing.MockClock) -> None
             await a.send_all(z3)
             assert await _expect(a, len(z4)) == z4
             await a.aclose()
+
+
+class _FailingWrites(trio.abc.Stream):
+    """A stream whose writes fail (BrokenResourceError) once ``fail`` is set."""
+
+    def __init__(self, inner: trio.abc.Stream) -> None:
+        self.inner = inner
+        self.fail = False
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if self.fail:
+            await trio.lowlevel.checkpoint()
+            raise trio.BrokenResourceError("write failed (test)")
+        await self.inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        return await self.inner.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_a_failed_write_fails_the_calls_in_flight_and_later_ones_cleanly() -> None:
+    """send_failed: the call whose bytes could not be written completes with a
+    connection error, and so does every later call (never a machine error)."""
+    server = SeastarServer(demo_registry())
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            server._tasks = nursery
+            a, b = trio.testing.memory_stream_pair()
+            nursery.start_soon(server.handle_stream, b)
+            wrapped = _FailingWrites(a)
+
+            async def connect() -> trio.abc.Stream:
+                return wrapped
+
+            async with SeastarClient(connect) as client:
+                assert await client.call(2, b"ok") == b"ok"
+                wrapped.fail = True
+                with pytest.raises(RpcConnectionError, match="write failed"):
+                    await client.call(2, b"lost", timeout=5)
+                with pytest.raises(RpcConnectionError):
+                    await client.call(2, b"later")
+                with pytest.raises(RpcConnectionError):
+                    await client.call_one_way(4, i32(1))
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_one_way_call_whose_write_fails_raises() -> None:
+    server = SeastarServer(demo_registry())
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            server._tasks = nursery
+            a, b = trio.testing.memory_stream_pair()
+            nursery.start_soon(server.handle_stream, b)
+            wrapped = _FailingWrites(a)
+
+            async def connect() -> trio.abc.Stream:
+                return wrapped
+
+            async with SeastarClient(connect) as client:
+                wrapped.fail = True
+                with pytest.raises(RpcConnectionError, match="not sent"):
+                    await client.call_one_way(4, i32(1))
+            nursery.cancel_scope.cancel()

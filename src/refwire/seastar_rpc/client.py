@@ -306,7 +306,8 @@ class SeastarClient:
     # -- calls -------------------------------------------------------------------------------
     def _live_link(self) -> _Link:
         link = self._link
-        if link is None or link.closed.is_set():
+        # The machine may be closed before its pump has ended (a failed write).
+        if link is None or link.closed.is_set() or link.conn.state in (State.CLOSED, State.ERROR):
             raise RpcConnectionError("the connection is closed" + (f": {link.error}" if link and link.error else ""))
         return link
 
