@@ -404,7 +404,7 @@ class _FailingWrites(trio.abc.Stream):
     async def wait_send_all_might_not_block(self) -> None:
         await self.inner.wait_send_all_might_not_block()
 
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         return await self.inner.receive_some(max_bytes)
 
     async def aclose(self) -> None:
