@@ -10,6 +10,7 @@ import pytest
 from refwire.errors import LocalProtocolError, RemoteProtocolError
 from refwire.seastar_rpc import (
     NEED_DATA,
+    NEGOTIATION_TIMED_OUT,
     UNMEASURED,
     Accept,
     Call,
@@ -328,3 +329,45 @@ def test_server_send_failed_loses_the_unwritten_replies() -> None:
     assert not server.reply_wanted(second, now=0.0)
     server.respond(second, b"b", now=0.0)
     assert server.data_to_send() == b"" and server.state is State.CLOSED
+
+
+def test_client_gives_up_on_a_missing_negotiation_reply() -> None:
+    client = ClientConnection(negotiation_timeout=2.0)
+    assert client.next_deadline() is None  # armed when the offer is sent
+    client.initiate(now=1.0)
+    a = client.call(1, b"", now=1.0, timeout=0.5)
+    b = client.call(1, b"", now=1.0)
+    assert client.next_deadline() == pytest.approx(1.5)
+    client.handle_timer(now=1.5)
+    assert events(client) == [CallTimedOut(a)]
+    assert client.next_deadline() == pytest.approx(3.0)
+    client.handle_timer(now=2.9)  # early: harmless
+    assert events(client) == [] and client.state.value == "negotiating"
+    client.handle_timer(now=3.0)
+    assert events(client) == [ConnectionClosed(False, NEGOTIATION_TIMED_OUT, (b,))]
+    assert client.state is State.CLOSED and client.next_deadline() is None
+    assert ("negotiating", "timeout", "closed") in client.transitions_seen
+
+
+def test_negotiated_in_time_disarms_the_negotiation_timer() -> None:
+    client, server = pair(negotiation_timeout=2.0)
+    assert client.next_deadline() is None
+    client.handle_timer(now=100.0)
+    assert events(client) == [] and client.state is State.READY
+    assert server.next_deadline() is None
+
+
+def test_server_gives_up_on_a_missing_offer() -> None:
+    server = ServerConnection(negotiation_deadline=30.0)
+    assert server.next_deadline() == 30.0
+    server.receive_data(b"SSTARRPC", now=10.0)  # part of an offer does not count
+    assert events(server) == []
+    server.handle_timer(now=30.0)
+    assert events(server) == [ConnectionClosed(False, NEGOTIATION_TIMED_OUT)]
+    assert server.state is State.CLOSED and server.next_deadline() is None and server.data_to_send() == b""
+    late = ServerConnection(negotiation_deadline=30.0)
+    late.receive_data(Features().encode(), now=29.0)
+    assert isinstance(events(late)[0], NegotiationRequested)
+    assert late.next_deadline() is None
+    late.handle_timer(now=31.0)
+    assert late.state is State.DECIDING

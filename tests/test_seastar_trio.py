@@ -454,3 +454,33 @@ async def test_a_one_way_call_whose_write_fails_raises() -> None:
                 with pytest.raises(RpcConnectionError, match="not sent"):
                     await client.call_one_way(4, i32(1))
             nursery.cancel_scope.cancel()
+
+
+async def test_server_closes_a_connection_that_never_negotiates(autojump_clock: trio.testing.MockClock) -> None:
+    server = SeastarServer(demo_registry(), config=ServerConfig(negotiation_timeout=30.0))
+    with trio.fail_after(100):
+        async with trio.open_nursery() as nursery:
+            server._tasks = nursery
+            a, b = trio.testing.memory_stream_pair()
+            nursery.start_soon(server.handle_stream, b)
+            t0 = trio.current_time()
+            await a.send_all(b"SSTARRPC")  # never the rest
+            assert await a.receive_some(100) == b""  # closed without a reply ...
+            assert trio.current_time() - t0 == pytest.approx(30.0)  # ... at the machine's deadline
+            assert ("negotiating", "timeout", "closed") in server.transitions_seen
+            nursery.cancel_scope.cancel()
+
+
+async def test_client_gives_up_on_a_silent_server(autojump_clock: trio.testing.MockClock) -> None:
+    a, b = trio.testing.memory_stream_pair()
+
+    async def connect() -> trio.abc.Stream:
+        return a
+
+    with trio.fail_after(100):
+        t0 = trio.current_time()
+        with pytest.raises(RpcConnectionError, match="negotiation failed: no negotiation frame in time"):
+            async with SeastarClient(connect, config=ClientConfig(negotiation_timeout=5.0)):
+                pass
+        assert trio.current_time() - t0 == pytest.approx(5.0)
+        assert (await b.receive_some(100)).startswith(b"SSTARRPC")  # the offer went out

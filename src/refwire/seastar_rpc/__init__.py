@@ -20,6 +20,7 @@ from .compression import (
 )
 from .connection import (
     NEED_DATA,
+    NEGOTIATION_TIMED_OUT,
     Accept,
     Call,
     CallFailed,
@@ -70,6 +71,7 @@ __all__ = [
     "LZ4_FRAGMENTED",
     "MAGIC",
     "NEED_DATA",
+    "NEGOTIATION_TIMED_OUT",
     "UNMEASURED",
     "Accept",
     "Call",

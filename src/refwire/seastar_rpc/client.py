@@ -36,6 +36,7 @@ from ..drivers import EOF, RESET, STOPPED, Pump, open_stream
 from ..errors import RefwireError, RemoteProtocolError
 from ..wire import Limits
 from .connection import (
+    NEGOTIATION_TIMED_OUT,
     CallFailed,
     CallTimedOut,
     ClientConnection,
@@ -110,6 +111,7 @@ class ClientConfig:
     handler_duration: bool = True
     isolation: bytes | None = None
     connect_timeout: float = 10.0
+    #: the machine gives up waiting for the server's negotiation reply after this.
     negotiation_timeout: float = 10.0
     recv_size: int = 256 * 1024
     #: a write that takes longer ends the connection (calls in flight fail).
@@ -137,6 +139,7 @@ class _Link:
         self.closed = trio.Event()
         self.error: object = None
         self.close_reported = False
+        self.close_reason = ""
 
     @property
     def broken(self) -> bool:
@@ -148,6 +151,8 @@ class _Link:
             self.negotiated.set()
         elif isinstance(ev, ConnectionClosed):
             self.close_reported = True
+            self.close_reason = ev.reason
+            self.negotiated.set()  # (a negotiation timeout, or the server closed first)
         self._handler(ev)
 
     async def run(self) -> None:
@@ -194,7 +199,8 @@ class SeastarClient:
     def _machine(self, stream_parent: int | None = None) -> ClientConnection:
         c = self.config
         return ClientConnection(limits=c.limits, compressors=c.compressors, timeout=c.timeout,
-                                handler_duration=c.handler_duration, isolation=c.isolation, stream_parent=stream_parent)
+                                handler_duration=c.handler_duration, isolation=c.isolation, stream_parent=stream_parent,
+                                negotiation_timeout=c.negotiation_timeout)
 
     # -- lifecycle ----------------------------------------------------------------------
     @asynccontextmanager
@@ -257,11 +263,13 @@ class SeastarClient:
             await trio.aclose_forcefully(stream)
             raise RpcConnectionError(f"connection failed during negotiation: {link.pump.ended}")
         self._nursery.start_soon(link.run)
-        with trio.move_on_after(self.config.negotiation_timeout) as scope:
-            await link.negotiated.wait()
-        if scope.cancelled_caught or conn.reply is None:
+        await link.negotiated.wait()  # the reply, or the connection's end (the machine times it out)
+        if conn.reply is None:
             await trio.aclose_forcefully(stream)
-            raise RpcConnectionError(f"negotiation failed: {link.error or 'the server closed the connection without a reply'}")
+            why = link.error
+            if why is None and link.close_reason == NEGOTIATION_TIMED_OUT:
+                why = NEGOTIATION_TIMED_OUT
+            raise RpcConnectionError(f"negotiation failed: {why or 'the server closed the connection without a reply'}")
         return link
 
     @property

@@ -20,6 +20,10 @@ Semantics (specs/seastar-rpc/README.md):
   reused (§7.1).  The server answers whatever id it gets, negated for exceptions.
 * A propagated timeout is relative ms, 0 = none (§1.6); the server drops a reply
   whose deadline has passed, sending nothing.
+* Refwire's one addition: either side may give up waiting for the other's
+  negotiation frame (``negotiation_timeout`` / ``negotiation_deadline``; Seastar
+  waits forever): the ``timeout`` transition to CLOSED, ``ConnectionClosed(False,
+  NEGOTIATION_TIMED_OUT)``.
 * A stream connection (STREAM_PARENT, §5) carries ``len:u32`` messages and
   ``0xffffffff`` end-of-stream in both directions, and has no ids or timeouts.
 """
@@ -78,6 +82,7 @@ from .frames import (
 __all__ = [
     "CLIENT_TRANSITIONS",
     "NEED_DATA",
+    "NEGOTIATION_TIMED_OUT",
     "SERVER_TRANSITIONS",
     "Accept",
     "Call",
@@ -112,9 +117,13 @@ class State(enum.Enum):
 
 _ALL_OPEN = (State.NEGOTIATING, State.DECIDING, State.READY, State.STREAMING)
 
+#: ``ConnectionClosed.reason`` when the peer's negotiation frame did not come in time.
+NEGOTIATION_TIMED_OUT: Final = "no negotiation frame in time"
+
 # (state, input) -> next state.  Pairs not listed are refused (tests walk them all).
 SERVER_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
     (State.NEGOTIATING, "negotiation"): State.DECIDING,
+    (State.NEGOTIATING, "timeout"): State.CLOSED,
     (State.DECIDING, "accept"): State.READY,
     (State.DECIDING, "accept-stream"): State.STREAMING,
     (State.DECIDING, "reject"): State.CLOSED,
@@ -131,6 +140,7 @@ SERVER_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
 
 CLIENT_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
     (State.NEGOTIATING, "negotiated"): State.READY,
+    (State.NEGOTIATING, "timeout"): State.CLOSED,
     (State.NEGOTIATING, "negotiated-stream"): State.STREAMING,
     (State.READY, "response"): State.READY,
     (State.READY, "noop"): State.READY,
@@ -163,6 +173,8 @@ class _Machine(FrameMachine):
         self._compressor: Compressor | None = None
         #: the driver could not write (:meth:`send_failed`): nothing more reaches the peer.
         self.write_failed = False
+        #: when to give up waiting for the peer's negotiation frame (None: never).
+        self._negotiation_deadline: float | None = None
         #: why a reset closed the connection (``send_failed`` says so).
         self._lost_reason = "reset"
         #: stream connections: this side sent / received end-of-stream.
@@ -215,6 +227,15 @@ class _Machine(FrameMachine):
 
     def _closed(self, clean: bool, reason: str) -> None:
         self._events.append(ConnectionClosed(clean, reason))
+
+    def _negotiation_due(self, now: float) -> bool:
+        """Give up on the peer's negotiation frame if its deadline has come."""
+        deadline = self._negotiation_deadline
+        if self.state is not State.NEGOTIATING or deadline is None or now < deadline:
+            return False
+        self._transition("timeout")
+        self._closed(False, NEGOTIATION_TIMED_OUT)
+        return True
 
     def next_event(self) -> object:
         return self._next()
@@ -295,6 +316,8 @@ class ServerConnection(_Machine):
             be exactly one accepted name).
         admit_len: requests with more data bytes are skipped unread and reported as
             :class:`OversizedCall` (the server answers with a USER exception).
+        negotiation_deadline: when to give up waiting for the client's negotiation
+            frame (absolute, on the clock of ``now``; ``None``: wait forever, as Seastar).
     """
 
     role = "server"
@@ -307,8 +330,10 @@ class ServerConnection(_Machine):
         compressors: Sequence[str] = COMPRESSOR_NAMES,
         multi_algo: bool = True,
         admit_len: int | None = None,
+        negotiation_deadline: float | None = None,
     ) -> None:
         super().__init__("request", limits)
+        self._negotiation_deadline = negotiation_deadline
         for name in compressors:
             make_compressor(name)
         self.compressors = tuple(compressors)
@@ -345,6 +370,16 @@ class ServerConnection(_Machine):
     @property
     def is_stream(self) -> bool:
         return self.offer is not None and self.offer.stream_parent is not None
+
+    # -- timers ----------------------------------------------------------------------
+    def next_deadline(self) -> float | None:
+        """The negotiation deadline while no offer has come (else no timer)."""
+        return self._negotiation_deadline if self.state is State.NEGOTIATING else None
+
+    def handle_timer(self, *, now: float) -> None:
+        """Past the negotiation deadline with no offer: close (:data:`NEGOTIATION_TIMED_OUT`)."""
+        self._now = now
+        self._negotiation_due(now)
 
     def send(self, event: object, *, now: float) -> None:
         """Queue the bytes of :class:`Accept`, :class:`Reject` (none),
@@ -460,6 +495,8 @@ class ClientConnection(_Machine):
         handler_duration: offer HANDLER_DURATION (default on).
         isolation: the isolation cookie (sent only when non-empty).
         stream_parent: make this a stream connection of that parent connection id.
+        negotiation_timeout: seconds from :meth:`initiate` to give up waiting for the
+            server's reply (``None``: wait forever, as Seastar).
     """
 
     role = "client"
@@ -475,6 +512,7 @@ class ClientConnection(_Machine):
         isolation: bytes | None = None,
         stream_parent: int | None = None,
         extra_features: Sequence[tuple[int, bytes]] = (),
+        negotiation_timeout: float | None = None,
     ) -> None:
         super().__init__("response", limits)
         for name in compressors:
@@ -488,6 +526,7 @@ class ClientConnection(_Machine):
             unknown=tuple(extra_features),
         )
         self._offered = tuple(compressors)
+        self.negotiation_timeout = negotiation_timeout
         self.reply: Features | None = None
         #: this connection's id, from the server (``None``: no streaming there).
         self.connection_id: int | None = None
@@ -505,6 +544,8 @@ class ClientConnection(_Machine):
             self._call(event, now)
         elif isinstance(event, Negotiate):
             self._out += self.offer.encode()
+            if self.negotiation_timeout is not None and self.state is State.NEGOTIATING:
+                self._negotiation_deadline = now + self.negotiation_timeout
         elif not self._send_common(event):
             raise TypeError(f"ClientConnection.send() does not take {type(event).__name__}")
 
@@ -629,20 +670,31 @@ class ClientConnection(_Machine):
         self._events.append(ConnectionClosed(clean, reason, pending))
 
     # -- timers ----------------------------------------------------------------------
-    def next_deadline(self) -> float | None:
-        """When :meth:`handle_timer` must run next (the earliest pending deadline)."""
+    def _next_call_deadline(self) -> float | None:
         timers = self._timers
         while timers and self._pending.get(timers[0][1], -1.0) != timers[0][0]:
             heapq.heappop(timers)
         return timers[0][0] if timers else None
 
+    def next_deadline(self) -> float | None:
+        """When :meth:`handle_timer` must run next (the earliest pending call
+        deadline, or the negotiation deadline while waiting for the reply)."""
+        call = self._next_call_deadline()
+        neg = self._negotiation_deadline if self.state is State.NEGOTIATING else None
+        if neg is None or (call is not None and call < neg):
+            return call
+        return neg
+
     def handle_timer(self, *, now: float) -> None:
-        """Report every pending call whose deadline is ``<= now`` as :class:`CallTimedOut`."""
+        """Report every pending call whose deadline is ``<= now`` as :class:`CallTimedOut`,
+        then close if the negotiation reply is overdue (:data:`NEGOTIATION_TIMED_OUT`;
+        the calls still pending fail with it)."""
         self._now = now
         while True:
-            deadline = self.next_deadline()
+            deadline = self._next_call_deadline()
             if deadline is None or deadline > now:
-                return
+                break
             _, msg_id = heapq.heappop(self._timers)
             del self._pending[msg_id]
             self._events.append(CallTimedOut(msg_id))
+        self._negotiation_due(now)

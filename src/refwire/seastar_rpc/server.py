@@ -41,6 +41,7 @@ from ..errors import RemoteProtocolError
 from ..wire import Limits
 from .compression import COMPRESSOR_NAMES
 from .connection import (
+    NEGOTIATION_TIMED_OUT,
     CallReceived,
     ConnectionClosed,
     NegotiationRequested,
@@ -137,7 +138,7 @@ class ServerConfig:
     #: an unknown cookie: run in the default group, or close without a reply
     #: (what Seastar does when ``isolate_connection`` throws).
     unknown_cookie: Literal["default", "reject"] = "default"
-    #: Seastar waits forever for a negotiation frame; refwire closes after this.
+    #: Seastar waits forever for a negotiation frame; refwire closes after this (the machine's timer).
     negotiation_timeout: float | None = 30.0
     #: stream messages queued per stream before the reader stops reading (§5.2).
     stream_queue: int = 50
@@ -319,8 +320,10 @@ class SeastarServer:
         cfg = self.config
         self._counter += 1  # every accepted connection, streams included (§6)
         conn_id = (self._counter << 16) | (SHARD if cfg.streaming else NO_SHARD)
+        timeout = cfg.negotiation_timeout
         conn = ServerConnection(limits=cfg.limits, compressors=cfg.compressors, multi_algo=cfg.multi_algo,
-                                admit_len=self._admit_len())
+                                admit_len=self._admit_len(),
+                                negotiation_deadline=None if timeout is None else trio.current_time() + timeout)
         try:
             await _Session(self, conn, stream, conn_id).run()
         finally:
@@ -403,16 +406,12 @@ class _Session:
         self.stream: ServerStream | None = None
         self.handlers: trio.Nursery | None = None
         self._scope = trio.CancelScope()  # around the pump: a stream's abort cancels it
-        self._watchdog = trio.CancelScope()
 
     async def run(self) -> None:
         server = self.server
-        timeout = server.config.negotiation_timeout
         try:
             async with trio.open_nursery() as handlers:
                 self.handlers = handlers
-                if timeout is not None:
-                    handlers.start_soon(self._negotiation_watchdog, timeout)
                 with self._scope:
                     try:
                         ended = await self.pump.run()
@@ -422,7 +421,6 @@ class _Session:
                     else:
                         if ended in (RESET, WRITE_FAILED, WRITE_TIMEOUT):
                             log.info("seastar-rpc: connection %#x lost: %s", self.conn_id, ended)
-                self._watchdog.cancel()
                 if self.stream is not None:
                     self.stream.abort()
                 # EOF: Seastar stops reading; handlers still running finish (their replies are dropped).
@@ -438,12 +436,6 @@ class _Session:
                 if siblings is not None and s in siblings:
                     siblings.remove(s)
 
-    async def _negotiation_watchdog(self, timeout: float) -> None:
-        with self._watchdog:
-            await trio.sleep(timeout)
-            log.info("seastar-rpc: no negotiation frame within %ss; closing", timeout)
-            self.pump.stop()
-
     async def on_event(self, ev: object) -> None:
         if isinstance(ev, CallReceived):
             await self.server._dispatch(ev, self)
@@ -457,16 +449,18 @@ class _Session:
             text = oversized_message(estimate, cfg.max_memory)
             await self.reply(ev, trio.current_time(), RespondError(ev, UserError(text)))
         elif isinstance(ev, NegotiationRequested):
-            self._watchdog.cancel()
             parent = ev.features.stream_parent
             if parent is not None:
                 await self._start_stream(parent)
             else:
                 await self._start_rpc(ev)
         elif isinstance(ev, ConnectionClosed):
+            if ev.reason == NEGOTIATION_TIMED_OUT:
+                log.info("seastar-rpc: connection %#x: no negotiation frame within %ss; closing", self.conn_id,
+                         self.server.config.negotiation_timeout)
             if self.stream is not None:
                 self.stream.abort()
-            self.pump.stop()  # after a reject: read no more
+            self.pump.stop()  # after a reject or a negotiation timeout: read no more
 
     async def reply(self, call: CallReceived | OversizedCall, now: float, event: Respond | RespondError) -> None:
         """Send ``event`` unless the machine would drop it (deadline passed, connection
