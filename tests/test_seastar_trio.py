@@ -128,6 +128,45 @@ async def test_one_way_calls_use_msg_ids_and_get_no_reply() -> None:
             assert client.stats["stray"] == 1
 
 
+async def _notes_reach(notes: list[int], n: int) -> None:
+    with trio.move_on_after(3):
+        while len(notes) < n:
+            await trio.sleep(0.01)
+
+
+async def test_a_one_way_call_just_before_close_reaches_the_server() -> None:
+    """A one-way call returns once its bytes are written, and closing the client
+    writes what is still queued first (the client used to close the socket with
+    the frame still queued: nothing reached the wire)."""
+    notes: list[int] = []
+    with trio.fail_after(10):
+        async with running(registry=demo_registry(notes)) as (_server, port):
+            async with client_for(port) as client:
+                await client.call_one_way(4, i32(41))
+            await _notes_reach(notes, 1)
+            assert notes == [41]
+            async with client_for(port, compressors=("LZ4",)) as client:
+                link = client._link
+                assert link is not None
+                link.conn.call(4, i32(42), now=trio.current_time(), one_way=True)  # queued, never flushed by us
+            await _notes_reach(notes, 2)
+            assert notes == [41, 42]
+
+
+async def test_cli_send_one_way_really_sends() -> None:
+    """``refwire send seastar-rpc ... --one-way`` printed "sent" with nothing sent."""
+    from refwire.cli import build_parser
+
+    notes: list[int] = []
+    with trio.fail_after(10):
+        async with running(registry=demo_registry(notes)) as (_server, port):
+            args = build_parser().parse_args(
+                ["send", "seastar-rpc", f"127.0.0.1:{port}", "note", "--int32", "7", "--one-way", "--repeat", "3"])
+            assert await args.func(args) == 0
+            await _notes_reach(notes, 3)
+            assert notes == [7, 7, 7]
+
+
 async def test_memory_limit_user_exception() -> None:
     with trio.fail_after(10):
         async with running(ServerConfig(max_memory=1000)) as (server, port), client_for(port) as client:
@@ -347,3 +386,101 @@ async def test_lz4_capture_z3_z4(autojump_clock: trio.testing.MockClock) -> None
             await a.send_all(z3)
             assert await _expect(a, len(z4)) == z4
             await a.aclose()
+
+
+class _FailingWrites(trio.abc.Stream):
+    """A stream whose writes fail (BrokenResourceError) once ``fail`` is set."""
+
+    def __init__(self, inner: trio.abc.Stream) -> None:
+        self.inner = inner
+        self.fail = False
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if self.fail:
+            await trio.lowlevel.checkpoint()
+            raise trio.BrokenResourceError("write failed (test)")
+        await self.inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        return await self.inner.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_a_failed_write_fails_the_calls_in_flight_and_later_ones_cleanly() -> None:
+    """send_failed: the call whose bytes could not be written completes with a
+    connection error, and so does every later call (never a machine error)."""
+    server = SeastarServer(demo_registry())
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            server._tasks = nursery
+            a, b = trio.testing.memory_stream_pair()
+            nursery.start_soon(server.handle_stream, b)
+            wrapped = _FailingWrites(a)
+
+            async def connect() -> trio.abc.Stream:
+                return wrapped
+
+            async with SeastarClient(connect) as client:
+                assert await client.call(2, b"ok") == b"ok"
+                wrapped.fail = True
+                with pytest.raises(RpcConnectionError, match="write failed"):
+                    await client.call(2, b"lost", timeout=5)
+                with pytest.raises(RpcConnectionError):
+                    await client.call(2, b"later")
+                with pytest.raises(RpcConnectionError):
+                    await client.call_one_way(4, i32(1))
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_one_way_call_whose_write_fails_raises() -> None:
+    server = SeastarServer(demo_registry())
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            server._tasks = nursery
+            a, b = trio.testing.memory_stream_pair()
+            nursery.start_soon(server.handle_stream, b)
+            wrapped = _FailingWrites(a)
+
+            async def connect() -> trio.abc.Stream:
+                return wrapped
+
+            async with SeastarClient(connect) as client:
+                wrapped.fail = True
+                with pytest.raises(RpcConnectionError, match="not sent"):
+                    await client.call_one_way(4, i32(1))
+            nursery.cancel_scope.cancel()
+
+
+async def test_server_closes_a_connection_that_never_negotiates(autojump_clock: trio.testing.MockClock) -> None:
+    server = SeastarServer(demo_registry(), config=ServerConfig(negotiation_timeout=30.0))
+    with trio.fail_after(100):
+        async with trio.open_nursery() as nursery:
+            server._tasks = nursery
+            a, b = trio.testing.memory_stream_pair()
+            nursery.start_soon(server.handle_stream, b)
+            t0 = trio.current_time()
+            await a.send_all(b"SSTARRPC")  # never the rest
+            assert await a.receive_some(100) == b""  # closed without a reply ...
+            assert trio.current_time() - t0 == pytest.approx(30.0)  # ... at the machine's deadline
+            assert ("negotiating", "timeout", "closed") in server.transitions_seen
+            nursery.cancel_scope.cancel()
+
+
+async def test_client_gives_up_on_a_silent_server(autojump_clock: trio.testing.MockClock) -> None:
+    a, b = trio.testing.memory_stream_pair()
+
+    async def connect() -> trio.abc.Stream:
+        return a
+
+    with trio.fail_after(100):
+        t0 = trio.current_time()
+        with pytest.raises(RpcConnectionError, match="negotiation failed: no negotiation frame in time"):
+            async with SeastarClient(connect, config=ClientConfig(negotiation_timeout=5.0)):
+                pass
+        assert trio.current_time() - t0 == pytest.approx(5.0)
+        assert (await b.receive_some(100)).startswith(b"SSTARRPC")  # the offer went out

@@ -21,9 +21,11 @@ from refwire.errors import RemoteLimitExceeded, RemoteProtocolError
 from refwire.seastar_rpc import (
     DEFAULT_LIMITS,
     NEED_DATA,
+    Accept,
     ClientConnection,
     Features,
     FrameDecoder,
+    Negotiate,
     Negotiation,
     NegotiationRequested,
     NoOp,
@@ -98,7 +100,8 @@ def test_server_reply_to_offer_is_byte_exact(case: dict[str, Any]) -> None:
     server.receive_data(offer, now=0.0)
     ev = server.next_event()
     assert isinstance(ev, NegotiationRequested)
-    assert server.accept(connection_id=case["server"]["connection_id"]) == reply
+    server.send(Accept(case["server"]["connection_id"]), now=0.0)
+    assert server.data_to_send() == reply
     # ... and a client that made that offer applies the reply.
     client = ClientConnection(
         compressors=tuple(ev.features.compress_names()),
@@ -107,7 +110,8 @@ def test_server_reply_to_offer_is_byte_exact(case: dict[str, Any]) -> None:
         isolation=ev.features.isolation,
         stream_parent=ev.features.stream_parent,
     )
-    assert client.initiate() == offer
+    client.send(Negotiate(), now=0.0)
+    assert client.data_to_send() == offer
     client.receive_data(reply, now=0.0)
     got = client.next_event()
     assert got.connection_id == case["server"]["connection_id"]  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""trio Seastar RPC client (specs/seastar-rpc/README.md §4-§5; research/seastar.md §2.2, §3.3, §5, §7).
+"""trio Seastar RPC client (specs/seastar-rpc/README.md §2-§5, §7).
 
     async with SeastarClient.connect_tcp("127.0.0.1", 7000) as client:
         reply = await client.call(1, payload, timeout=1.0)
@@ -10,8 +10,13 @@
 A call completes exactly once: with the reply data, or by raising
 :class:`RemoteVerbError` (USER), :class:`UnknownVerbError`,
 :class:`UnknownExceptionError`, :class:`CallTimeout` (the client gave up at its
-deadline; a late reply is ignored) or :class:`RpcConnectionError`.  Closing the
-client closes its streams.
+deadline; a late reply is ignored) or :class:`RpcConnectionError`.  A one-way
+call returns once its bytes are written; closing the client writes what is
+still queued, then closes its streams and the connection.
+
+Every connection (the RPC one, and one per stream) is a
+:class:`~refwire.seastar_rpc.connection.ClientConnection` run by
+:class:`refwire.drivers.Pump`: the machine's call timeouts are the pump's timer.
 """
 
 from __future__ import annotations
@@ -26,13 +31,12 @@ from typing import Any
 
 import attrs
 import trio
-import trio.lowlevel
 
-from ..drivers import open_stream
+from ..drivers import EOF, RESET, STOPPED, Pump, open_stream
 from ..errors import RefwireError, RemoteProtocolError
 from ..wire import Limits
 from .connection import (
-    NEED_DATA,
+    NEGOTIATION_TIMED_OUT,
     CallFailed,
     CallTimedOut,
     ClientConnection,
@@ -107,8 +111,11 @@ class ClientConfig:
     handler_duration: bool = True
     isolation: bytes | None = None
     connect_timeout: float = 10.0
+    #: the machine gives up waiting for the server's negotiation reply after this.
     negotiation_timeout: float = 10.0
     recv_size: int = 256 * 1024
+    #: a write that takes longer ends the connection (calls in flight fail).
+    write_timeout: float | None = 30.0
 
 
 class _Call:
@@ -120,79 +127,50 @@ class _Call:
 
 
 class _Link:
-    """One connection (RPC or stream): its machine, stream, send lock and reader."""
+    """One connection (RPC or stream): its machine and the pump that runs it."""
 
-    def __init__(self, conn: ClientConnection, stream: trio.abc.Stream, recv_size: int) -> None:
+    def __init__(self, conn: ClientConnection, stream: trio.abc.Stream, on_event: Callable[[object], None],
+                 config: ClientConfig) -> None:
         self.conn = conn
         self.stream = stream
-        self.lock = trio.StrictFIFOLock()
-        self.recv_size = recv_size
+        self._handler = on_event
+        self.pump = Pump(stream, conn, self._on_event, receive_size=config.recv_size, write_timeout=config.write_timeout)
         self.negotiated = trio.Event()
         self.closed = trio.Event()
-        self.error: BaseException | None = None
+        self.error: object = None
         self.close_reported = False
-        self._kick = trio.Event()
+        self.close_reason = ""
 
-    async def send(self, data: bytes) -> None:
-        if data:
-            async with self.lock:
-                await self.stream.send_all(data)
+    @property
+    def broken(self) -> bool:
+        """A write failed or the connection was reset: nothing more reaches the peer."""
+        return self.conn.write_failed or self.pump.ended == RESET
 
-    def kick(self) -> None:
-        """Ask the writer task to send what the machine has queued."""
-        self._kick.set()
+    async def _on_event(self, ev: object) -> None:
+        if isinstance(ev, Negotiated):
+            self.negotiated.set()
+        elif isinstance(ev, ConnectionClosed):
+            self.close_reported = True
+            self.close_reason = ev.reason
+            self.negotiated.set()  # (a negotiation timeout, or the server closed first)
+        self._handler(ev)
 
-    async def writer(self) -> None:
-        """Send queued requests, so a call never waits on the socket: its timeout
-        covers queueing, as in Seastar (§3.3), and a cancelled caller never tears a frame."""
-        while not self.closed.is_set():
-            await self._kick.wait()
-            self._kick = trio.Event()
-            try:
-                await self.send(self.conn.data_to_send())
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                self.error = self.error or exc
-                await trio.aclose_forcefully(self.stream)  # the reader then reports the close
-                return
-
-    async def drain(self, on_event: Callable[[object], None]) -> bool:
-        """Hand every pending event to ``on_event``; False once the connection is finished."""
-        conn = self.conn
-        while True:
-            try:
-                ev = conn.next_event()
-            except RemoteProtocolError as exc:
-                if self.error is None:
-                    log.warning("seastar-rpc client: %s; closing", exc)
-                    self.error = exc
-                return False
-            if ev is NEED_DATA:
-                return conn.state not in (State.CLOSED, State.ERROR)
-            if isinstance(ev, Negotiated):
-                self.kick()  # calls queued before the reply go out now
-                self.negotiated.set()
-            on_event(ev)
-            if isinstance(ev, ConnectionClosed):
-                self.close_reported = True
-                return False
-
-    async def read_loop(self, on_event: Callable[[object], None]) -> None:
-        conn = self.conn
+    async def run(self) -> None:
         try:
-            while await self.drain(on_event):
-                try:
-                    data = await self.stream.receive_some(self.recv_size)
-                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                    self.error = self.error or exc
-                    conn.connection_lost()
-                    continue
-                conn.receive_data(data, now=trio.current_time())
+            try:
+                ended = await self.pump.run()
+            except RemoteProtocolError as exc:
+                log.warning("seastar-rpc client: %s; closing", exc)
+                self.error = exc
+            else:
+                if ended not in (EOF, STOPPED):
+                    self.error = ended
         finally:
             self.closed.set()
             self.negotiated.set()
             if not self.close_reported:
                 self.close_reported = True
-                on_event(ConnectionClosed(False, str(self.error or "closed"), conn.pending))
+                self._handler(ConnectionClosed(False, str(self.error or "closed"), self.conn.pending))
             await trio.aclose_forcefully(self.stream)
 
 
@@ -204,7 +182,6 @@ class SeastarClient:
         self.config = config
         self._link: _Link | None = None
         self._calls: dict[int, _Call] = {}
-        self._wake = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._cm: AbstractAsyncContextManager[SeastarClient] | None = None
         self._streams: list[ClientStream] = []
@@ -222,7 +199,8 @@ class SeastarClient:
     def _machine(self, stream_parent: int | None = None) -> ClientConnection:
         c = self.config
         return ClientConnection(limits=c.limits, compressors=c.compressors, timeout=c.timeout,
-                                handler_duration=c.handler_duration, isolation=c.isolation, stream_parent=stream_parent)
+                                handler_duration=c.handler_duration, isolation=c.isolation, stream_parent=stream_parent,
+                                negotiation_timeout=c.negotiation_timeout)
 
     # -- lifecycle ----------------------------------------------------------------------
     @asynccontextmanager
@@ -237,7 +215,6 @@ class SeastarClient:
                 failure = exc
                 nursery.cancel_scope.cancel()
             if failure is None:
-                nursery.start_soon(self._timer_loop)
                 try:
                     yield self
                 except Exception as exc:
@@ -260,12 +237,18 @@ class SeastarClient:
         return await self._cm.__aexit__(et, e, tb)
 
     async def aclose(self) -> None:
-        """Close the connection and every stream opened from it."""
+        """Write what is still queued (one-way calls), then close the connection and
+        every stream opened from it."""
         for s in self._streams:
             s._abort()
-        if self._link is not None:
-            await trio.aclose_forcefully(self._link.stream)
-        self._fail_all(RpcConnectionError("the client was closed"))
+        link = self._link
+        try:
+            if link is not None:
+                await link.pump.flush()
+        finally:  # cancelled or not, the connection closes
+            if link is not None:
+                await trio.aclose_forcefully(link.stream)
+            self._fail_all(RpcConnectionError("the client was closed"))
 
     async def _open_link(self, conn: ClientConnection, on_event: Callable[[object], None]) -> _Link:
         assert self._nursery is not None
@@ -273,19 +256,20 @@ class SeastarClient:
             stream = await self._connect()
         except OSError as exc:
             raise RpcConnectionError(f"cannot connect: {exc}") from exc
-        link = _Link(conn, stream, self.config.recv_size)
-        try:
-            await link.send(conn.initiate())
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+        link = _Link(conn, stream, on_event, self.config)
+        conn.initiate(now=trio.current_time())
+        await link.pump.flush()
+        if link.broken:
             await trio.aclose_forcefully(stream)
-            raise RpcConnectionError(f"connection failed during negotiation: {exc}") from None
-        self._nursery.start_soon(link.read_loop, on_event)
-        self._nursery.start_soon(link.writer)
-        with trio.move_on_after(self.config.negotiation_timeout) as scope:
-            await link.negotiated.wait()
-        if scope.cancelled_caught or conn.reply is None:
+            raise RpcConnectionError(f"connection failed during negotiation: {link.pump.ended}")
+        self._nursery.start_soon(link.run)
+        await link.negotiated.wait()  # the reply, or the connection's end (the machine times it out)
+        if conn.reply is None:
             await trio.aclose_forcefully(stream)
-            raise RpcConnectionError(f"negotiation failed: {link.error or 'the server closed the connection without a reply'}")
+            why = link.error
+            if why is None and link.close_reason == NEGOTIATION_TIMED_OUT:
+                why = NEGOTIATION_TIMED_OUT
+            raise RpcConnectionError(f"negotiation failed: {why or 'the server closed the connection without a reply'}")
         return link
 
     @property
@@ -327,22 +311,11 @@ class SeastarClient:
             call.result = exc
             call.done.set()
 
-    async def _timer_loop(self) -> None:
-        while True:
-            link = self._link
-            if link is None or link.closed.is_set():
-                return
-            deadline = link.conn.next_deadline()
-            with trio.move_on_at(math.inf if deadline is None else deadline):
-                await self._wake.wait()
-            self._wake = trio.Event()
-            link.conn.handle_timer(trio.current_time())
-            await link.drain(self._on_event)
-
     # -- calls -------------------------------------------------------------------------------
     def _live_link(self) -> _Link:
         link = self._link
-        if link is None or link.closed.is_set():
+        # The machine may be closed before its pump has ended (a failed write).
+        if link is None or link.closed.is_set() or link.conn.state in (State.CLOSED, State.ERROR):
             raise RpcConnectionError("the connection is closed" + (f": {link.error}" if link and link.error else ""))
         return link
 
@@ -353,8 +326,7 @@ class SeastarClient:
         self.stats["calls"] += 1
         call = _Call()
         self._calls[msg_id] = call
-        self._wake.set()
-        link.kick()
+        link.pump.kick()  # the writer sends it, the timer watches its deadline
         try:
             await call.done.wait()
         finally:
@@ -384,16 +356,18 @@ class SeastarClient:
         raise r
 
     async def call_one_way(self, verb: int, payload: bytes = b"", *, timeout: float | None = None) -> int:
-        """Send a one-way call (no reply is expected); returns its msg id."""
+        """Send a one-way call (no reply is expected); returns its msg id once its
+        bytes are written (:class:`RpcConnectionError` if they cannot be)."""
         link = self._live_link()
         msg_id = link.conn.call(verb, payload, now=trio.current_time(), timeout=timeout, one_way=True)
-        link.kick()
-        await trio.lowlevel.checkpoint()
+        await link.pump.flush()
+        if link.broken:
+            raise RpcConnectionError(f"one-way call {msg_id} not sent: {link.pump.ended}")
         return msg_id
 
     # -- streams --------------------------------------------------------------------------------
     async def open_stream(self) -> ClientStream:
-        """Open a stream connection under this one (research §5.1)."""
+        """Open a stream connection under this one (§5.1)."""
         parent = self.connection_id
         if parent is None:
             raise RpcError("Streaming is not supported by the server (no CONNECTION_ID)")
@@ -437,20 +411,21 @@ class ClientStream:
             self._abort()
 
     async def send(self, payload: bytes) -> None:
+        """Send one message; returns once it is written."""
         link = self._usable()
-        try:
-            await link.send(link.conn.send_stream(payload))
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+        link.conn.send_stream(payload, now=trio.current_time())
+        await link.pump.flush()
+        if link.broken:
             self._abort()
-            raise StreamClosedError(f"stream {self.id:#x}: {exc}") from None
+            raise StreamClosedError(f"stream {self.id:#x}: {link.pump.ended}")
 
     async def close(self) -> None:
         """Send end-of-stream; the connection closes once the server's arrives too."""
         link = self._usable()
         if not link.conn.local_eos:
-            try:
-                await link.send(link.conn.send_stream_end())
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
+            link.conn.send_stream_end(now=trio.current_time())
+            await link.pump.flush()
+            if link.broken:
                 self._abort()
         self._maybe_close()
 

@@ -1,11 +1,16 @@
 """Seastar RPC Sans-IO connections: :class:`ClientConnection` and :class:`ServerConnection`.
 
-Shaped like h11 (DESIGN.md §1): ``receive_data(data, now=...)`` (``b""`` = EOF),
-``connection_lost()``, ``next_event()`` -> event or :data:`NEED_DATA`, methods that
-return the bytes to send, ``data_to_send()`` for bytes the machine owes on its own,
-``next_deadline()`` / ``handle_timer(now)``.  No I/O, no clock, no randomness.
+Both follow :mod:`refwire.sansio`'s contract: ``receive_data(data, *, now)``
+(``b""`` = EOF), ``connection_lost(*, now)``, ``next_event()`` -> event or
+:data:`NEED_DATA`, ``send(event, *, now)`` with the events of
+:mod:`~refwire.seastar_rpc.events` (``Negotiate``, ``Call``, ``Accept``,
+``Reject``, ``Respond``, ``RespondError``, and the frames ``StreamMessage``,
+``StreamEnd``, ``NoOp``), every byte out of ``data_to_send()``,
+``next_deadline()`` / ``handle_timer(*, now)`` (the client's call timeouts) and
+``send_failed(*, now)``.  The verb helpers (``initiate``, ``call``, ``accept``,
+``respond`` ...) build an event and call ``send``.  No I/O, no clock, no randomness.
 
-Semantics (specs/seastar-rpc/README.md; research/seastar.md):
+Semantics (specs/seastar-rpc/README.md):
 
 * The client sends its negotiation frame at once and **never** sends a request
   before the server's reply (§2.2): calls made earlier are queued and written
@@ -15,6 +20,10 @@ Semantics (specs/seastar-rpc/README.md; research/seastar.md):
   reused (§7.1).  The server answers whatever id it gets, negated for exceptions.
 * A propagated timeout is relative ms, 0 = none (§1.6); the server drops a reply
   whose deadline has passed, sending nothing.
+* Refwire's one addition: either side may give up waiting for the other's
+  negotiation frame (``negotiation_timeout`` / ``negotiation_deadline``; Seastar
+  waits forever): the ``timeout`` transition to CLOSED, ``ConnectionClosed(False,
+  NEGOTIATION_TIMED_OUT)``.
 * A stream connection (STREAM_PARENT, §5) carries ``len:u32`` messages and
   ``0xffffffff`` end-of-stream in both directions, and has no ids or timeouts.
 """
@@ -34,14 +43,20 @@ from ..sansio import NEED_DATA, FrameMachine, NeedData
 from ..wire import Limits
 from .compression import COMPRESSOR_NAMES, Compressor, choose_compressor, envelope, make_compressor
 from .events import (
+    Accept,
+    Call,
     CallFailed,
     CallReceived,
     CallTimedOut,
     ConnectionClosed,
+    Negotiate,
     Negotiated,
     NegotiationRequested,
     OversizedCall,
+    Reject,
     Reply,
+    Respond,
+    RespondError,
     StrayReply,
     oversized_message,
 )
@@ -67,16 +82,23 @@ from .frames import (
 __all__ = [
     "CLIENT_TRANSITIONS",
     "NEED_DATA",
+    "NEGOTIATION_TIMED_OUT",
     "SERVER_TRANSITIONS",
+    "Accept",
+    "Call",
     "CallFailed",
     "CallReceived",
     "CallTimedOut",
     "ClientConnection",
     "ConnectionClosed",
+    "Negotiate",
     "Negotiated",
     "NegotiationRequested",
     "OversizedCall",
+    "Reject",
     "Reply",
+    "Respond",
+    "RespondError",
     "ServerConnection",
     "State",
     "StrayReply",
@@ -95,9 +117,13 @@ class State(enum.Enum):
 
 _ALL_OPEN = (State.NEGOTIATING, State.DECIDING, State.READY, State.STREAMING)
 
+#: ``ConnectionClosed.reason`` when the peer's negotiation frame did not come in time.
+NEGOTIATION_TIMED_OUT: Final = "no negotiation frame in time"
+
 # (state, input) -> next state.  Pairs not listed are refused (tests walk them all).
 SERVER_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
     (State.NEGOTIATING, "negotiation"): State.DECIDING,
+    (State.NEGOTIATING, "timeout"): State.CLOSED,
     (State.DECIDING, "accept"): State.READY,
     (State.DECIDING, "accept-stream"): State.STREAMING,
     (State.DECIDING, "reject"): State.CLOSED,
@@ -114,6 +140,7 @@ SERVER_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
 
 CLIENT_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
     (State.NEGOTIATING, "negotiated"): State.READY,
+    (State.NEGOTIATING, "timeout"): State.CLOSED,
     (State.NEGOTIATING, "negotiated-stream"): State.STREAMING,
     (State.READY, "response"): State.READY,
     (State.READY, "noop"): State.READY,
@@ -130,9 +157,9 @@ CLIENT_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
 
 
 class _Machine(FrameMachine):
-    """The receive side is :class:`~refwire.sansio.FrameMachine`'s; a reset moves
-    the machine to CLOSED at once (the buffered input is dropped), and a protocol
-    error is the ``"error"`` transition."""
+    """The receive side is :class:`~refwire.sansio.FrameMachine`'s; a reset (or a
+    failed write) moves the machine to CLOSED at once (the buffered input is
+    dropped), and a protocol error is the ``"error"`` transition."""
 
     role: str
     PROTOCOL = PROTOCOL
@@ -144,7 +171,12 @@ class _Machine(FrameMachine):
         self.limits = limits
         self._decoder = FrameDecoder("request" if kind == "request" else "response", limits=limits)
         self._compressor: Compressor | None = None
-        self._now = 0.0
+        #: the driver could not write (:meth:`send_failed`): nothing more reaches the peer.
+        self.write_failed = False
+        #: when to give up waiting for the peer's negotiation frame (None: never).
+        self._negotiation_deadline: float | None = None
+        #: why a reset closed the connection (``send_failed`` says so).
+        self._lost_reason = "reset"
         #: stream connections: this side sent / received end-of-stream.
         self.local_eos = False
         self.remote_eos = False
@@ -153,11 +185,36 @@ class _Machine(FrameMachine):
     def compressor(self) -> str | None:
         return None if self._compressor is None else self._compressor.name
 
-    def receive_data(self, data: bytes | bytearray | memoryview, *, now: float | None = None) -> None:
-        """Feed received bytes (``b""`` = EOF); ``now`` (when given) sets the clock for deadlines."""
-        if now is not None:
-            self._now = now
-        super().receive_data(data)
+    def send(self, event: object, *, now: float) -> None:
+        """Queue the bytes of ``event`` (see the subclass for the events it takes)."""
+        self._now = now
+        if not self._send_common(event):
+            raise TypeError(f"{type(self).__name__}.send() does not take {type(event).__name__}")
+
+    def _send_common(self, event: object) -> bool:
+        if isinstance(event, StreamMessage):
+            self._check_stream_send()
+            self._out += self._wrap(StreamMessage(bytes(event.payload)).encode())
+        elif isinstance(event, StreamEnd):
+            self._check_stream_send()
+            self.local_eos = True
+            self._out += self._wrap(StreamEnd().encode())
+        elif isinstance(event, NoOp):
+            if self._compressor is None:
+                raise LocalProtocolError("no-op frames exist only on compressed connections", protocol=PROTOCOL,
+                                         frame="compressed")
+            self._out += b"\x00\x00\x00\x00"
+        else:
+            return False
+        return True
+
+    def send_failed(self, *, now: float) -> None:
+        """The driver could not write: the connection is over (``ConnectionClosed(False,
+        "write failed")``); the client's calls in flight fail with it, the server's
+        unwritten replies are lost (refwire.sansio's table)."""
+        self.write_failed = True
+        self._lost_reason = "write failed"
+        super().send_failed(now=now)
 
     def _feed(self, data: bytes | bytearray | memoryview) -> None:
         if self.state not in (State.CLOSED, State.ERROR):
@@ -166,10 +223,19 @@ class _Machine(FrameMachine):
     def _input_ended(self) -> None:
         if self._reset and self.state in _ALL_OPEN and (self.state, "reset") in self.TRANSITIONS:
             self._transition("reset")
-            self._closed(False, "reset")
+            self._closed(False, self._lost_reason)
 
     def _closed(self, clean: bool, reason: str) -> None:
         self._events.append(ConnectionClosed(clean, reason))
+
+    def _negotiation_due(self, now: float) -> bool:
+        """Give up on the peer's negotiation frame if its deadline has come."""
+        deadline = self._negotiation_deadline
+        if self.state is not State.NEGOTIATING or deadline is None or now < deadline:
+            return False
+        self._transition("timeout")
+        self._closed(False, NEGOTIATION_TIMED_OUT)
+        return True
 
     def next_event(self) -> object:
         return self._next()
@@ -214,16 +280,13 @@ class _Machine(FrameMachine):
         self._events.append(frame)
         return True
 
-    def send_stream(self, payload: bytes) -> bytes:
-        """Bytes of one stream message (stream connections only)."""
-        self._check_stream_send()
-        return self._wrap(StreamMessage(bytes(payload)).encode())
+    def send_stream(self, payload: bytes, *, now: float) -> None:
+        """One stream message (stream connections only): ``send(StreamMessage(payload))``."""
+        self.send(StreamMessage(bytes(payload)), now=now)
 
-    def send_stream_end(self) -> bytes:
-        """Bytes of this side's end-of-stream; nothing may be sent after it."""
-        self._check_stream_send()
-        self.local_eos = True
-        return self._wrap(StreamEnd().encode())
+    def send_stream_end(self, *, now: float) -> None:
+        """This side's end-of-stream; nothing may be sent after it: ``send(StreamEnd())``."""
+        self.send(StreamEnd(), now=now)
 
     def _check_stream_send(self) -> None:
         if self.state is not State.STREAMING:
@@ -236,11 +299,9 @@ class _Machine(FrameMachine):
         """End-of-stream went both ways: the connection may be closed (§5.2)."""
         return self.local_eos and self.remote_eos
 
-    def send_noop(self) -> bytes:
-        """The universal no-op compressed frame ``00 00 00 00`` (§4.4)."""
-        if self._compressor is None:
-            raise LocalProtocolError("no-op frames exist only on compressed connections", protocol=PROTOCOL, frame="compressed")
-        return b"\x00\x00\x00\x00"
+    def send_noop(self, *, now: float) -> None:
+        """The universal no-op compressed frame ``00 00 00 00`` (§4.4): ``send(NoOp())``."""
+        self.send(NoOp(), now=now)
 
 
 # --------------------------------------------------------------------------- server
@@ -255,6 +316,8 @@ class ServerConnection(_Machine):
             be exactly one accepted name).
         admit_len: requests with more data bytes are skipped unread and reported as
             :class:`OversizedCall` (the server answers with a USER exception).
+        negotiation_deadline: when to give up waiting for the client's negotiation
+            frame (absolute, on the clock of ``now``; ``None``: wait forever, as Seastar).
     """
 
     role = "server"
@@ -267,8 +330,10 @@ class ServerConnection(_Machine):
         compressors: Sequence[str] = COMPRESSOR_NAMES,
         multi_algo: bool = True,
         admit_len: int | None = None,
+        negotiation_deadline: float | None = None,
     ) -> None:
         super().__init__("request", limits)
+        self._negotiation_deadline = negotiation_deadline
         for name in compressors:
             make_compressor(name)
         self.compressors = tuple(compressors)
@@ -306,14 +371,47 @@ class ServerConnection(_Machine):
     def is_stream(self) -> bool:
         return self.offer is not None and self.offer.stream_parent is not None
 
-    def accept(self, *, connection_id: int | None = None) -> bytes:
-        """Answer the offer as Seastar does (research §2.3) and return the reply frame.
+    # -- timers ----------------------------------------------------------------------
+    def next_deadline(self) -> float | None:
+        """The negotiation deadline while no offer has come (else no timer)."""
+        return self._negotiation_deadline if self.state is State.NEGOTIATING else None
+
+    def handle_timer(self, *, now: float) -> None:
+        """Past the negotiation deadline with no offer: close (:data:`NEGOTIATION_TIMED_OUT`)."""
+        self._now = now
+        self._negotiation_due(now)
+
+    def send(self, event: object, *, now: float) -> None:
+        """Queue the bytes of :class:`Accept`, :class:`Reject` (none),
+        :class:`Respond`, :class:`RespondError`, ``StreamMessage``, ``StreamEnd``
+        or ``NoOp``."""
+        self._now = now
+        if isinstance(event, (Respond, RespondError)):
+            if not self.reply_wanted(event.call, now=now):
+                return  # past its propagated deadline (§3.3), or the connection is gone: dropped
+            if isinstance(event, Respond):
+                self._response(event.call.msg_id, bytes(event.payload), event.handler_duration)
+            else:
+                self._response(-event.call.msg_id, event.error.encode(), event.handler_duration)
+        elif isinstance(event, Accept):
+            self._accept(event.connection_id)
+        elif isinstance(event, Reject):
+            self._transition("reject")
+            self._closed(False, event.reason or "rejected")
+        elif not self._send_common(event):
+            raise TypeError(f"ServerConnection.send() does not take {type(event).__name__}")
+
+    def accept(self, *, connection_id: int | None = None, now: float) -> None:
+        """Answer the offer as Seastar does (§2.3): ``send(Accept(connection_id))``.
 
         ``connection_id`` is sent when given (a server with streaming configured
         always gives one).  The compressor is the first of the client's names this
         server accepts; TIMEOUT, HANDLER_DURATION and ISOLATION are echoed;
         STREAM_PARENT and unknown features are not.
         """
+        self.send(Accept(connection_id), now=now)
+
+    def _accept(self, connection_id: int | None) -> None:
         offer = self.offer
         if offer is None or self.state is not State.DECIDING:
             raise LocalProtocolError(f"accept() in state {self.state.value}", protocol=PROTOCOL, frame="negotiation")
@@ -336,47 +434,45 @@ class ServerConnection(_Machine):
             compressor=self._compressor,
             discard_over=None if stream else self.admit_len,
         )
-        return self.reply.encode()
+        self._out += self.reply.encode()
 
-    def reject(self, reason: str = "") -> None:
-        """Close without a reply (bad isolation cookie, unknown stream parent ...)."""
-        self._transition("reject")
-        self._closed(False, reason or "rejected")
+    def reject(self, reason: str = "", *, now: float) -> None:
+        """Close without a reply (bad isolation cookie, unknown stream parent ...): ``send(Reject(reason))``."""
+        self.send(Reject(reason), now=now)
 
     # -- replies -----------------------------------------------------------------
-    def _expired(self, call: CallReceived | OversizedCall, now: float) -> bool:
-        return call.deadline is not None and now > call.deadline
+    def reply_wanted(self, call: CallReceived | OversizedCall, *, now: float) -> bool:
+        """Whether a reply to ``call`` at ``now`` is sent: False once its propagated
+        deadline has passed (§3.3) or the connection is gone (EOF, reset, error), as
+        Seastar drops it."""
+        if call.deadline is not None and now > call.deadline:
+            return False
+        return self.state not in (State.CLOSED, State.ERROR)
 
-    def _response(self, msg_id: int, payload: bytes, duration: int) -> bytes:
-        if self.state in (State.CLOSED, State.ERROR):
-            return b""  # the connection is gone: the reply is dropped, as Seastar's is after EOF
+    def _response(self, msg_id: int, payload: bytes, duration: int) -> None:
         if self.state is not State.READY:
             raise LocalProtocolError(f"cannot reply in state {self.state.value}", protocol=PROTOCOL, frame="response")
         assert self.reply is not None
         d = duration if 0 <= duration < UNMEASURED else UNMEASURED
-        return self._wrap(Response(msg_id, payload, d).encode(with_duration=self.reply.handler_duration))
+        self._out += self._wrap(Response(msg_id, payload, d).encode(with_duration=self.reply.handler_duration))
 
-    def respond(self, call: CallReceived, payload: bytes, *, now: float, handler_duration: int = UNMEASURED) -> bytes:
-        """The reply to ``call`` -- or ``b""`` if its propagated deadline has passed (§3.3)."""
-        if self._expired(call, now):
-            return b""
-        return self._response(call.msg_id, bytes(payload), handler_duration)
+    def respond(self, call: CallReceived, payload: bytes, *, now: float, handler_duration: int = UNMEASURED) -> None:
+        """The reply to ``call`` (nothing if :meth:`reply_wanted` says no): ``send(Respond(...))``."""
+        self.send(Respond(call, bytes(payload), handler_duration), now=now)
 
     def respond_error(
         self, call: CallReceived | OversizedCall, error: RemoteException, *, now: float, handler_duration: int = UNMEASURED
-    ) -> bytes:
-        """An exception reply (id negated), or ``b""`` past the deadline."""
-        if self._expired(call, now):
-            return b""
-        return self._response(-call.msg_id, error.encode(), handler_duration)
+    ) -> None:
+        """An exception reply (id negated; nothing past the deadline): ``send(RespondError(...))``."""
+        self.send(RespondError(call, error, handler_duration), now=now)
 
-    def respond_unknown_verb(self, call: CallReceived, *, now: float) -> bytes:
+    def respond_unknown_verb(self, call: CallReceived, *, now: float) -> None:
         """UNKNOWN_VERB, duration not measured (§7.2) -- sent even for one-way calls."""
-        return self.respond_error(call, UnknownVerb(call.verb), now=now)
+        self.respond_error(call, UnknownVerb(call.verb), now=now)
 
-    def respond_oversized(self, call: OversizedCall, *, estimate: int, max_memory: int, now: float) -> bytes:
+    def respond_oversized(self, call: OversizedCall, *, estimate: int, max_memory: int, now: float) -> None:
         """The USER exception Seastar sends for a request over the memory limit (§3.4)."""
-        return self.respond_error(call, UserError(oversized_message(estimate, max_memory)), now=now)
+        self.respond_error(call, UserError(oversized_message(estimate, max_memory)), now=now)
 
 
 # --------------------------------------------------------------------------- client
@@ -399,6 +495,8 @@ class ClientConnection(_Machine):
         handler_duration: offer HANDLER_DURATION (default on).
         isolation: the isolation cookie (sent only when non-empty).
         stream_parent: make this a stream connection of that parent connection id.
+        negotiation_timeout: seconds from :meth:`initiate` to give up waiting for the
+            server's reply (``None``: wait forever, as Seastar).
     """
 
     role = "client"
@@ -414,6 +512,7 @@ class ClientConnection(_Machine):
         isolation: bytes | None = None,
         stream_parent: int | None = None,
         extra_features: Sequence[tuple[int, bytes]] = (),
+        negotiation_timeout: float | None = None,
     ) -> None:
         super().__init__("response", limits)
         for name in compressors:
@@ -427,6 +526,7 @@ class ClientConnection(_Machine):
             unknown=tuple(extra_features),
         )
         self._offered = tuple(compressors)
+        self.negotiation_timeout = negotiation_timeout
         self.reply: Features | None = None
         #: this connection's id, from the server (``None``: no streaming there).
         self.connection_id: int | None = None
@@ -435,9 +535,23 @@ class ClientConnection(_Machine):
         self._timers: list[tuple[float, int]] = []
         self._queue: list[_Queued] = []
 
-    def initiate(self) -> bytes:
-        """The negotiation frame, sent as soon as the connection is up."""
-        return self.offer.encode()
+    def send(self, event: object, *, now: float) -> None:
+        """Queue the bytes of :class:`Negotiate`, :class:`Call` (its msg id is
+        :attr:`next_msg_id` before the send; :meth:`call` returns it),
+        ``StreamMessage``, ``StreamEnd`` or ``NoOp``."""
+        self._now = now
+        if isinstance(event, Call):
+            self._call(event, now)
+        elif isinstance(event, Negotiate):
+            self._out += self.offer.encode()
+            if self.negotiation_timeout is not None and self.state is State.NEGOTIATING:
+                self._negotiation_deadline = now + self.negotiation_timeout
+        elif not self._send_common(event):
+            raise TypeError(f"ClientConnection.send() does not take {type(event).__name__}")
+
+    def initiate(self, *, now: float) -> None:
+        """The negotiation frame, sent as soon as the connection is up: ``send(Negotiate())``."""
+        self.send(Negotiate(), now=now)
 
     @property
     def is_stream(self) -> bool:
@@ -454,13 +568,18 @@ class ClientConnection(_Machine):
 
     # -- calls ---------------------------------------------------------------------
     def call(self, verb: int, payload: bytes = b"", *, now: float, timeout: float | None = None, one_way: bool = False) -> int:
-        """Start a call; return its msg id.  The bytes come out of :meth:`data_to_send`
-        (at once when negotiated, else when the server's reply arrives)."""
+        """Start a call (``send(Call(...))``); return its msg id.  The bytes come out of
+        :meth:`data_to_send` (at once when negotiated, else when the server's reply arrives)."""
+        msg_id = self._next_id
+        self.send(Call(verb, bytes(payload), timeout, one_way), now=now)
+        return msg_id
+
+    def _call(self, ev: Call, now: float) -> None:
         if self.state not in (State.NEGOTIATING, State.READY) or self.is_stream:
             raise LocalProtocolError(f"cannot call in state {self.state.value}", protocol=PROTOCOL, frame="request")
+        timeout, one_way = ev.timeout, ev.one_way
         if timeout is not None and timeout < 0:
             raise ValueError("timeout must not be negative")
-        self._now = now
         msg_id = self._next_id
         self._next_id += 1
         deadline = None if timeout is None else now + timeout
@@ -468,12 +587,11 @@ class ClientConnection(_Machine):
             self._pending[msg_id] = deadline
             if deadline is not None:
                 heapq.heappush(self._timers, (deadline, msg_id))
-        q = _Queued(msg_id, verb, bytes(payload), deadline)
+        q = _Queued(msg_id, ev.verb, bytes(ev.payload), deadline)
         if self.state is State.READY:
             self._write(q)
         else:
             self._queue.append(q)
-        return msg_id
 
     def _write(self, q: _Queued) -> None:
         timeout_ms = 0
@@ -552,20 +670,31 @@ class ClientConnection(_Machine):
         self._events.append(ConnectionClosed(clean, reason, pending))
 
     # -- timers ----------------------------------------------------------------------
-    def next_deadline(self) -> float | None:
-        """When :meth:`handle_timer` must run next (the earliest pending deadline)."""
+    def _next_call_deadline(self) -> float | None:
         timers = self._timers
         while timers and self._pending.get(timers[0][1], -1.0) != timers[0][0]:
             heapq.heappop(timers)
         return timers[0][0] if timers else None
 
-    def handle_timer(self, now: float) -> None:
-        """Report every pending call whose deadline is ``<= now`` as :class:`CallTimedOut`."""
+    def next_deadline(self) -> float | None:
+        """When :meth:`handle_timer` must run next (the earliest pending call
+        deadline, or the negotiation deadline while waiting for the reply)."""
+        call = self._next_call_deadline()
+        neg = self._negotiation_deadline if self.state is State.NEGOTIATING else None
+        if neg is None or (call is not None and call < neg):
+            return call
+        return neg
+
+    def handle_timer(self, *, now: float) -> None:
+        """Report every pending call whose deadline is ``<= now`` as :class:`CallTimedOut`,
+        then close if the negotiation reply is overdue (:data:`NEGOTIATION_TIMED_OUT`;
+        the calls still pending fail with it)."""
         self._now = now
         while True:
-            deadline = self.next_deadline()
+            deadline = self._next_call_deadline()
             if deadline is None or deadline > now:
-                return
+                break
             _, msg_id = heapq.heappop(self._timers)
             del self._pending[msg_id]
             self._events.append(CallTimedOut(msg_id))
+        self._negotiation_due(now)

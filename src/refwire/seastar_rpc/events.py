@@ -1,21 +1,35 @@
 """Events of the Seastar RPC Sans-IO machines (:mod:`refwire.seastar_rpc.connection`);
-research/seastar.md §2-§3, §5, §7."""
+specs/seastar-rpc/README.md §2-§3, §5, §7.
+
+The machines *produce* the events in the first part (``next_event()``) and
+*take* the ones in the second (``send(event, now=...)``).  Stream messages,
+end-of-stream and the no-op frame go both ways as the frame classes
+:class:`~refwire.seastar_rpc.frames.StreamMessage`,
+:class:`~refwire.seastar_rpc.frames.StreamEnd` and
+:class:`~refwire.seastar_rpc.frames.NoOp`.
+"""
 
 from __future__ import annotations
 
 import attrs
 
-from .frames import Features, Negotiation, RemoteException
+from .frames import UNMEASURED, Features, Negotiation, RemoteException
 
 __all__ = [
+    "Accept",
+    "Call",
     "CallFailed",
     "CallReceived",
     "CallTimedOut",
     "ConnectionClosed",
+    "Negotiate",
     "Negotiated",
     "NegotiationRequested",
     "OversizedCall",
+    "Reject",
     "Reply",
+    "Respond",
+    "RespondError",
     "StrayReply",
     "oversized_message",
 ]
@@ -105,6 +119,59 @@ class ConnectionClosed:
     clean: bool
     reason: str = ""
     pending: tuple[int, ...] = ()
+
+
+# --------------------------------------------------------------------------- sent
+
+
+@attrs.frozen
+class Negotiate:
+    """Client: send the negotiation offer (the first bytes of every connection, §2.2)."""
+
+
+@attrs.frozen
+class Call:
+    """Client: call ``verb``; the machine numbers it (its msg id is
+    :attr:`ClientConnection.next_msg_id` before the send).  ``timeout`` is
+    relative seconds (``None``: none); a one-way call expects no reply."""
+
+    verb: int
+    payload: bytes = b""
+    timeout: float | None = None
+    one_way: bool = False
+
+
+@attrs.frozen
+class Accept:
+    """Server: answer the offer (the reply frame); ``connection_id`` is sent when given."""
+
+    connection_id: int | None = None
+
+
+@attrs.frozen
+class Reject:
+    """Server: close without a reply (bad isolation cookie, unknown stream parent ...)."""
+
+    reason: str = ""
+
+
+@attrs.frozen
+class Respond:
+    """Server: the reply to ``call`` -- nothing is sent once its propagated
+    deadline has passed (§3.3) or the connection is over."""
+
+    call: CallReceived
+    payload: bytes
+    handler_duration: int = UNMEASURED
+
+
+@attrs.frozen
+class RespondError:
+    """Server: an exception reply to ``call`` (its msg id negated); dropped as :class:`Respond` is."""
+
+    call: CallReceived | OversizedCall
+    error: RemoteException
+    handler_duration: int = UNMEASURED
 
 
 def oversized_message(estimate: int, max_memory: int) -> bytes:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Final, Literal
 import attrs
 
 from ..errors import LocalProtocolError, ProtocolError
+from ..sansio import closed_inside
 from ..wire import Limits, Reader, ReceiveBuffer, check_limit
 
 if TYPE_CHECKING:
@@ -343,9 +344,10 @@ class StreamEnd:
 
 @attrs.frozen
 class NoOp:
-    """A compressed frame that decompressed to nothing (research §4.4); skipped."""
+    """A compressed frame that decompressed to nothing (§4.4); skipped.  Sent
+    (``send(NoOp())``) it is the universal ``00 00 00 00``."""
 
-    clen: int
+    clen: int = 0
 
 
 Frame = Negotiation | Request | OversizedRequest | Response | StreamMessage | StreamEnd | NoOp
@@ -555,11 +557,10 @@ class FrameDecoder:
         """The error to report if the stream ends now (inside a frame)."""
         if not self.in_frame:
             return None
-        if self._phase == "negotiation":
-            reason = "unexpected eof during negotiation frame"
-        else:
-            reason = f"connection closed inside a frame ({self.buffered} bytes of it outstanding)"
-        return _err(reason, self.frame_name(), "(eof)", self.offset)
+        if self._phase == "negotiation":  # Seastar's own text for this one
+            return _err("unexpected eof during negotiation frame", self.frame_name(), "(eof)", self.offset)
+        return closed_inside("a frame", protocol=PROTOCOL, frame=self.frame_name(), offset=self.offset,
+                             detail=f"{self.buffered} bytes of it outstanding")
 
 
 def _slice(data: bytes | bytearray, a: int, b: int) -> bytes:

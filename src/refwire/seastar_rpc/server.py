@@ -1,5 +1,5 @@
 """trio Seastar RPC server: a verb registry, isolation groups, memory admission and
-streams (specs/seastar-rpc/README.md §4-§5; research/seastar.md §2.3, §3.3-§3.5, §5-§7).
+streams (specs/seastar-rpc/README.md §2-§7).
 
 * Handlers are ``async def handler(ctx: CallContext, payload: bytes) -> bytes | None``.
   Returning sends the reply (``None`` = empty data); raising
@@ -19,6 +19,10 @@ streams (specs/seastar-rpc/README.md §4-§5; research/seastar.md §2.3, §3.3-�
 * Streams: a connection negotiating STREAM_PARENT is registered under its parent
   (which must be a live RPC connection of this server) and is aborted when the
   parent closes.  Handlers reach it with :meth:`CallContext.stream`.
+
+Every accepted connection is a :class:`~refwire.seastar_rpc.connection.ServerConnection`
+run by :class:`refwire.drivers.Pump`; the application's side of it is a
+``_Session`` (negotiation, then calls or stream messages).
 """
 
 from __future__ import annotations
@@ -32,20 +36,23 @@ from typing import Any, Final, Literal
 import attrs
 import trio
 
-from ..drivers import StreamServer, listener_address
+from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer, listener_address
 from ..errors import RemoteProtocolError
 from ..wire import Limits
 from .compression import COMPRESSOR_NAMES
 from .connection import (
-    NEED_DATA,
+    NEGOTIATION_TIMED_OUT,
     CallReceived,
     ConnectionClosed,
     NegotiationRequested,
     OversizedCall,
+    Respond,
+    RespondError,
     ServerConnection,
     State,
 )
-from .frames import DEFAULT_LIMITS, UNMEASURED, StreamEnd, StreamMessage, UserError
+from .events import oversized_message
+from .frames import DEFAULT_LIMITS, UNMEASURED, StreamEnd, StreamMessage, UnknownVerb, UserError
 
 __all__ = [
     "BadArguments",
@@ -131,11 +138,13 @@ class ServerConfig:
     #: an unknown cookie: run in the default group, or close without a reply
     #: (what Seastar does when ``isolate_connection`` throws).
     unknown_cookie: Literal["default", "reject"] = "default"
-    #: Seastar waits forever for a negotiation frame; refwire closes after this.
+    #: Seastar waits forever for a negotiation frame; refwire closes after this (the machine's timer).
     negotiation_timeout: float | None = 30.0
     #: stream messages queued per stream before the reader stops reading (§5.2).
     stream_queue: int = 50
     recv_size: int = 256 * 1024
+    #: a write that takes longer ends the connection (its unwritten replies are lost).
+    write_timeout: float | None = 30.0
 
 
 @attrs.frozen
@@ -162,12 +171,12 @@ class CallContext:
 class ServerStream:
     """The server end of one stream connection: a source (``receive``) and a sink (``send``)."""
 
-    def __init__(self, server: SeastarServer, conn: ServerConnection, stream: trio.abc.Stream, stream_id: int, parent_id: int) -> None:
+    def __init__(self, server: SeastarServer, conn: ServerConnection, pump: Pump, stream_id: int, parent_id: int) -> None:
         self.id = stream_id
         self.parent_id = parent_id
         self._server = server
         self._conn = conn
-        self._stream = stream
+        self._pump = pump
         self._send_lock = trio.StrictFIFOLock()
         self._in_send, self._in_recv = trio.open_memory_channel[bytes | None](server.config.stream_queue)
         self.aborted = False
@@ -191,26 +200,27 @@ class ServerStream:
         return msg
 
     async def send(self, payload: bytes) -> None:
-        await self._write(lambda: self._conn.send_stream(payload))
+        """Send one message; returns once it is written."""
+        await self._write(StreamMessage(bytes(payload)))
 
     async def close(self) -> None:
         """Send end-of-stream (once); the connection closes when both sides did."""
         if not self._conn.local_eos and not self.aborted and self._conn.state is State.STREAMING:
-            await self._write(self._conn.send_stream_end)
+            await self._write(StreamEnd())
         self._maybe_done()
 
-    async def _write(self, make: Callable[[], bytes]) -> None:
+    async def _write(self, event: StreamMessage | StreamEnd) -> None:
         if self.aborted:
             raise StreamClosed(f"stream {self.id:#x} was aborted")
         async with self._send_lock:
             if self._conn.state is not State.STREAMING:
                 self.abort()
                 raise StreamClosed(f"stream {self.id:#x}: the connection is {self._conn.state.value}")
-            try:
-                await self._stream.send_all(make())
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            self._conn.send(event, now=trio.current_time())
+            await self._pump.flush()
+            if self._conn.write_failed or self._pump.ended == RESET:
                 self.abort()
-                raise StreamClosed(f"stream {self.id:#x}: {exc}") from None
+                raise StreamClosed(f"stream {self.id:#x}: {self._pump.ended}")
 
     def _maybe_done(self) -> None:
         if self._conn.stream_done:
@@ -308,54 +318,17 @@ class SeastarServer:
     async def handle_stream(self, stream: trio.abc.Stream) -> None:
         """Serve one accepted connection until it ends."""
         cfg = self.config
-        self._counter += 1  # every accepted connection, streams included (research §6)
+        self._counter += 1  # every accepted connection, streams included (§6)
         conn_id = (self._counter << 16) | (SHARD if cfg.streaming else NO_SHARD)
+        timeout = cfg.negotiation_timeout
         conn = ServerConnection(limits=cfg.limits, compressors=cfg.compressors, multi_algo=cfg.multi_algo,
-                                admit_len=self._admit_len())
+                                admit_len=self._admit_len(),
+                                negotiation_deadline=None if timeout is None else trio.current_time() + timeout)
         try:
-            offer = await self._negotiate(conn, stream)
-            if offer is None:
-                return
-            parent = offer.features.stream_parent
-            if parent is not None:
-                await self._serve_stream(conn, stream, conn_id, parent)
-            else:
-                await self._serve_rpc(conn, stream, conn_id, offer)
-        except RemoteProtocolError as exc:
-            self.stats["protocol_errors"] += 1
-            log.warning("seastar-rpc: connection %#x: %s; closing", conn_id, exc)
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            log.info("seastar-rpc: connection %#x lost: %s", conn_id, exc or type(exc).__name__)
+            await _Session(self, conn, stream, conn_id).run()
         finally:
             self.transitions_seen |= conn.transitions_seen
             await trio.aclose_forcefully(stream)
-
-    async def _pump(self, conn: ServerConnection, stream: trio.abc.Stream) -> bool:
-        """Read once into ``conn``; False at EOF or reset."""
-        try:
-            data = await stream.receive_some(self.config.recv_size)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            conn.connection_lost()
-            return False
-        conn.receive_data(data, now=trio.current_time())
-        return bool(data)
-
-    async def _negotiate(self, conn: ServerConnection, stream: trio.abc.Stream) -> NegotiationRequested | None:
-        timeout = self.config.negotiation_timeout
-        with trio.move_on_after(math.inf if timeout is None else timeout):
-            while True:
-                ev = conn.next_event()
-                if isinstance(ev, NegotiationRequested):
-                    return ev
-                if isinstance(ev, ConnectionClosed):
-                    return None
-                if ev is NEED_DATA and not await self._pump(conn, stream):
-                    ev = conn.next_event()  # EOF: a clean close, or an error raised here
-                    if isinstance(ev, NegotiationRequested):
-                        return ev
-                    return None
-        log.info("seastar-rpc: no negotiation frame within %ss; closing", timeout)
-        return None
 
     def _group_for(self, cookie: bytes | None) -> HandlerGroup | None:
         if cookie is None:
@@ -365,83 +338,25 @@ class SeastarServer:
             return None
         return group or self.default_group
 
-    async def _serve_rpc(self, conn: ServerConnection, stream: trio.abc.Stream, conn_id: int, offer: NegotiationRequested) -> None:
-        cookie = offer.features.isolation
-        group = self._group_for(cookie)
-        if group is None:
-            conn.reject("unknown isolation cookie")
-            self.stats["rejected"] += 1
-            log.info("seastar-rpc: connection %#x: unknown isolation cookie %r; closing without a reply", conn_id, cookie)
-            return
-        await stream.send_all(conn.accept(connection_id=conn_id if self.config.streaming else None))
-        self.stats["connections"] += 1
-        self._rpc[conn_id] = []
-        lock = trio.StrictFIFOLock()
-
-        async def send(data: bytes) -> None:
-            if data:
-                async with lock:
-                    await stream.send_all(data)
-
-        try:
-            async with trio.open_nursery() as nursery:
-                while True:
-                    ev = self._next(conn, conn_id)
-                    if ev is NEED_DATA:
-                        if not await self._pump(conn, stream):
-                            continue
-                    elif isinstance(ev, CallReceived):
-                        await self._dispatch(ev, conn, conn_id, group, cookie, send, nursery)
-                    elif isinstance(ev, OversizedCall):
-                        self.stats["oversized"] += 1
-                        estimate = self.config.basic_request_size + ev.length * self.config.bloat_factor
-                        await self._reply(conn_id, ev, send, conn.respond_oversized(
-                            ev, estimate=estimate, max_memory=self.config.max_memory, now=trio.current_time()))
-                    elif ev is None or isinstance(ev, ConnectionClosed):
-                        break
-                # EOF: Seastar stops reading; handlers still running may still reply.
-        finally:
-            for s in self._rpc.pop(conn_id, []):
-                s.abort()  # a parent's close aborts its streams (§5.2)
-
-    def _next(self, conn: ServerConnection, conn_id: int) -> object:
-        """The machine's next event; ``None`` after a protocol error (logged, counted)."""
-        try:
-            return conn.next_event()
-        except RemoteProtocolError as exc:
-            self.stats["protocol_errors"] += 1
-            log.warning("seastar-rpc: connection %#x: %s; closing", conn_id, exc)
-            return None
-
-    async def _reply(self, conn_id: int, call: CallReceived | OversizedCall, send: Callable[[bytes], Awaitable[None]], data: bytes) -> None:
-        if not data:
-            self.stats["dropped_expired"] += 1
-            return
-        if self.on_reply is not None:
-            self.on_reply(conn_id, call, trio.current_time())
-        try:
-            await send(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
-
-    async def _dispatch(self, call: CallReceived, conn: ServerConnection, conn_id: int, group: HandlerGroup,
-                        cookie: bytes | None, send: Callable[[bytes], Awaitable[None]], nursery: trio.Nursery) -> None:
+    async def _dispatch(self, call: CallReceived, session: _Session) -> None:
         self.stats["calls"] += 1
         verb = self.registry.get(call.verb)
         if verb is None:
             self.stats["unknown_verbs"] += 1
-            await self._reply(conn_id, call, send, conn.respond_unknown_verb(call, now=trio.current_time()))
+            await session.reply(call, trio.current_time(), RespondError(call, UnknownVerb(call.verb)))
             return
         cfg = self.config
         need = cfg.basic_request_size + len(call.payload) * cfg.bloat_factor
         if not await self.memory.acquire(need, call.deadline):
             self.stats["dropped_expired"] += 1  # still waiting for memory at its deadline: dropped, no reply (§3.3)
             return
-        ctx = CallContext(self, conn_id, call.verb, call.msg_id, call.deadline, group.name, cookie)
-        nursery.start_soon(self._run_handler, verb, ctx, call, conn, conn_id, group, send, need)
+        group = session.group
+        assert group is not None and session.handlers is not None
+        ctx = CallContext(self, session.conn_id, call.verb, call.msg_id, call.deadline, group.name, session.cookie)
+        session.handlers.start_soon(self._run_handler, verb, ctx, call, session, group, need)
 
-    async def _run_handler(self, verb: _Verb, ctx: CallContext, call: CallReceived, conn: ServerConnection, conn_id: int,
-                           group: HandlerGroup, send: Callable[[bytes], Awaitable[None]], need: int) -> None:
+    async def _run_handler(self, verb: _Verb, ctx: CallContext, call: CallReceived, session: _Session,
+                           group: HandlerGroup, need: int) -> None:
         try:
             if group.limiter is not None:
                 await group.limiter.acquire_on_behalf_of(ctx)
@@ -460,67 +375,168 @@ class SeastarServer:
                         return
                     self.stats["exceptions"] += 1
                     now = trio.current_time()
-                    await self._reply(conn_id, call, send, conn.respond_error(
-                        call, UserError(str(exc).encode()), now=now, handler_duration=_micros(now - start)))
+                    await session.reply(call, now, RespondError(call, UserError(str(exc).encode()), _micros(now - start)))
                     return
                 if verb.one_way:
                     self.stats["one_way"] += 1
                     return
                 now = trio.current_time()
                 self.stats["replies"] += 1
-                await self._reply(conn_id, call, send, conn.respond(
-                    call, result or b"", now=now, handler_duration=_micros(now - start)))
+                await session.reply(call, now, Respond(call, result or b"", _micros(now - start)))
             finally:
                 if group.limiter is not None:
                     group.limiter.release_on_behalf_of(ctx)
         finally:
             self.memory.release(need)
 
-    async def _serve_stream(self, conn: ServerConnection, stream: trio.abc.Stream, conn_id: int, parent_id: int) -> None:
-        if not self.config.streaming:
-            conn.reject("streaming is not configured for the server")
-        elif parent_id not in self._rpc:
-            conn.reject(f"Unknown parent connection {parent_id:#x}")
-        if conn.state is State.CLOSED:
-            self.stats["rejected"] += 1
-            log.info("seastar-rpc: stream connection %#x refused (parent %#x); closing without a reply", conn_id, parent_id)
-            return
-        s = ServerStream(self, conn, stream, conn_id, parent_id)
-        self._rpc[parent_id].append(s)
-        self._streams[conn_id] = s
-        self.stats["stream_connections"] += 1
-        try:
-            await stream.send_all(conn.accept(connection_id=conn_id))
-            with trio.CancelScope() as scope:
-                s._scope = scope
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._stream_reader, conn, stream, s)
-                    await s.done.wait()
-                    nursery.cancel_scope.cancel()
-        finally:
-            s.abort()
-            self._streams.pop(conn_id, None)
-            siblings = self._rpc.get(parent_id)
-            if siblings is not None and s in siblings:
-                siblings.remove(s)
 
-    async def _stream_reader(self, conn: ServerConnection, stream: trio.abc.Stream, s: ServerStream) -> None:
-        while True:
-            ev = self._next(conn, s.id)
-            if ev is NEED_DATA:
-                if not await self._pump(conn, stream):
-                    continue
-            elif isinstance(ev, (StreamMessage, StreamEnd)):
-                try:
-                    await s._in_send.send(ev.payload if isinstance(ev, StreamMessage) else None)
-                except trio.ClosedResourceError:
-                    return
-                if isinstance(ev, StreamEnd):
-                    s._in_send.close()
-                    s._maybe_done()
-            elif ev is None or isinstance(ev, ConnectionClosed):
+class _Session:
+    """The application's side of one accepted connection: negotiation (accept or
+    reject), then calls (RPC) or messages (stream); the pump does the I/O."""
+
+    def __init__(self, server: SeastarServer, conn: ServerConnection, stream: trio.abc.Stream, conn_id: int) -> None:
+        self.server = server
+        self.conn = conn
+        self.conn_id = conn_id
+        cfg = server.config
+        self.pump = Pump(stream, conn, self.on_event, receive_size=cfg.recv_size, write_timeout=cfg.write_timeout)
+        self.group: HandlerGroup | None = None
+        self.cookie: bytes | None = None
+        self.rpc = False  # registered as a parent in server._rpc
+        self.stream: ServerStream | None = None
+        self.handlers: trio.Nursery | None = None
+        self._scope = trio.CancelScope()  # around the pump: a stream's abort cancels it
+
+    async def run(self) -> None:
+        server = self.server
+        try:
+            async with trio.open_nursery() as handlers:
+                self.handlers = handlers
+                with self._scope:
+                    try:
+                        ended = await self.pump.run()
+                    except RemoteProtocolError as exc:
+                        server.stats["protocol_errors"] += 1
+                        log.warning("seastar-rpc: connection %#x: %s; closing", self.conn_id, exc)
+                    else:
+                        if ended in (RESET, WRITE_FAILED, WRITE_TIMEOUT):
+                            log.info("seastar-rpc: connection %#x lost: %s", self.conn_id, ended)
+                if self.stream is not None:
+                    self.stream.abort()
+                # EOF: Seastar stops reading; handlers still running finish (their replies are dropped).
+        finally:
+            if self.rpc:
+                for child in server._rpc.pop(self.conn_id, []):
+                    child.abort()  # a parent's close aborts its streams (§5.2)
+            s = self.stream
+            if s is not None:
                 s.abort()
-                return
+                server._streams.pop(self.conn_id, None)
+                siblings = server._rpc.get(s.parent_id)
+                if siblings is not None and s in siblings:
+                    siblings.remove(s)
+
+    async def on_event(self, ev: object) -> None:
+        if isinstance(ev, CallReceived):
+            await self.server._dispatch(ev, self)
+        elif isinstance(ev, StreamMessage | StreamEnd):
+            await self._stream_event(ev)
+        elif isinstance(ev, OversizedCall):
+            server = self.server
+            cfg = server.config
+            server.stats["oversized"] += 1
+            estimate = cfg.basic_request_size + ev.length * cfg.bloat_factor
+            text = oversized_message(estimate, cfg.max_memory)
+            await self.reply(ev, trio.current_time(), RespondError(ev, UserError(text)))
+        elif isinstance(ev, NegotiationRequested):
+            parent = ev.features.stream_parent
+            if parent is not None:
+                await self._start_stream(parent)
+            else:
+                await self._start_rpc(ev)
+        elif isinstance(ev, ConnectionClosed):
+            if ev.reason == NEGOTIATION_TIMED_OUT:
+                log.info("seastar-rpc: connection %#x: no negotiation frame within %ss; closing", self.conn_id,
+                         self.server.config.negotiation_timeout)
+            if self.stream is not None:
+                self.stream.abort()
+            self.pump.stop()  # after a reject or a negotiation timeout: read no more
+
+    async def reply(self, call: CallReceived | OversizedCall, now: float, event: Respond | RespondError) -> None:
+        """Send ``event`` unless the machine would drop it (deadline passed, connection
+        gone: counted as dropped); returns once written."""
+        server = self.server
+        if not self.conn.reply_wanted(call, now=now):
+            server.stats["dropped_expired"] += 1
+            return
+        if server.on_reply is not None:
+            server.on_reply(self.conn_id, call, now)
+        self.conn.send(event, now=now)
+        await self.pump.flush()
+
+    @property
+    def _broken(self) -> bool:
+        return self.conn.write_failed or self.pump.ended == RESET
+
+    async def _start_rpc(self, offer: NegotiationRequested) -> None:
+        server = self.server
+        cookie = offer.features.isolation
+        group = server._group_for(cookie)
+        now = trio.current_time()
+        if group is None:
+            self.conn.reject("unknown isolation cookie", now=now)
+            server.stats["rejected"] += 1
+            log.info("seastar-rpc: connection %#x: unknown isolation cookie %r; closing without a reply", self.conn_id, cookie)
+            return
+        self.conn.accept(connection_id=self.conn_id if server.config.streaming else None, now=now)
+        await self.pump.flush()
+        if self._broken:
+            return  # the pump ends: the connection was never served
+        server.stats["connections"] += 1
+        server._rpc[self.conn_id] = []
+        self.rpc = True
+        self.group = group
+        self.cookie = cookie
+
+    async def _start_stream(self, parent_id: int) -> None:
+        server = self.server
+        conn = self.conn
+        now = trio.current_time()
+        if not server.config.streaming:
+            conn.reject("streaming is not configured for the server", now=now)
+        elif parent_id not in server._rpc:
+            conn.reject(f"Unknown parent connection {parent_id:#x}", now=now)
+        if conn.state is State.CLOSED:
+            server.stats["rejected"] += 1
+            log.info("seastar-rpc: stream connection %#x refused (parent %#x); closing without a reply",
+                     self.conn_id, parent_id)
+            return
+        s = ServerStream(server, conn, self.pump, self.conn_id, parent_id)
+        s._scope = self._scope
+        self.stream = s
+        server._rpc[parent_id].append(s)
+        server._streams[self.conn_id] = s
+        server.stats["stream_connections"] += 1
+        conn.accept(connection_id=self.conn_id, now=now)
+        await self.pump.flush()
+        assert self.handlers is not None
+        self.handlers.start_soon(self._stop_when_done, s)
+
+    async def _stop_when_done(self, s: ServerStream) -> None:
+        await s.done.wait()
+        self.pump.stop()  # end-of-stream went both ways, or the stream was aborted
+
+    async def _stream_event(self, ev: StreamMessage | StreamEnd) -> None:
+        s = self.stream
+        assert s is not None
+        try:
+            await s._in_send.send(ev.payload if isinstance(ev, StreamMessage) else None)
+        except trio.ClosedResourceError:
+            self.pump.stop()
+            return
+        if isinstance(ev, StreamEnd):
+            s._in_send.close()
+            s._maybe_done()
 
 
 def _micros(seconds: float) -> int:
@@ -535,7 +551,7 @@ _I32: Final = struct.Struct("<i")
 _U64: Final = struct.Struct("<Q")
 
 #: The demo verbs ``refwire serve seastar-rpc`` registers; their numbers follow the
-#: captures of research §9.2 (1 = sum, 3 = throws "boom", 4 = one-way, 5 = sleep,
+#: captured Seastar sessions (1 = sum, 3 = throws "boom", 4 = one-way, 5 = sleep,
 #: 6 = stream echo), so a Seastar client running that script sees the same replies.
 DEMO_VERBS: Final = {"sum": 1, "echo": 2, "boom": 3, "note": 4, "sleep": 5, "stream_echo": 6, "conn_id": 7}
 
