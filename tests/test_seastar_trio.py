@@ -24,7 +24,8 @@ from refwire.seastar_rpc.client import (
     SeastarClient,
     UnknownVerbError,
 )
-from refwire.seastar_rpc.server import CallContext, SeastarServer, ServerConfig, VerbRegistry, demo_registry
+from refwire.seastar_rpc.demo import demo_registry
+from refwire.seastar_rpc.server import CallContext, SeastarServer, ServerConfig, VerbRegistry
 
 i32 = struct.Struct("<i").pack
 u32 = struct.Struct("<I").pack
@@ -484,3 +485,10 @@ async def test_client_gives_up_on_a_silent_server(autojump_clock: trio.testing.M
                 pass
         assert trio.current_time() - t0 == pytest.approx(5.0)
         assert (await b.receive_some(100)).startswith(b"SSTARRPC")  # the offer went out
+
+
+def test_the_demo_one_way_data_matches_the_registry() -> None:
+    from refwire.seastar_rpc.demo import DEMO_ONE_WAY, DEMO_VERBS
+
+    reg = demo_registry()
+    assert DEMO_ONE_WAY == {v for v in DEMO_VERBS.values() if (verb := reg.get(v)) is not None and verb.one_way} == {4}

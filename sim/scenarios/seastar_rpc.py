@@ -41,7 +41,8 @@ from refwire.seastar_rpc.client import (
     UnknownVerbError,
 )
 from refwire.seastar_rpc.connection import CallReceived, OversizedCall
-from refwire.seastar_rpc.server import SeastarServer, ServerConfig, demo_registry
+from refwire.seastar_rpc.demo import demo_registry
+from refwire.seastar_rpc.server import SeastarServer, ServerConfig
 
 from ..faults import Faults
 from ..harness import HALVE, RunBase, coverage, safety_then_liveness, shrink_toward

@@ -101,7 +101,8 @@ async def record_seastar(out: Path, *, calls: int = 12, compressors: tuple[str, 
     import struct
 
     from refwire.seastar_rpc.client import ClientConfig, RemoteVerbError, SeastarClient, UnknownVerbError
-    from refwire.seastar_rpc.server import SeastarServer, ServerConfig, demo_registry
+    from refwire.seastar_rpc.demo import demo_registry
+    from refwire.seastar_rpc.server import SeastarServer, ServerConfig
 
     notes: list[int] = []
     server = SeastarServer(demo_registry(notes), config=ServerConfig(streaming=False))

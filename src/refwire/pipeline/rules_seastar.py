@@ -8,7 +8,7 @@
 * ``SS-NO-REPLY-TO-ONE-WAY`` -- a request of a one-way verb gets no response (§3), an
   UNKNOWN_VERB exception aside.  Whether a verb is one-way is not on the wire: it is
   the application's, given as :data:`ONE_WAY_VERBS` (refwire's demo registry: the
-  ``note`` verb 4, as in the captures of research §9.2).
+  ``note`` verb 4, as in the captured sessions of specs/seastar-rpc/README.md).
 """
 
 from __future__ import annotations
@@ -16,20 +16,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from refwire.seastar_rpc.demo import DEMO_ONE_WAY
+
 from .rulekit import Found, Rule, check_decodes, decodes_query, fields, not_before, ordered, per_connection
 
 __all__ = ["ONE_WAY_VERBS", "SEASTAR_RULES"]
 
 
-def _demo_one_way() -> frozenset[int]:
-    from refwire.seastar_rpc.server import DEMO_VERBS, demo_registry
-
-    reg = demo_registry()
-    return frozenset(v for v in DEMO_VERBS.values() if (verb := reg.get(v)) is not None and verb.one_way)
-
-
 #: Verbs whose calls expect no reply.
-ONE_WAY_VERBS: Final = _demo_one_way()
+ONE_WAY_VERBS: Final = DEMO_ONE_WAY
 
 
 def check_negotiation_first(rows: Sequence[Mapping[str, Any]]) -> list[Found]:

@@ -40,7 +40,7 @@ def _group(text: str) -> tuple[bytes, int | None]:
 
 def register(cmds: Commands) -> None:
     """Add the Seastar RPC subcommands."""
-    from .server import DEMO_VERBS
+    from .demo import DEMO_VERBS
 
     demo = ", ".join(f"{n}={v}" for n, v in DEMO_VERBS.items())
     s = cmds.serve.add_parser("seastar-rpc", help="Seastar RPC server with demo verbs and streams")
@@ -71,7 +71,8 @@ def register(cmds: Commands) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from .server import SeastarServer, ServerConfig, demo_registry
+    from .demo import demo_registry
+    from .server import SeastarServer, ServerConfig
 
     if args.reject_unknown_cookie and not args.group:
         raise UsageError("--reject-unknown-cookie needs at least one --group")
@@ -108,7 +109,7 @@ async def _serve(args: argparse.Namespace) -> int:
 
 
 def _verb(text: str) -> int:
-    from .server import DEMO_VERBS
+    from .demo import DEMO_VERBS
 
     if text in DEMO_VERBS:
         return DEMO_VERBS[text]
