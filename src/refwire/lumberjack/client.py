@@ -192,9 +192,10 @@ class LumberjackClient:
                 window = _Window(events, self.stats, self._on_acked)
                 pump = Pump(stream, conn, window.on_event, receive_size=cfg.recv_size, write_timeout=cfg.write_timeout)
                 window.pump = pump
-                pump.send(SendWindow(events, encoded))
+                conn.send(SendWindow(events, encoded), now=trio.current_time())
                 sent = True
                 self.stats["windows"] += 1
+                await pump.flush()  # the window goes out from this task, before the pump reads
                 ended = await pump.run()  # until the window's last ack, or the attempt failed
                 if not window.complete:
                     raise window.failure or _Retry(f"the connection ended ({ended})")

@@ -229,10 +229,12 @@ class LumberjackServer:
                             self.stats["app_errors"] += 1
                             log.error("lumberjack: connection %d (%s): application refused a batch: %r; closing", info.id, info.peer, exc)
                             raise _Close() from exc
-                        pump.send(Accept(batch))
+                        conn.send(Accept(batch), now=trio.current_time())
                         self.stats["batches"] += 1
                         self.stats["events"] += len(batch.events)
-                        await pump.flush()
+                        await pump.flush()  # the ack goes out from this task
+                        if closing.is_set():
+                            pump.kick()  # the shutdown deadline may be due now that nothing is pending
                         if conn.lost:
                             lost(pump.ended or "write failed")
                             raise _Close()
