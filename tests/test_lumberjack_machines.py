@@ -32,16 +32,21 @@ from refwire.lumberjack import (
     NEED_DATA,
     V1,
     V2,
+    Accept,
     Ack,
     AckReceived,
     AckTimeout,
     Batch,
+    BatchTimeout,
     ClientConnection,
     Compressed,
     ConnectionClosed,
     DataFrame,
+    IdleAtShutdown,
+    IdleTimeout,
     JsonFrame,
     KeepAlive,
+    SendWindow,
     ServerConnection,
     State,
     Window,
@@ -536,10 +541,13 @@ class PairedMachines(RuleBasedStateMachine):
 
     # -- rules -------------------------------------------------------------------
     @precondition(lambda self: self.client.state is State.IDLE)
-    @rule(events=st.lists(json_objects, min_size=1, max_size=5))
-    def client_sends_window(self, events: list[dict[str, Any]]) -> None:
+    @rule(events=st.lists(json_objects, min_size=1, max_size=5), as_event=st.booleans())
+    def client_sends_window(self, events: list[dict[str, Any]], as_event: bool) -> None:
         self.timer_last = False
-        self.client.send_window(events, now=self.now)
+        if as_event:
+            self.client.send(SendWindow(events), now=self.now)
+        else:
+            self.client.send_window(events, now=self.now)
         self.c2s += self.client.data_to_send()
         if self.sequence == "window":
             seqs = list(range(1, len(events) + 1))
@@ -563,11 +571,14 @@ class PairedMachines(RuleBasedStateMachine):
         self.pump_server()
 
     @precondition(lambda self: self.app_queue)
-    @rule()
-    def server_accepts(self) -> None:
+    @rule(as_event=st.booleans())
+    def server_accepts(self, as_event: bool = False) -> None:
         self.timer_last = False
         batch = self.app_queue.popleft()
-        self.server.accept(batch, now=self.now)
+        if as_event:
+            self.server.send(Accept(batch), now=self.now)
+        else:
+            self.server.accept(batch, now=self.now)
         ack = self.server.data_to_send()
         value = batch.last_seq if self.ack_mode == "last-seq" else len(batch)
         assert ack == Ack(value, self.version).encode()
@@ -701,3 +712,159 @@ def test_dot_rendering_is_the_table(role: str) -> None:
             solid.setdefault((State(src), inp), set()).add(State(dst))
     assert {k: frozenset(v) for k, v in solid.items()} == dict(table)
     assert dashed.isdisjoint(table) and len(dashed) + len(table) == len({s for s, _ in table}) * len(inputs)
+
+
+# =========================================================================== 4. the machine contract
+
+
+def test_the_sansio_docstring_example_works_as_written() -> None:
+    """refwire.sansio's example, verbatim: verbs return nothing, bytes come from data_to_send()."""
+    client, server = ClientConnection(), ServerConnection()
+    assert client.send_window([{"a": 1}], now=0.0) is None  # type: ignore[func-returns-value]
+    server.receive_data(client.data_to_send(), now=0.0)
+    batch = server.next_event()
+    assert isinstance(batch, Batch)
+    assert server.accept(batch, now=0.0) is None  # type: ignore[func-returns-value]
+    client.receive_data(server.data_to_send(), now=0.0)
+    assert client.next_event() == AckReceived(seq=1, newly=1, total=1, complete=True)
+    assert client.data_to_send() == server.data_to_send() == b""
+
+
+def test_verbs_are_send_with_an_event() -> None:
+    a, b = ClientConnection(compression_level=0), ClientConnection(compression_level=0)
+    a.send_window([{"x": 1}, {"y": 2}], now=1.0)
+    b.send(SendWindow([{"x": 1}, {"y": 2}]), now=1.0)
+    wire = a.data_to_send()
+    assert wire == b.data_to_send() and wire[:6] == Window(2).encode()
+    s1, s2 = ServerConnection(), ServerConnection()
+    for s in (s1, s2):
+        s.receive_data(wire, now=2.0)
+    b1, b2 = s1.next_event(), s2.next_event()
+    assert isinstance(b1, Batch) and isinstance(b2, Batch)
+    s1.accept(b1, now=3.0)
+    s2.send(Accept(b2), now=3.0)
+    assert s1.data_to_send() == s2.data_to_send() == Ack(2).encode()
+    with pytest.raises(TypeError):
+        s1.send(b"raw bytes", now=3.0)
+    with pytest.raises(TypeError):
+        a.send(Accept(b1), now=3.0)
+
+
+def test_closing_events_come_once() -> None:
+    """A pump delivers until NEED_DATA: each closing event is returned once."""
+    server = ServerConnection()
+    server.receive_data(b"", now=0.0)
+    assert server.next_event() == ConnectionClosed(clean=True)
+    assert server.next_event() is NEED_DATA
+    client = ClientConnection()
+    client.connection_lost(now=0.0)
+    assert client.next_event() == ConnectionClosed(clean=False, reason="reset")
+    assert client.next_event() is NEED_DATA
+
+
+def test_now_is_required() -> None:
+    conn = ServerConnection()
+    with pytest.raises(TypeError):
+        conn.receive_data(b"", 0.0)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        conn.handle_timer(0.0)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        ClientConnection().send_window([{"a": 1}])  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="now="):
+        ServerConnection(idle_timeout=60.0)
+
+
+def test_send_failed_server_leaves_batches_unacked() -> None:
+    conn = server_after(Window(1).encode(), J(1))
+    assert conn.pending_batches == 1 and not conn.lost
+    conn.handle_timer(now=5.0)  # a keepalive the driver then fails to write
+    conn.send_failed(now=5.0)
+    assert conn.data_to_send() == b""
+    assert conn.state is State.CLOSED and conn.lost and conn.pending_batches == 1
+    assert conn.next_event() == ConnectionClosed(clean=False, reason="write failed")
+    assert conn.next_event() is NEED_DATA
+
+
+def test_send_failed_client_keeps_the_window_for_a_resend() -> None:
+    conn = ClientConnection(compression_level=0)
+    conn.send_window([{"n": i} for i in range(4)], now=0.0)
+    conn.receive_data(Ack(1).encode(), now=1.0)
+    assert isinstance(conn.next_event(), AckReceived)
+    conn.send_failed(now=2.0)
+    assert conn.data_to_send() == b""
+    assert conn.state is State.CLOSED and conn.next_deadline() is None
+    assert conn.next_event() == ConnectionClosed(clean=False, reason="write failed")
+    assert conn.unacked() == [{"n": 1}, {"n": 2}, {"n": 3}]
+
+
+# -- the server's receive timers (idle, batch, shutdown), in the machine
+
+
+def timed_server(**kwargs: Any) -> ServerConnection:
+    return ServerConnection(
+        **{"idle_timeout": 60.0, "batch_timeout": 30.0, "keepalive_interval": 5.0, "now": 100.0, **kwargs}
+    )
+
+
+def test_idle_timeout_counts_from_the_start_the_last_byte_and_the_last_ack() -> None:
+    conn = timed_server()
+    assert conn.next_deadline() == 160.0
+    conn.handle_timer(now=159.9)
+    assert conn.next_event() is NEED_DATA
+    conn.receive_data(Window(1).encode() + J(1), now=120.0)  # a whole batch: pending, no receive timer
+    batch = conn.next_event()
+    assert isinstance(batch, Batch)
+    assert conn.next_deadline() == 125.0  # only the keepalive
+    conn.accept(batch, now=200.0)
+    assert conn.next_deadline() == 260.0  # idle again, counted from the ack
+    conn.handle_timer(now=260.0)
+    assert conn.next_event() == IdleTimeout(60.0)
+    assert conn.next_deadline() is None and conn.next_event() is NEED_DATA
+    assert conn.state is State.AWAIT_WINDOW and not conn.transitions_seen - {("await-window", "W", "in-batch"), ("in-batch", "data", "await-window")}
+
+
+def test_batch_timeout_counts_from_the_last_byte_of_an_incomplete_batch() -> None:
+    conn = timed_server()
+    conn.receive_data(Window(2).encode(), now=110.0)
+    assert conn.next_event() is NEED_DATA and conn.next_deadline() == 140.0
+    conn.receive_data(J(1)[:3], now=120.0)  # part of a frame
+    assert conn.next_event() is NEED_DATA and conn.next_deadline() == 150.0
+    conn.handle_timer(now=149.0)
+    assert conn.next_event() is NEED_DATA
+    conn.handle_timer(now=150.0)
+    assert conn.next_event() == BatchTimeout(30.0)
+    assert conn.next_deadline() is None
+
+
+def test_receive_timers_pause_while_the_driver_waits_for_the_application() -> None:
+    """Beyond pipeline_depth pending batches the driver reads nothing: no receive timer;
+    keepalives go on."""
+    conn = timed_server(pipeline_depth=2)
+    data = b"".join(Window(1).encode() + J(i) for i in (1, 2, 3)) + Window(2).encode()
+    conn.receive_data(data, now=110.0)
+    batches = [b for _ in range(3) if isinstance(b := conn.next_event(), Batch)]
+    assert len(batches) == 3 and conn.next_event() is NEED_DATA
+    assert conn.mid_batch and conn.pending_batches == 3
+    assert conn.next_deadline() == 115.0  # the keepalive only
+    conn.accept(batches[0], now=150.0)  # two pending: the driver reads again
+    assert conn.next_deadline() == 140.0  # the batch timeout, already due
+    conn.handle_timer(now=150.0)
+    assert conn.data_to_send() == Ack(1).encode()  # the next keepalive counts from the ack
+    assert conn.next_event() == BatchTimeout(40.0)
+
+
+def test_close_when_idle() -> None:
+    conn = timed_server()
+    conn.receive_data(Window(1).encode() + J(1), now=110.0)
+    batch = conn.next_event()
+    assert isinstance(batch, Batch)
+    conn.close_when_idle(now=111.0)
+    assert conn.next_deadline() == 115.0  # busy: the batch finishes first (keepalive meanwhile)
+    conn.accept(batch, now=112.0)
+    assert conn.next_deadline() == 111.0  # idle now: due at once
+    conn.handle_timer(now=112.0)
+    assert conn.next_event() == IdleAtShutdown()
+    idle = timed_server()
+    idle.close_when_idle(now=100.5)
+    idle.handle_timer(now=100.5)
+    assert idle.next_event() == IdleAtShutdown()
