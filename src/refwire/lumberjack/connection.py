@@ -524,7 +524,14 @@ class ServerConnection(FrameMachine):
         frame acking it.  Batches are acked in the order they were delivered."""
         if not isinstance(event, Accept):
             raise TypeError(f"a Lumberjack server sends Accept events, not {type(event).__name__}")
-        batch = event.batch
+        self._accept(event.batch, now)
+
+    def accept(self, batch: Batch, *, now: float) -> None:
+        """The application holds ``batch``: ``send(Accept(batch), now=now)`` (the
+        same code, without building the event: this runs once per batch)."""
+        self._accept(batch, now)
+
+    def _accept(self, batch: Batch, now: float) -> None:
         if not self._pending or self._pending[0] is not batch:
             raise LocalProtocolError(
                 "batches must be accepted in the order they were delivered", protocol=PROTOCOL, frame="A"
@@ -535,10 +542,6 @@ class ServerConnection(FrameMachine):
         seq = batch.last_seq if self.ack_mode == "last-seq" else len(batch.events)
         self._last_activity = now
         self._emit(encode_ack(seq, batch.version))
-
-    def accept(self, batch: Batch, *, now: float) -> None:
-        """The application holds ``batch``: ``send(Accept(batch), now=now)``."""
-        self.send(Accept(batch), now=now)
 
     def close_when_idle(self, *, now: float) -> None:
         """The server is shutting down: queue :class:`IdleAtShutdown` (from the

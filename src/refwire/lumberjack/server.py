@@ -31,7 +31,7 @@ from ..drivers import Pump, StreamServer, listener_address
 from ..errors import RemoteProtocolError
 from ..wire import Limits
 from .connection import ServerConnection
-from .events import Accept, Batch, BatchTimeout, ConnectionClosed, IdleAtShutdown, IdleTimeout
+from .events import Batch, BatchTimeout, ConnectionClosed, IdleAtShutdown, IdleTimeout
 from .frames import DEFAULT_LIMITS
 
 __all__ = ["ConnectionInfo", "LumberjackServer", "ServerConfig", "serve_lumberjack"]
@@ -229,7 +229,7 @@ class LumberjackServer:
                             self.stats["app_errors"] += 1
                             log.error("lumberjack: connection %d (%s): application refused a batch: %r; closing", info.id, info.peer, exc)
                             raise _Close() from exc
-                        conn.send(Accept(batch), now=trio.current_time())
+                        conn.accept(batch, now=trio.current_time())  # = send(Accept(batch))
                         self.stats["batches"] += 1
                         self.stats["events"] += len(batch.events)
                         await pump.flush()  # the ack goes out from this task
