@@ -9,6 +9,12 @@ reset, EOF, ack timeout or protocol error the client closes the connection,
 waits (exponential backoff with jitter), reconnects and resends every event
 not yet acked, in a new window: at-least-once delivery, duplicates possible.
 A partial ack received before the failure is kept (go-lumber's client loses it).
+
+Each window is written from the sending task, then a
+:class:`~refwire.drivers.Pump` runs the connection's machine (reading acks,
+running the ack timeout) until the window's last ack; a failed attempt leaves
+the unacked tail in the machine (``ClientConnection.unacked()``, also after
+``send_failed``), which is what the next connection resends.
 """
 
 from __future__ import annotations
@@ -228,6 +234,7 @@ class LumberjackClient:
                 # Cancelled mid-write or mid-wait: the wire state is unknown; drop it.
                 await self._drop()
                 raise
+
 
 class _Window:
     """``on_event`` of one window's pump: counts acks and keepalives, reports

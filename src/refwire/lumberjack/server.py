@@ -27,7 +27,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from ..drivers import Pump, StreamServer, listener_address
+from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer, listener_address
 from ..errors import RemoteProtocolError
 from ..wire import Limits
 from .connection import ServerConnection
@@ -235,8 +235,8 @@ class LumberjackServer:
                         await pump.flush()  # the ack goes out from this task
                         if closing.is_set():
                             pump.kick()  # the shutdown deadline may be due now that nothing is pending
-                        if conn.lost:
-                            lost(pump.ended or "write failed")
+                        if conn.lost:  # the ack (or a keepalive) could not be written
+                            lost(pump.ended if pump.ended in (WRITE_FAILED, WRITE_TIMEOUT, RESET) else "write failed")
                             raise _Close()
             finally:
                 worker_done.set()
