@@ -229,12 +229,14 @@ class LumberjackServer:
                             self.stats["app_errors"] += 1
                             log.error("lumberjack: connection %d (%s): application refused a batch: %r; closing", info.id, info.peer, exc)
                             raise _Close() from exc
+                        armed = conn.next_deadline()
                         conn.accept(batch, now=trio.current_time())  # = send(Accept(batch))
                         self.stats["batches"] += 1
                         self.stats["events"] += len(batch.events)
                         await pump.flush()  # the ack goes out from this task
-                        if closing.is_set():
-                            pump.kick()  # the shutdown deadline may be due now that nothing is pending
+                        due = conn.next_deadline()
+                        if due is not None and (armed is None or due < armed):
+                            pump.kick()  # an earlier deadline (idle, shutdown): wake the timer
                         if conn.lost:  # the ack (or a keepalive) could not be written
                             lost(pump.ended if pump.ended in (WRITE_FAILED, WRITE_TIMEOUT, RESET) else "write failed")
                             raise _Close()
