@@ -440,7 +440,10 @@ CHUNK = st.one_of(st.integers(1, 16), st.integers(17, 2048))  # bytes moved by o
 
 
 class PairedMachines(RuleBasedStateMachine):
-    """Our client and our server, joined by two in-memory byte pipes."""
+    """Our client and our server, joined by two in-memory byte pipes.  Now and
+    then the connection breaks (the client's write fails: ``send_failed``; the
+    server sees a reset): bytes in flight are lost, batches not accepted yet are
+    dropped, and a new pair carries the client's ``unacked()`` tail again."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -457,6 +460,10 @@ class PairedMachines(RuleBasedStateMachine):
         self.last_activity = 0.0
         self.timed_out = False
         self.batches = 0
+        self.breaks = 0
+        self.lost_acks = 0  # events accepted whose acks a broken connection lost
+        self.dropped = 0  # events received but not accepted when the connection broke
+        self.segments = [0]  # where each connection's events start in self.received
         # Timers fire between network steps, not back to back: a run of timer steps
         # only makes time pass (one step with a larger advance does that), and
         # Hypothesis likes repeating a step, which would time every run out.
@@ -488,21 +495,29 @@ class PairedMachines(RuleBasedStateMachine):
         self.keepalive_version = keepalive_version
         self.sequence = sequence
         self.seq = first_seq
-        self.client = ClientConnection(
-            version=version,
-            compression_level=level,
-            sequence=sequence,
-            first_seq=first_seq,
-            ack_timeout=ACK_TIMEOUT,
-            ack_interpretation="seq" if ack_mode == "last-seq" else "count",
-        )
-        self.server = ServerConnection(
-            ack_mode=ack_mode,
-            keepalive_interval=5.0,
-            keepalive_version=keepalive_version,
-            accept_mixed_versions=mixed,
-            validate_json=validate,
-        )
+
+        def new_client(first_seq: int) -> ClientConnection:
+            return ClientConnection(
+                version=version,
+                compression_level=level,
+                sequence=sequence,
+                first_seq=first_seq,
+                ack_timeout=ACK_TIMEOUT,
+                ack_interpretation="seq" if ack_mode == "last-seq" else "count",
+            )
+
+        def new_server() -> ServerConnection:
+            return ServerConnection(
+                ack_mode=ack_mode,
+                keepalive_interval=5.0,
+                keepalive_version=keepalive_version,
+                accept_mixed_versions=mixed,
+                validate_json=validate,
+            )
+
+        self.new_client, self.new_server = new_client, new_server
+        self.client = new_client(first_seq)
+        self.server = new_server()
 
     # -- helpers -----------------------------------------------------------------
     def pump_server(self) -> None:
@@ -543,6 +558,9 @@ class PairedMachines(RuleBasedStateMachine):
     @precondition(lambda self: self.client.state is State.IDLE)
     @rule(events=st.lists(json_objects, min_size=1, max_size=5), as_event=st.booleans())
     def client_sends_window(self, events: list[dict[str, Any]], as_event: bool) -> None:
+        self.send_window(events, as_event)
+
+    def send_window(self, events: list[Any], as_event: bool) -> None:
         self.timer_last = False
         if as_event:
             self.client.send(SendWindow(events), now=self.now)
@@ -627,6 +645,42 @@ class PairedMachines(RuleBasedStateMachine):
         else:
             assert ev is NEED_DATA, ev
 
+    @precondition(lambda self: self.client.state is not State.IDLE and self.breaks < 3)
+    @rule(as_event=st.booleans())
+    def connection_breaks(self, as_event: bool) -> None:
+        """The client's write fails (``send_failed``) and the server sees a reset;
+        a new connection resends the window's unacked tail."""
+        self.timer_last = False
+        self.breaks += 1
+        unacked = self.client.unacked()
+        assert self.window is not None and len(unacked) == len(self.window) - self.client.acked > 0
+        was_open = self.client.state is State.AWAITING_ACK
+        self.client.send_failed(now=self.now)
+        assert self.client.data_to_send() == b"" and self.client.state is State.CLOSED
+        assert self.client.unacked() == unacked  # kept for the resend
+        expected = ConnectionClosed(clean=False, reason="write failed") if was_open else NEED_DATA
+        assert self.client.next_event() == expected
+        assert self.client.next_event() is NEED_DATA and self.client.next_deadline() is None
+        self.server.connection_lost(now=self.now)
+        assert self.server.next_event() == ConnectionClosed(clean=False, reason="reset")
+        assert self.server.state is State.CLOSED and self.server.pending_batches == len(self.app_queue)
+        # what the wire and the application lose
+        self.c2s.clear()
+        self.s2c.clear()
+        self.dropped += sum(len(b) for b in self.app_queue)
+        self.app_queue.clear()
+        self.lost_acks = self.accepted - self.acked
+        self.sent = list(self.received)
+        self.segments.append(len(self.received))
+        # a new pair; running numbers go on from the old client's next one
+        self.client = self.new_client(self.client.next_seq)
+        self.server = self.new_server()
+        self.batches = 0
+        self.window = None
+        self.timed_out = False
+        self.last_activity = self.now
+        self.send_window(unacked, as_event)
+
     # -- invariants --------------------------------------------------------------
     @invariant()
     def acks_never_exceed_what_the_application_accepted(self) -> None:
@@ -648,24 +702,33 @@ class PairedMachines(RuleBasedStateMachine):
         if not (self.c2s or self.s2c or self.app_queue or self.timed_out):
             assert self.client.state is State.IDLE
             assert self.server.state is State.AWAIT_WINDOW and self.server.pending_batches == 0
-            assert self.received == self.sent and self.acked == self.accepted == len(self.sent)
+            assert self.received == self.sent
+            assert self.acked + self.lost_acks == self.accepted and self.accepted + self.dropped == len(self.sent)
+            if not self.breaks:
+                assert self.acked == self.accepted == len(self.sent)
 
     def teardown(self) -> None:
         if not hasattr(self, "client"):
             return
         self.move_all()
         # every event delivered exactly once, in order (a timed-out window still
-        # reached the server: nothing was resent)
+        # reached the server: nothing was resent); after a broken connection,
+        # what the server had is followed by the resent tail
         assert self.received == self.sent
-        assert self.accepted == len(self.sent)
+        assert self.accepted + self.dropped == len(self.sent)
+        if not self.breaks:
+            assert self.accepted == len(self.sent)
         if not self.timed_out:
-            assert self.client.state is State.IDLE and self.acked == len(self.sent)
-        # seqs consecutive mod 2**32, skipping 0: across the stream for running
-        # numbering, within each window for per-window numbering
+            assert self.client.state is State.IDLE and self.acked + self.lost_acks + self.dropped == len(self.sent)
+            if not self.breaks:
+                assert self.acked == len(self.sent)
+        # seqs consecutive mod 2**32, skipping 0: across each connection's stream
+        # for running numbering, within each window for per-window numbering
         seqs = [s for s, _ in self.received]
         assert 0 not in seqs
         if self.sequence == "running":
-            assert all(b == next_seq(a) for a, b in pairwise(seqs))
+            for start, end in pairwise([*self.segments, len(seqs)]):
+                assert all(b == next_seq(a) for a, b in pairwise(seqs[start:end]))
 
 
 def test_client_and_server_over_a_chunked_wire() -> None:
