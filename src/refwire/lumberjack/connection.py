@@ -249,6 +249,13 @@ class ServerConnection(FrameMachine):
         now: when the connection started (the receive timeouts count from it
             until the first byte); required with either timeout.
 
+    ``next_event()`` gives :class:`Batch`, :class:`EmptyWindow`,
+    :class:`ConnectionClosed` (once; a closed machine then answers
+    :data:`NEED_DATA`) and, from the timer, :class:`IdleTimeout`,
+    :class:`BatchTimeout` or :class:`IdleAtShutdown`; it raises
+    :class:`~refwire.errors.RemoteProtocolError` once every event decoded
+    before the bad byte has been returned.
+
     Neither receive timeout runs while a batch waits for the application with
     nothing half-received; keepalives run then.  After :meth:`close_when_idle`
     the timer queues :class:`IdleAtShutdown` as soon as nothing is pending or
@@ -326,17 +333,7 @@ class ServerConnection(FrameMachine):
         self._write_failed = True
         super().send_failed(now=now)
 
-    # -- events ------------------------------------------------------------
-    def next_event(self) -> Batch | EmptyWindow | ConnectionClosed | IdleTimeout | BatchTimeout | IdleAtShutdown | NeedData:
-        """The next event, or :data:`NEED_DATA`.
-
-        Raises :class:`~refwire.errors.RemoteProtocolError` once every event
-        decoded before the bad byte has been returned.  :class:`ConnectionClosed`
-        is returned once; a closed machine then answers :data:`NEED_DATA`.
-        """
-        ev: Batch | EmptyWindow | ConnectionClosed | IdleTimeout | BatchTimeout | IdleAtShutdown | NeedData = self._next()
-        return ev
-
+    # -- events (next_event() is FrameMachine's) -----------------------------
     def _idle_event(self) -> NeedData | None:
         return NEED_DATA if self.state is State.CLOSED else None
 
@@ -645,9 +642,11 @@ class ClientConnection(FrameMachine):
         ack_interpretation: ``"seq"`` (an ack names the last acked sequence
             number; Logstash) or ``"count"`` (an ack counts events; go-lumber).
 
-    After a reset, a failed write (``send_failed``) or an ack timeout the
-    window's unacked events stay in :meth:`unacked`, for the driver to resend on
-    a new connection.
+    ``next_event()`` gives :class:`AckReceived`, :class:`KeepAlive`, and once,
+    :class:`ConnectionClosed` or :class:`AckTimeout` (a closed machine then
+    answers :data:`NEED_DATA`).  After a reset, a failed write
+    (``send_failed``) or an ack timeout the window's unacked events stay in
+    :meth:`unacked`, for the driver to resend on a new connection.
     """
 
     role: Final = "client"
@@ -786,13 +785,6 @@ class ClientConnection(FrameMachine):
             self._transition("reset")
             reason = "write failed" if self._write_failed else "reset"
             self._events.append(ConnectionClosed(clean=False, reason=reason))
-
-    def next_event(self) -> AckReceived | KeepAlive | ConnectionClosed | AckTimeout | NeedData:
-        """The next event, or :data:`NEED_DATA`; :class:`ConnectionClosed` (or
-        :class:`AckTimeout`) is returned once, a closed machine then answers
-        :data:`NEED_DATA`."""
-        ev: AckReceived | KeepAlive | ConnectionClosed | AckTimeout | NeedData = self._next()
-        return ev
 
     def _idle_event(self) -> NeedData | None:
         return NEED_DATA if self.state is State.CLOSED else None
