@@ -97,7 +97,8 @@ def rows(n: int, plain: bytes, windowed: bytes) -> list[tuple[str, str, bytes, C
                     return count
                 if type(ev) is Batch:
                     count += len(ev.events)
-                    c.accept(ev)
+                    c.accept(ev, now=0.0)
+                    c.data_to_send()
 
         return run
 

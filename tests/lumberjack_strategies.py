@@ -122,14 +122,15 @@ def drain(conn: ServerConnection, chunks: list[bytes], *, accept: bool = True) -
             if isinstance(ev, Batch):
                 batches.append(ev)
                 if accept:
-                    sent.extend(conn.accept(ev))
+                    conn.accept(ev, now=0.0)
+                    sent.extend(conn.data_to_send())
             elif type(ev).__name__ == "ConnectionClosed":
                 return False
 
     for chunk in chunks:
-        conn.receive_data(chunk)
+        conn.receive_data(chunk, now=0.0)
         if not pump():
             return batches, err, bytes(sent)
-    conn.receive_data(b"")
+    conn.receive_data(b"", now=0.0)
     pump()
     return batches, err, bytes(sent)

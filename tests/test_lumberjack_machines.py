@@ -32,16 +32,21 @@ from refwire.lumberjack import (
     NEED_DATA,
     V1,
     V2,
+    Accept,
     Ack,
     AckReceived,
     AckTimeout,
     Batch,
+    BatchTimeout,
     ClientConnection,
     Compressed,
     ConnectionClosed,
     DataFrame,
+    IdleAtShutdown,
+    IdleTimeout,
     JsonFrame,
     KeepAlive,
+    SendWindow,
     ServerConnection,
     State,
     Window,
@@ -158,7 +163,7 @@ def server_after(*chunks: bytes, reset: bool = False) -> ServerConnection:
         conn.receive_data(chunk, now=0.0)
         pump(conn)
     if reset:
-        conn.connection_lost()
+        conn.connection_lost(now=0.0)
         pump(conn)
     return conn
 
@@ -184,7 +189,8 @@ def client_after(*steps: Callable[[ClientConnection], object]) -> ClientConnecti
 
 
 def _send(c: ClientConnection) -> bytes:
-    return c.send_window([{"n": i} for i in range(N)], now=0.0)
+    c.send_window([{"n": i} for i in range(N)], now=0.0)
+    return c.data_to_send()
 
 
 def _ack(seq: int, version: int = V2) -> Callable[[ClientConnection], None]:
@@ -196,10 +202,10 @@ CLIENT_SETUPS = {
     "idle-after-window": Setup(State.IDLE, lambda: client_after(_send, _ack(N))),
     "awaiting-ack": Setup(State.AWAITING_ACK, lambda: client_after(_send)),
     "awaiting-ack-2-acked": Setup(State.AWAITING_ACK, lambda: client_after(_send, _ack(2)), acked=2),
-    "closed-eof": Setup(State.CLOSED, lambda: client_after(lambda c: c.receive_data(b""))),
-    "closed-reset": Setup(State.CLOSED, lambda: client_after(lambda c: c.connection_lost())),
-    "closed-timeout": Setup(State.CLOSED, lambda: client_after(_send, lambda c: c.handle_timer(30.0))),
-    "error": Setup(State.ERROR, lambda: client_after(lambda c: c.receive_data(b"\x00"))),
+    "closed-eof": Setup(State.CLOSED, lambda: client_after(lambda c: c.receive_data(b"", now=0.0))),
+    "closed-reset": Setup(State.CLOSED, lambda: client_after(lambda c: c.connection_lost(now=0.0))),
+    "closed-timeout": Setup(State.CLOSED, lambda: client_after(_send, lambda c: c.handle_timer(now=30.0))),
+    "error": Setup(State.ERROR, lambda: client_after(lambda c: c.receive_data(b"\x00", now=0.0))),
 }
 
 SETUPS = {"server": SERVER_SETUPS, "client": CLIENT_SETUPS}
@@ -230,8 +236,8 @@ SERVER_INPUTS: dict[str, list[Realization]] = {
         Realization("C[]", recv(lambda s: C())),
     ],
     "A": [Realization("A 1", recv(lambda s: Ack(1).encode()))],
-    "eof": [Realization("receive_data(b'')", lambda conn, s: conn.receive_data(b""))],
-    "reset": [Realization("connection_lost()", lambda conn, s: conn.connection_lost())],
+    "eof": [Realization("receive_data(b'')", lambda conn, s: conn.receive_data(b"", now=0.0))],
+    "reset": [Realization("connection_lost()", lambda conn, s: conn.connection_lost(now=0.0))],
 }
 
 CLIENT_INPUTS: dict[str, list[Realization]] = {
@@ -244,12 +250,12 @@ CLIENT_INPUTS: dict[str, list[Realization]] = {
         Realization("A acked+1 with version '1'", recv(lambda s: Ack(s.acked + 1, V1).encode())),
         Realization("A acked-1 (backwards)", recv(lambda s: Ack(s.acked - 1).encode()), applies=lambda s: s.acked >= 2),
     ],
-    "eof": [Realization("receive_data(b'')", lambda conn, s: conn.receive_data(b""))],
-    "reset": [Realization("connection_lost()", lambda conn, s: conn.connection_lost())],
+    "eof": [Realization("receive_data(b'')", lambda conn, s: conn.receive_data(b"", now=0.0))],
+    "reset": [Realization("connection_lost()", lambda conn, s: conn.connection_lost(now=0.0))],
     "timeout": [
         Realization(
             "handle_timer(next_deadline())",
-            lambda conn, s: conn.handle_timer(d if (d := conn.next_deadline()) is not None else 1000.0),
+            lambda conn, s: conn.handle_timer(now=d if (d := conn.next_deadline()) is not None else 1000.0),
         )
     ],
 }
@@ -342,15 +348,19 @@ def test_state_input_pair(role: str, setup_name: str, inp: str, real: Realizatio
         if expected == "local" and obs.before is State.AWAITING_ACK:
             # the refused send left the outstanding window intact and usable
             assert len(conn.unacked()) == N - SETUPS[role][setup_name].acked
-            conn.receive_data(Ack(N).encode())
+            conn.receive_data(Ack(N).encode(), now=0.0)
             assert isinstance(conn.next_event(), AckReceived) and conn.state is State.IDLE
     if (obs.after in TERMINAL and expected != "local") or obs.before in TERMINAL:
-        # a terminal machine stays unusable: ERROR re-raises, CLOSED only says closed
+        # a terminal machine stays unusable: ERROR re-raises; CLOSED said so once
+        # (ConnectionClosed or AckTimeout) and then has nothing more, so a driver
+        # delivering events until NEED_DATA stops
         if conn.state is State.ERROR:
             with pytest.raises(RemoteProtocolError):
                 conn.next_event()
         else:
-            assert isinstance(conn.next_event(), ConnectionClosed)
+            assert conn.next_event() is NEED_DATA
+            if obs.before is State.CLOSED:
+                assert obs.events == [], obs.events
     if expected == "ok":  # last, so a KNOWN_BUGS xfail hides nothing above
         assert (obs.before.value, inp, obs.after.value) in obs.seen, f"transitions_seen = {obs.seen}"
 
@@ -399,7 +409,7 @@ def test_transitions_seen_reports_every_table_entry(role: str) -> None:
 
 def test_server_reset_inside_a_batch_is_not_clean() -> None:
     conn = server_after(Window(2).encode(), J(1))
-    conn.connection_lost()
+    conn.connection_lost(now=0.0)
     ev = conn.next_event()
     assert isinstance(ev, ConnectionClosed) and not ev.clean
 
@@ -430,7 +440,10 @@ CHUNK = st.one_of(st.integers(1, 16), st.integers(17, 2048))  # bytes moved by o
 
 
 class PairedMachines(RuleBasedStateMachine):
-    """Our client and our server, joined by two in-memory byte pipes."""
+    """Our client and our server, joined by two in-memory byte pipes.  Now and
+    then the connection breaks (the client's write fails: ``send_failed``; the
+    server sees a reset): bytes in flight are lost, batches not accepted yet are
+    dropped, and a new pair carries the client's ``unacked()`` tail again."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -447,6 +460,10 @@ class PairedMachines(RuleBasedStateMachine):
         self.last_activity = 0.0
         self.timed_out = False
         self.batches = 0
+        self.breaks = 0
+        self.lost_acks = 0  # events accepted whose acks a broken connection lost
+        self.dropped = 0  # events received but not accepted when the connection broke
+        self.segments = [0]  # where each connection's events start in self.received
         # Timers fire between network steps, not back to back: a run of timer steps
         # only makes time pass (one step with a larger advance does that), and
         # Hypothesis likes repeating a step, which would time every run out.
@@ -478,21 +495,29 @@ class PairedMachines(RuleBasedStateMachine):
         self.keepalive_version = keepalive_version
         self.sequence = sequence
         self.seq = first_seq
-        self.client = ClientConnection(
-            version=version,
-            compression_level=level,
-            sequence=sequence,
-            first_seq=first_seq,
-            ack_timeout=ACK_TIMEOUT,
-            ack_interpretation="seq" if ack_mode == "last-seq" else "count",
-        )
-        self.server = ServerConnection(
-            ack_mode=ack_mode,
-            keepalive_interval=5.0,
-            keepalive_version=keepalive_version,
-            accept_mixed_versions=mixed,
-            validate_json=validate,
-        )
+
+        def new_client(first_seq: int) -> ClientConnection:
+            return ClientConnection(
+                version=version,
+                compression_level=level,
+                sequence=sequence,
+                first_seq=first_seq,
+                ack_timeout=ACK_TIMEOUT,
+                ack_interpretation="seq" if ack_mode == "last-seq" else "count",
+            )
+
+        def new_server() -> ServerConnection:
+            return ServerConnection(
+                ack_mode=ack_mode,
+                keepalive_interval=5.0,
+                keepalive_version=keepalive_version,
+                accept_mixed_versions=mixed,
+                validate_json=validate,
+            )
+
+        self.new_client, self.new_server = new_client, new_server
+        self.client = new_client(first_seq)
+        self.server = new_server()
 
     # -- helpers -----------------------------------------------------------------
     def pump_server(self) -> None:
@@ -531,10 +556,17 @@ class PairedMachines(RuleBasedStateMachine):
 
     # -- rules -------------------------------------------------------------------
     @precondition(lambda self: self.client.state is State.IDLE)
-    @rule(events=st.lists(json_objects, min_size=1, max_size=5))
-    def client_sends_window(self, events: list[dict[str, Any]]) -> None:
+    @rule(events=st.lists(json_objects, min_size=1, max_size=5), as_event=st.booleans())
+    def client_sends_window(self, events: list[dict[str, Any]], as_event: bool) -> None:
+        self.send_window(events, as_event)
+
+    def send_window(self, events: list[Any], as_event: bool) -> None:
         self.timer_last = False
-        self.c2s += self.client.send_window(events, now=self.now)
+        if as_event:
+            self.client.send(SendWindow(events), now=self.now)
+        else:
+            self.client.send_window(events, now=self.now)
+        self.c2s += self.client.data_to_send()
         if self.sequence == "window":
             seqs = list(range(1, len(events) + 1))
         else:
@@ -557,11 +589,15 @@ class PairedMachines(RuleBasedStateMachine):
         self.pump_server()
 
     @precondition(lambda self: self.app_queue)
-    @rule()
-    def server_accepts(self) -> None:
+    @rule(as_event=st.booleans())
+    def server_accepts(self, as_event: bool = False) -> None:
         self.timer_last = False
         batch = self.app_queue.popleft()
-        ack = self.server.accept(batch, now=self.now)
+        if as_event:
+            self.server.send(Accept(batch), now=self.now)
+        else:
+            self.server.accept(batch, now=self.now)
+        ack = self.server.data_to_send()
         value = batch.last_seq if self.ack_mode == "last-seq" else len(batch)
         assert ack == Ack(value, self.version).encode()
         self.accepted += len(batch)
@@ -574,7 +610,7 @@ class PairedMachines(RuleBasedStateMachine):
         deadline = self.server.next_deadline()
         assert deadline is not None
         self.now = max(self.now, deadline)
-        self.server.handle_timer(self.now)
+        self.server.handle_timer(now=self.now)
         version = V2 if self.keepalive_version == "v2" else self.version
         assert self.server.data_to_send() == Ack(0, version).encode()
         self.s2c += Ack(0, version).encode()
@@ -594,12 +630,12 @@ class PairedMachines(RuleBasedStateMachine):
         self.timer_last = True
         self.now += advance
         if self.timed_out:  # a CLOSED client has no deadline; firing it anyway changes nothing
-            self.client.handle_timer(self.now)
+            self.client.handle_timer(now=self.now)
             assert self.client.next_deadline() is None and self.client.state is State.CLOSED
             return
         due = self.client.state is State.AWAITING_ACK and self.now >= self.last_activity + ACK_TIMEOUT
         assert self.client.next_deadline() == (self.last_activity + ACK_TIMEOUT if self.window is not None else None)
-        self.client.handle_timer(self.now)
+        self.client.handle_timer(now=self.now)
         ev = self.client.next_event()
         if due:
             # a legitimate timeout: nothing reached the client for ack_timeout seconds
@@ -608,6 +644,42 @@ class PairedMachines(RuleBasedStateMachine):
             self.timed_out = True
         else:
             assert ev is NEED_DATA, ev
+
+    @precondition(lambda self: self.client.state is not State.IDLE and self.breaks < 3)
+    @rule(as_event=st.booleans())
+    def connection_breaks(self, as_event: bool) -> None:
+        """The client's write fails (``send_failed``) and the server sees a reset;
+        a new connection resends the window's unacked tail."""
+        self.timer_last = False
+        self.breaks += 1
+        unacked = self.client.unacked()
+        assert self.window is not None and len(unacked) == len(self.window) - self.client.acked > 0
+        was_open = self.client.state is State.AWAITING_ACK
+        self.client.send_failed(now=self.now)
+        assert self.client.data_to_send() == b"" and self.client.state is State.CLOSED
+        assert self.client.unacked() == unacked  # kept for the resend
+        expected = ConnectionClosed(clean=False, reason="write failed") if was_open else NEED_DATA
+        assert self.client.next_event() == expected
+        assert self.client.next_event() is NEED_DATA and self.client.next_deadline() is None
+        self.server.connection_lost(now=self.now)
+        assert self.server.next_event() == ConnectionClosed(clean=False, reason="reset")
+        assert self.server.state is State.CLOSED and self.server.pending_batches == len(self.app_queue)
+        # what the wire and the application lose
+        self.c2s.clear()
+        self.s2c.clear()
+        self.dropped += sum(len(b) for b in self.app_queue)
+        self.app_queue.clear()
+        self.lost_acks = self.accepted - self.acked
+        self.sent = list(self.received)
+        self.segments.append(len(self.received))
+        # a new pair; running numbers go on from the old client's next one
+        self.client = self.new_client(self.client.next_seq)
+        self.server = self.new_server()
+        self.batches = 0
+        self.window = None
+        self.timed_out = False
+        self.last_activity = self.now
+        self.send_window(unacked, as_event)
 
     # -- invariants --------------------------------------------------------------
     @invariant()
@@ -630,24 +702,33 @@ class PairedMachines(RuleBasedStateMachine):
         if not (self.c2s or self.s2c or self.app_queue or self.timed_out):
             assert self.client.state is State.IDLE
             assert self.server.state is State.AWAIT_WINDOW and self.server.pending_batches == 0
-            assert self.received == self.sent and self.acked == self.accepted == len(self.sent)
+            assert self.received == self.sent
+            assert self.acked + self.lost_acks == self.accepted and self.accepted + self.dropped == len(self.sent)
+            if not self.breaks:
+                assert self.acked == self.accepted == len(self.sent)
 
     def teardown(self) -> None:
         if not hasattr(self, "client"):
             return
         self.move_all()
         # every event delivered exactly once, in order (a timed-out window still
-        # reached the server: nothing was resent)
+        # reached the server: nothing was resent); after a broken connection,
+        # what the server had is followed by the resent tail
         assert self.received == self.sent
-        assert self.accepted == len(self.sent)
+        assert self.accepted + self.dropped == len(self.sent)
+        if not self.breaks:
+            assert self.accepted == len(self.sent)
         if not self.timed_out:
-            assert self.client.state is State.IDLE and self.acked == len(self.sent)
-        # seqs consecutive mod 2**32, skipping 0: across the stream for running
-        # numbering, within each window for per-window numbering
+            assert self.client.state is State.IDLE and self.acked + self.lost_acks + self.dropped == len(self.sent)
+            if not self.breaks:
+                assert self.acked == len(self.sent)
+        # seqs consecutive mod 2**32, skipping 0: across each connection's stream
+        # for running numbering, within each window for per-window numbering
         seqs = [s for s, _ in self.received]
         assert 0 not in seqs
         if self.sequence == "running":
-            assert all(b == next_seq(a) for a, b in pairwise(seqs))
+            for start, end in pairwise([*self.segments, len(seqs)]):
+                assert all(b == next_seq(a) for a, b in pairwise(seqs[start:end]))
 
 
 def test_client_and_server_over_a_chunked_wire() -> None:
@@ -694,3 +775,159 @@ def test_dot_rendering_is_the_table(role: str) -> None:
             solid.setdefault((State(src), inp), set()).add(State(dst))
     assert {k: frozenset(v) for k, v in solid.items()} == dict(table)
     assert dashed.isdisjoint(table) and len(dashed) + len(table) == len({s for s, _ in table}) * len(inputs)
+
+
+# =========================================================================== 4. the machine contract
+
+
+def test_the_sansio_docstring_example_works_as_written() -> None:
+    """refwire.sansio's example, verbatim: verbs return nothing, bytes come from data_to_send()."""
+    client, server = ClientConnection(), ServerConnection()
+    assert client.send_window([{"a": 1}], now=0.0) is None  # type: ignore[func-returns-value]
+    server.receive_data(client.data_to_send(), now=0.0)
+    batch = server.next_event()
+    assert isinstance(batch, Batch)
+    assert server.accept(batch, now=0.0) is None  # type: ignore[func-returns-value]
+    client.receive_data(server.data_to_send(), now=0.0)
+    assert client.next_event() == AckReceived(seq=1, newly=1, total=1, complete=True)
+    assert client.data_to_send() == server.data_to_send() == b""
+
+
+def test_verbs_are_send_with_an_event() -> None:
+    a, b = ClientConnection(compression_level=0), ClientConnection(compression_level=0)
+    a.send_window([{"x": 1}, {"y": 2}], now=1.0)
+    b.send(SendWindow([{"x": 1}, {"y": 2}]), now=1.0)
+    wire = a.data_to_send()
+    assert wire == b.data_to_send() and wire[:6] == Window(2).encode()
+    s1, s2 = ServerConnection(), ServerConnection()
+    for s in (s1, s2):
+        s.receive_data(wire, now=2.0)
+    b1, b2 = s1.next_event(), s2.next_event()
+    assert isinstance(b1, Batch) and isinstance(b2, Batch)
+    s1.accept(b1, now=3.0)
+    s2.send(Accept(b2), now=3.0)
+    assert s1.data_to_send() == s2.data_to_send() == Ack(2).encode()
+    with pytest.raises(TypeError):
+        s1.send(b"raw bytes", now=3.0)
+    with pytest.raises(TypeError):
+        a.send(Accept(b1), now=3.0)
+
+
+def test_closing_events_come_once() -> None:
+    """A pump delivers until NEED_DATA: each closing event is returned once."""
+    server = ServerConnection()
+    server.receive_data(b"", now=0.0)
+    assert server.next_event() == ConnectionClosed(clean=True)
+    assert server.next_event() is NEED_DATA
+    client = ClientConnection()
+    client.connection_lost(now=0.0)
+    assert client.next_event() == ConnectionClosed(clean=False, reason="reset")
+    assert client.next_event() is NEED_DATA
+
+
+def test_now_is_required() -> None:
+    conn = ServerConnection()
+    with pytest.raises(TypeError):
+        conn.receive_data(b"", 0.0)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        conn.handle_timer(0.0)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        ClientConnection().send_window([{"a": 1}])  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="now="):
+        ServerConnection(idle_timeout=60.0)
+
+
+def test_send_failed_server_leaves_batches_unacked() -> None:
+    conn = server_after(Window(1).encode(), J(1))
+    assert conn.pending_batches == 1 and not conn.lost
+    conn.handle_timer(now=5.0)  # a keepalive the driver then fails to write
+    conn.send_failed(now=5.0)
+    assert conn.data_to_send() == b""
+    assert conn.state is State.CLOSED and conn.lost and conn.pending_batches == 1
+    assert conn.next_event() == ConnectionClosed(clean=False, reason="write failed")
+    assert conn.next_event() is NEED_DATA
+
+
+def test_send_failed_client_keeps_the_window_for_a_resend() -> None:
+    conn = ClientConnection(compression_level=0)
+    conn.send_window([{"n": i} for i in range(4)], now=0.0)
+    conn.receive_data(Ack(1).encode(), now=1.0)
+    assert isinstance(conn.next_event(), AckReceived)
+    conn.send_failed(now=2.0)
+    assert conn.data_to_send() == b""
+    assert conn.state is State.CLOSED and conn.next_deadline() is None
+    assert conn.next_event() == ConnectionClosed(clean=False, reason="write failed")
+    assert conn.unacked() == [{"n": 1}, {"n": 2}, {"n": 3}]
+
+
+# -- the server's receive timers (idle, batch, shutdown), in the machine
+
+
+def timed_server(**kwargs: Any) -> ServerConnection:
+    return ServerConnection(
+        **{"idle_timeout": 60.0, "batch_timeout": 30.0, "keepalive_interval": 5.0, "now": 100.0, **kwargs}
+    )
+
+
+def test_idle_timeout_counts_from_the_start_the_last_byte_and_the_last_ack() -> None:
+    conn = timed_server()
+    assert conn.next_deadline() == 160.0
+    conn.handle_timer(now=159.9)
+    assert conn.next_event() is NEED_DATA
+    conn.receive_data(Window(1).encode() + J(1), now=120.0)  # a whole batch: pending, no receive timer
+    batch = conn.next_event()
+    assert isinstance(batch, Batch)
+    assert conn.next_deadline() == 125.0  # only the keepalive
+    conn.accept(batch, now=200.0)
+    assert conn.next_deadline() == 260.0  # idle again, counted from the ack
+    conn.handle_timer(now=260.0)
+    assert conn.next_event() == IdleTimeout(60.0)
+    assert conn.next_deadline() is None and conn.next_event() is NEED_DATA
+    assert conn.state is State.AWAIT_WINDOW and not conn.transitions_seen - {("await-window", "W", "in-batch"), ("in-batch", "data", "await-window")}
+
+
+def test_batch_timeout_counts_from_the_last_byte_of_an_incomplete_batch() -> None:
+    conn = timed_server()
+    conn.receive_data(Window(2).encode(), now=110.0)
+    assert conn.next_event() is NEED_DATA and conn.next_deadline() == 140.0
+    conn.receive_data(J(1)[:3], now=120.0)  # part of a frame
+    assert conn.next_event() is NEED_DATA and conn.next_deadline() == 150.0
+    conn.handle_timer(now=149.0)
+    assert conn.next_event() is NEED_DATA
+    conn.handle_timer(now=150.0)
+    assert conn.next_event() == BatchTimeout(30.0)
+    assert conn.next_deadline() is None
+
+
+def test_receive_timers_pause_while_the_driver_waits_for_the_application() -> None:
+    """Beyond pipeline_depth pending batches the driver reads nothing: no receive timer;
+    keepalives go on."""
+    conn = timed_server(pipeline_depth=2)
+    data = b"".join(Window(1).encode() + J(i) for i in (1, 2, 3)) + Window(2).encode()
+    conn.receive_data(data, now=110.0)
+    batches = [b for _ in range(3) if isinstance(b := conn.next_event(), Batch)]
+    assert len(batches) == 3 and conn.next_event() is NEED_DATA
+    assert conn.mid_batch and conn.pending_batches == 3
+    assert conn.next_deadline() == 115.0  # the keepalive only
+    conn.accept(batches[0], now=150.0)  # two pending: the driver reads again
+    assert conn.next_deadline() == 140.0  # the batch timeout, already due
+    conn.handle_timer(now=150.0)
+    assert conn.data_to_send() == Ack(1).encode()  # the next keepalive counts from the ack
+    assert conn.next_event() == BatchTimeout(40.0)
+
+
+def test_close_when_idle() -> None:
+    conn = timed_server()
+    conn.receive_data(Window(1).encode() + J(1), now=110.0)
+    batch = conn.next_event()
+    assert isinstance(batch, Batch)
+    conn.close_when_idle(now=111.0)
+    assert conn.next_deadline() == 115.0  # busy: the batch finishes first (keepalive meanwhile)
+    conn.accept(batch, now=112.0)
+    assert conn.next_deadline() == 111.0  # idle now: due at once
+    conn.handle_timer(now=112.0)
+    assert conn.next_event() == IdleAtShutdown()
+    idle = timed_server()
+    idle.close_when_idle(now=100.5)
+    idle.handle_timer(now=100.5)
+    assert idle.next_event() == IdleAtShutdown()

@@ -192,14 +192,15 @@ def _run_server(
 
     try:
         for chunk in [*_chunks(data, whole), b""]:
-            conn.receive_data(chunk)
+            conn.receive_data(chunk, now=0.0)
             while True:
                 event = conn.next_event()
                 if event is NEED_DATA or type(event) is ConnectionClosed:
                     break
                 if type(event) is Batch:
                     batches.append([e.seq for e in event.events])
-                    ack(conn.accept(event))
+                    conn.accept(event, now=0.0)
+                    ack(conn.data_to_send())
                 else:
                     assert type(event) is EmptyWindow
                     ack(conn.data_to_send())
@@ -221,7 +222,8 @@ def _client(ctx: dict[str, Any]) -> tuple[ClientConnection, bytes]:
         ack_interpretation="count" if ctx.get("ack_meaning") == "count" else "seq",
     )
     events = [{"n": i} if version == V2 else {"line": str(i)} for i in range(len(seqs))]
-    sent = conn.send_window(events)
+    conn.send_window(events, now=0.0)
+    sent = conn.data_to_send()
     frames = decode_all(sent)
     assert [f.seq for f in frames[1:]] == seqs  # the context is reproducible
     return conn, sent
@@ -234,7 +236,7 @@ def _run_client(
     seen: list[dict[str, Any]] = []
     try:
         for chunk in _chunks(data, whole) + ([b""] if eof else []):
-            conn.receive_data(chunk)
+            conn.receive_data(chunk, now=0.0)
             while True:
                 event = conn.next_event()
                 if event is NEED_DATA or type(event) is ConnectionClosed:

@@ -6,19 +6,19 @@ where go-lumber and Logstash disagree.
 
 from __future__ import annotations
 
-from .connection import (
-    NEED_DATA,
+from .connection import NEED_DATA, ClientConnection, ServerConnection, State, encode_event, next_seq
+from .events import (
+    Accept,
     AckReceived,
     AckTimeout,
     Batch,
-    ClientConnection,
+    BatchTimeout,
     ConnectionClosed,
     EmptyWindow,
+    IdleAtShutdown,
+    IdleTimeout,
     KeepAlive,
-    ServerConnection,
-    State,
-    encode_event,
-    next_seq,
+    SendWindow,
 )
 from .frames import (
     DEFAULT_LIMITS,
@@ -39,10 +39,12 @@ __all__ = [
     "NEED_DATA",
     "V1",
     "V2",
+    "Accept",
     "Ack",
     "AckReceived",
     "AckTimeout",
     "Batch",
+    "BatchTimeout",
     "ClientConnection",
     "Compressed",
     "ConnectionClosed",
@@ -50,8 +52,11 @@ __all__ = [
     "EmptyWindow",
     "Frame",
     "FrameDecoder",
+    "IdleAtShutdown",
+    "IdleTimeout",
     "JsonFrame",
     "KeepAlive",
+    "SendWindow",
     "ServerConnection",
     "State",
     "Window",

@@ -9,6 +9,12 @@ reset, EOF, ack timeout or protocol error the client closes the connection,
 waits (exponential backoff with jitter), reconnects and resends every event
 not yet acked, in a new window: at-least-once delivery, duplicates possible.
 A partial ack received before the failure is kept (go-lumber's client loses it).
+
+Each window is written from the sending task, then a
+:class:`~refwire.drivers.Pump` runs the connection's machine (reading acks,
+running the ack timeout) until the window's last ack; a failed attempt leaves
+the unacked tail in the machine (``ClientConnection.unacked()``, also after
+``send_failed``), which is what the next connection resends.
 """
 
 from __future__ import annotations
@@ -21,18 +27,11 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from ..drivers import open_stream
+from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream
 from ..errors import RefwireError, RemoteProtocolError
 from ..wire import Limits
-from .connection import (
-    NEED_DATA,
-    AckReceived,
-    AckTimeout,
-    ClientConnection,
-    ConnectionClosed,
-    KeepAlive,
-    encode_event,
-)
+from .connection import ClientConnection, encode_event
+from .events import AckReceived, AckTimeout, ConnectionClosed, KeepAlive, SendWindow
 from .frames import DEFAULT_LIMITS, V2
 
 __all__ = ["ClientConfig", "LumberjackClient", "SendFailed"]
@@ -190,28 +189,34 @@ class LumberjackClient:
         first = True
         while events:
             conn: ClientConnection | None = None
+            sent = False
             try:
                 stream, conn = await self._ensure()
                 if not first:
                     self.stats["resent_events"] += len(events)
                 first = False
-                data = conn.send_window(events, encoded=encoded, now=trio.current_time())
+                window = _Window(events, self.stats, self._on_acked)
+                pump = Pump(stream, conn, window.on_event, receive_size=cfg.recv_size, write_timeout=cfg.write_timeout)
+                window.pump = pump
+                conn.send(SendWindow(events, encoded), now=trio.current_time())
+                sent = True
                 self.stats["windows"] += 1
-                with trio.fail_after(cfg.write_timeout if cfg.write_timeout is not None else float("inf")):
-                    await stream.send_all(data)
-                await self._await_acks(stream, conn, events)
+                await pump.flush()  # the window goes out from this task, before the pump reads
+                ended = await pump.run()  # until the window's last ack, or the attempt failed
+                if not window.complete:
+                    raise window.failure or _Retry(f"the connection ended ({ended})")
                 self._next_seq = conn.next_seq
                 return
             except (_Retry, OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, RemoteProtocolError) as exc:
                 self.last_error = exc
-                if conn is not None and isinstance(exc, (OSError, trio.BrokenResourceError, trio.ClosedResourceError)):
-                    conn.connection_lost()
                 if isinstance(exc, RemoteProtocolError):
                     self.stats["protocol_errors"] += 1
-                done = conn.acked if conn is not None else 0
                 if conn is not None:
                     self._next_seq = conn.next_seq
-                events, encoded = events[done:], encoded[done:]
+                if conn is not None and sent:
+                    # The machine keeps what the server did not ack (a partial ack counts).
+                    unacked = conn.unacked()
+                    events, encoded = unacked, encoded[len(encoded) - len(unacked) :]
                 await self._drop()
                 if not events:
                     return
@@ -230,31 +235,47 @@ class LumberjackClient:
                 await self._drop()
                 raise
 
-    async def _await_acks(self, stream: trio.abc.Stream, conn: ClientConnection, events: list[Any]) -> None:
-        while True:
-            ev = conn.next_event()
-            if ev is NEED_DATA:
-                deadline = conn.next_deadline()
-                with trio.move_on_at(deadline if deadline is not None else float("inf")) as scope:
-                    data = await stream.receive_some(self.config.recv_size)
-                if scope.cancelled_caught:
-                    conn.handle_timer(trio.current_time())
-                    continue
-                conn.receive_data(data, now=trio.current_time())
-                continue
-            if isinstance(ev, AckReceived):
-                if ev.newly:
-                    self.stats["events_acked"] += ev.newly
-                    if self._on_acked is not None:
-                        self._on_acked(events[ev.total - ev.newly : ev.total])
-                if ev.complete:
-                    return
-            elif isinstance(ev, KeepAlive):
-                self.stats["keepalives"] += 1
-            elif isinstance(ev, AckTimeout):
-                raise _Retry(f"no ack for {ev.waited:.1f}s")
-            elif isinstance(ev, ConnectionClosed):
-                raise _Retry("server closed the connection")
+
+class _Window:
+    """``on_event`` of one window's pump: counts acks and keepalives, reports
+    newly acked events, and stops the pump at the window's last ack, an ack
+    timeout or the connection's end (:attr:`failure` says which failure)."""
+
+    def __init__(self, events: list[Any], stats: dict[str, int], on_acked: Callable[[list[Any]], None] | None) -> None:
+        self.events = events
+        self.stats = stats
+        self.on_acked = on_acked
+        self.pump: Pump | None = None
+        self.complete = False
+        self.failure: BaseException | None = None
+
+    async def on_event(self, ev: object) -> None:
+        pump = self.pump
+        assert pump is not None
+        if isinstance(ev, AckReceived):
+            if ev.newly:
+                self.stats["events_acked"] += ev.newly
+                if self.on_acked is not None:
+                    self.on_acked(self.events[ev.total - ev.newly : ev.total])
+            if ev.complete:
+                self.complete = True
+                pump.stop()
+        elif isinstance(ev, KeepAlive):
+            self.stats["keepalives"] += 1
+        elif isinstance(ev, AckTimeout):
+            self._failed(pump, _Retry(f"no ack for {ev.waited:.1f}s"))
+        elif isinstance(ev, ConnectionClosed):
+            if pump.ended == WRITE_TIMEOUT:
+                self._failed(pump, trio.TooSlowError(f"a write took longer than {pump.write_timeout}s"))
+            elif pump.ended in (WRITE_FAILED, RESET):
+                self._failed(pump, trio.BrokenResourceError(f"the connection broke ({pump.ended})"))
+            else:
+                self._failed(pump, _Retry("server closed the connection"))
+
+    def _failed(self, pump: Pump, exc: BaseException) -> None:
+        if self.failure is None and not self.complete:
+            self.failure = exc
+        pump.stop()
 
 
 class _Retry(Exception):

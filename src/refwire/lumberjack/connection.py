@@ -1,10 +1,12 @@
 """Lumberjack Sans-IO connections: the server (reader) and the client (writer).
 
-Shaped like h11 (DESIGN.md §1): ``receive_data(data, now=...)`` (``b""`` is
-EOF), ``connection_lost()`` (reset), ``next_event()`` returning an event or
-:data:`NEED_DATA`, ``data_to_send()`` for bytes the machine owes on its own,
-``next_deadline()`` / ``handle_timer(now)`` for timers.  No I/O, no clock, no
-randomness: time comes in as ``now``.
+Both follow :mod:`refwire.sansio`'s contract on :class:`~refwire.sansio.FrameMachine`:
+``receive_data(data, now=...)`` (``b""`` is EOF), ``connection_lost(now=...)``
+(reset), ``next_event()`` returning an event (:mod:`.events`) or
+:data:`NEED_DATA`, ``send(event, now=...)`` (:class:`~.events.Accept`,
+:class:`~.events.SendWindow`) with the bytes in ``data_to_send()``, and
+``next_deadline()`` / ``handle_timer(now=...)`` for keepalives and timeouts.
+No I/O, no clock, no randomness: time comes in as ``now``.
 
 Semantics (specs/lumberjack/README.md §3): ``W n`` is a batch header -- exactly
 ``n`` data events follow; the server acks a whole batch with the sequence
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import json
+import struct
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
@@ -24,9 +27,23 @@ from typing import Any, Final, Literal
 import attrs
 import orjson
 
-from ..errors import LimitExceeded, LocalProtocolError, ProtocolError, RemoteProtocolError
-from ..sansio import NEED_DATA, NeedData, to_remote
+from ..errors import LimitExceeded, LocalProtocolError, ProtocolError
+from ..sansio import NEED_DATA, FrameMachine, NeedData, closed_inside
 from ..wire import Limits
+from .events import (
+    Accept,
+    AckReceived,
+    AckTimeout,
+    Batch,
+    BatchTimeout,
+    ConnectionClosed,
+    EmptyWindow,
+    Event,
+    IdleAtShutdown,
+    IdleTimeout,
+    KeepAlive,
+    SendWindow,
+)
 from .frames import (
     ACK,
     COMPRESSED,
@@ -53,29 +70,28 @@ __all__ = [
     "CLIENT_TRANSITIONS",
     "NEED_DATA",
     "SERVER_TRANSITIONS",
+    "Accept",
     "AckReceived",
     "AckTimeout",
     "Batch",
+    "BatchTimeout",
     "ClientConnection",
     "ConnectionClosed",
     "EmptyWindow",
+    "IdleAtShutdown",
+    "IdleTimeout",
     "KeepAlive",
+    "SendWindow",
     "ServerConnection",
     "State",
     "encode_event",
     "next_seq",
 ]
 
-import struct
-
 _PACK_J: Final = struct.Struct(">BBII").pack
 _PACK_D_HDR: Final = struct.Struct(">BBII").pack
 _PACK_U32: Final = struct.Struct(">I").pack
 _PACK_6: Final = struct.Struct(">BBI").pack
-
-
-_NeedData = NeedData
-
 
 
 class State(enum.Enum):
@@ -119,71 +135,6 @@ CLIENT_TRANSITIONS: Final[dict[tuple[State, str], frozenset[State]]] = {
     (State.AWAITING_ACK, "reset"): frozenset({State.CLOSED}),
     (State.AWAITING_ACK, "timeout"): frozenset({State.CLOSED}),
 }
-
-
-# --------------------------------------------------------------------------- events
-
-
-Event = JsonFrame | DataFrame
-
-
-@attrs.frozen
-class Batch:
-    """A complete window of events, delivered to the application.
-
-    Ack it with :meth:`ServerConnection.accept` once the application holds it.
-    """
-
-    version: int
-    events: tuple[Event, ...]
-    number: int  #: 0, 1, 2 ... per connection
-
-    @property
-    def last_seq(self) -> int:
-        return self.events[-1].seq
-
-    def __len__(self) -> int:
-        return len(self.events)
-
-
-@attrs.frozen
-class EmptyWindow:
-    """The client sent ``W 0``; ``A 0`` is already queued in ``data_to_send()``."""
-
-    version: int
-
-
-@attrs.frozen
-class ConnectionClosed:
-    """The byte stream ended: ``clean`` for EOF at a frame and batch boundary."""
-
-    clean: bool
-    reason: str = ""
-
-
-@attrs.frozen
-class AckReceived:
-    """Client: the server acknowledged ``newly`` more events (``total`` so far in
-    the window); ``complete`` when the whole window is acked."""
-
-    seq: int
-    newly: int
-    total: int
-    complete: bool
-
-
-@attrs.frozen
-class KeepAlive:
-    """Client: ``A 0`` -- the server is alive and still working on the window."""
-
-    version: int
-
-
-@attrs.frozen
-class AckTimeout:
-    """Client: no ack or keepalive within ``ack_timeout``; the connection is done."""
-
-    waited: float
 
 
 # --------------------------------------------------------------------------- helpers
@@ -262,36 +213,10 @@ def _offset_of(frames: list[Frame], i: int, base: int) -> int:
     return base + sum(frame_size(f) for f in frames[:i])
 
 
-_to_remote = to_remote
-
-
 # --------------------------------------------------------------------------- server
 
 
-class _Receiver:
-    """The receive side both roles share: bytes (``b""`` = EOF) and the time."""
-
-    _eof: bool
-    _now: float
-
-    def receive_data(self, data: bytes | bytearray | memoryview, *, now: float | None = None) -> None:
-        """Feed received bytes; ``b""`` means the peer closed its side (EOF)."""
-        if now is not None:
-            self._now = now
-        if self._eof:
-            if data:
-                raise RuntimeError("receive_data after EOF")
-            return
-        if not data:
-            self._eof = True
-            return
-        self._feed(data)
-
-    def _feed(self, data: bytes | bytearray | memoryview) -> None:
-        raise NotImplementedError
-
-
-class ServerConnection(_Receiver):
+class ServerConnection(FrameMachine):
     """The reader side of one connection.
 
     Args:
@@ -312,9 +237,36 @@ class ServerConnection(_Receiver):
             connection's version byte (go-lumber).
         answer_empty_window: answer ``W 0`` with ``A 0`` (Logstash >= 6.7);
             off, ignore it (go-lumber).
+        idle_timeout: while nothing is pending, this many seconds since the
+            last byte received or the last ack sent queue :class:`IdleTimeout`
+            (Logstash ``client_inactivity_timeout`` is 60 s); ``None``: never.
+        batch_timeout: while a batch (or a frame) is incomplete, this many
+            seconds since the last byte received queue :class:`BatchTimeout`
+            (go-lumber allows 30 s for a whole batch); ``None``: never.
+        pipeline_depth: batches the driver decodes ahead of the application.
+            While more than that (at least 1) wait for :meth:`accept`, the
+            driver reads nothing, so neither receive timeout runs.
+        now: when the connection started (the receive timeouts count from it
+            until the first byte); required with either timeout.
+
+    ``next_event()`` gives :class:`Batch`, :class:`EmptyWindow`,
+    :class:`ConnectionClosed` (once; a closed machine then answers
+    :data:`NEED_DATA`) and, from the timer, :class:`IdleTimeout`,
+    :class:`BatchTimeout` or :class:`IdleAtShutdown`; it raises
+    :class:`~refwire.errors.RemoteProtocolError` once every event decoded
+    before the bad byte has been returned.
+
+    Neither receive timeout runs while a batch waits for the application with
+    nothing half-received; keepalives run then.  After :meth:`close_when_idle`
+    the timer queues :class:`IdleAtShutdown` as soon as nothing is pending or
+    half-received.
     """
 
     role: Final = "server"
+    PROTOCOL = PROTOCOL
+    TRANSITIONS = SERVER_TRANSITIONS
+    ERROR_STATE = State.ERROR
+    CLOSED_STATE = State.CLOSED
 
     def __init__(
         self,
@@ -326,101 +278,94 @@ class ServerConnection(_Receiver):
         keepalive_version: Literal["connection", "v2"] = "connection",
         accept_mixed_versions: bool = False,
         answer_empty_window: bool = True,
+        idle_timeout: float | None = None,
+        batch_timeout: float | None = None,
+        pipeline_depth: int = 2,
+        now: float | None = None,
     ) -> None:
         if ack_mode not in ("last-seq", "count"):
             raise ValueError(f"ack_mode must be 'last-seq' or 'count', not {ack_mode!r}")
+        if now is None and (idle_timeout is not None or batch_timeout is not None):
+            raise ValueError("idle_timeout and batch_timeout count from the connection's start: pass now=")
+        super().__init__(State.AWAIT_WINDOW)
         self.limits = limits
         self.ack_mode = ack_mode
         self.keepalive_interval = keepalive_interval
         self.keepalive_version = keepalive_version
         self.accept_mixed_versions = accept_mixed_versions
         self.answer_empty_window = answer_empty_window
-        self.state = State.AWAIT_WINDOW
+        self.idle_timeout = idle_timeout
+        self.batch_timeout = batch_timeout
+        self.pipeline_depth = pipeline_depth
         #: the connection's version byte, fixed by its first frame.
         self.version: int | None = None
         self._decoder = FrameDecoder(limits, validate_json=validate_json, strict_versions=not accept_mixed_versions)
         self._batch_version = V2
-        self._events: deque[Batch | EmptyWindow | ConnectionClosed] = deque()
-        self._error: RemoteProtocolError | None = None
-        self._eof = False
-        self._reset = False
-        self._out = bytearray()
         self._cur: list[Event] = []
         self._cur_count = 0
         self._batches = 0
         self._pending: deque[Batch] = deque()  # delivered, not yet acked
-        self._now = 0.0
+        self._now = 0.0 if now is None else now
         self._last_output = 0.0
         self._pending_since = 0.0
-        #: transitions seen, as (state, input, new state) names (for coverage reports).
-        self.transitions_seen: set[tuple[str, str, str]] = set()
+        self._last_rx = self._now  # the last byte received
+        self._last_activity = self._now  # the last byte received or ack sent
+        self._shutdown_at: float | None = None  # close_when_idle was called then
+        self._receive_timer_fired = False
+        self._write_failed = False
 
     # -- input -------------------------------------------------------------
     def _feed(self, data: bytes | bytearray | memoryview) -> None:
+        self._last_rx = self._last_activity = self._now
         self._decoder.feed(data)
 
-    def connection_lost(self) -> None:
-        """The transport broke (reset): no more input; unacked batches stay unacked."""
-        if self.state in (State.AWAIT_WINDOW, State.IN_BATCH):
+    def _input_ended(self) -> None:
+        # A reset ends the connection at once (what is buffered is dropped);
+        # unacked batches stay unacked.  EOF is handled after the buffered input.
+        if self._reset and self.state in (State.AWAIT_WINDOW, State.IN_BATCH):
             self._transition("reset")
-        self._eof = True
-        self._reset = True
+            reason = "write failed" if self._write_failed else "reset"
+            self._events.append(ConnectionClosed(clean=False, reason=reason))
 
-    # -- events ------------------------------------------------------------
-    def next_event(self) -> Batch | EmptyWindow | ConnectionClosed | _NeedData:
-        """The next event, or :data:`NEED_DATA`.
+    def send_failed(self, *, now: float) -> None:
+        """The driver could not write: the connection is over; batches not yet
+        acked are not acked (the client resends them)."""
+        self._write_failed = True
+        super().send_failed(now=now)
 
-        Raises :class:`RemoteProtocolError` once every event decoded before the
-        bad byte has been returned.
-        """
-        events = self._events
-        if events:
-            return events.popleft()
-        if self._error is not None:
-            raise self._error
-        if self.state is State.ERROR:
-            raise RemoteProtocolError("the connection is in the error state", protocol=PROTOCOL)
-        if self.state is State.CLOSED:
-            return ConnectionClosed(clean=not self._reset, reason="reset" if self._reset else "")
+    # -- events (next_event() is FrameMachine's) -----------------------------
+    def _idle_event(self) -> NeedData | None:
+        return NEED_DATA if self.state is State.CLOSED else None
+
+    def _pump(self) -> None:
         start = self._decoder.offset
         frames, err = self._decoder.frames_before_error()
-        try:
-            if frames:
-                self._process(frames, 0, None, start)
-            if err is not None:
-                raise err
-            if not events and self._eof:
-                self._at_eof()
-        except ProtocolError as exc:
-            self.state = State.ERROR
-            self._error = _to_remote(exc)
-        if events:
-            return events.popleft()
-        if self._error is not None:
-            raise self._error
-        return NEED_DATA
+        if frames:
+            self._process(frames, 0, None, start)
+        if err is not None:
+            raise err
 
     def _at_eof(self) -> None:
         if self._decoder.buffered:
-            raise LocalProtocolError(
-                f"connection closed inside a frame ({self._decoder.buffered} bytes of it received)",
+            raise closed_inside(
+                "a frame",
                 protocol=PROTOCOL,
                 frame=self._decoder.pending_frame_name(),
-                field="(eof)",
                 offset=self._decoder.offset,
+                detail=f"{self._decoder.buffered} bytes of it received",
             )
         if self.state is State.IN_BATCH:
-            raise LocalProtocolError(
-                f"connection closed inside a batch ({len(self._cur)} of {self._cur_count} events received)",
+            raise closed_inside(
+                "a batch",
                 protocol=PROTOCOL,
                 frame="W",
-                field="(eof)",
                 offset=self._decoder.offset,
+                detail=f"{len(self._cur)} of {self._cur_count} events received",
             )
         self._transition("eof")
         self._events.append(ConnectionClosed(clean=True))
 
-    def _transition(self, inp: str, new: State | None = None) -> None:
+    def _transition(self, inp: str, new: State | None = None, *, offset: int | None = None, frame: str | None = None) -> None:
         allowed = SERVER_TRANSITIONS.get((self.state, inp))
         if allowed is None:
             raise LocalProtocolError(
@@ -571,28 +516,36 @@ class ServerConnection(_Receiver):
         self._out += data
         self._last_output = self._now
 
-    def accept(self, batch: Batch, *, now: float | None = None) -> bytes:
-        """The application holds ``batch``: return the ``A`` frame acking it.
+    def send(self, event: object, *, now: float) -> None:
+        """``Accept(batch)``: the application holds ``batch``; queue the ``A``
+        frame acking it.  Batches are acked in the order they were delivered."""
+        if not isinstance(event, Accept):
+            raise TypeError(f"a Lumberjack server sends Accept events, not {type(event).__name__}")
+        self._accept(event.batch, now)
 
-        Batches are acked in the order they were delivered.
-        """
-        if now is not None:
-            self._now = now
+    def accept(self, batch: Batch, *, now: float) -> None:
+        """The application holds ``batch``: ``send(Accept(batch), now=now)`` (the
+        same code, without building the event: this runs once per batch)."""
+        self._accept(batch, now)
+
+    def _accept(self, batch: Batch, now: float) -> None:
         if not self._pending or self._pending[0] is not batch:
             raise LocalProtocolError(
                 "batches must be accepted in the order they were delivered", protocol=PROTOCOL, frame="A"
             )
+        self._now = now
         self._pending.popleft()
-        self._pending_since = self._now
+        self._pending_since = now
         seq = batch.last_seq if self.ack_mode == "last-seq" else len(batch.events)
-        self._last_output = self._now
-        return encode_ack(seq, batch.version)
+        self._last_activity = now
+        self._emit(encode_ack(seq, batch.version))
 
-    def data_to_send(self) -> bytes:
-        """Bytes the machine owes on its own (``A 0`` for ``W 0``, keepalives)."""
-        out = bytes(self._out)
-        self._out.clear()
-        return out
+    def close_when_idle(self, *, now: float) -> None:
+        """The server is shutting down: queue :class:`IdleAtShutdown` (from the
+        timer) once nothing is pending or half-received -- at once if idle now."""
+        self._now = now
+        if self._shutdown_at is None:
+            self._shutdown_at = now
 
     @property
     def mid_batch(self) -> bool:
@@ -604,19 +557,63 @@ class ServerConnection(_Receiver):
         """Batches delivered to the application and not yet acked."""
         return len(self._pending)
 
-    def next_deadline(self) -> float | None:
-        """When :meth:`handle_timer` must be called next (a keepalive is due)."""
-        if not self._pending or self.keepalive_interval is None or self.state is State.ERROR:
+    @property
+    def lost(self) -> bool:
+        """The transport broke (a reset or a failed write): nothing more gets through."""
+        return self._reset
+
+    # -- timers ------------------------------------------------------------
+    def _keepalive_deadline(self) -> float | None:
+        if not self._pending or self.keepalive_interval is None:
             return None
         return max(self._pending_since, self._last_output) + self.keepalive_interval
 
-    def handle_timer(self, now: float) -> None:
-        """Queue a keepalive ``A 0`` if one is due at ``now``."""
+    def _receive_deadline(self) -> float | None:
+        """When the receive side gives up: the batch timeout while something is
+        half-received, else (nothing pending) the shutdown or the idle timeout."""
+        if self._eof or self._receive_timer_fired or self.state not in (State.AWAIT_WINDOW, State.IN_BATCH):
+            return None
+        pending = len(self._pending)
+        if pending > max(1, self.pipeline_depth):
+            return None  # the driver is not reading: it waits for the application
+        if self.state is State.IN_BATCH or self._decoder.buffered > 0:
+            return None if self.batch_timeout is None else self._last_rx + self.batch_timeout
+        if pending:
+            return None
+        if self._shutdown_at is not None:
+            return self._shutdown_at
+        return None if self.idle_timeout is None else self._last_activity + self.idle_timeout
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`handle_timer` must be called next: a keepalive is due, or
+        a receive timeout (see the class documentation)."""
+        if self.state is State.ERROR:
+            return None
+        keepalive = self._keepalive_deadline()
+        receive = self._receive_deadline()
+        if keepalive is None:
+            return receive
+        return keepalive if receive is None or keepalive < receive else receive
+
+    def handle_timer(self, *, now: float) -> None:
+        """Queue a keepalive ``A 0`` if one is due at ``now``, and the receive
+        timeout's event if it is due."""
         self._now = now
-        deadline = self.next_deadline()
-        if deadline is not None and now >= deadline:
+        if self.state is State.ERROR:
+            return
+        keepalive = self._keepalive_deadline()
+        if keepalive is not None and now >= keepalive:
             version = V2 if self.keepalive_version == "v2" else (self.version or V2)
             self._emit(encode_ack(0, version))
+        receive = self._receive_deadline()
+        if receive is not None and now >= receive:
+            self._receive_timer_fired = True
+            if self.mid_batch:
+                self._events.append(BatchTimeout(now - self._last_rx))
+            elif self._shutdown_at is not None:
+                self._events.append(IdleAtShutdown())
+            else:
+                self._events.append(IdleTimeout(now - self._last_activity))
 
 
 # --------------------------------------------------------------------------- client
@@ -630,7 +627,7 @@ class _OutstandingWindow:
     index: dict[int, int] | None = None  # seq -> count acked when seq is acked (running seqs)
 
 
-class ClientConnection(_Receiver):
+class ClientConnection(FrameMachine):
     """The writer side of one connection: one window outstanding at a time.
 
     Args:
@@ -644,9 +641,19 @@ class ClientConnection(_Receiver):
             :class:`AckTimeout` (Beats: 30 s).
         ack_interpretation: ``"seq"`` (an ack names the last acked sequence
             number; Logstash) or ``"count"`` (an ack counts events; go-lumber).
+
+    ``next_event()`` gives :class:`AckReceived`, :class:`KeepAlive`, and once,
+    :class:`ConnectionClosed` or :class:`AckTimeout` (a closed machine then
+    answers :data:`NEED_DATA`).  After a reset, a failed write
+    (``send_failed``) or an ack timeout the window's unacked events stay in
+    :meth:`unacked`, for the driver to resend on a new connection.
     """
 
     role: Final = "client"
+    PROTOCOL = PROTOCOL
+    TRANSITIONS = CLIENT_TRANSITIONS
+    ERROR_STATE = State.ERROR
+    CLOSED_STATE = State.CLOSED
 
     def __init__(
         self,
@@ -665,26 +672,22 @@ class ClientConnection(_Receiver):
             raise ValueError("compression_level must be 0..9")
         if not 1 <= first_seq <= MAX_U32:
             raise ValueError("first_seq must be 1..2**32-1 (0 is reserved for keepalives)")
+        super().__init__(State.IDLE)
         self.version = version
         self.compression_level = compression_level
         self.limits = limits
         self.sequence = sequence
         self.ack_timeout = ack_timeout
         self.ack_interpretation = ack_interpretation
-        self.state = State.IDLE
         #: the sequence number the next event will get (running mode).
         self.next_seq = first_seq
         self._win: _OutstandingWindow | None = None
         self._buf = bytearray()
         self._consumed = 0  # stream offset of _buf[0]
-        self._events: deque[AckReceived | KeepAlive | ConnectionClosed | AckTimeout] = deque()
-        self._error: RemoteProtocolError | None = None
-        self._eof = False
-        self._now = 0.0
         self._last_activity = 0.0
-        self.transitions_seen: set[tuple[str, str, str]] = set()
+        self._write_failed = False
 
-    def _transition(self, inp: str, new: State | None = None) -> None:
+    def _transition(self, inp: str, new: State | None = None, *, offset: int | None = None, frame: str | None = None) -> None:
         allowed = CLIENT_TRANSITIONS.get((self.state, inp))
         if allowed is None:
             raise LocalProtocolError(
@@ -696,15 +699,17 @@ class ClientConnection(_Receiver):
         self.state = target
 
     # -- sending -----------------------------------------------------------
-    def send_window(self, events: Sequence[Any], *, now: float | None = None, encoded: Sequence[Any] | None = None) -> bytes:
-        """Bytes for ``W n`` followed by the ``n`` events (in one ``C`` when
-        compressing), written as one chunk so no Nagle stall splits them.
+    def send(self, event: object, *, now: float) -> None:
+        """``SendWindow(events, encoded)``: queue ``W n`` followed by the ``n``
+        events (in one ``C`` when compressing), one chunk in ``data_to_send()``
+        so no Nagle stall splits them.
 
         ``encoded`` may give the events already prepared by :func:`encode_event`
         (the trio client keeps them so a resend does not encode twice).
         """
-        if now is not None:
-            self._now = now
+        if not isinstance(event, SendWindow):
+            raise TypeError(f"a Lumberjack client sends SendWindow events, not {type(event).__name__}")
+        events, encoded = event.events, event.encoded
         n = len(events)
         if n == 0:
             raise LocalProtocolError("a window needs at least one event", protocol=PROTOCOL, frame="W")
@@ -717,6 +722,7 @@ class ClientConnection(_Receiver):
             )
         if self.state is not State.IDLE:
             raise LocalProtocolError(f"cannot send a window in state {self.state.value}", protocol=PROTOCOL, frame="W")
+        self._now = now
         version = self.version
         payloads = list(encoded) if encoded is not None else [encode_event(e, version) for e in events]
         if self.sequence == "window":
@@ -735,17 +741,24 @@ class ClientConnection(_Receiver):
         else:
             body = b"".join([_encode_data(V1, seq, p) for seq, p in zip(seqs, payloads, strict=True)])
         head = _PACK_6(version, WINDOW, n)
+        out = self._out
         if self.compression_level:
             import zlib
 
             z = zlib.compress(body, self.compression_level)
-            data = head + _PACK_6(version, COMPRESSED, len(z)) + z
+            out += head
+            out += _PACK_6(version, COMPRESSED, len(z))
+            out += z
         else:
-            data = head + body
+            out += head
+            out += body
         self._transition("send")
         self._win = _OutstandingWindow(list(events), seqs, 0, index)
-        self._last_activity = self._now
-        return data
+        self._last_activity = now
+
+    def send_window(self, events: Sequence[Any], *, now: float, encoded: Sequence[Any] | None = None) -> None:
+        """``send(SendWindow(events, encoded), now=now)``."""
+        self.send(SendWindow(events, encoded), now=now)
 
     def unacked(self) -> list[Any]:
         """The application's events of the current window not acked yet."""
@@ -757,34 +770,26 @@ class ClientConnection(_Receiver):
         """Events of the current (or just completed) window acked so far."""
         return 0 if self._win is None else self._win.acked
 
+    def send_failed(self, *, now: float) -> None:
+        """The driver could not write: the connection is over; the window stays
+        unacked (:meth:`unacked`) for the driver to resend on a new connection."""
+        self._write_failed = True
+        super().send_failed(now=now)
+
     # -- receiving ---------------------------------------------------------
     def _feed(self, data: bytes | bytearray | memoryview) -> None:
         self._buf += data
 
-    def connection_lost(self) -> None:
-        if self.state in (State.IDLE, State.AWAITING_ACK):
+    def _input_ended(self) -> None:
+        if self._reset and self.state in (State.IDLE, State.AWAITING_ACK):
             self._transition("reset")
-        self._eof = True
+            reason = "write failed" if self._write_failed else "reset"
+            self._events.append(ConnectionClosed(clean=False, reason=reason))
 
-    def next_event(self) -> AckReceived | KeepAlive | ConnectionClosed | AckTimeout | _NeedData:
-        if self._events:
-            return self._events.popleft()
-        if self._error is not None:
-            raise self._error
-        if self.state is State.CLOSED:
-            return ConnectionClosed(clean=False, reason="closed")
-        try:
-            self._parse()
-        except ProtocolError as exc:
-            self.state = State.ERROR
-            self._error = _to_remote(exc)
-        if self._events:
-            return self._events.popleft()
-        if self._error is not None:
-            raise self._error
-        return NEED_DATA
+    def _idle_event(self) -> NeedData | None:
+        return NEED_DATA if self.state is State.CLOSED else None
 
-    def _parse(self) -> None:
+    def _pump(self) -> None:
         buf = self._buf
         pos = 0
         base = self._consumed
@@ -812,17 +817,20 @@ class ClientConnection(_Receiver):
         finally:
             del buf[:pos]
             self._consumed += pos
-        if self._eof and self.state in (State.IDLE, State.AWAITING_ACK):
-            if buf:
-                raise LocalProtocolError(
-                    f"connection closed inside an A frame ({len(buf)} bytes of it)",
-                    protocol=PROTOCOL,
-                    frame="A",
-                    field="(eof)",
-                    offset=self._consumed,
-                )
-            self._transition("eof")
-            self._events.append(ConnectionClosed(clean=not self._win or self._win.acked == len(self._win.events)))
+
+    def _at_eof(self) -> None:
+        if self.state not in (State.IDLE, State.AWAITING_ACK):
+            return
+        if self._buf:
+            raise closed_inside(
+                "an A frame",
+                protocol=PROTOCOL,
+                frame="A",
+                offset=self._consumed,
+                detail=f"{len(self._buf)} bytes of it",
+            )
+        self._transition("eof")
+        self._events.append(ConnectionClosed(clean=not self._win or self._win.acked == len(self._win.events)))
 
     def _on_ack(self, ver: int, seq: int, offset: int) -> None:
         self._last_activity = self._now
@@ -872,11 +880,14 @@ class ClientConnection(_Receiver):
 
     # -- timers ------------------------------------------------------------
     def next_deadline(self) -> float | None:
+        """When the ack timeout expires (only while a window is outstanding)."""
         if self.state is not State.AWAITING_ACK or self.ack_timeout is None:
             return None
         return self._last_activity + self.ack_timeout
 
-    def handle_timer(self, now: float) -> None:
+    def handle_timer(self, *, now: float) -> None:
+        """Queue :class:`AckTimeout` (the connection is done) if no ack or
+        keepalive arrived within ``ack_timeout``."""
         self._now = now
         deadline = self.next_deadline()
         if deadline is not None and now >= deadline:

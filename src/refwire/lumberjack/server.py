@@ -8,11 +8,12 @@ Two ways to consume batches:
 * ``async with server.batches() as batches: async for batch, info in batches``
   -- the batch is acked once the consumer has taken it from the iterator.
 
-Per connection: a reader task decodes and queues batches (up to
-``pipeline_depth`` ahead, so the client's next window is read while the
-application works), a worker hands them to the application in order and acks,
-and a keepalive task sends ``A 0`` while a batch waits.  A protocol error logs
-one line and closes that connection only.
+Per connection: a :class:`~refwire.drivers.Pump` reads and decodes (up to
+``pipeline_depth`` batches ahead, so the client's next window is read while the
+application works), writes, and runs the machine's timers (``A 0`` keepalives
+while a batch waits, the idle and batch timeouts); a worker hands the batches
+to the application in order and acks each.  A protocol error logs one line and
+closes that connection only.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from ..drivers import StreamServer, listener_address
+from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer, listener_address
 from ..errors import RemoteProtocolError
 from ..wire import Limits
-from .connection import NEED_DATA, Batch, ConnectionClosed, EmptyWindow, ServerConnection
+from .connection import ServerConnection
+from .events import Batch, BatchTimeout, ConnectionClosed, IdleAtShutdown, IdleTimeout
 from .frames import DEFAULT_LIMITS
 
 __all__ = ["ConnectionInfo", "LumberjackServer", "ServerConfig", "serve_lumberjack"]
@@ -60,7 +62,8 @@ class ServerConfig:
     pipeline_depth: int = 2
     recv_size: int = 256 * 1024
 
-    def machine(self) -> ServerConnection:
+    def machine(self, *, now: float) -> ServerConnection:
+        """The connection's machine, started at ``now`` (its timers count from it)."""
         return ServerConnection(
             limits=self.limits,
             validate_json=self.validate_json,
@@ -69,6 +72,10 @@ class ServerConfig:
             keepalive_version=self.keepalive_version,
             accept_mixed_versions=self.accept_mixed_versions,
             answer_empty_window=self.answer_empty_window,
+            idle_timeout=self.idle_timeout,
+            batch_timeout=self.batch_timeout,
+            pipeline_depth=self.pipeline_depth,
+            now=now,
         )
 
 
@@ -183,158 +190,115 @@ class LumberjackServer:
     async def handle_stream(self, stream: trio.abc.Stream) -> None:
         """Serve one already-accepted connection until it ends.
 
-        Timers: while a batch (or a frame) is incomplete, ``batch_timeout``
-        seconds without a byte close the connection; while nothing is pending,
-        ``idle_timeout`` seconds since the last byte received or the last ack
-        sent close it; while a batch waits for the application neither runs.
+        The machine (:meth:`ServerConfig.machine`) runs the timers: while a
+        batch (or a frame) is incomplete, ``batch_timeout`` seconds without a
+        byte close the connection; while nothing is pending, ``idle_timeout``
+        seconds since the last byte received or the last ack sent close it;
+        while a batch waits for the application neither runs (keepalives do).
         On shutdown an idle connection closes at once; a busy one finishes its
         pending batches first (within the server's grace period).
+
+        A :class:`~refwire.drivers.Pump` reads, writes and runs the timers; a
+        worker hands the batches to the application in order and acks each
+        (``Accept``); the reader keeps decoding up to ``pipeline_depth`` batches
+        ahead of it.
         """
         cfg = self.config
-        conn = cfg.machine()
+        conn = cfg.machine(now=trio.current_time())
         self._next_id += 1
         info = ConnectionInfo(self._next_id, _peer_name(stream))
         self.stats["connections"] += 1
-        lock = trio.StrictFIFOLock()
-        wake = [trio.Event()]
         queue_send, queue_recv = trio.open_memory_channel[Batch](max(0, cfg.pipeline_depth - 1))
         closing = self._stream_server.closing
-        inf = float("inf")
-        last_rx = trio.current_time()
-        last_activity = last_rx
-        rx_scope: list[trio.CancelScope | None] = [None]
-
-        def receive_deadline() -> float:
-            if conn.mid_batch:
-                return last_rx + cfg.batch_timeout if cfg.batch_timeout is not None else inf
-            if conn.pending_batches:
-                return inf
-            if closing.is_set():
-                return -inf
-            return last_activity + cfg.idle_timeout if cfg.idle_timeout is not None else inf
-
-        def rearm() -> None:
-            scope = rx_scope[0]
-            if scope is not None:
-                scope.deadline = receive_deadline()
-
-        async def send(data: bytes) -> None:
-            async with lock:
-                await stream.send_all(data)
-
         worker_done = trio.Event()
+        logged_lost = False
+
+        def lost(why: str) -> None:
+            nonlocal logged_lost
+            if not logged_lost:
+                logged_lost = True
+                log.info("lumberjack: connection %d (%s) lost: %s", info.id, info.peer, why)
 
         async def worker() -> None:
             try:
-                await _work()
+                async with queue_recv:
+                    async for batch in queue_recv:
+                        try:
+                            await self._deliver(batch, info)
+                        except Exception as exc:
+                            self.stats["app_errors"] += 1
+                            log.error("lumberjack: connection %d (%s): application refused a batch: %r; closing", info.id, info.peer, exc)
+                            raise _Close() from exc
+                        armed = conn.next_deadline()
+                        conn.accept(batch, now=trio.current_time())  # = send(Accept(batch))
+                        self.stats["batches"] += 1
+                        self.stats["events"] += len(batch.events)
+                        await pump.flush()  # the ack goes out from this task
+                        due = conn.next_deadline()
+                        if due is not None and (armed is None or due < armed):
+                            pump.kick()  # an earlier deadline (idle, shutdown): wake the timer
+                        if conn.lost:  # the ack (or a keepalive) could not be written
+                            lost(pump.ended if pump.ended in (WRITE_FAILED, WRITE_TIMEOUT, RESET) else "write failed")
+                            raise _Close()
             finally:
                 worker_done.set()
 
-        async def _work() -> None:
-            nonlocal last_activity
-            async with queue_recv:
-                async for batch in queue_recv:
-                    try:
-                        await self._deliver(batch, info)
-                    except Exception as exc:
-                        self.stats["app_errors"] += 1
-                        log.error("lumberjack: connection %d (%s): application refused a batch: %r; closing", info.id, info.peer, exc)
-                        raise _Close() from exc
-                    ack = conn.accept(batch, now=trio.current_time())
-                    self.stats["batches"] += 1
-                    self.stats["events"] += len(batch.events)
-                    await send(ack)
-                    last_activity = trio.current_time()
-                    rearm()
+        finishing = False
 
-        async def keepalive() -> None:
-            while True:
-                deadline = conn.next_deadline()
-                if deadline is None:
-                    await wake[0].wait()
-                    wake[0] = trio.Event()
-                    continue
-                await trio.sleep_until(deadline)
-                conn.handle_timer(trio.current_time())
-                out = conn.data_to_send()
-                if out:
-                    await send(out)
+        async def finish() -> None:
+            """Read no more; let the worker ack the queued batches (keepalives go on)."""
+            nonlocal finishing
+            finishing = True
+            pump.stop()
+            queue_send.close()
+            await worker_done.wait()
+
+        async def on_event(event: object) -> None:
+            if isinstance(event, Batch):
+                if not finishing:  # one decoded as a timer closed the connection stays unacked
+                    await queue_send.send(event)
+            elif isinstance(event, ConnectionClosed):
+                if event.clean:
+                    await finish()
+                else:  # a reset or a failed write: unacked batches stay unacked
+                    lost(event.reason)
+                    raise _Close()
+            elif isinstance(event, BatchTimeout):
+                log.warning(
+                    "lumberjack: connection %d (%s): no data for %ss inside a batch; closing",
+                    info.id, info.peer, cfg.batch_timeout,
+                )
+                await finish()
+            elif isinstance(event, IdleTimeout):
+                log.info("lumberjack: connection %d (%s): idle for %ss; closing", info.id, info.peer, cfg.idle_timeout)
+                await finish()
+            elif isinstance(event, IdleAtShutdown):
+                await finish()
+            # EmptyWindow: its A 0 is already queued; the pump writes it.
+
+        pump = Pump(stream, conn, on_event, receive_size=cfg.recv_size, write_timeout=None)
 
         async def watch_shutdown() -> None:
             await closing.wait()
-            rearm()
-
-        async def reader() -> None:
-            nonlocal last_rx, last_activity
-            async with queue_send:
-                while True:
-                    with trio.CancelScope(deadline=receive_deadline()) as scope:
-                        rx_scope[0] = scope
-                        data = await stream.receive_some(cfg.recv_size)
-                    rx_scope[0] = None
-                    if scope.cancelled_caught:
-                        now = trio.current_time()
-                        if conn.mid_batch:
-                            if cfg.batch_timeout is not None and now >= last_rx + cfg.batch_timeout:
-                                log.warning(
-                                    "lumberjack: connection %d (%s): no data for %ss inside a batch; closing",
-                                    info.id, info.peer, cfg.batch_timeout,
-                                )
-                                return
-                        elif not conn.pending_batches:
-                            if closing.is_set():
-                                return
-                            if cfg.idle_timeout is not None and now >= last_activity + cfg.idle_timeout:
-                                log.info("lumberjack: connection %d (%s): idle for %ss; closing", info.id, info.peer, cfg.idle_timeout)
-                                return
-                        continue
-                    last_rx = last_activity = trio.current_time()
-                    conn.receive_data(data, now=last_rx)
-                    while True:
-                        try:
-                            event = conn.next_event()
-                        except RemoteProtocolError as exc:
-                            self.stats["protocol_errors"] += 1
-                            log.warning("lumberjack: connection %d (%s): %s; closing", info.id, info.peer, exc)
-                            return
-                        if event is NEED_DATA:
-                            break
-                        if isinstance(event, Batch):
-                            await queue_send.send(event)
-                            wake[0].set()
-                        elif isinstance(event, EmptyWindow):
-                            out = conn.data_to_send()
-                            if out:
-                                await send(out)
-                        elif isinstance(event, ConnectionClosed):
-                            return
+            conn.close_when_idle(now=trio.current_time())
+            pump.kick()
 
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(worker)
-                side_scope = trio.CancelScope()
-
-                async def side_tasks() -> None:
-                    with side_scope:
-                        async with trio.open_nursery() as side:
-                            side.start_soon(keepalive)
-                            side.start_soon(watch_shutdown)
-
-                nursery.start_soon(side_tasks)
+                nursery.start_soon(watch_shutdown)
                 try:
-                    await reader()
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                    conn.connection_lost()
-                    log.info("lumberjack: connection %d (%s) lost: %s", info.id, info.peer, exc or type(exc).__name__)
-                    nursery.cancel_scope.cancel()
+                    await pump.run()
+                except RemoteProtocolError as exc:
+                    self.stats["protocol_errors"] += 1
+                    log.warning("lumberjack: connection %d (%s): %s; closing", info.id, info.peer, exc)
                 # The reader is done: the worker drains the queued batches (acking
-                # them), then keepalives stop and the connection closes.
+                # them), then the connection closes.
+                queue_send.close()
                 await worker_done.wait()
-                side_scope.cancel()
+                nursery.cancel_scope.cancel()
         except* _Close:
             pass
-        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
-            log.info("lumberjack: connection %d (%s) lost: %s", info.id, info.peer, group.exceptions[0])
         finally:
             self.transitions_seen |= conn.transitions_seen
             await trio.aclose_forcefully(stream)
