@@ -26,6 +26,23 @@ def machine(name: str, prefix: bytes) -> Callable[[Callable[[], Any]], Callable[
     return register
 
 
+@machine("lumberjack-server", b"2W\x00")
+def _lumberjack_server() -> Any:
+    from refwire.lumberjack import ServerConnection
+
+    return ServerConnection()
+
+
+@machine("lumberjack-client", b"2A\x00")
+def _lumberjack_client() -> Any:
+    from refwire.lumberjack import ClientConnection
+
+    client = ClientConnection()
+    client.send_window([{"a": 1}], now=0.0)
+    client.data_to_send()
+    return client
+
+
 @machine("tank-client", b"\x04")  # the broker's greeting Ping: msg 4, then a u32 length
 def _tank_client() -> Any:
     from refwire.tank import ClientConnection
