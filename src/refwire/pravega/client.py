@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import trio
 
-from ..drivers import WRITE_FAILED, WRITE_TIMEOUT, Pump, first_error, open_stream
+from ..drivers import STOPPED, WRITE_FAILED, WRITE_TIMEOUT, Pump, first_error, open_stream
 from ..errors import LocalProtocolError, ProtocolError, RefwireError
 from ..wire import Limits
 from .codec import CLIENT_LIMITS, PROTOCOL, Command
@@ -41,12 +41,22 @@ from .commands import (
     StreamSegmentInfo,
     request_id_of,
 )
-from .connection import AppendBytes, ClientConnection, ClientEvent, ConnectionClosed, HelloReceived, ReplyReceived, State
+from .connection import (
+    AppendBytes,
+    ClientConnection,
+    ClientEvent,
+    ConnectionClosed,
+    HelloReceived,
+    ReplyReceived,
+    ServerConnection,
+    State,
+)
 from .writer import MAX_EVENT_SIZE, Style, WriterSession
 
 __all__ = [
     "EventWriter",
     "PravegaConnection",
+    "PravegaPump",
     "RequestFailed",
     "SegmentReader",
     "WriteFailed",
@@ -82,6 +92,48 @@ def next_request_id() -> int:
     return next(_ids)
 
 
+class PravegaPump(Pump):
+    """:class:`refwire.drivers.Pump` with an uncontended fast path for writes,
+    for the stop-and-wait ack path (one small write per event on both sides):
+    a write takes the write lock without a checkpoint when no one holds it
+    (``send_all`` is the checkpoint), and a writer woken with nothing to write
+    (after every delivered event) does not take the lock at all.  What is
+    written, when, and what a failed write does are Pump's.
+    """
+
+    def __init__(self, stream: trio.abc.Stream, machine: ClientConnection | ServerConnection, on_event: Any, **kwargs: Any) -> None:
+        super().__init__(stream, machine, on_event, **kwargs)
+        self._has_output = machine.has_data_to_send
+
+    async def _write_out(self) -> None:
+        lock = self._write_lock
+        if lock.locked():
+            await super()._write_out()
+            return
+        if not self._has_output():
+            return
+        # Pump._write_out without the lock's checkpoint (send_all is one).
+        lock.acquire_nowait()
+        try:
+            data = self.machine.data_to_send()
+            if self._broken:
+                return
+            try:
+                if self.write_timeout is None:
+                    await self.stream.send_all(data)
+                else:
+                    with trio.fail_after(self.write_timeout):
+                        await self.stream.send_all(data)
+            except (trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                self._broken = True
+                if self.ended is None or self.ended == STOPPED:
+                    self.ended = WRITE_TIMEOUT if isinstance(exc, trio.TooSlowError) else WRITE_FAILED
+                self.machine.send_failed(now=trio.current_time())
+                self._stop_reading()
+        finally:
+            lock.release()
+
+
 class PravegaConnection:
     """One connection to a segment store: Hello exchanged, replies routed by requestId.
 
@@ -94,7 +146,7 @@ class PravegaConnection:
         self.stream = stream
         self.machine = ClientConnection(limits)
         #: the reader, timer and writer of this connection (:class:`refwire.drivers.Pump`)
-        self.pump = Pump(stream, self.machine, self._on_event, receive_size=256 * 1024, write_timeout=None)
+        self.pump = PravegaPump(stream, self.machine, self._on_event, receive_size=256 * 1024, write_timeout=None)
         self._waiters: dict[int, trio.MemorySendChannel[Command]] = {}
         self._subscribers: dict[int, trio.MemorySendChannel[Command]] = {}
         self.closed = trio.Event()

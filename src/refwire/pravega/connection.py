@@ -228,6 +228,10 @@ class _Base(FrameMachine):
     def _feed(self, data: bytes | bytearray | memoryview) -> None:
         self._decoder.feed(data)
 
+    def has_data_to_send(self) -> bool:
+        """Whether :meth:`data_to_send` would return bytes (without taking them)."""
+        return bool(self._out)
+
     @property
     def must_close(self) -> bool:
         """True once the connection must be closed after :meth:`data_to_send` is flushed."""
