@@ -217,7 +217,9 @@ class _StoreConnection:
             self._nursery = nursery
             nursery.start_soon(self.replier)
             try:
-                await self.pump.run()
+                ended = await self.pump.run()
+                if self._broken:
+                    log.debug("pravega: connection lost (%s)", ended)
             except RemoteProtocolError as exc:
                 # Real Pravega closes without a reply (§8); what was queued before still goes out.
                 self.server.stats["protocol_errors"] += 1
