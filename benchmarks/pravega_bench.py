@@ -131,12 +131,12 @@ def worker_decode(n: int, style: str, passes: int) -> dict[str, Any]:
 
     def machine() -> int:
         conn = ServerConnection()
-        conn.receive_data(setup)
+        conn.receive_data(setup, now=0.0)
         conn.next_event()
         ev = conn.next_event()
-        conn.send(AppendSetup(request_id=1, segment=session.segment, writer_id=wid, last_event_number=NULL_VALUE))
+        conn.send(AppendSetup(request_id=1, segment=session.segment, writer_id=wid, last_event_number=NULL_VALUE), now=0.0)
         _ = ev
-        conn.receive_data(stream)
+        conn.receive_data(stream, now=0.0)
         count = 0
         while True:
             e = conn.next_event()

@@ -191,8 +191,8 @@ def test_garbage_gives_commands_or_a_protocol_error_only(data: bytes, inner: boo
     except LocalProtocolError:
         pass
     for conn in (ServerConnection(), ClientConnection()):
-        conn.receive_data(data)
-        conn.receive_data(b"")
+        conn.receive_data(data, now=0.0)
+        conn.receive_data(b"", now=0.0)
         for _ in range(200):
             try:
                 ev = conn.next_event()
@@ -237,7 +237,7 @@ def test_a_length_past_the_limit_is_refused_from_the_header_alone(limits: object
 
 def test_limit_error_is_remote_on_the_server_machine_and_after_earlier_frames() -> None:
     conn = ServerConnection()
-    conn.receive_data(Hello().encode() + struct.pack(">ii", 4, MAX_WIRECOMMAND_SIZE))
+    conn.receive_data(Hello().encode() + struct.pack(">ii", 4, MAX_WIRECOMMAND_SIZE), now=0.0)
     assert type(conn.next_event()).__name__ == "HelloReceived"
     with pytest.raises(RemoteLimitExceeded) as ei:
         conn.next_event()

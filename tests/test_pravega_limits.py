@@ -38,7 +38,7 @@ async def test_too_many_parked_reads_answer_the_oldest_empty_at_once() -> None:
 def test_setup_appends_per_connection_are_bounded() -> None:
     conn = ServerConnection()
     data = b"".join(SetupAppend(request_id=i, writer_id=uuid.UUID(int=i + 1), segment=SEG).encode() for i in range(conn.max_writers + 1))
-    conn.receive_data(data)
+    conn.receive_data(data, now=0.0)
     for _ in range(conn.max_writers):
         conn.next_event()
     with pytest.raises(RemoteLimitExceeded) as info:

@@ -61,7 +61,7 @@ E2 = encode_event(b"world")
 
 class Harness:
     """A ServerConnection + RequestProcessor + SegmentStore, applying outcomes as
-    ``SegmentStoreServer._read_loop`` does (synchronously; the store is durable at once)."""
+    ``SegmentStoreServer``'s connection handler does (synchronously; the store is durable at once)."""
 
     def __init__(self, store: SegmentStore | None = None) -> None:
         if store is None:
@@ -76,8 +76,8 @@ class Harness:
     def feed(self, data: bytes) -> list[Command]:
         """Bytes in; the decoded server replies out (in order)."""
         out = bytearray()
-        if data and not self.closed:  # b"" only runs the machine; EOF is conn.receive_data(b"")
-            self.conn.receive_data(data)
+        if data and not self.closed:  # b"" only runs the machine; EOF is conn.receive_data(b"", now=0.0)
+            self.conn.receive_data(data, now=0.0)
         while not self.closed:
             try:
                 ev = self.conn.next_event()
@@ -88,20 +88,22 @@ class Harness:
             if isinstance(ev, Append):
                 res = self.proc.append(ev)
                 if res.kind == "ok":
-                    out += self.conn.append_stored(ev, self.store.segments[ev.segment].length)
+                    self.conn.append_stored(ev, self.store.segments[ev.segment].length, now=0.0)
                 elif res.kind == "conditional":
-                    out += self.conn.append_conditional_failed(ev)
+                    self.conn.append_conditional_failed(ev, now=0.0)
                 elif res.kind == "failed":
                     assert res.reply is not None
-                    out += self.conn.append_failed(ev, res.reply)
+                    self.conn.append_failed(ev, res.reply, now=0.0)
                 else:
                     if res.reply is not None:
-                        out += self.conn.send(res.reply)
+                        self.conn.send(res.reply, now=0.0)
                     self.closed = True
+                out += self.conn.data_to_send()
             elif isinstance(ev, RequestReceived):
                 o = self.proc.process(ev.command)
                 if o.reply is not None:
-                    out += self.conn.send(o.reply)
+                    self.conn.send(o.reply, now=0.0)
+                out += self.conn.data_to_send()
                 if o.close:
                     self.closed = True
             elif isinstance(ev, HelloReceived | KeepAliveReceived):
@@ -167,13 +169,13 @@ def _machine_in(state: State) -> Harness:
         if state is State.IN_BLOCK:
             assert h.feed(block(E1)) == []
     elif state is State.CLOSING:
-        h.conn.receive_data(Hello(high_version=4, low_version=1).encode())
+        h.conn.receive_data(Hello(high_version=4, low_version=1).encode(), now=0.0)
         assert isinstance(h.conn.next_event(), HelloReceived)
     elif state is State.CLOSED:
-        h.conn.receive_data(b"")
+        h.conn.receive_data(b"", now=0.0)
         assert isinstance(h.conn.next_event(), ConnectionClosed)
     elif state is State.ERROR:
-        h.conn.receive_data(b"\x00\x00\x00\x06\x00\x00\x00\x00")
+        h.conn.receive_data(b"\x00\x00\x00\x06\x00\x00\x00\x00", now=0.0)
         with pytest.raises(RemoteProtocolError):
             h.conn.next_event()
     assert h.conn.state is state
@@ -189,20 +191,20 @@ def test_every_state_input_pair(state: State, inp: str) -> None:
     if state is State.CLOSED:
         assert target is None
         if inp in ("eof", "reset"):
-            conn.receive_data(b"") if inp == "eof" else conn.connection_lost()
+            conn.receive_data(b"", now=0.0) if inp == "eof" else conn.connection_lost(now=0.0)
             assert isinstance(conn.next_event(), ConnectionClosed)
         else:
             data = _input_bytes(inp, state)
             assert data is not None
             with pytest.raises(RuntimeError):
-                conn.receive_data(data)
+                conn.receive_data(data, now=0.0)
         assert conn.state is State.CLOSED
         return
     if state is State.ERROR:
         assert target is None
         data = _input_bytes(inp, state)
         if data is not None:
-            conn.receive_data(data)
+            conn.receive_data(data, now=0.0)
         with pytest.raises(RemoteProtocolError):
             conn.next_event()
         assert conn.state is State.ERROR
@@ -211,19 +213,19 @@ def test_every_state_input_pair(state: State, inp: str) -> None:
         assert target is None
         data = _input_bytes(inp, state)
         if data is not None:
-            conn.receive_data(data)
+            conn.receive_data(data, now=0.0)
         assert conn.next_event() is NEED_DATA  # nothing more is read; the driver closes
         assert conn.must_close
         return
     # OPEN / IN_BLOCK
     if inp == "eof":
-        conn.receive_data(b"")
+        conn.receive_data(b"", now=0.0)
     elif inp == "reset":
-        conn.connection_lost()
+        conn.connection_lost(now=0.0)
     else:
         data = _input_bytes(inp, state)
         assert data is not None
-        conn.receive_data(data)
+        conn.receive_data(data, now=0.0)
     events: list[Any] = []
     try:
         while (ev := conn.next_event()) is not NEED_DATA:
@@ -257,7 +259,7 @@ def test_append_without_setup_closes() -> None:
 def test_append_before_append_setup_was_sent_closes() -> None:
     """The decoder saw SetupAppend but the processor never answered it: no writer state (§5.4)."""
     h = Harness()
-    h.conn.receive_data(SetupAppend(request_id=1, writer_id=W, segment=SEG).encode() + block_end(13, E1, 1, 1))
+    h.conn.receive_data(SetupAppend(request_id=1, writer_id=W, segment=SEG).encode() + block_end(13, E1, 1, 1), now=0.0)
     assert isinstance(h.conn.next_event(), RequestReceived)
     with pytest.raises(RemoteProtocolError) as ei:
         h.conn.next_event()
@@ -458,8 +460,9 @@ def test_server_answers_every_hello_and_closes_when_incompatible(high: int, low:
 @pytest.mark.parametrize(("high", "low", "ok"), [(17, 5, True), (15, 5, True), (4, 1, False), (30, 18, False)])
 def test_client_checks_the_server_hello(high: int, low: int, ok: bool) -> None:
     c = ClientConnection()
-    assert c.initiate() == Hello().encode()
-    c.receive_data(Hello(high_version=high, low_version=low).encode())
+    c.initiate(now=0.0)
+    assert c.data_to_send() == Hello().encode()
+    c.receive_data(Hello(high_version=high, low_version=low).encode(), now=0.0)
     if ok:
         assert isinstance(c.next_event(), HelloReceived) and c.hello_received
     else:
@@ -469,27 +472,27 @@ def test_client_checks_the_server_hello(high: int, low: int, ok: bool) -> None:
 
 def test_client_refuses_requests_from_the_server_and_server_refuses_replies() -> None:
     c = ClientConnection()
-    c.receive_data(SetupAppend(request_id=1, writer_id=W, segment=SEG).encode())
+    c.receive_data(SetupAppend(request_id=1, writer_id=W, segment=SEG).encode(), now=0.0)
     with pytest.raises(RemoteProtocolError):
         c.next_event()
     h = Harness()
     assert h.feed(SegmentRead(segment=SEG, offset=0, at_tail=True, end_of_segment=False, data=b"", request_id=1).encode()) == []
     assert h.error is not None
     with pytest.raises(LocalProtocolError):
-        ServerConnection().send(SetupAppend(request_id=1, writer_id=W, segment=SEG))
+        ServerConnection().send(SetupAppend(request_id=1, writer_id=W, segment=SEG), now=0.0)
     with pytest.raises(LocalProtocolError):
-        ClientConnection().send(DataAppended(writer_id=W, event_number=1))
+        ClientConnection().send(DataAppended(writer_id=W, event_number=1), now=0.0)
 
 
 def test_eof_inside_a_frame_is_an_error_and_a_clean_eof_is_not() -> None:
     h = Harness()
-    h.conn.receive_data(KeepAlive().encode()[:5])
-    h.conn.receive_data(b"")
+    h.conn.receive_data(KeepAlive().encode()[:5], now=0.0)
+    h.conn.receive_data(b"", now=0.0)
     with pytest.raises(RemoteProtocolError) as ei:
         h.conn.next_event()
     assert ei.value.field == "(eof)"
     h2 = Harness()
-    h2.conn.receive_data(b"")
+    h2.conn.receive_data(b"", now=0.0)
     ev = h2.conn.next_event()
     assert isinstance(ev, ConnectionClosed) and ev.clean
 
@@ -526,7 +529,7 @@ def _run_writer(
         if drops:  # this connection breaks after ``cut`` bytes; its replies are lost
             cut = drops.pop(0) % (len(data) + 1)
             h.feed(data[:cut])
-            h.conn.connection_lost()
+            h.conn.connection_lost(now=0.0)
             h.feed(b"")
             assert h.closed
             session.connection_lost()

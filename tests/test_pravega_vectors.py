@@ -276,8 +276,8 @@ def test_error_vector(v: dict[str, Any]) -> None:
     before = _frames_before(raw, expect["offset"])
     # 1. The Sans-IO machine of the decoding role, stream then EOF.
     conn: ServerConnection | ClientConnection = ServerConnection() if server_side else ClientConnection()
-    conn.receive_data(raw)
-    conn.receive_data(b"")
+    conn.receive_data(raw, now=0.0)
+    conn.receive_data(b"", now=0.0)
     events, exc = _drain(conn)
     assert isinstance(exc, RemoteProtocolError), repr(exc)
     assert isinstance(exc, RemoteLimitExceeded) == expect["limit"]
@@ -433,7 +433,7 @@ def test_append_vector_client_bytes_split_anywhere_give_the_same_events(v: dict[
         conn = ServerConnection()
         events: list[Any] = []
         for c in chunks:
-            conn.receive_data(c)
+            conn.receive_data(c, now=0.0)
             while True:
                 try:
                     ev = conn.next_event()
@@ -446,7 +446,8 @@ def test_append_vector_client_bytes_split_anywhere_give_the_same_events(v: dict[
                 cmd = getattr(ev, "command", None)
                 if isinstance(cmd, SetupAppend):
                     conn.send(
-                        AppendSetup(request_id=cmd.request_id, segment=cmd.segment, writer_id=cmd.writer_id, last_event_number=0)
+                        AppendSetup(request_id=cmd.request_id, segment=cmd.segment, writer_id=cmd.writer_id, last_event_number=0),
+                        now=0.0,
                     )
         return events, None
 

@@ -10,6 +10,7 @@
   gRPC controller so the real ``pravega`` client can find the store.
 """
 
+from ..sansio import NEED_DATA
 from .codec import (
     DEFAULT_LIMITS,
     MAX_WIRECOMMAND_SIZE,
@@ -23,7 +24,7 @@ from .codec import (
     encode_event,
 )
 from .commands import request_id_of
-from .connection import Append, ClientConnection, ServerConnection
+from .connection import Append, AppendBytes, ClientConnection, ServerConnection
 from .writer import WriterSession
 
 __all__ = [
@@ -31,8 +32,10 @@ __all__ = [
     "MAX_WIRECOMMAND_SIZE",
     "NULL_VALUE",
     "OLDEST_COMPATIBLE_VERSION",
+    "NEED_DATA",
     "WIRE_VERSION",
     "Append",
+    "AppendBytes",
     "ClientConnection",
     "Command",
     "CommandDecoder",

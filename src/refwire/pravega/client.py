@@ -21,8 +21,9 @@ from typing import Any
 import attrs
 import trio
 
-from ..drivers import first_error, open_stream
+from ..drivers import STOPPED, WRITE_FAILED, WRITE_TIMEOUT, Pump, first_error, open_stream
 from ..errors import LocalProtocolError, ProtocolError, RefwireError
+from ..sansio import NEED_DATA
 from ..wire import Limits
 from .codec import CLIENT_LIMITS, PROTOCOL, Command
 from .commands import (
@@ -41,12 +42,22 @@ from .commands import (
     StreamSegmentInfo,
     request_id_of,
 )
-from .connection import ClientConnection, ConnectionClosed, HelloReceived, KeepAliveReceived, ReplyReceived, State
+from .connection import (
+    AppendBytes,
+    ClientConnection,
+    ClientEvent,
+    ConnectionClosed,
+    HelloReceived,
+    ReplyReceived,
+    ServerConnection,
+    State,
+)
 from .writer import MAX_EVENT_SIZE, Style, WriterSession
 
 __all__ = [
     "EventWriter",
     "PravegaConnection",
+    "PravegaPump",
     "RequestFailed",
     "SegmentReader",
     "WriteFailed",
@@ -82,6 +93,81 @@ def next_request_id() -> int:
     return next(_ids)
 
 
+class PravegaPump(Pump):
+    """:class:`refwire.drivers.Pump` with uncontended fast paths, for the
+    stop-and-wait ack path (one small read and one small write per event on
+    both sides).  Each only skips a checkpoint; what runs, in which order, and
+    what a failed write does are Pump's:
+
+    * a write takes the write lock without a checkpoint when no one holds it
+      (``send_all`` is the checkpoint), and a writer woken with nothing to
+      write (after every delivered event) does not take the lock at all;
+    * with ``checkpoint_delivery=False`` (the client, whose handler only routes
+      replies and never awaits) the events of a read are delivered without the
+      delivery lock's checkpoint when no one holds it (the read was one).
+    """
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        machine: ClientConnection | ServerConnection,
+        on_event: Any,
+        *,
+        checkpoint_delivery: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(stream, machine, on_event, **kwargs)
+        self._has_output = machine.has_data_to_send
+        self._checkpoint_delivery = checkpoint_delivery
+
+    async def _deliver(self) -> None:
+        lock = self._deliver_lock
+        if lock.locked() or self._checkpoint_delivery:
+            await super()._deliver()
+            return
+        lock.acquire_nowait()
+        machine = self.machine
+        on_event = self.on_event
+        try:
+            while True:
+                event = machine.next_event()
+                if event is NEED_DATA:
+                    break
+                await on_event(event)
+                self._write_wanted.set()
+        finally:
+            lock.release()
+            self.kick()
+
+    async def _write_out(self) -> None:
+        lock = self._write_lock
+        if lock.locked():
+            await super()._write_out()
+            return
+        if not self._has_output():
+            return
+        # Pump._write_out without the lock's checkpoint (send_all is one).
+        lock.acquire_nowait()
+        try:
+            data = self.machine.data_to_send()
+            if self._broken:
+                return
+            try:
+                if self.write_timeout is None:
+                    await self.stream.send_all(data)
+                else:
+                    with trio.fail_after(self.write_timeout):
+                        await self.stream.send_all(data)
+            except (trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                self._broken = True
+                if self.ended is None or self.ended == STOPPED:
+                    self.ended = WRITE_TIMEOUT if isinstance(exc, trio.TooSlowError) else WRITE_FAILED
+                self.machine.send_failed(now=trio.current_time())
+                self._stop_reading()
+        finally:
+            lock.release()
+
+
 class PravegaConnection:
     """One connection to a segment store: Hello exchanged, replies routed by requestId.
 
@@ -93,64 +179,48 @@ class PravegaConnection:
     def __init__(self, stream: trio.abc.Stream, *, limits: Limits = CLIENT_LIMITS) -> None:
         self.stream = stream
         self.machine = ClientConnection(limits)
+        #: the reader, timer and writer of this connection (:class:`refwire.drivers.Pump`)
+        self.pump = PravegaPump(stream, self.machine, self._on_event, checkpoint_delivery=False, receive_size=256 * 1024, write_timeout=None)
         self._waiters: dict[int, trio.MemorySendChannel[Command]] = {}
         self._subscribers: dict[int, trio.MemorySendChannel[Command]] = {}
-        self._lock = trio.Lock()
         self.closed = trio.Event()
         self.error: BaseException | None = None
         self._hello = trio.Event()
+        self._task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
 
     @classmethod
     async def connect(cls, host: str, port: int, *, timeout: float = 10.0, **kwargs: Any) -> PravegaConnection:
         stream = await open_stream(host, port, timeout=timeout)
         return cls(stream, **kwargs)
 
-    async def send(self, cmd: Command) -> None:
+    async def send(self, cmd: Command | AppendBytes) -> None:
+        """Queue ``cmd`` on the machine and write it from this task."""
         if self.closed.is_set() or self.machine.state is not State.OPEN:
-            raise trio.ClosedResourceError(f"connection closed; cannot send {cmd.NAME}") from self.error
-        data = self.machine.send(cmd)
-        async with self._lock:
-            await self.stream.send_all(data)
+            name = "appends" if isinstance(cmd, AppendBytes) else cmd.NAME
+            raise trio.ClosedResourceError(f"connection closed; cannot send {name}") from self.error
+        self.machine.send(cmd, now=trio.current_time())
+        await self.pump.flush()
+        if self.pump.ended in (WRITE_FAILED, WRITE_TIMEOUT):
+            raise trio.BrokenResourceError(f"connection broken ({self.pump.ended})")
 
     @property
     def ready(self) -> bool:
         """The server's Hello arrived."""
         return self._hello.is_set()
 
-    async def send_raw(self, data: bytes) -> None:
+    async def send_appends(self, data: bytes) -> None:
+        """A writer session's encoded appends (``WriterSession.take()``)."""
         if data:
-            async with self._lock:
-                await self.stream.send_all(data)
+            await self.send(AppendBytes(data))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Send Hello, wait for the server's Hello, then route replies until the connection ends."""
+        """Send Hello, wait for the server's Hello (then ``task_status.started()``),
+        then route replies until the connection ends."""
+        self._task_status = task_status
         try:
-            await self.send_raw(self.machine.initiate())
-            started = False
-            while True:
-                try:
-                    data = await self.stream.receive_some(256 * 1024)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    self.machine.connection_lost()
-                    data = b""
-                self.machine.receive_data(data)
-                while True:
-                    ev = self.machine.next_event()
-                    if isinstance(ev, HelloReceived):
-                        if not started:
-                            started = True
-                            self._hello.set()
-                            task_status.started()
-                    elif isinstance(ev, ReplyReceived):
-                        self._route(ev.command)
-                    elif isinstance(ev, KeepAliveReceived):
-                        pass
-                    elif isinstance(ev, ConnectionClosed):
-                        if not started:
-                            raise trio.BrokenResourceError("connection closed before the server's Hello")
-                        return
-                    else:
-                        break
+            self.machine.initiate(now=trio.current_time())
+            await self.pump.flush()
+            await self.pump.run()
         except ProtocolError as exc:
             self.error = exc
             raise
@@ -159,6 +229,18 @@ class PravegaConnection:
             for ch in [*self._waiters.values(), *self._subscribers.values()]:
                 ch.close()
             await trio.aclose_forcefully(self.stream)
+
+    async def _on_event(self, ev: ClientEvent) -> None:
+        if isinstance(ev, ReplyReceived):
+            self._route(ev.command)
+        elif isinstance(ev, HelloReceived):
+            if not self._hello.is_set():
+                self._hello.set()
+                self._task_status.started()
+        elif isinstance(ev, ConnectionClosed):
+            if not self._hello.is_set():
+                raise trio.BrokenResourceError("connection closed before the server's Hello")
+        # KeepAliveReceived: nothing to do
 
     def _route(self, cmd: Command) -> None:
         rid = request_id_of(cmd)
@@ -284,7 +366,9 @@ class EventWriter:
         rng: random.Random | None = None,
     ) -> None:
         self.host, self.port = host, port
-        self.session = WriterSession(segment, writer_id, style=config.style, token=config.token)
+        self.session = WriterSession(
+            segment, uuid.uuid4() if writer_id is None else writer_id, style=config.style, token=config.token
+        )
         self.config = config
         self._connect = connect or (lambda: open_stream(host, port, timeout=config.connect_timeout))
         self._rng = rng or random.Random()
@@ -420,14 +504,14 @@ class EventWriter:
     async def _drain(self, link: _Link) -> None:
         """Send what is unsent; wait until every pending event is acked."""
         session = self.session
-        await link.conn.send_raw(session.take())
+        await link.conn.send_appends(session.take())
         while session.pending:
             reply = await self._next_reply(link)
             if isinstance(reply, DataAppended):
                 self.stats["acked"] += len(session.on_data_appended(reply))
             else:  # ConditionalCheckFailed, SegmentIsSealed, NoSuchSegment, WrongHost...: the server dropped our state
                 raise RequestFailed(reply)
-            await link.conn.send_raw(session.take())
+            await link.conn.send_appends(session.take())
 
 
 def parse_events(data: bytes, *, base: int = 0, max_event_size: int = MAX_EVENT_SIZE) -> tuple[list[tuple[int, bytes]], int]:

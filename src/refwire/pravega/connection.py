@@ -1,9 +1,12 @@
 """Pravega Sans-IO connections: the segment-store side and the client side.
 
-Shaped like h11 (DESIGN.md §1): ``receive_data(data)`` (``b""`` = EOF),
-``connection_lost()``, ``next_event()`` → event or :data:`NEED_DATA`,
-``send(command)`` → bytes, ``data_to_send()`` for replies the machine owes on
-its own (Hello, KeepAlive echoes).
+Both follow the machine contract of :mod:`refwire.sansio`:
+``receive_data(data, now=...)`` (``b""`` = EOF), ``connection_lost(now=...)``,
+``next_event()`` → event or :data:`NEED_DATA`, ``send(command, now=...)``
+(returns nothing; every byte, replies and the Hello/KeepAlive echoes the
+machine owes on its own, leaves through ``data_to_send()``), and
+``send_failed(now=...)`` (specs/pravega/README.md §5.5: what a broken
+connection loses).
 
 The server machine is the protocol half of a segment store: Java's
 ``AppendDecoder`` (block reassembly, specs/pravega/README.md §5.3) and the
@@ -19,12 +22,13 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections import deque
 from typing import Final
 
 import attrs
 
 from ..errors import LocalProtocolError
-from ..sansio import NEED_DATA, FrameMachine, NeedData
+from ..sansio import NEED_DATA, FrameMachine, NeedData, closed_inside
 from ..wire import Limits, check_limit
 from .codec import (
     DEFAULT_LIMITS,
@@ -53,10 +57,12 @@ from .commands import (
 __all__ = [
     "SERVER_TRANSITIONS",
     "Append",
+    "AppendBytes",
     "ConnectionClosed",
     "HelloReceived",
     "KeepAliveReceived",
     "ReplyReceived",
+    "ReplySlot",
     "RequestReceived",
     "ServerConnection",
     "ClientConnection",
@@ -158,6 +164,23 @@ class ReplyReceived:
     command: Command
 
 
+@attrs.define(eq=False)
+class ReplySlot:
+    """A place in a server connection's reply order (:meth:`ServerConnection.reserve`):
+    replies queued after it wait until it is filled."""
+
+    data: bytes | None = None
+
+
+@attrs.frozen
+class AppendBytes:
+    """What a client sends for a writer: the append commands a
+    :class:`~.writer.WriterSession` encoded (``WriterSession.take()``), already
+    framed (§5.1)."""
+
+    data: bytes
+
+
 @attrs.frozen
 class ConnectionClosed:
     clean: bool = True
@@ -200,17 +223,37 @@ class _Base(FrameMachine):
         self.limits = limits
         self._decoder = CommandDecoder(limits)
         self.peer_version: tuple[int, int] | None = None
+        self._closed_owed = False
 
     def _feed(self, data: bytes | bytearray | memoryview) -> None:
         self._decoder.feed(data)
+
+    def has_data_to_send(self) -> bool:
+        """Whether :meth:`data_to_send` would return bytes (without taking them)."""
+        return bool(self._out)
 
     @property
     def must_close(self) -> bool:
         """True once the connection must be closed after :meth:`data_to_send` is flushed."""
         return self.state in (State.CLOSING, State.ERROR)
 
+    def receive_data(self, data: bytes | bytearray | memoryview, *, now: float) -> None:
+        if not data and self.state is State.CLOSED:
+            self._closed_owed = True  # a repeated EOF is answered again, once
+        super().receive_data(data, now=now)
+
+    def connection_lost(self, *, now: float) -> None:
+        if self.state is State.CLOSED:
+            self._closed_owed = True
+        super().connection_lost(now=now)
+
     def _idle_event(self) -> ConnectionClosed | NeedData | None:
         if self.state is State.CLOSED:
+            # The closing event goes out once per end of input, then NEED_DATA
+            # (a driver reads events until NEED_DATA).
+            if not self._closed_owed:
+                return NEED_DATA
+            self._closed_owed = False
             return ConnectionClosed(clean=not self._reset, reason="reset" if self._reset else "")
         if self.state is State.CLOSING:
             return NEED_DATA
@@ -222,12 +265,12 @@ class _Base(FrameMachine):
             self._events.append(ConnectionClosed(clean=False, reason="reset"))
             return
         if self._decoder.buffered:
-            raise LocalProtocolError(
-                f"connection closed inside a frame ({self._decoder.buffered} bytes of it received)",
+            raise closed_inside(
+                "a frame",
                 protocol=PROTOCOL,
                 frame=self._decoder.pending_frame_name(),
-                field="(eof)",
                 offset=self._decoder.offset,
+                detail=f"{self._decoder.buffered} bytes of it received",
             )
         clean = self.state is not State.IN_BLOCK
         self._transition("eof")
@@ -243,6 +286,11 @@ class ServerConnection(_Base):
     Usage: feed bytes, pull events; answer :class:`RequestReceived` with
     :meth:`send`; store each :class:`Append` and then call
     :meth:`append_stored` (→ DataAppended) or :meth:`append_failed`.
+
+    Replies leave in the order they are queued.  A reply that must wait (an
+    ack until its append is durable) keeps its place with :meth:`reserve`:
+    everything queued after the slot (replies, KeepAlive echoes) waits until
+    the slot is filled (``send(..., slot=)``, ``append_stored(..., slot=)``).
     """
 
     role = "server"
@@ -258,6 +306,8 @@ class ServerConnection(_Base):
         self._block_offset = 0
         #: bytes of AppendBlockEnd data dropped by Java's quirk (§5.3); the driver logs them
         self.ignored_block_end_bytes = 0
+        #: replies waiting behind a reserved slot, in order (the head is unfilled)
+        self._replies: deque[ReplySlot] = deque()
 
     def next_event(self) -> ServerEvent | NeedData:
         """The next event or :data:`NEED_DATA`; raises :class:`RemoteProtocolError`
@@ -286,12 +336,12 @@ class ServerConnection(_Base):
         if isinstance(cmd, Hello):
             ok = _versions_compatible(cmd.high_version, cmd.low_version)
             self.peer_version = (cmd.high_version, cmd.low_version)
-            self._out += Hello().encode()
+            self._queue(Hello().encode(), None)
             self._transition("hello" if ok else "hello-incompatible", offset=offset, frame="Hello")
             self._events.append(HelloReceived(cmd.high_version, cmd.low_version, ok))
         elif isinstance(cmd, KeepAlive):
             self._transition("keepalive", offset=offset, frame="KeepAlive")
-            self._out += KeepAlive().encode()
+            self._queue(KeepAlive().encode(), None)
             self._events.append(KeepAliveReceived())
         elif isinstance(cmd, SetupAppend):
             self._transition("setup", offset=offset, frame="SetupAppend")
@@ -499,50 +549,95 @@ class ServerConnection(_Base):
         self._events.append(Append(segment, writer_id, event_number, count, data, request_id, expected_offset, previous))
 
     # -- send ----------------------------------------------------------------
-    def send(self, cmd: Command) -> bytes:
-        """Encode a reply.  An AppendSetup (re)starts the writer's state (§5.4)."""
+    def reserve(self, *, now: float) -> ReplySlot:
+        """Keep the next place in the reply order for a reply that is not ready
+        yet (an ack waiting for durability); fill it with ``slot=``."""
+        self._now = now
+        slot = ReplySlot()
+        self._replies.append(slot)
+        return slot
+
+    def _queue(self, data: bytes, slot: ReplySlot | None) -> None:
+        replies = self._replies
+        if slot is None:
+            if replies:
+                replies.append(ReplySlot(data))
+            else:
+                self._out += data
+            return
+        if slot.data is not None:
+            raise RuntimeError("reply slot filled twice")
+        slot.data = data
+        while replies and (ready := replies[0].data) is not None:
+            replies.popleft()
+            self._out += ready
+
+    def send(self, cmd: Command, *, now: float, slot: ReplySlot | None = None) -> None:
+        """Queue a reply (into ``slot`` if given).  An AppendSetup (re)starts the
+        writer's state (§5.4)."""
         if cmd.DIRECTION not in ("reply", "both"):
             raise LocalProtocolError(f"a server does not send {cmd.NAME}", protocol=PROTOCOL, frame=cmd.NAME)
+        self._now = now
         if isinstance(cmd, AppendSetup):
             self._writers[(cmd.segment, cmd.writer_id)] = WriterState(cmd.last_event_number, cmd.last_event_number)
-        return cmd.encode()
+        self._queue(cmd.encode(), slot)
 
-    def append_stored(self, append: Append, segment_length: int) -> bytes:
-        """The append is durable: the DataAppended to send (or ``b""`` if this
-        event number was already acked).  Call in the order appends arrived."""
+    def append_stored(self, append: Append, segment_length: int, *, now: float, slot: ReplySlot | None = None) -> None:
+        """The append is durable: queue its DataAppended (nothing if this event
+        number was already acked).  Call in the order appends arrived."""
+        self._now = now
         state = self._writers.get((append.segment, append.writer_id))
         if state is None:
-            return b""  # the writer was set up again or dropped meanwhile
+            self._queue(b"", slot)  # the writer was set up again or dropped meanwhile
+            return
         state.in_flight -= 1
         previous = state.last_acked
         if previous >= append.event_number:
-            return b""
+            self._queue(b"", slot)
+            return
         state.last_acked = append.event_number
-        return DataAppended(
+        ack = DataAppended(
             writer_id=append.writer_id,
             event_number=append.event_number,
             previous_event_number=previous,
             request_id=append.request_id,
             current_segment_write_offset=segment_length,
-        ).encode()
+        )
+        self._queue(ack.encode(), slot)
 
-    def append_conditional_failed(self, append: Append) -> bytes:
-        """The expected offset did not match: ConditionalCheckFailed; the writer
-        state rolls back to the last ack when nothing else is in flight."""
+    def append_conditional_failed(self, append: Append, *, now: float) -> None:
+        """The expected offset did not match: queue ConditionalCheckFailed; the
+        writer state rolls back to the last ack when nothing else is in flight."""
         state = self._writers.get((append.segment, append.writer_id))
         if state is not None:
             state.in_flight -= 1
             if state.in_flight == 0:
                 state.last_stored = state.last_acked
-        return ConditionalCheckFailed(
-            writer_id=append.writer_id, event_number=append.event_number, request_id=append.request_id
-        ).encode()
+        self.send(
+            ConditionalCheckFailed(writer_id=append.writer_id, event_number=append.event_number, request_id=append.request_id),
+            now=now,
+        )
 
-    def append_failed(self, append: Append, reply: Command) -> bytes:
-        """The store refused the append (sealed, deleted…): send ``reply`` and
+    def append_failed(self, append: Append, reply: Command, *, now: float) -> None:
+        """The store refused the append (sealed, deleted…): queue ``reply`` and
         drop the writer state, so the writer must set up again (§5.4)."""
         self._writers.pop((append.segment, append.writer_id), None)
-        return self.send(reply)
+        self.send(reply, now=now)
+
+    def close(self, *, now: float) -> None:
+        """The application closes the connection once the replies queued so far
+        are out (an expired token, InvalidEventNumber, §8): nothing more is
+        decoded, and :attr:`must_close` is true."""
+        self._now = now
+        if self.state in (State.OPEN, State.IN_BLOCK):
+            self.state = State.CLOSING
+
+    def send_failed(self, *, now: float) -> None:
+        """The driver could not write: replies not written are lost; appends the
+        store already holds stay stored (the writer's next SetupAppend learns of
+        them from AppendSetup, §5.5).  The connection is over."""
+        self._replies.clear()
+        super().send_failed(now=now)
 
 
 # --------------------------------------------------------------------------- client
@@ -565,19 +660,30 @@ class ClientConnection(_Base):
         self.version = version
         self.hello_received = False
 
-    def initiate(self) -> bytes:
-        """The Hello a client sends right after connecting."""
-        return Hello(high_version=self.version[0], low_version=self.version[1]).encode()
+    def initiate(self, *, now: float) -> None:
+        """Queue the Hello a client sends right after connecting."""
+        self._now = now
+        self._out += Hello(high_version=self.version[0], low_version=self.version[1]).encode()
 
     def next_event(self) -> ClientEvent | NeedData:
         return self._next()  # type: ignore[no-any-return]
 
-    def send(self, cmd: Command) -> bytes:
-        if cmd.DIRECTION not in ("request", "both"):
-            raise LocalProtocolError(f"a client does not send {cmd.NAME}", protocol=PROTOCOL, frame=cmd.NAME)
-        if self.state not in (State.OPEN,):
-            raise LocalProtocolError(f"cannot send {cmd.NAME} in state {self.state.value}", protocol=PROTOCOL, frame=cmd.NAME)
-        return cmd.encode()
+    def send(self, cmd: Command | AppendBytes, *, now: float) -> None:
+        """Queue a request (or a writer session's encoded appends, :class:`AppendBytes`)."""
+        name = "appends" if isinstance(cmd, AppendBytes) else cmd.NAME
+        if not isinstance(cmd, AppendBytes) and cmd.DIRECTION not in ("request", "both"):
+            raise LocalProtocolError(f"a client does not send {name}", protocol=PROTOCOL, frame=name)
+        if self.state is not State.OPEN:
+            raise LocalProtocolError(f"cannot send {name} in state {self.state.value}", protocol=PROTOCOL, frame=name)
+        self._now = now
+        self._out += cmd.data if isinstance(cmd, AppendBytes) else cmd.encode()
+
+    def send_failed(self, *, now: float) -> None:
+        """The driver could not write: the connection is over and requests in
+        flight fail (the driver fails their waiters on the closing event); a
+        writer session resends what the next AppendSetup says the store lacks
+        (§5.5)."""
+        super().send_failed(now=now)
 
     def _pump(self) -> None:
         dec = self._decoder

@@ -1,10 +1,11 @@
 """The segment store on trio (specs/pravega/README.md §5-§8).
 
-One task reads each connection and feeds the Sans-IO
+A :class:`~refwire.drivers.Pump` runs each connection's Sans-IO
 :class:`~.connection.ServerConnection`; requests go to the pure
-:class:`~.processor.RequestProcessor`; replies leave in order through one
-queue per connection, each once the log holds its operation durably (a group
-commit task syncs the log).  Reads at the tail wait in their own task until
+:class:`~.processor.RequestProcessor`; replies leave in arrival order, each
+once the log holds its operation durably (a group commit task syncs the log):
+a reply that must wait keeps its place in the machine's reply order and a
+replier task fills it.  Reads at the tail wait in their own task until
 data arrives, the segment is sealed, or ``tail_wait`` passes (then an empty
 ``SegmentRead(atTail=true)``, below the Rust client's 30 s request timeout).
 """
@@ -23,12 +24,21 @@ from typing import Any
 import attrs
 import trio
 
-from ..drivers import StreamServer, listener_address
-from ..errors import ProtocolError
+from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, StreamServer, listener_address
+from ..errors import RemoteProtocolError
 from ..wire import Limits
+from .client import PravegaPump
 from .codec import DEFAULT_LIMITS, Command
 from .commands import ReadSegment, SegmentRead
-from .connection import Append, ConnectionClosed, HelloReceived, KeepAliveReceived, RequestReceived, ServerConnection
+from .connection import (
+    Append,
+    HelloReceived,
+    KeepAliveReceived,
+    ReplySlot,
+    RequestReceived,
+    ServerConnection,
+    ServerEvent,
+)
 from .processor import RequestProcessor, TokenVerifier
 from .storage import FileLog, Log, MemoryLog
 from .store import NoSuchSegmentError, SegmentExistsError, SegmentStore
@@ -168,161 +178,193 @@ class SegmentStoreServer:
     async def handle_stream(self, stream: trio.abc.Stream) -> None:
         """Serve one connection (any trio stream: TCP, TLS, the simulator's)."""
         self.stats["connections"] += 1
-        conn = ServerConnection(self.config.limits)
-        send_q, recv_q = trio.open_memory_channel[tuple[int, Any]](self.config.max_queued_replies)
-        send_lock = trio.Lock()
-        closed = False
-
-        async def send(data: bytes) -> None:
-            if data and not closed:
-                async with send_lock:
-                    await stream.send_all(data)
-
-        async def replier() -> None:
-            """Replies in arrival order, each once its operation is durable."""
-            nonlocal closed
-            async for lsn, item in recv_q:
-                await self.wait_durable(lsn)
-                if isinstance(item, Append):
-                    await send(conn.append_stored(item, self._segment_length(item.segment)))
-                elif item == "close":
-                    closed = True
-                    nursery.cancel_scope.cancel()  # parked reads end with the connection
-                    return
-                else:
-                    await send(item)
-
-        async def reply_in_order(data: bytes) -> None:
-            """A woken read goes out after the reply to the command that woke it (spec §6)."""
-            try:
-                await send_q.send((0, data))
-            except (trio.ClosedResourceError, trio.BrokenResourceError):
-                pass
-
-        parked: deque[trio.CancelScope] = deque()
-
-        def park(cmd: ReadSegment) -> None:
-            """Park a read at the tail (§6), in arrival order: beyond the cap the oldest is answered empty now."""
-            deadline = math.inf if self.config.tail_wait is None else trio.current_time() + self.config.tail_wait
-            scope = trio.CancelScope(deadline=deadline)
-            parked.append(scope)
-            if len(parked) > self.config.max_parked_reads:
-                parked.popleft().cancel()
-            nursery.start_soon(parked_read, cmd, scope)
-
-        async def parked_read(cmd: ReadSegment, scope: trio.CancelScope) -> None:
-            try:
-                await wait_for_data(cmd, scope)
-            finally:
-                if scope in parked:
-                    parked.remove(scope)
-
-        async def wait_for_data(cmd: ReadSegment, scope: trio.CancelScope) -> None:
-            with scope:
-                while True:
-                    ev = self._wakeups.setdefault(cmd.segment, trio.Event())
-                    await ev.wait()
-                    out = self.processor.process(cmd, now=self._time_ms(), was_parked=True)
-                    if out.park:
-                        continue
-                    if out.reply is not None:
-                        await reply_in_order(out.reply.encode())
-                    return
-            # tail_wait passed, or the read was the oldest of too many
-            empty = SegmentRead(
-                segment=cmd.segment, offset=cmd.offset, at_tail=True, end_of_segment=False, data=b"", request_id=cmd.request_id
-            )
-            await reply_in_order(empty.encode())
-
-        nursery: trio.Nursery
+        handler = _StoreConnection(self, stream)
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(replier)
-                try:
-                    await self._read_loop(stream, conn, send_q, nursery, park)
-                finally:
-                    await send_q.send((0, "close"))
-                    send_q.close()
-        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
-            log.debug("pravega: connection lost: %s", group.exceptions[0])
+            await handler.run()
         finally:
-            self.transitions_seen |= conn.transitions_seen
+            self.transitions_seen |= handler.conn.transitions_seen
 
     def _segment_length(self, segment: str) -> int:
         seg = self.store.segments.get(segment)
         return -1 if seg is None else seg.length
 
-    async def _read_loop(
-        self,
-        stream: trio.abc.Stream,
-        conn: ServerConnection,
-        send_q: trio.MemorySendChannel[tuple[int, Any]],
-        nursery: trio.Nursery,
-        park: Any,
-    ) -> None:
-        proc = self.processor
-        ignored = 0
-        while True:
+
+#: a reply that waits for durability: (log position, its place in the reply order, what fills it)
+_Waiting = tuple[int, ReplySlot, Append | Command]
+
+
+class _StoreConnection:
+    """One segment-store connection: the :class:`~refwire.drivers.Pump` runs the
+    machine; requests go to the processor as they arrive; replies that must wait
+    for durability keep their place in the machine's reply order
+    (:meth:`ServerConnection.reserve`) and are filled, in order, by the replier
+    task once the log holds them."""
+
+    def __init__(self, server: SegmentStoreServer, stream: trio.abc.Stream) -> None:
+        self.server = server
+        cfg = server.config
+        self.conn = ServerConnection(cfg.limits)
+        self.pump = PravegaPump(stream, self.conn, self.on_event, receive_size=cfg.receive_size, write_timeout=None)
+        self._waiting_tx, self._waiting_rx = trio.open_memory_channel[_Waiting](cfg.max_queued_replies)
+        self._waiting = 0  #: replies queued for the replier and not yet filled
+        self._closing = False
+        self._ignored = 0
+        self._parked: deque[trio.CancelScope] = deque()
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self.replier)
             try:
-                data = await stream.receive_some(self.config.receive_size)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                conn.connection_lost()
-                data = b""
-            conn.receive_data(data)
+                ended = await self.pump.run()
+                if self._broken:
+                    log.debug("pravega: connection lost (%s)", ended)
+            except RemoteProtocolError as exc:
+                # Real Pravega closes without a reply (§8); what was queued before still goes out.
+                self.server.stats["protocol_errors"] += 1
+                log.info("pravega: closing connection: %s", exc)
+            finally:
+                self._closing = True
+                self._waiting_tx.close()  # the replier fills what is queued, then ends the parked reads
+
+    @property
+    def _broken(self) -> bool:
+        return self.pump.ended in (RESET, WRITE_FAILED, WRITE_TIMEOUT)
+
+    async def replier(self) -> None:
+        """Fill the waiting replies in arrival order, each once its operation is durable."""
+        server, conn = self.server, self.conn
+        async for lsn, slot, item in self._waiting_rx:
+            await server.wait_durable(lsn)
+            now = trio.current_time()
+            if isinstance(item, Append):
+                conn.append_stored(item, server._segment_length(item.segment), now=now, slot=slot)
+            else:
+                conn.send(item, now=now, slot=slot)
+            self._waiting -= 1
+            await self.pump.flush()
+            if self._broken:
+                break
+        assert self._nursery is not None
+        self._nursery.cancel_scope.cancel()  # parked reads end with the connection
+
+    async def _wait_for(self, lsn: int, item: Append | Command) -> None:
+        """Reply with ``item`` once ``lsn`` is durable, after every reply before it."""
+        slot = self.conn.reserve(now=trio.current_time())
+        self._waiting += 1
+        await self._waiting_tx.send((lsn, slot, item))
+
+    def _durable(self, lsn: int) -> bool:
+        """``lsn`` is durable and nothing waits before it: reply at once."""
+        lg = self.server.log
+        return not self._waiting and (lsn == 0 or lg is None or lg.durable >= lsn)
+
+    async def on_event(self, ev: ServerEvent) -> None:
+        if self._closing:
+            return  # the connection is closing: nothing after the last reply is served
+        server, conn = self.server, self.conn
+        proc = server.processor
+        if isinstance(ev, Append):
+            if conn.ignored_block_end_bytes != self._ignored:
+                log.warning(
+                    "pravega: writer %s: %d bytes of AppendBlockEnd data ignored (the block had no remainder; Java's quirk, spec §5.3)",
+                    ev.writer_id,
+                    conn.ignored_block_end_bytes - self._ignored,
+                )
+                self._ignored = conn.ignored_block_end_bytes
+            server.stats["appends"] += 1
+            server.stats["events"] += ev.event_count
+            out = proc.append(ev, now=server._time_ms())
+            now = trio.current_time()
+            if out.kind == "ok":
+                server._dirty.set()
+                if self._durable(out.lsn):
+                    conn.append_stored(ev, server._segment_length(ev.segment), now=now)
+                    await self.pump.flush()  # the ack leaves from this task: no hand-off to the writer
+                else:
+                    await self._wait_for(out.lsn, ev)
+            elif out.kind == "conditional":
+                conn.append_conditional_failed(ev, now=now)
+            elif out.kind == "failed":
+                assert out.reply is not None
+                conn.append_failed(ev, out.reply, now=now)
+            else:
+                if out.reply is not None:
+                    conn.send(out.reply, now=now)
+                self._close()
+        elif isinstance(ev, RequestReceived):
+            cmd: Command = ev.command
+            if isinstance(cmd, ReadSegment):
+                server.stats["reads"] += 1
+            out2 = proc.process(cmd, now=server._time_ms())
+            if out2.park:
+                assert isinstance(cmd, ReadSegment)
+                self._park(cmd)
+                return
+            if out2.lsn:
+                server._dirty.set()
+            if out2.reply is not None:
+                if self._durable(out2.lsn):
+                    conn.send(out2.reply, now=trio.current_time())
+                else:
+                    await self._wait_for(out2.lsn, out2.reply)
+            if out2.close:
+                self._close()
+        elif isinstance(ev, HelloReceived | KeepAliveReceived):
+            if conn.must_close:  # an incompatible Hello: our Hello goes out, then the connection closes
+                self._close()
+        # ConnectionClosed: the pump ends after it
+
+    def _close(self) -> None:
+        """Close once the replies queued so far are out: the machine decodes nothing more."""
+        self._closing = True
+        self.conn.close(now=trio.current_time())
+        self.pump.stop()
+
+    # -- reads parked at the tail (§6) ----------------------------------------------
+    def _park(self, cmd: ReadSegment) -> None:
+        """Park a read at the tail, in arrival order: beyond the cap the oldest is answered empty now."""
+        cfg = self.server.config
+        deadline = math.inf if cfg.tail_wait is None else trio.current_time() + cfg.tail_wait
+        scope = trio.CancelScope(deadline=deadline)
+        self._parked.append(scope)
+        if len(self._parked) > cfg.max_parked_reads:
+            self._parked.popleft().cancel()
+        assert self._nursery is not None
+        self._nursery.start_soon(self._parked_read, cmd, scope)
+
+    async def _parked_read(self, cmd: ReadSegment, scope: trio.CancelScope) -> None:
+        try:
+            await self._wait_for_data(cmd, scope)
+        finally:
+            if scope in self._parked:
+                self._parked.remove(scope)
+
+    async def _wait_for_data(self, cmd: ReadSegment, scope: trio.CancelScope) -> None:
+        server = self.server
+        with scope:
             while True:
-                try:
-                    ev = conn.next_event()
-                except ProtocolError as exc:
-                    # Real Pravega closes without a reply (§8); what was queued before still goes out.
-                    self.stats["protocol_errors"] += 1
-                    log.info("pravega: closing connection: %s", exc)
-                    return
-                if isinstance(ev, Append):
-                    if conn.ignored_block_end_bytes != ignored:
-                        log.warning(
-                            "pravega: writer %s: %d bytes of AppendBlockEnd data ignored (the block had no remainder; Java's quirk, spec §5.3)",
-                            ev.writer_id,
-                            conn.ignored_block_end_bytes - ignored,
-                        )
-                        ignored = conn.ignored_block_end_bytes
-                    self.stats["appends"] += 1
-                    self.stats["events"] += ev.event_count
-                    out = proc.append(ev, now=self._time_ms())
-                    if out.kind == "ok":
-                        self._dirty.set()
-                        await send_q.send((out.lsn, ev))
-                    elif out.kind == "conditional":
-                        await send_q.send((0, conn.append_conditional_failed(ev)))
-                    elif out.kind == "failed":
-                        assert out.reply is not None
-                        await send_q.send((0, conn.append_failed(ev, out.reply)))
-                    else:
-                        if out.reply is not None:
-                            await send_q.send((0, conn.send(out.reply)))
-                        return
-                elif isinstance(ev, RequestReceived):
-                    cmd: Command = ev.command
-                    if isinstance(cmd, ReadSegment):
-                        self.stats["reads"] += 1
-                    out2 = proc.process(cmd, now=self._time_ms())
-                    if out2.park:
-                        assert isinstance(cmd, ReadSegment)
-                        park(cmd)
-                        continue
-                    if out2.lsn:
-                        self._dirty.set()
-                    if out2.reply is not None:
-                        await send_q.send((out2.lsn, conn.send(out2.reply)))
-                    if out2.close:
-                        return
-                elif isinstance(ev, HelloReceived | KeepAliveReceived):
-                    await send_q.send((0, conn.data_to_send()))
-                    if conn.must_close:
-                        return
-                elif isinstance(ev, ConnectionClosed):
-                    return
-                else:  # NEED_DATA
-                    break
+                ev = server._wakeups.setdefault(cmd.segment, trio.Event())
+                await ev.wait()
+                out = server.processor.process(cmd, now=server._time_ms(), was_parked=True)
+                if out.park:
+                    continue
+                if out.reply is not None:
+                    self._reply_woken(out.reply)
+                return
+        # tail_wait passed, or the read was the oldest of too many
+        empty = SegmentRead(
+            segment=cmd.segment, offset=cmd.offset, at_tail=True, end_of_segment=False, data=b"", request_id=cmd.request_id
+        )
+        self._reply_woken(empty)
+
+    def _reply_woken(self, reply: Command) -> None:
+        """A woken read goes out after the reply to the command that woke it (spec §6)."""
+        if self._closing or self._broken:
+            return  # the connection is over: the reply is dropped
+        self.conn.send(reply, now=trio.current_time())
+        self.pump.kick()
 
 
 class StoreAdmin:

@@ -50,12 +50,16 @@ class WriterSession:
     reply to :meth:`on_append_setup`; then send :meth:`take` whenever it has
     bytes; feed each DataAppended to :meth:`on_data_appended`; on a broken
     connection call :meth:`connection_lost` and start again with setup.
+
+    ``writer_id`` is an input like any other (no hidden randomness): the
+    driver draws it (``uuid.uuid4()``), the simulator from its seed (§5.5:
+    the id must stay the same across reconnects for the store to dedupe).
     """
 
     def __init__(
         self,
         segment: str,
-        writer_id: uuid.UUID | None = None,
+        writer_id: uuid.UUID,
         *,
         style: Style = "rust",
         token: str = "",
@@ -63,7 +67,7 @@ class WriterSession:
         max_batch_events: int = 499,
     ) -> None:
         self.segment = segment
-        self.writer_id = writer_id or uuid.uuid4()
+        self.writer_id = writer_id
         self.style = style
         self.token = token
         self.max_batch_bytes = max_batch_bytes
