@@ -21,9 +21,8 @@ from typing import Any
 import attrs
 import trio
 
-from ..drivers import STOPPED, WRITE_FAILED, WRITE_TIMEOUT, Pump, first_error, open_stream
+from ..drivers import WRITE_FAILED, WRITE_TIMEOUT, Pump, first_error, open_stream
 from ..errors import LocalProtocolError, ProtocolError, RefwireError
-from ..sansio import NEED_DATA
 from ..wire import Limits
 from .codec import CLIENT_LIMITS, PROTOCOL, Command
 from .commands import (
@@ -49,7 +48,6 @@ from .connection import (
     ConnectionClosed,
     HelloReceived,
     ReplyReceived,
-    ServerConnection,
     State,
 )
 from .writer import MAX_EVENT_SIZE, Style, WriterSession
@@ -57,7 +55,6 @@ from .writer import MAX_EVENT_SIZE, Style, WriterSession
 __all__ = [
     "EventWriter",
     "PravegaConnection",
-    "PravegaPump",
     "RequestFailed",
     "SegmentReader",
     "WriteFailed",
@@ -93,81 +90,6 @@ def next_request_id() -> int:
     return next(_ids)
 
 
-class PravegaPump(Pump):
-    """:class:`refwire.drivers.Pump` with uncontended fast paths, for the
-    stop-and-wait ack path (one small read and one small write per event on
-    both sides).  Each only skips a checkpoint; what runs, in which order, and
-    what a failed write does are Pump's:
-
-    * a write takes the write lock without a checkpoint when no one holds it
-      (``send_all`` is the checkpoint), and a writer woken with nothing to
-      write (after every delivered event) does not take the lock at all;
-    * with ``checkpoint_delivery=False`` (the client, whose handler only routes
-      replies and never awaits) the events of a read are delivered without the
-      delivery lock's checkpoint when no one holds it (the read was one).
-    """
-
-    def __init__(
-        self,
-        stream: trio.abc.Stream,
-        machine: ClientConnection | ServerConnection,
-        on_event: Any,
-        *,
-        checkpoint_delivery: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(stream, machine, on_event, **kwargs)
-        self._has_output = machine.has_data_to_send
-        self._checkpoint_delivery = checkpoint_delivery
-
-    async def _deliver(self) -> None:
-        lock = self._deliver_lock
-        if lock.locked() or self._checkpoint_delivery:
-            await super()._deliver()
-            return
-        lock.acquire_nowait()
-        machine = self.machine
-        on_event = self.on_event
-        try:
-            while True:
-                event = machine.next_event()
-                if event is NEED_DATA:
-                    break
-                await on_event(event)
-                self._write_wanted.set()
-        finally:
-            lock.release()
-            self.kick()
-
-    async def _write_out(self) -> None:
-        lock = self._write_lock
-        if lock.locked():
-            await super()._write_out()
-            return
-        if not self._has_output():
-            return
-        # Pump._write_out without the lock's checkpoint (send_all is one).
-        lock.acquire_nowait()
-        try:
-            data = self.machine.data_to_send()
-            if self._broken:
-                return
-            try:
-                if self.write_timeout is None:
-                    await self.stream.send_all(data)
-                else:
-                    with trio.fail_after(self.write_timeout):
-                        await self.stream.send_all(data)
-            except (trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                self._broken = True
-                if self.ended is None or self.ended == STOPPED:
-                    self.ended = WRITE_TIMEOUT if isinstance(exc, trio.TooSlowError) else WRITE_FAILED
-                self.machine.send_failed(now=trio.current_time())
-                self._stop_reading()
-        finally:
-            lock.release()
-
-
 class PravegaConnection:
     """One connection to a segment store: Hello exchanged, replies routed by requestId.
 
@@ -180,7 +102,7 @@ class PravegaConnection:
         self.stream = stream
         self.machine = ClientConnection(limits)
         #: the reader, timer and writer of this connection (:class:`refwire.drivers.Pump`)
-        self.pump = PravegaPump(stream, self.machine, self._on_event, checkpoint_delivery=False, receive_size=256 * 1024, write_timeout=None)
+        self.pump = Pump(stream, self.machine, self._on_event, receive_size=256 * 1024, write_timeout=None)
         self._waiters: dict[int, trio.MemorySendChannel[Command]] = {}
         self._subscribers: dict[int, trio.MemorySendChannel[Command]] = {}
         self.closed = trio.Event()

@@ -24,10 +24,9 @@ from typing import Any
 import attrs
 import trio
 
-from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, StreamServer, listener_address
+from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer, listener_address
 from ..errors import RemoteProtocolError
 from ..wire import Limits
-from .client import PravegaPump
 from .codec import DEFAULT_LIMITS, Command
 from .commands import ReadSegment, SegmentRead
 from .connection import (
@@ -204,7 +203,7 @@ class _StoreConnection:
         self.server = server
         cfg = server.config
         self.conn = ServerConnection(cfg.limits)
-        self.pump = PravegaPump(stream, self.conn, self.on_event, receive_size=cfg.receive_size, write_timeout=None)
+        self.pump = Pump(stream, self.conn, self.on_event, receive_size=cfg.receive_size, write_timeout=None)
         self._waiting_tx, self._waiting_rx = trio.open_memory_channel[_Waiting](cfg.max_queued_replies)
         self._waiting = 0  #: replies queued for the replier and not yet filled
         self._closing = False
