@@ -43,6 +43,23 @@ def _lumberjack_client() -> Any:
     return client
 
 
+@machine("pravega-server", b"\xff\xff\xff")  # a Hello's type code, -127, cut short
+def _pravega_server() -> Any:
+    from refwire.pravega import ServerConnection
+
+    return ServerConnection()
+
+
+@machine("pravega-client", b"\xff\xff\xff")
+def _pravega_client() -> Any:
+    from refwire.pravega import ClientConnection
+
+    client = ClientConnection()
+    client.initiate(now=0.0)
+    client.data_to_send()
+    return client
+
+
 @machine("tank-client", b"\x04")  # the broker's greeting Ping: msg 4, then a u32 length
 def _tank_client() -> Any:
     from refwire.tank import ClientConnection

@@ -243,7 +243,7 @@ class _Base(FrameMachine):
         super().receive_data(data, now=now)
 
     def connection_lost(self, *, now: float) -> None:
-        if self.state is State.CLOSED:
+        if self.state is State.CLOSED and not self._reset:
             self._closed_owed = True
         super().connection_lost(now=now)
 
