@@ -5,11 +5,11 @@ The one machine contract of :mod:`refwire.sansio`: ``receive_data(data, now=)``,
 through ``data_to_send``), ``next_deadline``/``handle_timer`` and ``send_failed``.
 
 * **Timers** (§8): a :class:`ClientConnection` built with ``keepalive_interval``
-  queues an empty KeepAlive each time that long passes without a reply, and
-  with ``silence_timeout`` gives up after that long without one
-  (``ConnectionClosed(clean=False, reason="silence")``).  Deadlines are absolute
-  times (the last reply's time plus the interval), so repeated timer calls
-  cannot make them creep.
+  queues an empty KeepAlive every that many seconds, and with ``silence_timeout``
+  gives up after that long without input (``ConnectionClosed(clean=False,
+  reason="silence")``).  Deadlines are absolute times (the previous KeepAlive's
+  time plus the interval, the latest input's plus the timeout), so repeated or
+  early timer calls cannot make them creep.
 * **Reply order** (§6.5, §7): the segment store's replies (KeepAlive echoes too)
   leave in the order of the requests that caused them, each once what it
   reports is durable: ``send(reply, now=, after=position)`` holds it (and every
@@ -42,6 +42,7 @@ through ``data_to_send``), ``next_deadline``/``handle_timer`` and ``send_failed`
 from __future__ import annotations
 
 import enum
+import math
 import struct
 import uuid
 from collections import deque
@@ -50,7 +51,7 @@ from typing import Final
 import attrs
 
 from ...errors import LocalProtocolError, ProtocolError
-from ...sansio import FrameMachine, NeedData, closed_inside
+from ...sansio import NEED_DATA, FrameMachine, NeedData, closed_inside
 from ...wire import Limits, ReceiveBuffer, check_limit
 from ..codec import HEADER, MAX_WIRECOMMAND_SIZE, Command, decode_command, encode_command, encode_event
 from .commands import (
@@ -343,6 +344,9 @@ class _Base(FrameMachine):
         self._eof_errors()
         self._transition("eof", offset=self._offset)
         self._events.append(ConnectionClosed())
+
+    def _idle_event(self) -> NeedData | None:
+        return NEED_DATA if self.state is State.CLOSED else None  # the closing event went out once
 
     # A closed machine answers each further end of input with its closing event
     # again (once per call: a pump reads NEED_DATA after it).
@@ -668,15 +672,17 @@ class ClientConnection(_Base):
         super().__init__(limits)
         if (keepalive_interval is not None or silence_timeout is not None) and now is None:
             raise TypeError("ClientConnection timers need now= (the time they count from)")
-        #: an empty KeepAlive after this long without hearing from the server (§8)
+        #: an empty KeepAlive every this many seconds (§8)
         self.keepalive_interval = keepalive_interval
         #: give up after this long without hearing from the server (§8)
         self.silence_timeout = silence_timeout
         start = 0.0 if now is None else now
         self._now = start
         self._last_rx = start  #: time of the latest input (bytes, EOF or reset)
-        self._next_ping = start + (keepalive_interval if keepalive_interval is not None else 0.0)
+        self._next_ping = start + (math.inf if keepalive_interval is None else keepalive_interval)
         self._timed_out = False
+        self._armed: float | None = None  #: the timer's absolute deadline
+        self._arm()
 
     def next_event(self) -> ReplyReceived | KeepAliveReceived | ConnectionClosed | NeedData:
         return self._next()  # type: ignore[no-any-return]
@@ -703,41 +709,40 @@ class ClientConnection(_Base):
         self._last_rx = now
         super().connection_lost(now=now)
 
-    def _ping_at(self) -> float | None:
-        if self.keepalive_interval is None:
-            return None
-        return max(self._next_ping, self._last_rx + self.keepalive_interval)
+    def _arm(self) -> None:
+        """Set the deadline: the next KeepAlive, or the silence timeout counted from
+        the latest input so far, whichever is first.  Input arriving later does not
+        move it (the check at the deadline sees it); both are absolute times."""
+        if self.keepalive_interval is None and self.silence_timeout is None:
+            return
+        if self.keepalive_interval is not None:
+            self._next_ping = max(self._next_ping, self._last_rx + self.keepalive_interval)
+        silence = math.inf if self.silence_timeout is None else self._last_rx + self.silence_timeout
+        self._armed = min(silence, self._next_ping)
 
     def next_deadline(self) -> float | None:
-        """The next KeepAlive or the silence timeout, whichever is first (None once input ended)."""
+        """When the next KeepAlive or the silence check is due (None once input ended)."""
         if self._eof or self.state is not State.OPEN:
             return None
-        ping = self._ping_at()
-        silence = None if self.silence_timeout is None else self._last_rx + self.silence_timeout
-        if ping is None:
-            return silence
-        return ping if silence is None else min(ping, silence)
+        return self._armed
 
     def handle_timer(self, *, now: float) -> None:
-        """After ``silence_timeout`` without input: closed (``reason="silence"``);
-        after ``keepalive_interval``: an empty KeepAlive is queued."""
+        """At the deadline: closed (``reason="silence"``) after ``silence_timeout``
+        without input, else an empty KeepAlive queued if one is due."""
         self._now = now
-        if self._eof or self.state is not State.OPEN:
+        if self._eof or self.state is not State.OPEN or self._armed is None or now < self._armed:
             return
         if self.silence_timeout is not None and now >= self._last_rx + self.silence_timeout:
             self._timed_out = True
             self._eof = self._reset = True
+            self._armed = None
             self._transition("reset")
             self._events.append(ConnectionClosed(clean=False, reason="silence"))
             return
-        ping = self._ping_at()
-        if ping is None:
-            return
-        if now >= ping:
+        if self.keepalive_interval is not None and now >= self._next_ping:
             self._out += KeepAlive().encode()
-            self._next_ping = now + self.keepalive_interval  # type: ignore[operator]
-        else:
-            self._next_ping = ping
+            self._next_ping = now + self.keepalive_interval
+        self._arm()
 
     def _allowed(self, inp: str) -> bool:
         ok = (self.state, inp) in CLIENT_TRANSITIONS
