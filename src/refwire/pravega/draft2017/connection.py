@@ -634,13 +634,16 @@ class ServerConnection(_Base):
         """The block is stored (durable once ``after`` is): its DataAppended (§6.5)."""
         self.send(DataAppended(connection_id=append.connection_id, ack_level=append.level), now=now, after=after)
 
-    def durable(self, position: int, *, now: float) -> None:
-        """The store is durable up to ``position``: release the replies waiting for it."""
+    def durable(self, position: int, *, now: float, limit: int | None = None) -> None:
+        """The store is durable up to ``position``: release the replies waiting for it
+        (at most ``limit`` of them, for a driver that writes each reply on its own)."""
         self._now = now
         self._durable = max(self._durable, position)
         held = self._held
-        while held and held[0][0] <= self._durable:
+        n = 0
+        while held and held[0][0] <= self._durable and (limit is None or n < limit):
             self._out += held.popleft()[1]
+            n += 1
 
     def held_until(self) -> int | None:
         """The position the first held reply waits for (``None``: nothing held)."""

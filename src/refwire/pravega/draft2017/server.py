@@ -48,6 +48,7 @@ from .connection import (
     DEFAULT_LIMITS,
     REPLY_PART_SIZE,
     BlockAppend,
+    KeepAliveReceived,
     RequestReceived,
     ServerConnection,
 )
@@ -127,15 +128,16 @@ class _Conn:
         self.closing = True
         self.pump.stop()
 
-    def reply(self, cmd: Command, after: int = 0) -> None:
-        """Queue a reply: it leaves after the replies before it, once ``after`` is durable."""
+    async def reply(self, cmd: Command, after: int = 0) -> None:
+        """Send a reply: it leaves after the replies before it, once ``after`` is durable."""
         self.machine.send(cmd, now=trio.current_time(), after=after)
-        self.sent()
+        await self.sent()
 
-    def sent(self) -> None:
+    async def sent(self) -> None:
+        """Write what the machine owes now (each reply on its own), or wake the replier."""
         if self.machine.held_until() is not None:
             self.held.set()
-        self.pump.kick()
+        await self.pump.flush()
 
     async def replier(self) -> None:
         """Releases held replies as the log becomes durable (§6.5), flow control with them."""
@@ -148,7 +150,7 @@ class _Conn:
                 await self.held.wait()
                 continue
             await store.wait_durable(lsn)
-            machine.durable(lsn, now=trio.current_time())
+            machine.durable(lsn, now=trio.current_time(), limit=1)
             await self.pump.flush()
             self.acked(lsn)
 
@@ -170,7 +172,7 @@ class _Conn:
             if lsn is None:
                 return
             await store.wait_durable(lsn)
-            machine.durable(lsn, now=trio.current_time())
+            machine.durable(lsn, now=trio.current_time(), limit=1)
 
 
 class DraftFrontend:
@@ -256,7 +258,7 @@ class DraftFrontend:
             c.unacked += len(ev.data)
             c.released.append((lsn, len(ev.data)))
             conn.block_stored(ev, now=trio.current_time(), after=lsn)
-            c.sent()
+            await c.sent()
             if c.unacked > cfg.pause_above:  # §6.5 flow control: nothing is read meanwhile
                 self.stats["pauses"] += 1
                 while c.unacked >= cfg.resume_below:
@@ -264,7 +266,9 @@ class DraftFrontend:
                     await c.resume.wait()
         elif isinstance(ev, RequestReceived):
             await self._request(c, ev.command, ev.offset)
-        # KeepAliveReceived: the machine queued the echo in reply order; ConnectionClosed: the pump ends
+        elif isinstance(ev, KeepAliveReceived):
+            await c.sent()  # the machine queued the echo in reply order
+        # ConnectionClosed: the pump ends
 
     async def _request(self, c: _Conn, cmd: Command, at: int | None) -> None:
         st = self.server.store
@@ -277,7 +281,7 @@ class DraftFrontend:
                 ) from None
             reply = AppendSetup(segment=cmd.segment, connection_id=cmd.connection_id, connection_offset_ack_level=level)
             # The level may include blocks not yet durable: answer once they are.
-            c.reply(reply, st.written_lsn)
+            await c.reply(reply, st.written_lsn)
         elif isinstance(cmd, ReadSegment):
             self.stats["reads"] += 1
             try:
@@ -285,7 +289,7 @@ class DraftFrontend:
             except (NoSuchSegmentError, SegmentTruncatedError, IllegalArgumentError) as exc:
                 raise self._read_error(cmd, at, exc) from None
             if result is not None:
-                c.reply(self._segment_read(cmd, result.data, result.at_tail, result.end_of_segment))
+                await c.reply(self._segment_read(cmd, result.data, result.at_tail, result.end_of_segment))
                 return
             await self._park(c, cmd, at)
 
@@ -300,7 +304,7 @@ class DraftFrontend:
             oldest.done = True
             oldest.scope.cancel()
             self.stats["evicted_reads"] += 1
-            c.reply(self._segment_read(oldest.cmd, b"", True, False))
+            await c.reply(self._segment_read(oldest.cmd, b"", True, False))
         p = _Parked(cmd)
         key = c.next_read
         c.next_read += 1
@@ -339,7 +343,7 @@ class DraftFrontend:
         p.done = True
         c.parked.pop(key, None)
         if not c.closing:
-            c.reply(reply)
+            await c.reply(reply)
 
     def _append(self, ev: BlockAppend) -> int:
         """Store a block with its new level, compare-and-set on the old one (§6.5)."""
