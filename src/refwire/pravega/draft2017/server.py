@@ -136,7 +136,8 @@ class _Conn:
     async def sent(self) -> None:
         """Write what the machine owes now (each reply on its own), or wake the replier."""
         if self.machine.held_until() is not None:
-            self.held.set()
+            self.held.set()  # the replier writes it, once durable
+            return
         await self.pump.flush()
 
     async def replier(self) -> None:
