@@ -371,3 +371,84 @@ def test_writer_stores_every_byte_exactly_once_across_drops(data: st.DataObject)
     events, used = parse_events(stored)
     assert used == len(stored) and [p for _o, p in events] == payloads
     assert level(store, SEG, A) == len(stored) == session.acked
+
+
+# --------------------------------------------------------------------------- the machine contract (refwire.sansio)
+
+
+def test_client_timers_are_absolute_deadlines() -> None:
+    """§8: a KeepAlive every 10 s from the start; replies do not move the ping;
+    the silence timeout counts from the latest input; early timer calls are harmless."""
+    c = ClientConnection(keepalive_interval=10.0, silence_timeout=180.0, now=100.0)
+    assert c.next_deadline() == 110.0
+    c.handle_timer(now=105.0)  # early: nothing
+    assert c.data_to_send() == b"" and c.next_deadline() == 110.0
+    c.receive_data(KA, now=108.0)
+    assert c.next_event() == KeepAliveReceived(b"")
+    c.handle_timer(now=110.0)
+    assert c.data_to_send() == KA and c.next_deadline() == 120.0
+    c.handle_timer(now=110.0)  # repeated: nothing more, the deadline does not creep
+    assert c.data_to_send() == b"" and c.next_deadline() == 120.0
+    now = 120.0
+    while now < 288.0:
+        c.handle_timer(now=now)
+        assert c.data_to_send() == KA
+        deadline = c.next_deadline()
+        assert deadline is not None
+        now = deadline
+    assert now == 288.0  # 108 + 180: the silence check, before the ping at 290
+    c.handle_timer(now=now)
+    assert c.data_to_send() == b""
+    assert c.next_event() == ConnectionClosed(clean=False, reason="silence")
+    assert c.next_event() is NEED_DATA and c.state is State.CLOSED and c.next_deadline() is None
+    c.receive_data(KA, now=300.0)  # given up: late bytes are not read
+    assert c.next_event() is NEED_DATA
+
+
+def test_client_without_timers_has_no_deadline() -> None:
+    c = ClientConnection()
+    assert c.next_deadline() is None
+    with pytest.raises(TypeError):
+        ClientConnection(keepalive_interval=10.0)  # a timer needs the time it counts from
+
+
+def test_closing_event_once_then_need_data() -> None:
+    for conn in (ServerConnection(), ClientConnection()):
+        conn.receive_data(b"", now=1.0)
+        assert conn.next_event() == ConnectionClosed()
+        assert conn.next_event() is NEED_DATA
+        conn.receive_data(b"", now=2.0)  # each further end of input is answered once
+        assert conn.next_event() == ConnectionClosed()
+        assert conn.next_event() is NEED_DATA
+
+
+def test_server_replies_wait_for_durability_in_request_order() -> None:
+    """§6.5: a reply leaves once what it reports is durable, and after the replies before it."""
+    h = DraftHarness(_store())
+    conn = h.conn
+    conn.receive_data(SetupAppend(connection_id=A, segment=SEG).encode(), now=0.0)
+    assert isinstance(conn.next_event(), RequestReceived)
+    setup = AppendSetup(segment=SEG, connection_id=A, connection_offset_ack_level=0)
+    conn.send(setup, now=0.0, after=5)
+    conn.receive_data(KA, now=0.0)
+    assert conn.next_event() == KeepAliveReceived(b"")
+    read = SegmentRead(segment=SEG, offset=0, at_tail=True, end_of_segment=False, data=b"")
+    conn.send(read, now=0.0)
+    assert conn.data_to_send() == b"" and conn.held_until() == 5
+    conn.durable(4, now=1.0)
+    assert conn.data_to_send() == b""
+    conn.durable(5, now=2.0, limit=1)
+    assert conn.data_to_send() == setup.encode() and conn.held_until() == 0
+    conn.durable(5, now=2.0)
+    assert conn.data_to_send() == KA + read.encode() and conn.held_until() is None
+    conn.send(read, now=3.0)  # nothing held: at once
+    assert conn.data_to_send() == read.encode()
+
+
+def test_server_send_failed_loses_unwritten_replies() -> None:
+    conn = ServerConnection()
+    conn.send(SegmentRead(segment=SEG, offset=0, at_tail=True, end_of_segment=False, data=b""), now=0.0, after=9)
+    conn.send_failed(now=1.0)
+    assert conn.held_until() is None and conn.data_to_send() == b""
+    assert conn.next_event() == ConnectionClosed(clean=False, reason="reset")
+    assert conn.state is State.CLOSED

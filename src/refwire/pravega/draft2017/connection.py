@@ -671,7 +671,8 @@ class ClientConnection(_Base):
         now: float | None = None,
     ) -> None:
         """``keepalive_interval`` / ``silence_timeout`` (§8: 10 s and 3 min) arm the
-        timers, counted from ``now`` (then required) and from every input since."""
+        timers, counted from ``now`` (then required): a KeepAlive every interval,
+        closed after the timeout without input."""
         super().__init__(limits)
         if (keepalive_interval is not None or silence_timeout is not None) and now is None:
             raise TypeError("ClientConnection timers need now= (the time they count from)")
