@@ -153,6 +153,11 @@ class _Conn:
             await store.wait_durable(lsn)
             machine.durable(lsn, now=trio.current_time(), limit=1)
             await self.pump.flush()
+            if self.pump.ended in (RESET, WRITE_FAILED, WRITE_TIMEOUT):  # the replies are lost
+                self.released.clear()
+                self.unacked = 0
+                self.resume.set()  # a reader paused by flow control ends too
+                return
             self.acked(lsn)
 
     def acked(self, lsn: int) -> None:
@@ -262,7 +267,7 @@ class DraftFrontend:
             await c.sent()
             if c.unacked > cfg.pause_above:  # §6.5 flow control: nothing is read meanwhile
                 self.stats["pauses"] += 1
-                while c.unacked >= cfg.resume_below:
+                while c.unacked >= cfg.resume_below and c.pump.ended is None:
                     c.resume = trio.Event()
                     await c.resume.wait()
         elif isinstance(ev, RequestReceived):
