@@ -701,6 +701,11 @@ class ClientConnection(_Base):
             raise LocalProtocolError(f"a client does not send {cmd.NAME}", protocol=PROTOCOL, frame=cmd.NAME)
         self._out += cmd.encode()
 
+    def send_failed(self, *, now: float) -> None:
+        """Requests not written are lost and the connection is over; a writer
+        session resumes from the next AppendSetup's ack level (§6.6)."""
+        super().send_failed(now=now)
+
     # -- timers (§8) ------------------------------------------------------------------
     def receive_data(self, data: bytes | bytearray | memoryview, *, now: float) -> None:
         self._last_rx = now
