@@ -139,6 +139,8 @@ class _Conn:
             self.held.set()  # the replier writes it, once durable
             return
         await self.pump.flush()
+        if self.machine.held_until() is None:  # every DataAppended so far is written
+            self.acked(None)
 
     async def replier(self) -> None:
         """Releases held replies as the log becomes durable (§6.5), flow control with them."""
@@ -160,8 +162,9 @@ class _Conn:
                 return
             self.acked(lsn)
 
-    def acked(self, lsn: int) -> None:
-        while self.released and self.released[0][0] <= lsn:
+    def acked(self, lsn: int | None) -> None:
+        """The DataAppended of the blocks stored up to ``lsn`` (None: all) are written."""
+        while self.released and (lsn is None or self.released[0][0] <= lsn):
             self.unacked -= self.released.popleft()[1]
         if self.unacked < self.front.config.resume_below:
             self.resume.set()
