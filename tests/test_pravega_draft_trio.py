@@ -121,7 +121,7 @@ async def test_flow_control_resumes_without_a_log() -> None:
         server = SegmentStoreServer()
         server.store.create(SEG)
         evs = [bytes([i % 251]) * 100 for i in range(2000)]  # 4 blocks of 500 events, 54 KB each
-        async with running(server) as (host, port, front):
+        async with running(server) as (host, port, _front):
             writer = DraftWriter(host, port, SEG, connection_id=A, config=DraftWriterConfig(ack_timeout=5.0))
             await writer.write(evs)
             assert writer.stats["connections"] == 1 and writer.stats["reconnects"] == 0
