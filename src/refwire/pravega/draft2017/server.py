@@ -134,13 +134,12 @@ class _Conn:
         await self.sent()
 
     async def sent(self) -> None:
-        """Write what the machine owes now (each reply on its own), or wake the replier."""
+        """Wake the writer (the pump's, or the replier once the reply is durable)."""
         if self.machine.held_until() is not None:
             self.held.set()  # the replier writes it, once durable
             return
-        await self.pump.flush()
-        if self.machine.held_until() is None:  # every DataAppended so far is written
-            self.acked(None)
+        self.acked(None)  # every DataAppended so far is on its way
+        self.pump.kick()
 
     async def replier(self) -> None:
         """Releases held replies as the log becomes durable (§6.5), flow control with them."""
