@@ -45,11 +45,12 @@ class DraftHarness:
         self.refused = ""  #: why the store side closed, if it did
         self.events: list[Any] = []
         self.parked: list[ReadSegment] = []
+        self.now = 0.0  #: no time passes
 
     def feed(self, data: bytes) -> bytes:
         out = bytearray()
         if data and not self.closed:
-            self.conn.receive_data(data)
+            self.conn.receive_data(data, now=self.now)
         while not self.closed:
             try:
                 ev = self.conn.next_event()
@@ -72,41 +73,45 @@ class DraftHarness:
                     self.refused = "block refused"
                     self.closed = True
                     break
-                out += self.conn.block_stored(ev)
+                self.conn.block_stored(ev, now=self.now)
             elif isinstance(ev, RequestReceived):
                 cmd = ev.command
                 try:
                     if isinstance(cmd, SetupAppend):
                         lv = level(self.store, cmd.segment, cmd.connection_id)
-                        out += self.conn.send(
-                            AppendSetup(segment=cmd.segment, connection_id=cmd.connection_id, connection_offset_ack_level=lv)
+                        self.conn.send(
+                            AppendSetup(segment=cmd.segment, connection_id=cmd.connection_id, connection_offset_ack_level=lv),
+                            now=self.now,
                         )
                     elif isinstance(cmd, ReadSegment):
                         r = self.store.read(cmd.segment, cmd.offset, cmd.suggested_length)
                         if r is None:
                             self.parked.append(cmd)
                         else:
-                            out += self.conn.send(
+                            self.conn.send(
                                 SegmentRead(
                                     segment=cmd.segment,
                                     offset=cmd.offset,
                                     at_tail=r.at_tail,
                                     end_of_segment=r.end_of_segment,
                                     data=r.data,
-                                )
+                                ),
+                                now=self.now,
                             )
                 except StoreError as exc:
                     self.refused = f"{cmd.NAME}: {exc}"
                     self.closed = True
+                    break
             elif isinstance(ev, KeepAliveReceived):
-                out += self.conn.data_to_send()
+                pass  # the machine queued the echo
             elif isinstance(ev, ConnectionClosed):
                 self.closed = True
+            out += self.conn.data_to_send()
         return bytes(out)
 
     def eof(self) -> bytes:
         if not self.closed:
-            self.conn.receive_data(b"")
+            self.conn.receive_data(b"", now=self.now)
         return self.feed(b"")
 
 

@@ -88,10 +88,10 @@ def _machine_in(state: State, inp: str) -> DraftHarness:
     """A harness in ``state``; in a block, Begin's W fits the input exactly."""
     h = DraftHarness(_store())
     if state is State.CLOSED:
-        h.conn.receive_data(b"")
+        h.conn.receive_data(b"", now=0.0)
         assert isinstance(h.conn.next_event(), ConnectionClosed)
     elif state is State.ERROR:
-        h.conn.receive_data(b"\x00\x00\x00\x09\x00\x00\x00\x00")
+        h.conn.receive_data(b"\x00\x00\x00\x09\x00\x00\x00\x00", now=0.0)
         with pytest.raises(RemoteProtocolError):
             h.conn.next_event()
     else:
@@ -120,25 +120,25 @@ def test_every_state_input_pair(state: State, inp: str) -> None:
     if state is State.CLOSED:
         assert target is None
         if inp in ("eof", "reset"):
-            conn.receive_data(b"") if inp == "eof" else conn.connection_lost()
+            conn.receive_data(b"", now=0.0) if inp == "eof" else conn.connection_lost(now=0.0)
             assert isinstance(conn.next_event(), ConnectionClosed)
         else:
             with pytest.raises(RuntimeError):
-                conn.receive_data(_input_bytes(inp, state))
+                conn.receive_data(_input_bytes(inp, state), now=0.0)
         return
     if state is State.ERROR:
         assert target is None
         if inp not in ("eof", "reset"):
-            conn.receive_data(_input_bytes(inp, state))
+            conn.receive_data(_input_bytes(inp, state), now=0.0)
         with pytest.raises(RemoteProtocolError):
             conn.next_event()
         return
     if inp == "eof":
-        conn.receive_data(b"")
+        conn.receive_data(b"", now=0.0)
     elif inp == "reset":
-        conn.connection_lost()
+        conn.connection_lost(now=0.0)
     else:
-        conn.receive_data(_input_bytes(inp, state))
+        conn.receive_data(_input_bytes(inp, state), now=0.0)
     events: list[Any] = []
     try:
         while (ev := conn.next_event()) is not NEED_DATA:
@@ -245,8 +245,8 @@ _MESSAGES = st.one_of(
 def test_any_cut_of_a_request_reassembles(msg: Any, cuts: list[int]) -> None:
     frame = msg.encode()
     whole, parted = ServerConnection(), ServerConnection()
-    whole.receive_data(frame)
-    parted.receive_data(b"".join(split_message(frame, [c % (len(frame) + 1) for c in cuts])))
+    whole.receive_data(frame, now=0.0)
+    parted.receive_data(b"".join(split_message(frame, [c % (len(frame) + 1) for c in cuts])), now=0.0)
     a, b = whole.next_event(), parted.next_event()
     assert a is not NEED_DATA and type(a) is type(b)
     if isinstance(a, RequestReceived):
@@ -261,7 +261,9 @@ def test_any_cut_of_a_request_reassembles(msg: Any, cuts: list[int]) -> None:
 @given(st.binary(max_size=300), st.integers(1, 64))
 def test_server_replies_split_by_reply_part_size_reassemble_in_the_client(data: bytes, part_size: int) -> None:
     reply = SegmentRead(segment=SEG, offset=7, at_tail=True, end_of_segment=False, data=data)
-    raw = ServerConnection(reply_part_size=part_size).send(reply)
+    server = ServerConnection(reply_part_size=part_size)
+    server.send(reply, now=0.0)
+    raw = server.data_to_send()
     assert raw == split_reply(reply.encode(), part_size)
     if len(reply.encode()) > part_size:
         dec = CommandDecoder(allow_inner=True, dialect=DRAFT)
@@ -274,7 +276,7 @@ def test_server_replies_split_by_reply_part_size_reassemble_in_the_client(data: 
     else:
         assert raw == reply.encode()
     c = ClientConnection()
-    c.receive_data(raw)
+    c.receive_data(raw, now=0.0)
     assert c.next_event() == ReplyReceived(reply)
     assert c.next_event() is NEED_DATA
 
@@ -289,7 +291,8 @@ def _consume(conn: ServerConnection | ClientConnection) -> None:
             return
         if isinstance(conn, ServerConnection) and isinstance(ev, RequestReceived) and isinstance(ev.command, SetupAppend):
             conn.send(
-                AppendSetup(segment=ev.command.segment, connection_id=ev.command.connection_id, connection_offset_ack_level=0)
+                AppendSetup(segment=ev.command.segment, connection_id=ev.command.connection_id, connection_offset_ack_level=0),
+                now=0.0,
             )
     raise AssertionError("the machine never stops")
 
@@ -307,10 +310,10 @@ _HEADS = st.sampled_from(
 @given(_HEADS, st.binary(max_size=120), st.booleans(), st.booleans())
 def test_garbage_raises_only_protocol_errors(head: bytes, junk: bytes, client: bool, eof: bool) -> None:
     conn: ServerConnection | ClientConnection = ClientConnection() if client else ServerConnection()
-    conn.receive_data(head + junk)
+    conn.receive_data(head + junk, now=0.0)
     _consume(conn)
     if eof and conn.state is not State.ERROR:
-        conn.receive_data(b"")
+        conn.receive_data(b"", now=0.0)
         _consume(conn)
 
 
@@ -319,7 +322,7 @@ def test_garbage_raises_only_protocol_errors(head: bytes, junk: bytes, client: b
 def test_garbage_inside_partial_messages_raises_only_protocol_errors(code: int, body: bytes, cuts: list[int]) -> None:
     msg = code.to_bytes(4, "big", signed=True) + len(body).to_bytes(4, "big") + body
     for conn in (ServerConnection(), ClientConnection()):
-        conn.receive_data(b"".join(split_message(msg, cuts)))
+        conn.receive_data(b"".join(split_message(msg, cuts)), now=0.0)
         _consume(conn)
 
 
@@ -342,7 +345,7 @@ def test_writer_stores_every_byte_exactly_once_across_drops(data: st.DataObject)
         h = DraftHarness(store)
         out = h.feed(session.setup().encode())
         c = ClientConnection()
-        c.receive_data(out)
+        c.receive_data(out, now=0.0)
         ev = c.next_event()
         assert isinstance(ev, ReplyReceived) and isinstance(ev.command, AppendSetup)
         assert ev.command.connection_offset_ack_level == level(store, SEG, A)
@@ -351,7 +354,7 @@ def test_writer_stores_every_byte_exactly_once_across_drops(data: st.DataObject)
         if drops:
             cut = drops.pop(0) % (len(sent) + 1)
             h.feed(sent[:cut])
-            h.conn.connection_lost()
+            h.conn.connection_lost(now=0.0)
             h.feed(b"")
             assert h.error is None and not h.refused
             session.connection_lost()
@@ -359,7 +362,7 @@ def test_writer_stores_every_byte_exactly_once_across_drops(data: st.DataObject)
         replies = h.feed(sent)
         assert h.error is None and not h.refused, h.error
         if replies:  # b"" would be EOF to the client
-            c.receive_data(replies)
+            c.receive_data(replies, now=0.0)
         while (ev := c.next_event()) is not NEED_DATA:
             assert not isinstance(ev, ConnectionClosed), ev
             if isinstance(ev, ReplyReceived) and isinstance(ev.command, DataAppended):
@@ -368,3 +371,84 @@ def test_writer_stores_every_byte_exactly_once_across_drops(data: st.DataObject)
     events, used = parse_events(stored)
     assert used == len(stored) and [p for _o, p in events] == payloads
     assert level(store, SEG, A) == len(stored) == session.acked
+
+
+# --------------------------------------------------------------------------- the machine contract (refwire.sansio)
+
+
+def test_client_timers_are_absolute_deadlines() -> None:
+    """§8: a KeepAlive every 10 s from the start; replies do not move the ping;
+    the silence timeout counts from the latest input; early timer calls are harmless."""
+    c = ClientConnection(keepalive_interval=10.0, silence_timeout=180.0, now=100.0)
+    assert c.next_deadline() == 110.0
+    c.handle_timer(now=105.0)  # early: nothing
+    assert c.data_to_send() == b"" and c.next_deadline() == 110.0
+    c.receive_data(KA, now=108.0)
+    assert c.next_event() == KeepAliveReceived(b"")
+    c.handle_timer(now=110.0)
+    assert c.data_to_send() == KA and c.next_deadline() == 120.0
+    c.handle_timer(now=110.0)  # repeated: nothing more, the deadline does not creep
+    assert c.data_to_send() == b"" and c.next_deadline() == 120.0
+    now = 120.0
+    while now < 288.0:
+        c.handle_timer(now=now)
+        assert c.data_to_send() == KA
+        deadline = c.next_deadline()
+        assert deadline is not None
+        now = deadline
+    assert now == 288.0  # 108 + 180: the silence check, before the ping at 290
+    c.handle_timer(now=now)
+    assert c.data_to_send() == b""
+    assert c.next_event() == ConnectionClosed(clean=False, reason="silence")
+    assert c.next_event() is NEED_DATA and c.state is State.CLOSED and c.next_deadline() is None
+    c.receive_data(KA, now=300.0)  # given up: late bytes are not read
+    assert c.next_event() is NEED_DATA
+
+
+def test_client_without_timers_has_no_deadline() -> None:
+    c = ClientConnection()
+    assert c.next_deadline() is None
+    with pytest.raises(TypeError):
+        ClientConnection(keepalive_interval=10.0)  # a timer needs the time it counts from
+
+
+def test_closing_event_once_then_need_data() -> None:
+    for conn in (ServerConnection(), ClientConnection()):
+        conn.receive_data(b"", now=1.0)
+        assert conn.next_event() == ConnectionClosed()
+        assert conn.next_event() is NEED_DATA
+        conn.receive_data(b"", now=2.0)  # each further end of input is answered once
+        assert conn.next_event() == ConnectionClosed()
+        assert conn.next_event() is NEED_DATA
+
+
+def test_server_replies_wait_for_durability_in_request_order() -> None:
+    """§6.5: a reply leaves once what it reports is durable, and after the replies before it."""
+    h = DraftHarness(_store())
+    conn = h.conn
+    conn.receive_data(SetupAppend(connection_id=A, segment=SEG).encode(), now=0.0)
+    assert isinstance(conn.next_event(), RequestReceived)
+    setup = AppendSetup(segment=SEG, connection_id=A, connection_offset_ack_level=0)
+    conn.send(setup, now=0.0, after=5)
+    conn.receive_data(KA, now=0.0)
+    assert conn.next_event() == KeepAliveReceived(b"")
+    read = SegmentRead(segment=SEG, offset=0, at_tail=True, end_of_segment=False, data=b"")
+    conn.send(read, now=0.0)
+    assert conn.data_to_send() == b"" and conn.held_until() == 5
+    conn.durable(4, now=1.0)
+    assert conn.data_to_send() == b""
+    conn.durable(5, now=2.0, limit=1)
+    assert conn.data_to_send() == setup.encode() and conn.held_until() == 0
+    conn.durable(5, now=2.0)
+    assert conn.data_to_send() == KA + read.encode() and conn.held_until() is None
+    conn.send(read, now=3.0)  # nothing held: at once
+    assert conn.data_to_send() == read.encode()
+
+
+def test_server_send_failed_loses_unwritten_replies() -> None:
+    conn = ServerConnection()
+    conn.send(SegmentRead(segment=SEG, offset=0, at_tail=True, end_of_segment=False, data=b""), now=0.0, after=9)
+    conn.send_failed(now=1.0)
+    assert conn.held_until() is None and conn.data_to_send() == b""
+    assert conn.next_event() == ConnectionClosed(clean=False, reason="reset")
+    assert conn.state is State.CLOSED

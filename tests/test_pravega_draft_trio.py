@@ -114,6 +114,20 @@ async def test_many_blocks_pass_the_flow_control_pause(tmp_path: Path) -> None:
         assert stored(server) == evs
 
 
+async def test_flow_control_resumes_without_a_log() -> None:
+    """A store without a log is durable at once: its DataAppended leave at once and
+    still release the flow-control pause (§6.5); one connection, no ack timeout."""
+    with trio.fail_after(20):
+        server = SegmentStoreServer()
+        server.store.create(SEG)
+        evs = [bytes([i % 251]) * 100 for i in range(2000)]  # 4 blocks of 500 events, 54 KB each
+        async with running(server) as (host, port, _front):
+            writer = DraftWriter(host, port, SEG, connection_id=A, config=DraftWriterConfig(ack_timeout=5.0))
+            await writer.write(evs)
+            assert writer.stats["connections"] == 1 and writer.stats["reconnects"] == 0
+        assert stored(server) == evs
+
+
 HOSTILE = {
     "unknown-code": b"\x00\x00\x00\x08\x00\x00\x00\x00",
     "interleaved-partials": PartialMessage(part=0, data=b"\x00\x00").encode() * 2,

@@ -141,9 +141,9 @@ def _server_reassembles(v: dict[str, Any], raw: bytes, expected: Command) -> Non
     conn = ServerConnection()
     if v["context"] == "in-block":
         seg = "seg"
-        conn.receive_data(SetupAppend(connection_id=A, segment=seg).encode())
+        conn.receive_data(SetupAppend(connection_id=A, segment=seg).encode(), now=0.0)
         assert isinstance(conn.next_event(), RequestReceived)
-        conn.send(AppendSetup(segment=seg, connection_id=A, connection_offset_ack_level=0))
+        conn.send(AppendSetup(segment=seg, connection_id=A, connection_offset_ack_level=0), now=0.0)
         message = bytes.fromhex(v["message_hex"])
         raw = (
             BeginAppendBlock(connection_id=A, connection_offset=0, length=len(raw)).encode()
@@ -152,7 +152,7 @@ def _server_reassembles(v: dict[str, Any], raw: bytes, expected: Command) -> Non
         )
     events: list[Any] = []
     for c in [raw[i : i + 3] for i in range(0, len(raw), 3)]:
-        conn.receive_data(c)
+        conn.receive_data(c, now=0.0)
         while (ev := conn.next_event()) is not NEED_DATA:
             events.append(ev)
     if v["context"] == "in-block":
@@ -173,7 +173,7 @@ def test_partial_vector_reassembles(v: dict[str, Any]) -> None:
         _server_reassembles(v, raw, expected)
     if v["direction"] in ("server->client", "both"):
         client = ClientConnection()
-        client.receive_data(raw)
+        client.receive_data(raw, now=0.0)
         ev = client.next_event()
         assert ev == (KeepAliveReceived(expected.data) if v["command"] == "KeepAlive" else ReplyReceived(expected))  # type: ignore[attr-defined]
         assert client.next_event() is NEED_DATA
@@ -211,8 +211,8 @@ def test_error_vector_machine(v: dict[str, Any]) -> None:
             h.conn.next_event()
         return
     client = ClientConnection()
-    client.receive_data(raw)
-    client.receive_data(b"")
+    client.receive_data(raw, now=0.0)
+    client.receive_data(b"", now=0.0)
     events: list[Any] = []
     err: BaseException | None = None
     while True:

@@ -16,11 +16,11 @@ from collections.abc import Awaitable, Callable, Sequence
 import attrs
 import trio
 
-from ...drivers import first_error, open_stream
+from ...drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, first_error, open_stream
 from ...errors import ProtocolError, RefwireError
 from ..codec import Command
-from .commands import AppendSetup, DataAppended, KeepAlive, ReadSegment, SegmentRead
-from .connection import ClientConnection, ConnectionClosed, KeepAliveReceived, ReplyReceived
+from .commands import AppendSetup, DataAppended, ReadSegment, SegmentRead
+from .connection import Blocks, ClientConnection, ConnectionClosed, ReplyReceived
 from .writer import DraftWriterSession, Planner
 
 __all__ = ["DraftConnection", "DraftReader", "DraftWriteFailed", "DraftWriter", "DraftWriterConfig"]
@@ -37,30 +37,36 @@ class DraftWriteFailed(RefwireError):
 
 
 class DraftConnection:
-    """One draft-dialect connection with replies routed to waiters."""
+    """One draft-dialect connection with replies routed to waiters, run by
+    :class:`~refwire.drivers.Pump`; the KeepAlive and silence timers (§8) are the
+    machine's (:class:`ClientConnection`)."""
 
     def __init__(
-        self, stream: trio.abc.Stream, *, keepalive_interval: float | None = 10.0, silence_timeout: float | None = 180.0
+        self,
+        stream: trio.abc.Stream,
+        *,
+        keepalive_interval: float | None = 10.0,
+        silence_timeout: float | None = 180.0,
+        receive_size: int = 256 * 1024,
     ) -> None:
         self.stream = stream
-        self.machine = ClientConnection()
-        #: send an empty KeepAlive after this long without hearing from the server (spec §8)
-        self.keepalive_interval = keepalive_interval
-        #: give up after this long without hearing from the server (spec §8)
-        self.silence_timeout = silence_timeout
-        self._last_rx = 0.0
+        self.machine = ClientConnection(
+            keepalive_interval=keepalive_interval, silence_timeout=silence_timeout, now=trio.current_time()
+        )
+        self.pump = Pump(stream, self.machine, self._on_event, receive_size=receive_size, write_timeout=None)
         self._by_id: dict[uuid.UUID, trio.MemorySendChannel[Command]] = {}
         self._reads: dict[tuple[str, int], trio.MemorySendChannel[Command]] = {}
-        self._lock = trio.Lock()
         self.closed = trio.Event()
         self.error: BaseException | None = None
 
-    async def send_raw(self, data: bytes) -> None:
+    async def send(self, cmd: Command | Blocks) -> None:
+        """Send ``cmd`` (or a writer session's blocks) and return once written."""
         if self.closed.is_set():
             raise trio.ClosedResourceError("draft connection closed") from self.error
-        if data:
-            async with self._lock:
-                await self.stream.send_all(data)
+        self.machine.send(cmd, now=trio.current_time())
+        await self.pump.flush()
+        if self.pump.ended in (RESET, WRITE_FAILED, WRITE_TIMEOUT):
+            raise trio.BrokenResourceError(f"draft connection broken ({self.pump.ended})")
 
     def subscribe(self, connection_id: uuid.UUID) -> trio.MemoryReceiveChannel[Command]:
         send, recv = trio.open_memory_channel[Command](math.inf)
@@ -69,65 +75,29 @@ class DraftConnection:
         self._by_id[connection_id] = send
         return recv
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[Pump] = trio.TASK_STATUS_IGNORED) -> None:
         """Route replies until the connection ends (started at once: the draft has no Hello)."""
-        self._last_rx = trio.current_time()
-        async with trio.open_nursery() as nursery:
-            if self.keepalive_interval is not None or self.silence_timeout is not None:
-                nursery.start_soon(self._keepalive)
-            task_status.started()
-            await self._receive()
-            nursery.cancel_scope.cancel()
-
-    async def _keepalive(self) -> None:
-        """Every ``keepalive_interval`` without a reply, an empty KeepAlive; after
-        ``silence_timeout`` without one, close (§8).  Deadlines are absolute
-        times, so the checks cannot drift by rounding."""
-        interval = self.keepalive_interval if self.keepalive_interval is not None else math.inf
-        silence = self.silence_timeout if self.silence_timeout is not None else math.inf
-        next_ping = self._last_rx + interval
-        while True:
-            next_ping = max(next_ping, self._last_rx + interval)
-            await trio.sleep_until(min(self._last_rx + silence, next_ping))
-            now = trio.current_time()
-            if now >= self._last_rx + silence:
-                log.info("pravega draft: no reply for %.0f s; closing", now - self._last_rx)
-                await trio.aclose_forcefully(self.stream)
-                return
-            if now >= next_ping:
-                try:
-                    await self.send_raw(self.machine.send(KeepAlive()))
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return
-                next_ping = now + interval
-
-    async def _receive(self) -> None:
         try:
-            while True:
-                try:
-                    data = await self.stream.receive_some(256 * 1024)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    self.machine.connection_lost()
-                    data = b""
-                self._last_rx = trio.current_time()
-                self.machine.receive_data(data)
-                while True:
-                    ev = self.machine.next_event()
-                    if isinstance(ev, ReplyReceived):
-                        self._route(ev.command)
-                    elif isinstance(ev, KeepAliveReceived):
-                        pass
-                    elif isinstance(ev, ConnectionClosed):
-                        return
-                    else:
-                        break
+            await self.pump.run(task_status=task_status)
         except ProtocolError as exc:
             self.error = exc
         finally:
-            self.closed.set()
-            for ch in [*self._by_id.values(), *self._reads.values()]:
-                ch.close()
+            self._close()
             await trio.aclose_forcefully(self.stream)
+
+    def _close(self) -> None:
+        self.closed.set()
+        for ch in [*self._by_id.values(), *self._reads.values()]:
+            ch.close()
+
+    async def _on_event(self, ev: object) -> None:
+        if isinstance(ev, ReplyReceived):
+            self._route(ev.command)
+        elif isinstance(ev, ConnectionClosed):
+            if ev.reason == "silence":
+                log.info("pravega draft: no reply for %.0f s; closing", self.machine.silence_timeout)
+            self._close()
+            self.pump.stop()
 
     def _route(self, cmd: Command) -> None:
         if isinstance(cmd, AppendSetup | DataAppended):
@@ -151,9 +121,7 @@ class DraftConnection:
         self._reads[key] = send
         try:
             with trio.fail_after(timeout):
-                await self.send_raw(
-                    self.machine.send(ReadSegment(segment=segment, offset=offset, suggested_length=suggested_length))
-                )
+                await self.send(ReadSegment(segment=segment, offset=offset, suggested_length=suggested_length))
                 try:
                     reply = await recv.receive()
                 except trio.EndOfChannel:
@@ -189,7 +157,7 @@ class DraftWriter:
         connect: Callable[[], Awaitable[trio.abc.Stream]] | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        self.session = DraftWriterSession(segment, connection_id, planner=planner)
+        self.session = DraftWriterSession(segment, connection_id or uuid.uuid4(), planner=planner)
         self.config = config
         self._connect = connect or (lambda: open_stream(host, port, timeout=config.connect_timeout))
         self._rng = rng or random.Random()
@@ -238,7 +206,7 @@ class DraftWriter:
         async with trio.open_nursery() as nursery:
             await nursery.start(conn.run)
             replies = conn.subscribe(session.connection_id)
-            await conn.send_raw(conn.machine.send(session.setup()))
+            await conn.send(session.setup())
 
             async def next_reply() -> Command:
                 with trio.fail_after(self.config.ack_timeout):
@@ -253,12 +221,12 @@ class DraftWriter:
             if not isinstance(reply, AppendSetup):
                 raise trio.BrokenResourceError(f"expected AppendSetup, got {reply.NAME}")
             session.on_append_setup(reply)
-            await conn.send_raw(session.take())
+            await conn.send(Blocks(session.take()))
             while session.pending:
                 reply = await next_reply()
                 if isinstance(reply, DataAppended):
                     session.on_data_appended(reply)
-                await conn.send_raw(session.take())
+                await conn.send(Blocks(session.take()))
             nursery.cancel_scope.cancel()
 
 

@@ -1,8 +1,19 @@
 """Sans-IO machines of the 2017 draft dialect (specs/pravega-draft-2017/README.md §1-§6).
 
-Same API shape as every refwire machine: ``receive_data``, ``next_event`` →
-event or ``NEED_DATA``, ``send`` → bytes, ``data_to_send`` for what the machine
-owes on its own (KeepAlive echoes).
+The one machine contract of :mod:`refwire.sansio`: ``receive_data(data, now=)``,
+``next_event`` → event or ``NEED_DATA``, ``send(event, now=)`` (bytes leave only
+through ``data_to_send``), ``next_deadline``/``handle_timer`` and ``send_failed``.
+
+* **Timers** (§8): a :class:`ClientConnection` built with ``keepalive_interval``
+  queues an empty KeepAlive every that many seconds, and with ``silence_timeout``
+  gives up after that long without input (``ConnectionClosed(clean=False,
+  reason="silence")``).  Deadlines are absolute times (the previous KeepAlive's
+  time plus the interval, the latest input's plus the timeout), so repeated or
+  early timer calls cannot make them creep.
+* **Reply order** (§6.5, §7): the segment store's replies (KeepAlive echoes too)
+  leave in the order of the requests that caused them, each once what it
+  reports is durable: ``send(reply, now=, after=position)`` holds it (and every
+  reply after it) until :meth:`ServerConnection.durable` says ``position`` is.
 
 * **Frames** (§1-§3): an unknown or wrong-direction type is refused as soon
   as its 4 bytes are in, the length as soon as the header is in (not negative,
@@ -31,14 +42,16 @@ owes on its own (KeepAlive echoes).
 from __future__ import annotations
 
 import enum
+import math
 import struct
 import uuid
+from collections import deque
 from typing import Final
 
 import attrs
 
 from ...errors import LocalProtocolError, ProtocolError
-from ...sansio import FrameMachine, NeedData
+from ...sansio import NEED_DATA, FrameMachine, NeedData, closed_inside
 from ...wire import Limits, ReceiveBuffer, check_limit
 from ..codec import HEADER, MAX_WIRECOMMAND_SIZE, Command, decode_command, encode_command, encode_event
 from .commands import (
@@ -67,6 +80,7 @@ __all__ = [
     "SERVER_TRANSITIONS",
     "WHILE_PARTIAL",
     "BlockAppend",
+    "Blocks",
     "ClientConnection",
     "ConnectionClosed",
     "KeepAliveReceived",
@@ -191,6 +205,14 @@ class ConnectionClosed:
     reason: str = ""
 
 
+@attrs.frozen
+class Blocks:
+    """What a client sends for a :class:`~refwire.pravega.draft2017.writer.DraftWriterSession`:
+    the append blocks its ``take()`` built (Begin, Events and parts, End), sent as they are."""
+
+    data: bytes
+
+
 class _Base(FrameMachine):
     PROTOCOL = PROTOCOL
     ERROR_STATE = State.ERROR
@@ -304,14 +326,15 @@ class _Base(FrameMachine):
 
     def _eof_errors(self) -> None:
         if self._buf:
-            raise error(
-                f"connection closed inside a frame ({len(self._buf)} bytes of it received)",
-                self._pending_frame(),
-                "(eof)",
-                self._offset,
+            raise closed_inside(
+                "a frame",
+                protocol=PROTOCOL,
+                frame=self._pending_frame(),
+                offset=self._offset,
+                detail=f"{len(self._buf)} bytes of it received",
             )
         if self._partial.active:
-            raise error("connection closed inside a partial message", "PartialMessage", "(eof)", self._partial.started_at)
+            raise closed_inside("a partial message", protocol=PROTOCOL, frame="PartialMessage", offset=self._partial.started_at)
 
     def _at_eof(self) -> None:
         if self._reset:
@@ -322,10 +345,26 @@ class _Base(FrameMachine):
         self._transition("eof", offset=self._offset)
         self._events.append(ConnectionClosed())
 
-    def _idle_event(self) -> ConnectionClosed | None:
+    def _idle_event(self) -> NeedData | None:
+        return NEED_DATA if self.state is State.CLOSED else None  # the closing event went out once
+
+    # A closed machine answers each further end of input with its closing event
+    # again (once per call: a pump reads NEED_DATA after it).
+    def receive_data(self, data: bytes | bytearray | memoryview, *, now: float) -> None:
+        if not data and self.state is State.CLOSED:
+            self._closed_again(now)
+            return
+        super().receive_data(data, now=now)
+
+    def connection_lost(self, *, now: float) -> None:
         if self.state is State.CLOSED:
-            return ConnectionClosed(clean=not self._reset, reason="reset" if self._reset else "")
-        return None
+            self._closed_again(now)
+            return
+        super().connection_lost(now=now)
+
+    def _closed_again(self, now: float) -> None:
+        self._now = now
+        self._events.append(ConnectionClosed(clean=not self._reset, reason="reset" if self._reset else ""))
 
 
 @attrs.define
@@ -366,6 +405,9 @@ class ServerConnection(_Base):
         self.reply_part_size = reply_part_size
         self._sessions: dict[uuid.UUID, _Session] = {}
         self._block: _Block | None = None
+        #: replies waiting for their position to be durable (and those after them), in order
+        self._held: deque[tuple[int, bytes]] = deque()
+        self._durable = 0  #: the durable position reported by :meth:`durable`
 
     def next_event(self) -> RequestReceived | BlockAppend | KeepAliveReceived | ConnectionClosed | NeedData:
         return self._next()  # type: ignore[no-any-return]
@@ -391,7 +433,7 @@ class ServerConnection(_Base):
         if not self._reset:
             self._eof_errors()
             if self._block is not None:
-                raise error("connection closed inside an append block", "BeginAppendBlock", "(eof)", None)
+                raise closed_inside("an append block", protocol=PROTOCOL, frame="BeginAppendBlock")
         super()._at_eof()
 
     # -- receive --------------------------------------------------------------------
@@ -444,7 +486,7 @@ class ServerConnection(_Base):
             raise error("Event outside an append block", cls.NAME, "type", 0)
 
     def _echo(self, msg: KeepAlive) -> None:
-        self._out += self._reply(msg)
+        self._queue(self._reply(msg), 0)
         self._events.append(KeepAliveReceived(msg.data))
 
     def _on_message(self, cmd: Command, offset: int, *, whole: bool, data_at: int = 0) -> None:
@@ -570,18 +612,48 @@ class ServerConnection(_Base):
             part = min(part, self.limits.max_frame_size - HEADER - 1)
         return split_reply(frame, part)
 
-    def send(self, cmd: Command) -> bytes:
-        """Encode a reply (split per §5 "Sending"); an AppendSetup starts the
-        ConnectionId's session at its level (§6.2)."""
+    def _queue(self, data: bytes, after: int) -> None:
+        if not self._held and after <= self._durable:
+            self._out += data
+        else:
+            self._held.append((after, data))
+
+    def send(self, cmd: Command, *, now: float, after: int = 0) -> None:
+        """Queue a reply (split per §5 "Sending"); an AppendSetup starts the
+        ConnectionId's session at its level at once (§6.2).  The reply leaves
+        after every reply queued before it, and once ``after`` (a store position,
+        e.g. a log sequence number) is :meth:`durable` (0: at once)."""
+        self._now = now
         if cmd.DIRECTION not in ("reply", "both"):
             raise LocalProtocolError(f"a server does not send {cmd.NAME}", protocol=PROTOCOL, frame=cmd.NAME)
         if isinstance(cmd, AppendSetup):
             self._sessions[cmd.connection_id] = _Session(cmd.segment, cmd.connection_offset_ack_level)
-        return self._reply(cmd)
+        self._queue(self._reply(cmd), after)
 
-    def block_stored(self, append: BlockAppend) -> bytes:
-        """The block is durable: its DataAppended (§6.5)."""
-        return self._reply(DataAppended(connection_id=append.connection_id, ack_level=append.level))
+    def block_stored(self, append: BlockAppend, *, now: float, after: int = 0) -> None:
+        """The block is stored (durable once ``after`` is): its DataAppended (§6.5)."""
+        self.send(DataAppended(connection_id=append.connection_id, ack_level=append.level), now=now, after=after)
+
+    def durable(self, position: int, *, now: float, limit: int | None = None) -> None:
+        """The store is durable up to ``position``: release the replies waiting for it
+        (at most ``limit`` of them, for a driver that writes each reply on its own)."""
+        self._now = now
+        self._durable = max(self._durable, position)
+        held = self._held
+        n = 0
+        while held and held[0][0] <= self._durable and (limit is None or n < limit):
+            self._out += held.popleft()[1]
+            n += 1
+
+    def held_until(self) -> int | None:
+        """The position the first held reply waits for (``None``: nothing held)."""
+        return self._held[0][0] if self._held else None
+
+    def send_failed(self, *, now: float) -> None:
+        """Replies not written are lost (blocks already stored stay stored: the
+        writer's next SetupAppend learns of them)."""
+        self._held.clear()
+        super().send_failed(now=now)
 
 
 class ClientConnection(_Base):
@@ -590,16 +662,96 @@ class ClientConnection(_Base):
     TRANSITIONS = CLIENT_TRANSITIONS
     _INPUT = _CLIENT_INPUT
 
-    def __init__(self, limits: Limits = DEFAULT_LIMITS) -> None:
+    def __init__(
+        self,
+        limits: Limits = DEFAULT_LIMITS,
+        *,
+        keepalive_interval: float | None = None,
+        silence_timeout: float | None = None,
+        now: float | None = None,
+    ) -> None:
+        """``keepalive_interval`` / ``silence_timeout`` (§8: 10 s and 3 min) arm the
+        timers, counted from ``now`` (then required): a KeepAlive every interval,
+        closed after the timeout without input."""
         super().__init__(limits)
+        if (keepalive_interval is not None or silence_timeout is not None) and now is None:
+            raise TypeError("ClientConnection timers need now= (the time they count from)")
+        #: an empty KeepAlive every this many seconds (§8)
+        self.keepalive_interval = keepalive_interval
+        #: give up after this long without hearing from the server (§8)
+        self.silence_timeout = silence_timeout
+        start = 0.0 if now is None else now
+        self._now = start
+        self._last_rx = start  #: time of the latest input (bytes, EOF or reset)
+        self._next_ping = start + (math.inf if keepalive_interval is None else keepalive_interval)
+        self._timed_out = False
+        self._armed: float | None = None  #: the timer's absolute deadline
+        self._arm()
 
     def next_event(self) -> ReplyReceived | KeepAliveReceived | ConnectionClosed | NeedData:
         return self._next()  # type: ignore[no-any-return]
 
-    def send(self, cmd: Command) -> bytes:
+    def send(self, cmd: Command | Blocks, *, now: float) -> None:
+        """Queue a request, or the append blocks of a writer session (:class:`Blocks`)."""
+        self._now = now
+        if isinstance(cmd, Blocks):
+            self._out += cmd.data
+            return
         if cmd.DIRECTION not in ("request", "both", "inner"):
             raise LocalProtocolError(f"a client does not send {cmd.NAME}", protocol=PROTOCOL, frame=cmd.NAME)
-        return cmd.encode()
+        self._out += cmd.encode()
+
+    def send_failed(self, *, now: float) -> None:
+        """Requests not written are lost and the connection is over; a writer
+        session resumes from the next AppendSetup's ack level (§6.6)."""
+        super().send_failed(now=now)
+
+    # -- timers (§8) ------------------------------------------------------------------
+    def receive_data(self, data: bytes | bytearray | memoryview, *, now: float) -> None:
+        self._last_rx = now
+        if self._timed_out:  # given up: what still arrives is not read
+            self._now = now
+            return
+        super().receive_data(data, now=now)
+
+    def connection_lost(self, *, now: float) -> None:
+        self._last_rx = now
+        super().connection_lost(now=now)
+
+    def _arm(self) -> None:
+        """Set the deadline: the next KeepAlive, or the silence timeout counted from
+        the latest input so far, whichever is first.  Input arriving later does not
+        move it (the check at the deadline sees it); both are absolute times."""
+        if self.keepalive_interval is None and self.silence_timeout is None:
+            return
+        if self.keepalive_interval is not None:
+            self._next_ping = max(self._next_ping, self._last_rx + self.keepalive_interval)
+        silence = math.inf if self.silence_timeout is None else self._last_rx + self.silence_timeout
+        self._armed = min(silence, self._next_ping)
+
+    def next_deadline(self) -> float | None:
+        """When the next KeepAlive or the silence check is due (None once input ended)."""
+        if self._eof or self.state is not State.OPEN:
+            return None
+        return self._armed
+
+    def handle_timer(self, *, now: float) -> None:
+        """At the deadline: closed (``reason="silence"``) after ``silence_timeout``
+        without input, else an empty KeepAlive queued if one is due."""
+        self._now = now
+        if self._eof or self.state is not State.OPEN or self._armed is None or now < self._armed:
+            return
+        if self.silence_timeout is not None and now >= self._last_rx + self.silence_timeout:
+            self._timed_out = True
+            self._eof = self._reset = True
+            self._armed = None
+            self._transition("reset")
+            self._events.append(ConnectionClosed(clean=False, reason="silence"))
+            return
+        if self.keepalive_interval is not None and now >= self._next_ping:
+            self._out += KeepAlive().encode()
+            self._next_ping = now + self.keepalive_interval
+        self._arm()
 
     def _allowed(self, inp: str) -> bool:
         ok = (self.state, inp) in CLIENT_TRANSITIONS

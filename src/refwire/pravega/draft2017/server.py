@@ -37,7 +37,7 @@ from typing import Any, Final
 import attrs
 import trio
 
-from ...drivers import StreamServer
+from ...drivers import PROTOCOL_ERROR, RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer
 from ...errors import LocalProtocolError, ProtocolError
 from ...wire import Limits, encode_mutf8
 from ..codec import HEADER, NULL_VALUE, Command
@@ -48,7 +48,6 @@ from .connection import (
     DEFAULT_LIMITS,
     REPLY_PART_SIZE,
     BlockAppend,
-    ConnectionClosed,
     KeepAliveReceived,
     RequestReceived,
     ServerConnection,
@@ -104,35 +103,84 @@ class _Conn:
         self.front = front
         self.stream = stream
         self.machine = ServerConnection(cfg.limits, reply_part_size=cfg.reply_part_size)
-        self.send_q, self.recv_q = trio.open_memory_channel[tuple[int, bytes, int]](cfg.max_queued_replies)
+        self.pump = Pump(stream, self.machine, self.on_event, receive_size=cfg.receive_size, write_timeout=None)
         self.unacked = 0  #: bytes of completed blocks not yet durable and acked
+        self.released: deque[tuple[int, int]] = deque()  #: (log position, block bytes) awaiting their DataAppended
         self.resume = trio.Event()
+        self.held = trio.Event()  #: set when a reply waits for durability
         self.parked: OrderedDict[int, _Parked] = OrderedDict()
         self.next_read = 0
         self.closing = False
         self.nursery: trio.Nursery | None = None
 
-    async def queue(self, data: bytes, lsn: int = 0, release: int = 0) -> None:
+    async def on_event(self, ev: object) -> None:
+        if self.closing:
+            return
         try:
-            await self.send_q.send((lsn, data, release))
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            pass
+            await self.front._on_event(self, ev)
+        except _Closing as closing:
+            self.close(closing.error)
+
+    def close(self, error: LocalProtocolError) -> None:
+        """Stop reading; the replies owed so far still go out (§1.1)."""
+        self.front.errors.append(error)
+        log.info("pravega draft: closing connection: %s", error)
+        self.closing = True
+        self.pump.stop()
+
+    async def reply(self, cmd: Command, after: int = 0) -> None:
+        """Send a reply: it leaves after the replies before it, once ``after`` is durable."""
+        self.machine.send(cmd, now=trio.current_time(), after=after)
+        await self.sent()
+
+    async def sent(self) -> None:
+        """Wake the writer (the pump's, or the replier once the reply is durable)."""
+        if self.machine.held_until() is not None:
+            self.held.set()  # the replier writes it, once durable
+            return
+        self.acked(None)  # every DataAppended so far is on its way
+        self.pump.kick()
 
     async def replier(self) -> None:
-        """Replies in request order, each once its log position is durable (§6.5)."""
+        """Releases held replies as the log becomes durable (§6.5), flow control with them."""
         store = self.front.server
-        async for lsn, data, release in self.recv_q:
-            if lsn < 0:
-                assert self.nursery is not None
-                self.nursery.cancel_scope.cancel()  # parked reads end with the connection
-                return
+        machine = self.machine
+        while True:
+            lsn = machine.held_until()
+            if lsn is None:
+                self.held = trio.Event()
+                await self.held.wait()
+                continue
             await store.wait_durable(lsn)
+            machine.durable(lsn, now=trio.current_time(), limit=1)
+            await self.pump.flush()
+            if self.pump.ended in (RESET, WRITE_FAILED, WRITE_TIMEOUT):  # the replies are lost
+                self.released.clear()
+                self.unacked = 0
+                self.resume.set()  # a reader paused by flow control ends too
+                return
+            self.acked(lsn)
+
+    def acked(self, lsn: int | None) -> None:
+        """The DataAppended of the blocks stored up to ``lsn`` (None: all) are written."""
+        while self.released and (lsn is None or self.released[0][0] <= lsn):
+            self.unacked -= self.released.popleft()[1]
+        if self.unacked < self.front.config.resume_below:
+            self.resume.set()
+
+    async def drain(self) -> None:
+        """After the pump: the held replies, each once durable, then the end."""
+        store = self.front.server
+        machine = self.machine
+        while True:
+            data = machine.data_to_send()
             if data:
                 await self.stream.send_all(data)
-            if release:
-                self.unacked -= release
-                if self.unacked < self.front.config.resume_below:
-                    self.resume.set()
+            lsn = machine.held_until()
+            if lsn is None:
+                return
+            await store.wait_durable(lsn)
+            machine.durable(lsn, now=trio.current_time(), limit=1)
 
 
 class DraftFrontend:
@@ -190,59 +238,45 @@ class DraftFrontend:
         self.stats["connections"] += 1
         c = _Conn(self, stream)
         try:
-            async with trio.open_nursery() as nursery:
+            async with trio.open_nursery() as nursery:  # the replier and parked reads
                 c.nursery = nursery
                 nursery.start_soon(c.replier)
                 try:
-                    await self._read_loop(c)
-                except _Closing as closing:
-                    self.errors.append(closing.error)
-                    log.info("pravega draft: closing connection: %s", closing.error)
-                finally:
-                    c.closing = True
-                    await c.queue(b"", -1)
-                    c.send_q.close()
+                    ended = await c.pump.run()
+                except ProtocolError as exc:
+                    self.stats["protocol_errors"] += 1
+                    self.errors.append(exc)
+                    log.info("pravega draft: closing connection: %s", exc)
+                    ended = PROTOCOL_ERROR
+                c.closing = True
+                nursery.cancel_scope.cancel()  # parked reads end with the connection
+            if ended not in (RESET, WRITE_FAILED, WRITE_TIMEOUT):
+                await c.drain()
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
             log.debug("pravega draft: connection lost: %s", group.exceptions[0])
         finally:
             self.transitions_seen |= c.machine.transitions_seen
 
-    async def _read_loop(self, c: _Conn) -> None:
+    async def _on_event(self, c: _Conn, ev: object) -> None:
         conn = c.machine
         cfg = self.config
-        while True:
-            if c.unacked > cfg.pause_above:  # §6.5 flow control
+        if isinstance(ev, BlockAppend):
+            lsn = self._append(ev)
+            self.server._dirty.set()
+            c.unacked += len(ev.data)
+            c.released.append((lsn, len(ev.data)))
+            conn.block_stored(ev, now=trio.current_time(), after=lsn)
+            await c.sent()
+            if c.unacked > cfg.pause_above:  # §6.5 flow control: nothing is read meanwhile
                 self.stats["pauses"] += 1
-                while c.unacked >= cfg.resume_below:
+                while c.unacked >= cfg.resume_below and c.pump.ended is None:
                     c.resume = trio.Event()
                     await c.resume.wait()
-            try:
-                data = await c.stream.receive_some(cfg.receive_size)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                conn.connection_lost()
-                data = b""
-            conn.receive_data(data)
-            while True:
-                try:
-                    ev = conn.next_event()
-                except ProtocolError as exc:
-                    self.stats["protocol_errors"] += 1
-                    self.errors.append(exc)
-                    log.info("pravega draft: closing connection: %s", exc)
-                    return
-                if isinstance(ev, BlockAppend):
-                    lsn = self._append(ev)
-                    self.server._dirty.set()
-                    c.unacked += len(ev.data)
-                    await c.queue(conn.block_stored(ev), lsn, len(ev.data))
-                elif isinstance(ev, RequestReceived):
-                    await self._request(c, ev.command, ev.offset)
-                elif isinstance(ev, KeepAliveReceived):
-                    await c.queue(conn.data_to_send())
-                elif isinstance(ev, ConnectionClosed):
-                    return
-                else:
-                    break
+        elif isinstance(ev, RequestReceived):
+            await self._request(c, ev.command, ev.offset)
+        elif isinstance(ev, KeepAliveReceived):
+            await c.sent()  # the machine queued the echo in reply order
+        # ConnectionClosed: the pump ends
 
     async def _request(self, c: _Conn, cmd: Command, at: int | None) -> None:
         st = self.server.store
@@ -255,7 +289,7 @@ class DraftFrontend:
                 ) from None
             reply = AppendSetup(segment=cmd.segment, connection_id=cmd.connection_id, connection_offset_ack_level=level)
             # The level may include blocks not yet durable: answer once they are.
-            await c.queue(c.machine.send(reply), st.written_lsn)
+            await c.reply(reply, st.written_lsn)
         elif isinstance(cmd, ReadSegment):
             self.stats["reads"] += 1
             try:
@@ -263,12 +297,12 @@ class DraftFrontend:
             except (NoSuchSegmentError, SegmentTruncatedError, IllegalArgumentError) as exc:
                 raise self._read_error(cmd, at, exc) from None
             if result is not None:
-                await c.queue(self._segment_read(c, cmd, result.data, result.at_tail, result.end_of_segment))
+                await c.reply(self._segment_read(cmd, result.data, result.at_tail, result.end_of_segment))
                 return
             await self._park(c, cmd, at)
 
-    def _segment_read(self, c: _Conn, cmd: ReadSegment, data: bytes, at_tail: bool, eos: bool) -> bytes:
-        return c.machine.send(SegmentRead(segment=cmd.segment, offset=cmd.offset, at_tail=at_tail, end_of_segment=eos, data=data))
+    def _segment_read(self, cmd: ReadSegment, data: bytes, at_tail: bool, eos: bool) -> SegmentRead:
+        return SegmentRead(segment=cmd.segment, offset=cmd.offset, at_tail=at_tail, end_of_segment=eos, data=data)
 
     async def _park(self, c: _Conn, cmd: ReadSegment, at: int | None) -> None:
         """§7: a read at the tail of an unsealed segment waits."""
@@ -278,7 +312,7 @@ class DraftFrontend:
             oldest.done = True
             oldest.scope.cancel()
             self.stats["evicted_reads"] += 1
-            await c.queue(self._segment_read(c, oldest.cmd, b"", True, False))
+            await c.reply(self._segment_read(oldest.cmd, b"", True, False))
         p = _Parked(cmd)
         key = c.next_read
         c.next_read += 1
@@ -291,7 +325,7 @@ class DraftFrontend:
         cmd = p.cmd
         wait = self.config.tail_wait
         deadline = math.inf if wait is None else trio.current_time() + wait
-        reply: bytes | None = None
+        reply: SegmentRead | None = None
         with p.scope:
             while reply is None:
                 ev = store._wakeups.setdefault(cmd.segment, trio.Event())
@@ -300,25 +334,24 @@ class DraftFrontend:
                 if p.done:
                     return
                 if timer.cancelled_caught:
-                    reply = self._segment_read(c, cmd, b"", True, False)
+                    reply = self._segment_read(cmd, b"", True, False)
                     break
                 try:
                     result = store.store.read(cmd.segment, cmd.offset, cmd.suggested_length)
                 except (NoSuchSegmentError, SegmentTruncatedError, IllegalArgumentError) as exc:
-                    closing = self._read_error(cmd, at, exc)
-                    self.errors.append(closing.error)
-                    log.info("pravega draft: closing connection: %s", closing.error)
                     c.parked.pop(key, None)
                     p.done = True
-                    await c.queue(b"", -1)
+                    if not c.closing:
+                        c.close(self._read_error(cmd, at, exc).error)
                     return
                 if result is not None:
-                    reply = self._segment_read(c, cmd, result.data, result.at_tail, result.end_of_segment)
+                    reply = self._segment_read(cmd, result.data, result.at_tail, result.end_of_segment)
         if p.done or reply is None:
             return
         p.done = True
         c.parked.pop(key, None)
-        await c.queue(reply)
+        if not c.closing:
+            await c.reply(reply)
 
     def _append(self, ev: BlockAppend) -> int:
         """Store a block with its new level, compare-and-set on the old one (§6.5)."""

@@ -71,9 +71,13 @@ class _Pending:
 
 
 class DraftWriterSession:
-    def __init__(self, segment: str, connection_id: uuid.UUID | None = None, *, planner: Planner | None = None) -> None:
+    """One writer's (ConnectionId, segment) session.  ``connection_id`` is the
+    driver's choice (a random UUID drawn by the driver; the simulator draws it
+    from its seed): the session itself has no hidden inputs."""
+
+    def __init__(self, segment: str, connection_id: uuid.UUID, *, planner: Planner | None = None) -> None:
         self.segment = segment
-        self.connection_id = connection_id or uuid.uuid4()
+        self.connection_id = connection_id
         self.planner: Planner = planner or WholeEvents()
         self.pending: deque[_Pending] = deque()  #: not yet acked
         self.next_offset = 0  #: connection offset after the last event added
