@@ -60,6 +60,20 @@ def _pravega_client() -> Any:
     return client
 
 
+@machine("pravega-draft-2017-server", b"\x00\x00\x00")  # a command header cut short
+def _draft_server() -> Any:
+    from refwire.pravega.draft2017.connection import ServerConnection
+
+    return ServerConnection()
+
+
+@machine("pravega-draft-2017-client", b"\x00\x00\x00")
+def _draft_client() -> Any:
+    from refwire.pravega.draft2017.connection import ClientConnection
+
+    return ClientConnection(keepalive_interval=10.0, silence_timeout=180.0, now=0.0)
+
+
 @machine("tank-client", b"\x04")  # the broker's greeting Ping: msg 4, then a u32 length
 def _tank_client() -> Any:
     from refwire.tank import ClientConnection

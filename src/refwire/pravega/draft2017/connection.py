@@ -348,17 +348,21 @@ class _Base(FrameMachine):
     def _idle_event(self) -> NeedData | None:
         return NEED_DATA if self.state is State.CLOSED else None  # the closing event went out once
 
-    # A closed machine answers each further end of input with its closing event
-    # again (once per call: a pump reads NEED_DATA after it).
+    # A machine closed by an EOF answers a further end of input with its closing
+    # event again (once per call: a pump reads NEED_DATA after it); after a reset
+    # (or a failed write) the connection is over and nothing more comes.
     def receive_data(self, data: bytes | bytearray | memoryview, *, now: float) -> None:
         if not data and self.state is State.CLOSED:
-            self._closed_again(now)
+            if not self._reset:
+                self._closed_again(now)
             return
         super().receive_data(data, now=now)
 
     def connection_lost(self, *, now: float) -> None:
         if self.state is State.CLOSED:
-            self._closed_again(now)
+            if not self._reset:
+                self._reset = True
+                self._closed_again(now)
             return
         super().connection_lost(now=now)
 
