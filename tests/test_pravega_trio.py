@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import trio
+from streams import PassThrough
 
 from refwire.pravega.client import (
     EventWriter,
@@ -181,11 +182,11 @@ async def test_directory_store_survives_a_restart(tmp_path: Path) -> None:
         assert got == [*evs, b"after-restart"]
 
 
-class CutStream(trio.abc.Stream):
+class CutStream(PassThrough):
     """Client stream that sends only ``budget`` bytes, then breaks (mid-frame)."""
 
     def __init__(self, inner: trio.abc.Stream, budget: int) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.budget = budget
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
@@ -198,14 +199,6 @@ class CutStream(trio.abc.Stream):
         self.budget -= len(data)
         await self.inner.send_all(data)
 
-    async def wait_send_all_might_not_block(self) -> None:
-        await self.inner.wait_send_all_might_not_block()
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        return await self.inner.receive_some(max_bytes)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 @pytest.mark.parametrize("style", ["rust", "java"])

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 import pytest
 import trio
 import trio.testing
+from streams import PassThrough
 
 from refwire.seastar_rpc import LZ4Compressor, make_compressor
 from refwire.seastar_rpc.client import (
@@ -389,11 +390,11 @@ async def test_lz4_capture_z3_z4(autojump_clock: trio.testing.MockClock) -> None
             await a.aclose()
 
 
-class _FailingWrites(trio.abc.Stream):
+class _FailingWrites(PassThrough):
     """A stream whose writes fail (BrokenResourceError) once ``fail`` is set."""
 
     def __init__(self, inner: trio.abc.Stream) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.fail = False
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
@@ -402,59 +403,44 @@ class _FailingWrites(trio.abc.Stream):
             raise trio.BrokenResourceError("write failed (test)")
         await self.inner.send_all(data)
 
-    async def wait_send_all_might_not_block(self) -> None:
-        await self.inner.wait_send_all_might_not_block()
 
-    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        return await self.inner.receive_some(max_bytes)
+@asynccontextmanager
+async def _client_with_failing_writes() -> AsyncIterator[tuple[SeastarClient, _FailingWrites]]:
+    server = SeastarServer(demo_registry())
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            server._tasks = nursery
+            a, b = trio.testing.memory_stream_pair()
+            nursery.start_soon(server.handle_stream, b)
+            wrapped = _FailingWrites(a)
 
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+            async def connect() -> trio.abc.Stream:
+                return wrapped
+
+            async with SeastarClient(connect) as client:
+                yield client, wrapped
+            nursery.cancel_scope.cancel()
 
 
 async def test_a_failed_write_fails_the_calls_in_flight_and_later_ones_cleanly() -> None:
     """send_failed: the call whose bytes could not be written completes with a
     connection error, and so does every later call (never a machine error)."""
-    server = SeastarServer(demo_registry())
-    with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            server._tasks = nursery
-            a, b = trio.testing.memory_stream_pair()
-            nursery.start_soon(server.handle_stream, b)
-            wrapped = _FailingWrites(a)
-
-            async def connect() -> trio.abc.Stream:
-                return wrapped
-
-            async with SeastarClient(connect) as client:
-                assert await client.call(2, b"ok") == b"ok"
-                wrapped.fail = True
-                with pytest.raises(RpcConnectionError, match="write failed"):
-                    await client.call(2, b"lost", timeout=5)
-                with pytest.raises(RpcConnectionError):
-                    await client.call(2, b"later")
-                with pytest.raises(RpcConnectionError):
-                    await client.call_one_way(4, i32(1))
-            nursery.cancel_scope.cancel()
+    async with _client_with_failing_writes() as (client, wrapped):
+        assert await client.call(2, b"ok") == b"ok"
+        wrapped.fail = True
+        with pytest.raises(RpcConnectionError, match="write failed"):
+            await client.call(2, b"lost", timeout=5)
+        with pytest.raises(RpcConnectionError):
+            await client.call(2, b"later")
+        with pytest.raises(RpcConnectionError):
+            await client.call_one_way(4, i32(1))
 
 
 async def test_a_one_way_call_whose_write_fails_raises() -> None:
-    server = SeastarServer(demo_registry())
-    with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            server._tasks = nursery
-            a, b = trio.testing.memory_stream_pair()
-            nursery.start_soon(server.handle_stream, b)
-            wrapped = _FailingWrites(a)
-
-            async def connect() -> trio.abc.Stream:
-                return wrapped
-
-            async with SeastarClient(connect) as client:
-                wrapped.fail = True
-                with pytest.raises(RpcConnectionError, match="not sent"):
-                    await client.call_one_way(4, i32(1))
-            nursery.cancel_scope.cancel()
+    async with _client_with_failing_writes() as (client, wrapped):
+        wrapped.fail = True
+        with pytest.raises(RpcConnectionError, match="not sent"):
+            await client.call_one_way(4, i32(1))
 
 
 async def test_server_closes_a_connection_that_never_negotiates(autojump_clock: trio.testing.MockClock) -> None:
