@@ -175,5 +175,5 @@ class RespondError:
 
 
 def oversized_message(estimate: int, max_memory: int) -> bytes:
-    """The USER text Seastar 25.05 sends for a request over its memory limit (research §3.4)."""
+    """The USER text Seastar 25.05 sends for a request over its memory limit (specs/seastar-rpc/README.md §3)."""
     return f"request size {estimate} large than memory limit {max_memory}".encode()

@@ -1,4 +1,4 @@
-"""TANK bundles and consume chunks (research/tank.md §5 and §6; specs/tank/README.md §4).
+"""TANK bundles and consume chunks (specs/tank/README.md §4 and §5).
 
 A bundle is ``flags:u8 [count:varint] [firstSeq:u64 [lastSeq-firstSeq-1:varint]]``
 followed by a message set (raw-Snappy compressed as a whole when ``flags & 3 == 1``).

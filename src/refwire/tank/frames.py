@@ -1,4 +1,4 @@
-"""TANK framing and client requests (research/tank.md §2-§4; specs/tank/README.md §2-§3).
+"""TANK framing and client requests (specs/tank/README.md §2-§3).
 
 Every frame is ``msgId:u8 payloadLen:u32(LE) payload``.  Message ids (§3):
 0x01 Produce, 0x02 Consume, 0x03 Ping, 0x04 obsolete ReplicaID (the real broker

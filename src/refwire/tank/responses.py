@@ -1,4 +1,4 @@
-"""TANK broker responses (research/tank.md §4.3-§4.12, §7.7; specs/tank/README.md §3).
+"""TANK broker responses (specs/tank/README.md §3, §6).
 
 Produce responses cannot be decoded alone: they list one error byte per
 requested partition, except that a topic-wide 0xff/0xfe stands for the whole

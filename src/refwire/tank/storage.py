@@ -1,5 +1,5 @@
 """Partition logs for the TANK broker: in memory, or a directory that survives a restart
-(research/tank.md §5.1, §7.2; specs/tank/README.md §6).
+(specs/tank/README.md §6).
 
 A log holds *entries* -- ``bundleLen:varint bundle`` exactly as the producer
 sent them (compressed or not) -- with the sequence range of each.  The on-disk
