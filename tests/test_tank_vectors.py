@@ -1,6 +1,6 @@
 """specs/tank/vectors/*.json: every captured frame decodes to its fields and
 re-encodes byte for byte; bundles and varints likewise; partial chunks give
-the recorded deliveries (research/tank.md §9, §6)."""
+the recorded deliveries (specs/tank/README.md §9, §5)."""
 
 from __future__ import annotations
 
