@@ -344,7 +344,7 @@ class StreamEnd:
 
 @attrs.frozen
 class NoOp:
-    """A compressed frame that decompressed to nothing (§4.4); skipped.  Sent
+    """A compressed frame that decompressed to nothing (spec §4); skipped.  Sent
     (``send(NoOp())``) it is the universal ``00 00 00 00``."""
 
     clen: int = 0
