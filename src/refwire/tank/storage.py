@@ -37,7 +37,7 @@ class Entry:
 
 
 class PartitionLog:
-    """One partition's entries in memory.  ``first_avail``/``last_assigned`` are 0 while empty (§7.2)."""
+    """One partition's entries in memory.  ``first_avail``/``last_assigned`` are 0 while empty (§6)."""
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
@@ -60,12 +60,12 @@ class PartitionLog:
 
     def index_of(self, seq: int) -> int:
         """Index of the first entry whose range reaches ``seq`` (a seq in a
-        sparse gap moves forward to the next stored message, §7.3)."""
+        sparse gap moves forward to the next stored message, §6)."""
         return bisect.bisect_left(self._lasts, seq)
 
     def read(self, seq: int, fetch_size: int) -> tuple[Entry, bytes]:
         """Whole entries from the one containing ``seq`` until ``fetch_size`` is
-        reached; the first entry is always whole even past ``fetch_size`` (§7.4)."""
+        reached; the first entry is always whole even past ``fetch_size`` (§6)."""
         i = self.index_of(seq)
         first = self.entries[i]
         parts = [first.data]
