@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # ruff: noqa: RUF001, RUF002  (the output uses the multiplication sign and en dash on purpose)
 """Lumberjack benchmark: refwire against the Python peers and a bare-struct bound,
-side by side in one run (DESIGN.md §5).  See benchmarks/README.md.
+side by side in one run, so the load of the machine hits both alike.  See benchmarks/README.md.
 
     python benchmarks/lumberjack_bench.py [--events 20000] [--reps 3] [--quick] [--json OUT] [--profile]
 

@@ -1,4 +1,4 @@
-"""Pipeline benchmark (issue 6 §4): side by side in one run,
+"""Pipeline benchmark: side by side in one run,
 
 * seeds/s of the loop, multiprocessing and local Spark campaign runners on the
   same campaign (Spark's fixed start-up and first-job warm-up reported apart);
@@ -7,7 +7,7 @@
 
     .venv/bin/python benchmarks/pipeline_bench.py [--seeds 100] [--protocols all] [--conns 200] [--quick]
 
-Wall seconds; the machine's other load shows in them (research/pyspark.md §3 caveat).
+Wall seconds; the machine's other load shows in them (compare figures of one run only).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 # ruff: noqa: RUF001  (the output uses the multiplication sign on purpose)
 """Pravega benchmark: refwire's writer and the real Rust client appending through
 refwire's segment store, and append-stream decoding against a bare-struct bound,
-side by side in one run (DESIGN.md §5).  See benchmarks/README.md.
+side by side in one run, so the load of the machine hits both alike.  See benchmarks/README.md.
 
     python benchmarks/pravega_bench.py [--events 5000] [--reps 3] [--quick] [--json OUT]
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Seastar RPC benchmark, side by side in one run (DESIGN.md §5).
+"""Seastar RPC benchmark, side by side in one run (a figure is only
+meaningful next to its baseline measured on the same machine at the same time).
 
     python benchmarks/seastar_bench.py [--calls 20000] [--inflight 64] [--big 1048576] [--bigcalls 64] [--reps 3] [--quick]
 

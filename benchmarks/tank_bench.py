@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # ruff: noqa: RUF001  (the output uses the multiplication sign on purpose)
-"""TANK benchmark, side by side in one run (DESIGN.md §5; specs/tank/README.md §9).
+"""TANK benchmark, side by side in one run (specs/tank/README.md §10).
 
     python benchmarks/tank_bench.py [--messages 50000] [--reps 3] [--quick]
 

@@ -1,4 +1,4 @@
-"""What every scenario does the same way (research/sansio-sim.md §4.4):
+"""What every scenario does the same way:
 the safety phase then the liveness phase, and a server that crashes and
 restarts at seeded times until the network is healed."""
 

@@ -1,4 +1,4 @@
-"""Run, replay and shrink simulation seeds (research/sansio-sim.md §4.5-4.7).
+"""Run, replay and shrink simulation seeds.
 
 One seed fixes everything: the swarm fault knobs, the workload, every latency
 and split, and trio's scheduling order.  :func:`run_seed` returns a

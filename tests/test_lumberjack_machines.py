@@ -1,6 +1,6 @@
 """State-machine tests of the Lumberjack Sans-IO machines (connection.py).
 
-1. All pairs, h2 style (research/sansio-sim.md §1.3): every (state, input) of each
+1. All pairs, h2 style: every (state, input) of each
    role, driven with real bytes and real method calls, checked against the
    transition tables and against the per-pair grids below; plus a check that the
    test itself exercised every entry (and every target state) of each table.

@@ -7,7 +7,7 @@ idle and batch timeouts, graceful shutdown, protocol errors) is checked with a
 raw client that reads the bytes the server writes; client behaviour (partial
 acks, resend of the unacked tail, keepalives, ack timeouts, bad acks, wrap of
 running sequence numbers, go-lumber count acks, cancellation) with small
-scripted fake servers on the simulator (shared/research/lumberjack.md §3, §6, §8.2).
+scripted fake servers on the simulator (specs/lumberjack/README.md §3, §6, §7).
 
 Every network wait is bounded by ``trio.fail_after``; every server started is
 shut down by the test.  Tests that depend on timing run on pytest-trio's
@@ -1358,7 +1358,7 @@ async def test_tls_handshake_timeout(
 
 
 async def test_client_write_stall_times_out_and_reconnects(autojump_clock: trio.testing.MockClock) -> None:
-    # Beats/go-lumber bound the write of a window by `timeout` (30 s) too (research §6).
+    # Beats/go-lumber bound the write of a window by `timeout` (30 s) too (specs/lumberjack/README.md §3.9).
     net = SimNet(SimRandom(5), Faults.none(), Trace(max_lines=100), send_buffer=4096)
     listener = net.listen(FAKE_ADDRESS)
     events = [{"n": i, "pad": "x" * 100} for i in range(200)]  # ~25 kB per window, plain frames

@@ -266,7 +266,7 @@ def test_vector_files_are_well_formed() -> None:
 
 
 def test_research_examples_are_present() -> None:
-    """Every hex example of research/lumberjack.md §2.2 is a vector, byte for byte."""
+    """Every hex example of specs/lumberjack/README.md §2.6 is a vector, byte for byte."""
     hexes = {v["hex"] for v in ALL}
     for h in (
         "32 57 00 00 00 02",

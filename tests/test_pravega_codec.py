@@ -1,4 +1,4 @@
-"""Pravega codec properties (specs/pravega/README.md §1-§4, research §2):
+"""Pravega codec properties (specs/pravega/README.md §1-§4):
 round trip of every command class, split invariance, truncation and garbage
 safety, the frame limit checked from the header alone, and the optional
 trailing fields of §2.4 decoding with their defaults."""
@@ -79,7 +79,7 @@ def test_every_registered_command_has_a_layout_and_a_unique_name() -> None:
     names = [cls.NAME for cls in COMMANDS.values()]
     assert len(names) == len(set(names))
     assert all(cls.DIRECTION in ("request", "reply", "both", "inner") for cls in COMMANDS.values())
-    # the codes of research §3 that the issue names (§1): a spot check that they are registered
+    # the codes of specs/pravega/README.md §3 the seed document names: a spot check that they are registered
     for code in (
         -127,
         -2,
@@ -300,7 +300,7 @@ def test_every_field_boundary_prefix_after_the_mandatory_fields_decodes_with_def
 
 
 def test_data_appended_v2_layout_gets_the_java_defaults() -> None:
-    """WireCommandsTest's DataAppendedV2 (research §10): writerId + eventNumber only."""
+    """WireCommandsTest's DataAppendedV2 (specs/pravega/README.md §10.2): writerId + eventNumber only."""
     payload = uuid.UUID(int=5).bytes + struct.pack(">q", 9)
     got = decode_frame(struct.pack(">ii", 7, len(payload)) + payload)
     assert got == DataAppended(

@@ -1,4 +1,4 @@
-"""The minimal Pravega controller (research/pravega.md §11-§13): the protobuf
+"""The minimal Pravega controller (the controller API calls a client makes): the protobuf
 codec, the h2c gRPC plumbing driven by an h2 client in the test, the RPC
 semantics, persistence, and the real ``pravega`` client as a peer."""
 
@@ -475,7 +475,7 @@ _REAL_CLIENT = textwrap.dedent(
     """
 )
 
-HELLO_V15 = bytes.fromhex("ffffff81 00000008 0000000f 00000005")  # research §9.3
+HELLO_V15 = bytes.fromhex("ffffff81 00000008 0000000f 00000005")  # as the pravega==0.3.8 client sends it (specs/pravega/README.md §12)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Pravega Sans-IO machines (specs/pravega/README.md §5, research §5.3-§5.5):
+"""Pravega Sans-IO machines (specs/pravega/README.md §5):
 every (state, input) pair of ``SERVER_TRANSITIONS``, the append rules of the
 Java ``AppendDecoder``/``AppendProcessor`` (setup required, event numbers not
 going backwards, numEvents > 0, writer mismatch, commands after an AppendBlock,

@@ -14,7 +14,7 @@ segment store.
   ``trio.testing.memory_stream_pair``; every server reply is compared byte for
   byte, and the close points too.
 
-Where refwire disagrees with a vector and the research/real Pravega says the
+Where refwire disagrees with a vector and real Pravega says the
 vector (the spec) is right, the case is xfail(strict) with the reason below, so a
 fix shows up as an XPASS.  Where the vector itself is wrong, the adapter says so
 in ``VECTOR_FIELD_ALIASES`` (the lead fixes the vector).

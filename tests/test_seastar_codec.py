@@ -1,4 +1,4 @@
-"""Seastar RPC codec properties and hostile input (research/seastar.md §2-§4, §12).
+"""Seastar RPC codec properties and hostile input (specs/seastar-rpc/README.md §2-§4, §6).
 
 Round trips, split invariance, garbage safety (any bytes -> frames or a
 ProtocolError, never another exception), LZ4_FRAGMENTED multi-chunk edges

@@ -1,4 +1,4 @@
-"""Seastar RPC Sans-IO machines (research/seastar.md §2.2-§2.4, §3.3, §5, §7, §12)."""
+"""Seastar RPC Sans-IO machines (specs/seastar-rpc/README.md §1-§3, §5, §7)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Seastar RPC trio client and server (specs/seastar-rpc/README.md §4-§6).
 
 Real TCP on 127.0.0.1 port 0, each test bounded by ``trio.fail_after``; plus the
-captured transcript of research §9.2 (C1-C12) replayed byte for byte against our
+captured transcript C1-C12 (specs/seastar-rpc/README.md §8) replayed byte for byte against our
 server over an in-memory stream with a virtual clock.
 """
 
@@ -343,7 +343,7 @@ async def _expect(stream: trio.abc.Stream, n: int) -> bytes:
 
 
 async def test_captured_transcript_byte_for_byte(autojump_clock: trio.testing.MockClock) -> None:
-    """research §9.2 C1-C12: a real Seastar client's bytes in, a real server's bytes out."""
+    """Captures C1-C12 (specs/seastar-rpc/README.md §8): a real Seastar client's bytes in, a real server's bytes out."""
     server = SeastarServer(demo_registry(), config=ServerConfig(groups={b"sg1": None}))
     server._counter = 4  # the capture's connection was the server's fifth (id 0x50000)
     with trio.fail_after(60):

@@ -1,4 +1,4 @@
-"""TANK codec properties and hostile inputs (research/tank.md §2.3, §5, §6):
+"""TANK codec properties and hostile inputs (specs/tank/README.md §2, §4, §5):
 round trips, split invariance, garbage safety, and a clear typed error --
 naming field and offset -- for bad varints, counts of 0, lengths past the
 limit, unknown ids, bundles whose declared sizes lie and Snappy garbage."""

@@ -82,7 +82,7 @@ def test_core_whole_bundles_past_fetch_size_and_boundary(core: BrokerCore) -> No
     p = r.topics[0].partitions[0]
     assert (p.error, p.hwmark, p.first_avail) == (1, 6, 1)
     (_, r), = core.handle(1, consume(3, "events", 0, 3), now=0)
-    assert r.topics[0].partitions[0].base_seq == 2  # the bundle containing 3 starts at 2 (§9.11)
+    assert r.topics[0].partitions[0].base_seq == 2  # the bundle containing 3 starts at 2 (§9, capture 11)
 
 
 def test_core_sparse_and_seqnum_rules(core: BrokerCore) -> None:
@@ -94,12 +94,12 @@ def test_core_sparse_and_seqnum_rules(core: BrokerCore) -> None:
     assert r.encode() == FRAMES["consume-response-sparse-0xfe"]
     (_, r), = core.handle(1, produce(0x1F, "sparse", 0, sb, 10), now=0)  # base <= hwmark
     assert r.encode() == FRAMES["produce-response-invalid-seqnums"]
-    # Our choice (§7.8-2): a non-sparse 0x05 bundle may not open a gap.
+    # Our choice (§7, quirk 7.8-2): a non-sparse 0x05 bundle may not open a gap.
     (_, r), = core.handle(1, produce(2, "sparse", 0, encode_bundle([Message(b"a")]), 100), now=0)
     assert r.results[0].error == 0x0A
     (_, r), = core.handle(1, produce(2, "sparse", 0, encode_bundle([Message(b"a")]), 17), now=0)
     assert r.results[0].error == 0
-    # Our choice (§7.8-1): the EOF hwmark is the last assigned number (17), never less.
+    # Our choice (§7, quirk 7.8-1): the EOF hwmark is the last assigned number (17), never less.
     (_, r), = core.handle(1, consume(2, "sparse", 0, 18), now=0)
     assert r.topics[0].partitions[0].hwmark == 17
 
@@ -109,7 +109,7 @@ def test_core_long_poll_wake_order_and_timeout(core: BrokerCore) -> None:
     assert core.next_deadline() == 3.072  # 3000 ms aligned up to 128 ms
     late = encode_bundle([Message(b"late", 0x18000000000)], compress=False)
     out = core.handle(1, produce(0x35, "events", 0, late), now=0.4)
-    assert [c for c, _ in out] == [7, 1]  # the woken poll first (§9.14)
+    assert [c for c, _ in out] == [7, 1]  # the woken poll first (§9, capture 14)
     assert out[0][1].encode()[-16:] == FRAMES["consume-response-long-poll-woken"][-16:]
     assert core.handle(7, consume(0x12, "events", 0, 8, wait=500), now=1.0) == []
     assert core.handle_timer(now=1.5) == []

@@ -1,6 +1,6 @@
 """specs/tank/vectors/*.json: every captured frame decodes to its fields and
 re-encodes byte for byte; bundles and varints likewise; partial chunks give
-the recorded deliveries (research/tank.md §9, §6)."""
+the recorded deliveries (specs/tank/README.md §9, §5)."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def test_partial_chunk_vector(v: dict[str, Any]) -> None:
 
 
 def test_partial_chunk_hand_checked_points() -> None:
-    """Independent of the generated file: a few cuts of §9.5 worked out by hand."""
+    """Independent of the generated file: a few cuts of capture 5 (§9) worked out by hand."""
     chunk = unhex(PARTIAL[0]["chunk"])
     # cut 34: bundle 1 whole (17 bytes); bundle 2 ('alpha' complete at 34), beta/gamma missing.
     r = read_chunk(chunk[:34], base_seq=1, hwmark=6, requested_seq=0)
@@ -80,7 +80,7 @@ def test_partial_chunk_hand_checked_points() -> None:
     # hwmark cuts delivery.
     r = read_chunk(chunk, base_seq=1, hwmark=4, requested_seq=0)
     assert [m.seq for m in r.messages] == [1, 2, 3, 4]
-    # The Snappy bundle of §9.9 cut anywhere yields nothing from it and asks for all 164 bytes.
+    # The Snappy bundle of capture 9 (§9) cut anywhere yields nothing from it and asks for all 164 bytes.
     snappy = unhex(PARTIAL[2]["chunk"])[32:]
     r = read_chunk(snappy[:1], base_seq=7, hwmark=26, requested_seq=10)
     assert r.partial and r.min_fetch_size > 1  # the length varint itself is cut: an estimate

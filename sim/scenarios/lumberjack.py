@@ -2,7 +2,7 @@
 
 Real drivers (:class:`~refwire.lumberjack.LumberjackClient`,
 :class:`~refwire.lumberjack.LumberjackServer`) run unchanged over the
-simulated network.  Invariants (DESIGN.md §3, research/sansio-sim.md §3.3):
+simulated network.  Invariants (specs/lumberjack/README.md §3):
 
 * ``ack-before-delivery`` -- every event a client saw acked had already
   reached the server application (no ack covers an event not received);

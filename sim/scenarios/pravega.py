@@ -4,7 +4,7 @@ and restarts from its durable log, and readers waiting at the tail.
 Real drivers (:class:`~refwire.pravega.client.EventWriter`,
 :class:`~refwire.pravega.server.SegmentStoreServer`) run unchanged over the
 simulated network; the store's log is a :class:`~refwire.pravega.storage.MemoryLog`
-whose unsynced tail is lost in a crash.  Invariants (issue 3 §5, DESIGN.md §3):
+whose unsynced tail is lost in a crash.  Invariants (specs/pravega/README.md §5-§6):
 
 * ``duplicate`` / ``order`` -- in every segment, each (writer, event) is stored
   at most once and a writer's events appear in the order written;

@@ -1,4 +1,4 @@
-"""The Pravega 2017 draft dialect under faults (issue 7 §4).
+"""The Pravega 2017 draft dialect under faults (specs/pravega-draft-2017/README.md §6-§7).
 
 Writers (one ConnectionId per (writer, segment)) send Begin/End blocks whose
 events are cut into partial messages at random points -- some straddling the

@@ -3,7 +3,7 @@
 Real drivers (:class:`~refwire.seastar_rpc.client.SeastarClient`,
 :class:`~refwire.seastar_rpc.server.SeastarServer`) run unchanged over the
 simulated network (partial reads, trickles, stalls, resets, half-open peers,
-refused connects).  Invariants (DESIGN.md §3, specs/seastar-rpc/README.md §7):
+refused connects).  Invariants (specs/seastar-rpc/README.md §7):
 
 * ``reply-without-request`` -- every reply our client receives names a msg id
   this connection issued (the machine's ``StrayReply.known``);

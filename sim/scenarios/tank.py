@@ -7,8 +7,7 @@ stalls, half-open connections, refused connects).  Each partition has one
 producer whose plan fixes every message's sequence number up front (dense from
 1, or sparse with gaps via ProduceWithSeqnum); a produce whose outcome is
 unknown after a failure is settled by asking the broker's high water mark
-before any resend, so nothing is stored twice.  Invariants (research/tank.md §7,
-DESIGN.md §3):
+before any resend, so nothing is stored twice.  Invariants (specs/tank/README.md §6):
 
 * ``seq`` -- every consumer receives, per partition, exactly the planned
   messages in order: each delivery is the next planned (seq, content) after

@@ -1,4 +1,4 @@
-"""The error hierarchy shared by every protocol (DESIGN.md §1, "Errors").
+"""The error hierarchy shared by every protocol.
 
 Inside a Sans-IO core everything raises :class:`LocalProtocolError`.  At the
 receive boundary (``next_event``) it is re-raised as :class:`RemoteProtocolError`

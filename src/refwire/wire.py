@@ -1,4 +1,4 @@
-"""Shared byte primitives: the one place every protocol takes them from (DESIGN.md §1).
+"""Shared byte primitives: the one place every protocol takes them from (no protocol package defines its own).
 
 * :class:`ReceiveBuffer` -- bytes arrive in any chunking; cost stays O(n) overall.
 * :class:`Reader` -- a bounds-checked cursor over one complete frame; every read

@@ -1,5 +1,5 @@
 """refwire's Lumberjack server and client against real third-party peers
-(research: shared/research/lumberjack.md §8-§9).
+(their quirks: specs/lumberjack/README.md §7).
 
 * pylogbeat 2.1.0 (PyPI client)            -> refwire server, plain and TLS
 * timbersnake 0.1.0 client (PyPI)          -> refwire server
@@ -45,7 +45,7 @@ def assert_no_server_errors(srv: Any) -> None:
 async def test_pylogbeat_to_refwire_server(
     transport: str, pylogbeat_send: Any, refwire_server: Any, run_peer: Any, tls: Any
 ) -> None:
-    # pylogbeat quirks met here (research §3.5, §8): one send() = '2W n' + one '2C'
+    # pylogbeat quirks met here (specs/lumberjack/README.md §7): one send() = '2W n' + one '2C'
     # of '2J' (always zlib 6); sequence numbers RUN across windows on one
     # connection (1..100, 101..200, ...) and send() blocks until an ack EQUALS
     # the last one -- so this only passes because refwire acks with the batch's
@@ -72,7 +72,7 @@ async def test_pylogbeat_to_refwire_server(
 
 
 async def test_timbersnake_client_to_refwire_server(timbersnake_send: Any, refwire_server: Any, run_peer: Any) -> None:
-    # timbersnake client quirks (research §8): every send() is a new connection
+    # timbersnake client quirks (specs/lumberjack/README.md §7): every send() is a new connection
     # carrying C( '2W 3', '2J' seq 0, seq 1, ... ) -- W hard-coded to 3 and put
     # INSIDE the C, sequence numbers from 0 -- and it takes the first ack of any
     # value as success.  Only send()s of exactly 3 events are delivered whole by
@@ -100,7 +100,7 @@ async def test_timbersnake_client_to_refwire_server(timbersnake_send: Any, refwi
 async def test_lumberjack_client_to_refwire_server(
     transport: str, mode: str, lumberjack_client_send: Any, refwire_server: Any, run_peer: Any, tls: Any
 ) -> None:
-    # lumberjack-client quirks (research §8): it never reads acks and never
+    # lumberjack-client quirks (specs/lumberjack/README.md §7): it never reads acks and never
     # resends (the driver taps its socket and exits 0 only after the final ack of
     # every window); the window size cannot be chosen -- events logged while the
     # connection is being set up go out as ONE window ("one-window": W 1000),

@@ -1,5 +1,5 @@
 """The real Pravega client (PyPI ``pravega==0.3.8``: Rust core, wire v15) against
-refwire's segment store and minimal controller, on loopback (issue 3 §4).
+refwire's segment store and minimal controller, on loopback.
 
 The client retries forever when something is wrong, so it runs in a
 subprocess under a hard deadline and is killed on the way out.  A missing

@@ -1,5 +1,5 @@
 """Fixtures for the pipeline tests: ONE local Spark session for the whole run
-(research/pyspark.md §4.3: about 5 s to start, ~1 GiB; never one per test).
+(a session takes about 5 s to start and ~1 GiB; never one per test).
 
 Every test that uses the ``spark`` fixture is marked ``spark`` here, so
 ``pytest -m 'not spark'`` deselects them locally; by default they run.  Without

@@ -1,4 +1,4 @@
-"""Campaign rows and the local runners, without Spark (issue 6 §1)."""
+"""Campaign rows and the local runners, without Spark."""
 
 from __future__ import annotations
 

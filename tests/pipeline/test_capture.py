@@ -1,4 +1,4 @@
-"""Recording (the tap), pcap and tcpflow inputs, and ``refwire decode`` (issue 6 §2), without Spark."""
+"""Recording (the tap), pcap and tcpflow inputs, and ``refwire decode``, without Spark."""
 
 from __future__ import annotations
 

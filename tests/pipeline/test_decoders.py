@@ -1,4 +1,4 @@
-"""Capture decoders and the pure rule helpers (issue 6 §2), without Spark."""
+"""Capture decoders and the pure rule helpers, without Spark."""
 
 from __future__ import annotations
 

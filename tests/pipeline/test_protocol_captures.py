@@ -1,4 +1,4 @@
-"""Pravega, TANK and Seastar RPC captures (issue 6 §2), without Spark: a real session
+"""Pravega, TANK and Seastar RPC captures, without Spark: a real session
 between refwire's own client and server of each protocol, recorded through the tap,
 decodes with no error and no violation; the same recording with a few bytes changed
 is flagged by exactly the rule that checks them."""

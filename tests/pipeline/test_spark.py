@@ -1,4 +1,4 @@
-"""The Spark side (issue 6 §1-2): a handful of tests sharing ONE session (conftest.py).
+"""The Spark side (campaigns and capture analysis): a handful of tests sharing ONE session (conftest.py).
 
 Everything these tests touch is also covered by pure tests; here we check that
 the Spark jobs give the same answers and the tables the issue asks for.

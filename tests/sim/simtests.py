@@ -1,4 +1,4 @@
-"""What every ``tests/sim/test_<protocol>_sim.py`` shares (DESIGN.md §5): the CI
+"""What every ``tests/sim/test_<protocol>_sim.py`` shares: the CI
 batch fixture, "the batch passes", the determinism canary, the frozen
 regressions of ``regressions/<protocol>/*.json`` and the opt-in long sweep
 (``--sim-seeds N``, defined in tests/conftest.py).

@@ -1,6 +1,6 @@
 """Simulation campaigns in pure Python: one row per (protocol, seed, fault knobs).
 
-research/pyspark.md §6(a) and §7.1: the per-seed function is plain Python with
+The per-seed function is plain Python with
 no pyspark import, so the same :func:`seed_row` runs in a loop, in a
 ``multiprocessing`` pool, under pytest and in Spark workers.
 
@@ -227,7 +227,7 @@ def run_pool(
     progress: Progress | None = None,
     chunksize: int = 4,
 ) -> list[dict[str, Any]]:
-    """Every row, from a ``spawn`` pool (research/pyspark.md §6(a) pitfall 4: callers'
+    """Every row, from a ``spawn`` pool (``spawn`` re-imports the main module, so callers'
     scripts need an ``if __name__ == "__main__":`` guard).
 
     The workers start with ``PYTHONHASHSEED=0`` as Spark's do, so set iteration

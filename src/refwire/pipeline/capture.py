@@ -1,6 +1,6 @@
 """Recorded traffic on disk: capture directories, tcpflow directories and pcap files.
 
-research/pyspark.md §6(b): the unit is one raw byte file per connection and
+The unit is one raw byte file per connection and
 direction.  A *capture directory* (what ``refwire record`` writes) holds
 
 * ``<conn>.c2s`` and ``<conn>.s2c``: the bytes each side sent, exactly;

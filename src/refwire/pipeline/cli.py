@@ -1,4 +1,4 @@
-"""``refwire campaign``, ``refwire record``, ``refwire decode`` and ``refwire analyze`` (issue 6).
+"""``refwire campaign``, ``refwire record``, ``refwire decode`` and ``refwire analyze``.
 
     refwire campaign --protocols all --seeds 200 [--master URL] [--out DIR] [--runner spark|pool|loop]
     refwire record --listen 127.0.0.1:5045 --upstream 127.0.0.1:5044 --out capture/

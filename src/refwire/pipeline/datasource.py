@@ -1,6 +1,6 @@
 """``spark.read.format("refwire-capture")``: a Python Data Source over capture directories.
 
-research/pyspark.md §5: every method runs in Python processes the JVM starts,
+Spark's Python Data Source API runs every method in Python processes the JVM starts,
 so everything here is picklable and imports its helpers inside ``read()``;
 partitioning is ours: one :class:`CapturePartition` per group of whole
 connections (both directions of a connection stay together, and a stateful

@@ -1,6 +1,6 @@
 """Capture decoders: protocol name -> byte stream of one direction -> frame rows.
 
-research/pyspark.md §6(b): one connection-direction is the unit of decoding (a
+One connection-direction is the unit of decoding (a
 stateful stream decoder cannot start at an arbitrary offset), and a decoder
 must deliver *the frames before a bad byte and then the error at its offset*,
 never losing the good frames.  Each entry of :data:`DECODERS` is a small

@@ -5,8 +5,8 @@ strings (the scenarios build them from each machine's ``transitions_seen``).
 The coverage table also needs the ones *never* seen, so it needs each
 machine's whole transition table: that is :data:`CATALOGS`, protocol name ->
 function returning :class:`Transition` values.  Adding a protocol is one small
-function that walks its ``*_TRANSITIONS`` tables (DESIGN.md §1: "States and
-transitions live in a table (data)").
+function that walks its ``*_TRANSITIONS`` tables (every machine keeps its
+states and transitions in a table, as data: see :mod:`refwire.sansio`).
 
 A scenario may instead expose ``all_transitions()`` returning the same strings;
 :func:`catalog` uses it when the protocol has no entry here.

@@ -1,4 +1,4 @@
-"""``refwire record``: a loopback TCP tap that writes a capture directory (issue 6 §2).
+"""``refwire record``: a loopback TCP tap that writes a capture directory.
 
 Any client connects to the tap, the tap connects to the upstream server (any
 implementation) and copies bytes both ways unchanged, writing each direction

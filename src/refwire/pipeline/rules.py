@@ -1,6 +1,6 @@
 """Conformance rules as data: rule id -> DataFrame query over the frames table.
 
-research/pyspark.md §6(b): each rule has a stable id, a protocol, a sentence
+Each rule has a stable id, a protocol, a sentence
 saying what it checks, and a query from the frames table
 (:data:`~refwire.pipeline.decoders.FRAME_COLUMNS`) to violations
 (``conn, direction, frame_no, offset, detail``); :func:`run_rules` adds the

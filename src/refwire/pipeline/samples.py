@@ -2,8 +2,8 @@
 
 Built with refwire's own encoders (specs/lumberjack/README.md §2): each
 connection sends windows of J frames (every other window inside a C frame)
-and the server side acks each window with its last seq.  Faults, as in
-research/pyspark.md §6(b): ``seq-gap`` (one seq skipped inside a window),
+and the server side acks each window with its last seq.  Faults:
+``seq-gap`` (one seq skipped inside a window),
 ``wrong-ack`` (a window's ack one short of its last seq), ``garbage`` (bytes
 that are not a frame after the last frame).
 """

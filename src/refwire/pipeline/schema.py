@@ -1,4 +1,4 @@
-"""Column lists as data, and their Arrow / Spark forms (research/pyspark.md §6(a) pitfall 3).
+"""Column lists as data, and their Arrow / Spark forms (one explicit schema per table, never inferred).
 
 A table is declared once as a tuple of ``(name, type)`` pairs, with ``type``
 one of :data:`TYPES`.  :func:`arrow_schema` and :func:`spark_ddl` turn that

@@ -1,6 +1,6 @@
-"""The one place that builds a SparkSession (research/pyspark.md §4).
+"""The one place that builds a SparkSession.
 
-``local_spark()`` applies the settings measured in the note: workers run this
+``local_spark()`` applies settings chosen by measurement: workers run this
 interpreter (``PYSPARK_PYTHON``; otherwise they run whatever ``python3`` is on
 ``PATH`` and fail to import pyarrow), loopback only, no UI or console progress
 bars, as many shuffle partitions as cores, UTC, Python filter pushdown on
@@ -24,7 +24,7 @@ from typing import Any
 
 __all__ = ["SparkUnavailable", "java_problem", "local_spark"]
 
-#: research/pyspark.md §4.2, including the logger that silences the gateway banner.
+#: Spark logs errors only, including the logger that silences the gateway banner.
 LOG4J2_PROPERTIES = """\
 rootLogger.level = error
 rootLogger.appenderRef.stdout.ref = console

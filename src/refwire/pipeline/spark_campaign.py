@@ -1,4 +1,4 @@
-"""Simulation campaigns on Spark, and the tables over their results (research/pyspark.md §6(a), §7.2).
+"""Simulation campaigns on Spark, and the tables over their results.
 
 * Seeds come from ``spark.range`` (nothing is shipped from the driver): id ``i``
   stands for :func:`~refwire.pipeline.campaign.task_at` ``(protocols, first, i)``,

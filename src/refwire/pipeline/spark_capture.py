@@ -1,6 +1,6 @@
 """``refwire analyze``: captures -> frames table -> conformance rules -> violations table.
 
-research/pyspark.md §6(b).  The input may be a capture directory, a tcpflow
+The input may be a capture directory, a tcpflow
 directory, or a pcap/pcapng file (reassembled with dpkt into a capture
 directory under ``OUT/capture`` first), and may mix protocols: without
 ``protocol`` each connection's protocol is guessed from its first bytes, and

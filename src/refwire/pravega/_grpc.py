@@ -1,5 +1,5 @@
 """Unary gRPC over plaintext HTTP/2 (h2c, prior knowledge) on top of the ``h2``
-state machine, for the minimal Pravega controller (research/pravega.md §12).
+state machine, for the minimal Pravega controller.
 
 :class:`GrpcServerConnection` is Sans-IO: bytes in (``receive_data``), bytes
 out (``data_to_send``); handlers are plain synchronous functions

@@ -1,6 +1,6 @@
 """A small hand-rolled protobuf (proto3) codec and the Pravega controller messages.
 
-Only what the controller subset needs (research/pravega.md §12): varint scalars
+Only what the controller subset needs: varint scalars
 (int32, int64, bool, enum), length-delimited strings, bytes and embedded
 messages, fixed64 doubles, repeated fields (packed or not on decode; packed on
 encode for scalars, as proto3 does).  Unknown fields of wire types 0, 1, 2 and 5
@@ -16,8 +16,9 @@ Every malformed input raises :class:`~refwire.errors.LocalProtocolError`
 offset inside the encoded message; lengths are checked against
 :class:`~refwire.wire.Limits` before anything is sliced.
 
-The message classes below are written from the field numbers in research §12
-(checked against the published proto for the enum values); no generated code.
+The message classes below are written from the field numbers of Pravega's controller
+API (``package io.pravega.controller.stream.api.grpc.v1``; checked against the
+published proto for the enum values); no generated code.
 """
 
 from __future__ import annotations
@@ -310,7 +311,7 @@ def decode_message(cls: type[M], data: bytes | bytearray | memoryview, *, limits
     return _Decoder(data, limits).message(cls, 0, len(data), 1)
 
 
-# --------------------------------------------------------------------------- messages (research §12)
+# --------------------------------------------------------------------------- messages (controller API)
 
 
 def _f(number: int, name: str, kind: Kind, *, repeated: bool = False, message: type[Message] | None = None) -> ProtoField:

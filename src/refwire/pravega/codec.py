@@ -53,7 +53,7 @@ __all__ = [
 
 PROTOCOL: Final = "pravega"
 
-#: The wire version refwire speaks (Pravega master, research §0) and the oldest it accepts.
+#: The wire version refwire speaks (Pravega master, specs/pravega/README.md) and the oldest it accepts.
 WIRE_VERSION: Final = 17
 OLDEST_COMPATIBLE_VERSION: Final = 5
 

@@ -1,5 +1,5 @@
 """A minimal Pravega controller: scopes, streams and segment lookup over gRPC
-(research/pravega.md §11-§13), enough for the real ``pravega`` PyPI client.
+(the controller API calls a client makes), enough for the real ``pravega`` PyPI client.
 
 The controller keeps scopes and streams (configuration, segments with epoch and
 key ranges tiling [0, 1), sealed flag, truncation cut) in memory and, with
@@ -10,7 +10,7 @@ segment-store address it was given -- user segments, ``<rg>_kvtable`` table
 segments and ``_system`` segments alike.
 
 Segment names are ``scope/stream/<number>.#epoch.<epoch>`` and segment ids
-``epoch << 32 | number`` (research §12).  Streams never scale here: every
+``epoch << 32 | number``, as in Pravega.  Streams never scale here: every
 segment is in epoch 0, successors are always empty.
 
 RPCs answered (``/io.pravega.controller.stream.api.grpc.v1.ControllerService/…``):

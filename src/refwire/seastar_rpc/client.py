@@ -367,7 +367,7 @@ class SeastarClient:
 
     # -- streams --------------------------------------------------------------------------------
     async def open_stream(self) -> ClientStream:
-        """Open a stream connection under this one (§5.1)."""
+        """Open a stream connection under this one (§5)."""
         parent = self.connection_id
         if parent is None:
             raise RpcError("Streaming is not supported by the server (no CONNECTION_ID)")
@@ -394,7 +394,7 @@ class ClientStream:
         self.aborted = False
 
     def id_bytes(self) -> bytes:
-        """The stream as a sink/source argument: its u64 connection id (§5.1)."""
+        """The stream as a sink/source argument: its u64 connection id (§5)."""
         return _U64.pack(self.id)
 
     def _on_event(self, ev: object) -> None:

@@ -1,15 +1,15 @@
-"""Seastar RPC compressors: ``LZ4`` and ``LZ4_FRAGMENTED`` (research/seastar.md §2.5, §4).
+"""Seastar RPC compressors: ``LZ4`` and ``LZ4_FRAGMENTED`` (specs/seastar-rpc/README.md §2, §4).
 
 Both wrap one whole frame in the envelope ``clen:u32 payload[clen]``:
 
 * ``LZ4``: ``payload = uncompressed_size:u32 + raw LZ4 block``.  A payload under 4
   bytes is a no-op; a declared size of 0 is fatal ("decompressed size cannot be
-  zero"), as in Seastar (research §4.2, vector D8e).
+  zero"), as in Seastar (specs/seastar-rpc/README.md §4, vector D8e).
 * ``LZ4_FRAGMENTED``: ``payload = chunk*``; an intermediate chunk is
   ``C:u32 (MSB 0) + C bytes`` decompressing to exactly 32768 bytes; the last is
   ``0x80000000|U:u32 + the rest`` decompressing to ``U`` bytes.  Chunks of one
   message may refer back into the previous 64 KiB of that message's output
-  (LZ4 streaming, reset per message) (research §4.3).
+  (LZ4 streaming, reset per message) (specs/seastar-rpc/README.md §4).
 
 Hostile input: every declared size is checked against
 ``Limits.max_decompressed_size`` and against what the compressed bytes could
@@ -103,7 +103,7 @@ class LZ4Compressor:
 
     def compress(self, frame: bytes) -> bytes:
         if not frame:
-            # Seastar's receiver refuses a declared size of 0 (research §4.2): never send one.
+            # Seastar's receiver refuses a declared size of 0 (specs/seastar-rpc/README.md §4): never send one.
             raise LocalProtocolError("LZ4 cannot carry an empty frame; send the no-op 00 00 00 00 instead",
                                      protocol=PROTOCOL, frame="compressed")
         return _U32.pack(len(frame)) + bytes(lz4.block.compress(frame, mode="default", store_size=False))
@@ -124,7 +124,7 @@ class LZ4FragmentedCompressor:
 
     ``dependent=True`` (the default, as Seastar's streaming compressor) lets each
     chunk refer back into the previous 64 KiB of the message; ``False`` compresses
-    every chunk on its own, which Seastar accepts too (research §4.3).
+    every chunk on its own, which Seastar accepts too (specs/seastar-rpc/README.md §4).
     """
 
     name: Final[str] = LZ4_FRAGMENTED
@@ -192,7 +192,7 @@ def make_compressor(name: str) -> Compressor:
 
 
 def choose_compressor(offer: str, accepted: Sequence[str], *, multi_algo: bool = True) -> str | None:
-    """The server's choice (research §2.5): the first name *in the client's order*
+    """The server's choice (specs/seastar-rpc/README.md §2): the first name *in the client's order*
     that the server accepts.  ``multi_algo=False`` is a server with one plain
     factory: the offer must be exactly one accepted name."""
     if not multi_algo:

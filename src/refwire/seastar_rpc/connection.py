@@ -1,4 +1,5 @@
-"""Seastar RPC Sans-IO connections: :class:`ClientConnection` and :class:`ServerConnection`.
+"""Seastar RPC Sans-IO connections: :class:`ClientConnection` and :class:`ServerConnection`
+(specs/seastar-rpc/README.md §7; "§n" below is a section of that file).
 
 Both follow :mod:`refwire.sansio`'s contract: ``receive_data(data, *, now)``
 (``b""`` = EOF), ``connection_lost(*, now)``, ``next_event()`` -> event or
@@ -13,12 +14,12 @@ Both follow :mod:`refwire.sansio`'s contract: ``receive_data(data, *, now)``
 Semantics (specs/seastar-rpc/README.md):
 
 * The client sends its negotiation frame at once and **never** sends a request
-  before the server's reply (§2.2): calls made earlier are queued and written
+  before the server's reply (§1): calls made earlier are queued and written
   when the reply arrives, with the time left *then*; a call whose deadline passed
-  while queued is not sent at all (§3.3).
+  while queued is not sent at all (§3).
 * msg ids start at 1 and grow by one per call, one-way calls included; never
-  reused (§7.1).  The server answers whatever id it gets, negated for exceptions.
-* A propagated timeout is relative ms, 0 = none (§1.6); the server drops a reply
+  reused (§3).  The server answers whatever id it gets, negated for exceptions.
+* A propagated timeout is relative ms, 0 = none (§3); the server drops a reply
   whose deadline has passed, sending nothing.
 * Refwire's one addition: either side may give up waiting for the other's
   negotiation frame (``negotiation_timeout`` / ``negotiation_deadline``; Seastar
@@ -296,11 +297,11 @@ class _Machine(FrameMachine):
 
     @property
     def stream_done(self) -> bool:
-        """End-of-stream went both ways: the connection may be closed (§5.2)."""
+        """End-of-stream went both ways: the connection may be closed (§5)."""
         return self.local_eos and self.remote_eos
 
     def send_noop(self, *, now: float) -> None:
-        """The universal no-op compressed frame ``00 00 00 00`` (§4.4): ``send(NoOp())``."""
+        """The universal no-op compressed frame ``00 00 00 00`` (§4): ``send(NoOp())``."""
         self.send(NoOp(), now=now)
 
 
@@ -364,7 +365,7 @@ class ServerConnection(_Machine):
             raise LocalProtocolError(f"unexpected {type(frame).__name__}", protocol=PROTOCOL)
 
     def _deadline(self, timeout_ms: int | None) -> float | None:
-        # Relative ms, 0 = none; Python ints cannot overflow, so no saturation is needed (§3.3).
+        # Relative ms, 0 = none; Python ints cannot overflow, so no saturation is needed (§3).
         return None if not timeout_ms else self._now + timeout_ms / 1000.0
 
     @property
@@ -388,7 +389,7 @@ class ServerConnection(_Machine):
         self._now = now
         if isinstance(event, (Respond, RespondError)):
             if not self.reply_wanted(event.call, now=now):
-                return  # past its propagated deadline (§3.3), or the connection is gone: dropped
+                return  # past its propagated deadline (§3), or the connection is gone: dropped
             if isinstance(event, Respond):
                 self._response(event.call.msg_id, bytes(event.payload), event.handler_duration)
             else:
@@ -402,7 +403,7 @@ class ServerConnection(_Machine):
             raise TypeError(f"ServerConnection.send() does not take {type(event).__name__}")
 
     def accept(self, *, connection_id: int | None = None, now: float) -> None:
-        """Answer the offer as Seastar does (§2.3): ``send(Accept(connection_id))``.
+        """Answer the offer as Seastar does (§2): ``send(Accept(connection_id))``.
 
         ``connection_id`` is sent when given (a server with streaming configured
         always gives one).  The compressor is the first of the client's names this
@@ -443,7 +444,7 @@ class ServerConnection(_Machine):
     # -- replies -----------------------------------------------------------------
     def reply_wanted(self, call: CallReceived | OversizedCall, *, now: float) -> bool:
         """Whether a reply to ``call`` at ``now`` is sent: False once its propagated
-        deadline has passed (§3.3) or the connection is gone (EOF, reset, error), as
+        deadline has passed (§3) or the connection is gone (EOF, reset, error), as
         Seastar drops it."""
         if call.deadline is not None and now > call.deadline:
             return False
@@ -467,11 +468,11 @@ class ServerConnection(_Machine):
         self.send(RespondError(call, error, handler_duration), now=now)
 
     def respond_unknown_verb(self, call: CallReceived, *, now: float) -> None:
-        """UNKNOWN_VERB, duration not measured (§7.2) -- sent even for one-way calls."""
+        """UNKNOWN_VERB, duration not measured (§3) -- sent even for one-way calls."""
         self.respond_error(call, UnknownVerb(call.verb), now=now)
 
     def respond_oversized(self, call: OversizedCall, *, estimate: int, max_memory: int, now: float) -> None:
-        """The USER exception Seastar sends for a request over the memory limit (§3.4)."""
+        """The USER exception Seastar sends for a request over the memory limit (§3)."""
         self.respond_error(call, UserError(oversized_message(estimate, max_memory)), now=now)
 
 
@@ -598,7 +599,7 @@ class ClientConnection(_Machine):
         if q.deadline is not None:
             left = q.deadline - self._now
             if left <= 0:
-                return  # expired while queued: never sent (§3.3); its timer reports the timeout
+                return  # expired while queued: never sent (§3); its timer reports the timeout
             # Seastar truncates to whole ms, so < 1 ms left becomes 0 = "no timeout"; we send 1.
             timeout_ms = max(1, math.floor(left * 1000))
         assert self.reply is not None
@@ -651,7 +652,7 @@ class ClientConnection(_Machine):
             if frame.msg_id >= 0:
                 self._events.append(Reply(mid, frame.payload, frame.handler_duration))
             else:
-                # A malformed exception for a pending call drops the connection (§3.5).
+                # A malformed exception for a pending call drops the connection (§1).
                 err = decode_exception(frame.payload, base=self._decoder.offset - len(frame.payload))
                 self._events.append(CallFailed(mid, err, frame.handler_duration))
             return

@@ -105,7 +105,7 @@ class CallTimedOut:
 @attrs.frozen
 class StrayReply:
     """Client: a reply for no pending call (one-way, timed out, or never issued:
-    ``known`` says whether this connection ever used that id).  Never fatal (§7.1)."""
+    ``known`` says whether this connection ever used that id).  Never fatal (§3)."""
 
     msg_id: int
     known: bool
@@ -126,7 +126,7 @@ class ConnectionClosed:
 
 @attrs.frozen
 class Negotiate:
-    """Client: send the negotiation offer (the first bytes of every connection, §2.2)."""
+    """Client: send the negotiation offer (the first bytes of every connection, §1)."""
 
 
 @attrs.frozen
@@ -158,7 +158,7 @@ class Reject:
 @attrs.frozen
 class Respond:
     """Server: the reply to ``call`` -- nothing is sent once its propagated
-    deadline has passed (§3.3) or the connection is over."""
+    deadline has passed (§3) or the connection is over."""
 
     call: CallReceived
     payload: bytes
@@ -175,5 +175,5 @@ class RespondError:
 
 
 def oversized_message(estimate: int, max_memory: int) -> bytes:
-    """The USER text Seastar 25.05 sends for a request over its memory limit (research §3.4)."""
+    """The USER text Seastar 25.05 sends for a request over its memory limit (specs/seastar-rpc/README.md §3)."""
     return f"request size {estimate} large than memory limit {max_memory}".encode()

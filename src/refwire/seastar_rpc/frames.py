@@ -1,16 +1,16 @@
-"""Seastar RPC frame codec (specs/seastar-rpc/README.md §2-§5; research/seastar.md §2-§5, §7).
+"""Seastar RPC frame codec (specs/seastar-rpc/README.md, "the spec" below: §2-§5).
 
 Everything is little-endian.
 
-* Negotiation (research §2.1): ``"SSTARRPC" len:u32 {feature:u32 flen:u32 data[flen]}*``.
-* Request (§3.1): ``[timeout_ms:u64] verb:u64 msg_id:i64 len:u32 data[len]`` -- the
+* Negotiation (spec §2): ``"SSTARRPC" len:u32 {feature:u32 flen:u32 data[flen]}*``.
+* Request (spec §3): ``[timeout_ms:u64] verb:u64 msg_id:i64 len:u32 data[len]`` -- the
   timeout only when TIMEOUT was negotiated; ``len`` counts the data only.
-* Response (§3.2): ``msg_id:i64 len:u32 [handler_duration:u32] data[len]`` -- the
+* Response (spec §3): ``msg_id:i64 len:u32 [handler_duration:u32] data[len]`` -- the
   duration only when HANDLER_DURATION was negotiated, and never counted in ``len``.
-* Stream frame (§5.2): ``len:u32 data[len]``; ``len = 0xffffffff`` is end-of-stream.
-* Compressed envelope (§4.1): ``clen:u32 payload[clen]`` decompressing to exactly one of
+* Stream frame (spec §3): ``len:u32 data[len]``; ``len = 0xffffffff`` is end-of-stream.
+* Compressed envelope (spec §4): ``clen:u32 payload[clen]`` decompressing to exactly one of
   the frames above (trailing bytes ignored, short data fatal, empty output a no-op).
-* Exception payload (§7.2): ``type:u32 len:u32 body[len]`` (USER: the message;
+* Exception payload (spec §3): ``type:u32 len:u32 body[len]`` (USER: the message;
   UNKNOWN_VERB: ``verb:u64``).
 
 :class:`FrameDecoder` is incremental and O(n) however the input is chunked, checks
@@ -62,14 +62,14 @@ __all__ = [
 
 PROTOCOL: Final = "seastar-rpc"
 MAGIC: Final = b"SSTARRPC"
-#: handler_duration value meaning "not measured" (research §8).
+#: handler_duration value meaning "not measured" (spec §3).
 UNMEASURED: Final = 0xFFFFFFFF
-#: stream ``len`` value meaning end-of-stream (research §5.2).
+#: stream ``len`` value meaning end-of-stream (spec §3).
 EOS: Final = 0xFFFFFFFF
 MAX_U32: Final = 0xFFFFFFFF
 MAX_U64: Final = 0xFFFFFFFFFFFFFFFF
 
-#: Seastar has no frame limit (research §1.11, §3.4); refwire caps frames and
+#: Seastar has no frame limit (spec §6); refwire caps frames and
 #: decompressed frames at 64 MiB and the negotiation frame (``max_string_size``)
 #: at 64 KiB.
 DEFAULT_LIMITS: Final = Limits(
@@ -81,7 +81,7 @@ DEFAULT_LIMITS: Final = Limits(
 
 
 class Feature(enum.IntEnum):
-    """Negotiation feature numbers (research §2.1)."""
+    """Negotiation feature numbers (spec §2)."""
 
     COMPRESS = 0
     TIMEOUT = 1
@@ -92,7 +92,7 @@ class Feature(enum.IntEnum):
 
 
 class ExceptionType(enum.IntEnum):
-    """Exception types on the wire (research §7.2); any other is decoded as :class:`UnknownException`."""
+    """Exception types on the wire (spec §3); any other is decoded as :class:`UnknownException`."""
 
     USER = 0
     UNKNOWN_VERB = 1
@@ -127,7 +127,7 @@ class Negotiation:
 
     Seastar builds the list from a ``std::map``, so it always sends the records
     sorted by feature number (:meth:`from_features`); receivers keep the first
-    record of a repeated number and ignore the rest (research §1.1).
+    record of a repeated number and ignore the rest (spec §2).
     """
 
     records: tuple[tuple[int, bytes], ...] = ()
@@ -156,7 +156,7 @@ class Negotiation:
 def decode_negotiation_records(body: bytes, *, base: int = 12) -> Negotiation:
     """Parse the records of a negotiation frame whose 12-byte header is already read.
 
-    ``base`` is the stream offset of ``body[0]``.  Errors are Seastar's (research §2.4):
+    ``base`` is the stream offset of ``body[0]``.  Errors are Seastar's (spec §2):
     fewer than 8 bytes for a record header, or a ``flen`` past the end.
     """
     records = []
@@ -177,7 +177,7 @@ def decode_negotiation_records(body: bytes, *, base: int = 12) -> Negotiation:
 
 @attrs.frozen(kw_only=True)
 class Features:
-    """What one side's negotiation frame says, per feature (research §2.1, §2.3).
+    """What one side's negotiation frame says, per feature (spec §2).
 
     Client -> server: ``compress`` is the offered list (``"LZ4,LZ4_FRAGMENTED"``),
     ``stream_parent`` marks a stream connection.  Server -> client: ``compress`` is
@@ -225,7 +225,7 @@ class Features:
     def from_negotiation(cls, neg: Negotiation, *, base: int = 12) -> Features:
         """Interpret ``neg`` (first record wins).  A CONNECTION_ID or STREAM_PARENT
         whose data is not exactly 8 bytes is refused (Seastar reads 8 bytes
-        unchecked; research §2.4)."""
+        unchecked; spec §6)."""
         seen: dict[int, bytes] = {}
         offsets: dict[int, int] = {}
         pos = base
@@ -261,7 +261,7 @@ class Features:
 
 @attrs.frozen
 class Request:
-    """A call (research §3.1).  ``timeout_ms`` is the remaining time, 0 = none; it is
+    """A call (spec §3).  ``timeout_ms`` is the remaining time, 0 = none; it is
     on the wire only when TIMEOUT was negotiated (``None`` when it was not)."""
 
     verb: int
@@ -286,7 +286,7 @@ class Request:
 @attrs.frozen
 class OversizedRequest:
     """A request whose data was skipped unread because it is larger than the
-    server admits (research §3.4); answered with a USER exception."""
+    server admits (spec §3); answered with a USER exception."""
 
     verb: int
     msg_id: int
@@ -296,7 +296,7 @@ class OversizedRequest:
 
 @attrs.frozen
 class Response:
-    """A reply (research §3.2): ``msg_id < 0`` carries an exception for ``-msg_id``.
+    """A reply (spec §3): ``msg_id < 0`` carries an exception for ``-msg_id``.
     ``handler_duration`` (µs, :data:`UNMEASURED` = not measured) is on the wire only
     when HANDLER_DURATION was negotiated."""
 
@@ -324,7 +324,7 @@ class Response:
 
 @attrs.frozen
 class StreamMessage:
-    """One message on a stream connection (research §5.2)."""
+    """One message on a stream connection (spec §5)."""
 
     payload: bytes
 
@@ -344,7 +344,7 @@ class StreamEnd:
 
 @attrs.frozen
 class NoOp:
-    """A compressed frame that decompressed to nothing (§4.4); skipped.  Sent
+    """A compressed frame that decompressed to nothing (spec §4); skipped.  Sent
     (``send(NoOp())``) it is the universal ``00 00 00 00``."""
 
     clen: int = 0
@@ -358,7 +358,7 @@ Frame = Negotiation | Request | OversizedRequest | Response | StreamMessage | St
 
 @attrs.frozen
 class UserError:
-    """USER (0): the handler failed; ``message`` is opaque text (research §7.2)."""
+    """USER (0): the handler failed; ``message`` is opaque text (spec §3)."""
 
     message: bytes
 

@@ -4,7 +4,7 @@ streams (specs/seastar-rpc/README.md §2-§7).
 * Handlers are ``async def handler(ctx: CallContext, payload: bytes) -> bytes | None``.
   Returning sends the reply (``None`` = empty data); raising
   :class:`BadArguments` sends **nothing** and keeps the connection (Seastar's
-  behaviour when deserialization fails, §1.9); any other exception is a USER
+  behaviour when deserialization fails, §3); any other exception is a USER
   exception carrying ``str(exc)`` (Seastar 25.05 sends ``what()``).  One-way verbs
   never reply.  An unknown verb gets UNKNOWN_VERB, even if the caller meant it
   as one-way.
@@ -138,7 +138,7 @@ class ServerConfig:
     unknown_cookie: Literal["default", "reject"] = "default"
     #: Seastar waits forever for a negotiation frame; refwire closes after this (the machine's timer).
     negotiation_timeout: float | None = 30.0
-    #: stream messages queued per stream before the reader stops reading (§5.2).
+    #: stream messages queued per stream before the reader stops reading (§5).
     stream_queue: int = 50
     recv_size: int = 256 * 1024
     #: a write that takes longer ends the connection (its unwritten replies are lost).
@@ -316,7 +316,7 @@ class SeastarServer:
     async def handle_stream(self, stream: trio.abc.Stream) -> None:
         """Serve one accepted connection until it ends."""
         cfg = self.config
-        self._counter += 1  # every accepted connection, streams included (§6)
+        self._counter += 1  # every accepted connection, streams included (§5)
         conn_id = (self._counter << 16) | (SHARD if cfg.streaming else NO_SHARD)
         timeout = cfg.negotiation_timeout
         conn = ServerConnection(limits=cfg.limits, compressors=cfg.compressors, multi_algo=cfg.multi_algo,
@@ -346,7 +346,7 @@ class SeastarServer:
         cfg = self.config
         need = cfg.basic_request_size + len(call.payload) * cfg.bloat_factor
         if not await self.memory.acquire(need, call.deadline):
-            self.stats["dropped_expired"] += 1  # still waiting for memory at its deadline: dropped, no reply (§3.3)
+            self.stats["dropped_expired"] += 1  # still waiting for memory at its deadline: dropped, no reply (§3)
             return
         group = session.group
         assert group is not None and session.handlers is not None
@@ -425,7 +425,7 @@ class _Session:
         finally:
             if self.rpc:
                 for child in server._rpc.pop(self.conn_id, []):
-                    child.abort()  # a parent's close aborts its streams (§5.2)
+                    child.abort()  # a parent's close aborts its streams (§5)
             s = self.stream
             if s is not None:
                 s.abort()

@@ -1,4 +1,4 @@
-"""TANK bundles and consume chunks (research/tank.md §5 and §6; specs/tank/README.md §4).
+"""TANK bundles and consume chunks (specs/tank/README.md §4 and §5).
 
 A bundle is ``flags:u8 [count:varint] [firstSeq:u64 [lastSeq-firstSeq-1:varint]]``
 followed by a message set (raw-Snappy compressed as a whole when ``flags & 3 == 1``).
@@ -7,7 +7,7 @@ Each message is ``flags:u8 [seqDelta:varint] [ts:u64] [keyLen:u8 key] contentLen
 On the wire and in storage a bundle travels as ``bundleLen:varint bundle`` (an
 *entry*).  A consume chunk is a run of entries; the last one may be partial
 (TANK 1 brokers clipped chunks at the fetch size), so :func:`read_chunk`
-delivers every complete message and says how to make progress (§6).
+delivers every complete message and says how to make progress (§5).
 
 Everything here is pure: bytes in, values out, a typed error naming the field
 and offset for anything malformed, never more memory than a limit allows.
@@ -76,7 +76,7 @@ class Message:
 
 @attrs.frozen
 class BundleHeader:
-    """The uncompressed head of a bundle (§5.2).  ``size`` is the header's byte length."""
+    """The uncompressed head of a bundle (§4).  ``size`` is the header's byte length."""
 
     flags: int
     count: int
@@ -101,12 +101,12 @@ def _err(reason: str, field: str, offset: int, frame: str = "bundle") -> LocalPr
 
 
 def choose_compression(messages: Sequence[Message]) -> bool:
-    """The C++ client's policy (§5.6): Snappy above 512 messages or 1024 bytes of keys+contents."""
+    """The C++ client's policy (§4): Snappy above 512 messages or 1024 bytes of keys+contents."""
     return len(messages) > 512 or sum(len(m.content) + len(m.key or b"") for m in messages) > 1024
 
 
 def encode_bundle(messages: Sequence[Message], *, compress: bool | None = None, sparse: bool = False) -> bytes:
-    """Encode a bundle as the C++ client does (§12.4): count in the flags when
+    """Encode a bundle as the C++ client does (§4): count in the flags when
     1..15, else a varint; UseLastSpecifiedTS when a timestamp repeats the
     previous one; for ``sparse`` bundles the messages' ``seq`` fields (strictly
     increasing) give firstSeq/lastSeq and per-message deltas, SeqNumPrevPlusOne
@@ -187,7 +187,7 @@ def _check_u32(v: int, field: str) -> int:
 def parse_bundle_header(
     data: bytes | memoryview, start: int = 0, end: int | None = None, *, base: int = 0
 ) -> BundleHeader:
-    """Parse the header of the bundle at ``data[start:end]`` (§5.2).
+    """Parse the header of the bundle at ``data[start:end]`` (§4).
 
     Raises :class:`LocalProtocolError` for a truncated header, count 0, the
     unimplemented bit 7, or an undefined codec.  Offsets are ``base + index``.
@@ -227,7 +227,7 @@ def parse_bundle_header(
 
 
 def snappy_decompress(payload: bytes | memoryview, *, max_size: int, offset: int = 0) -> bytes:
-    """Raw Snappy (§5.6): the declared uncompressed length is read and checked
+    """Raw Snappy (§4): the declared uncompressed length is read and checked
     against ``max_size`` *before* anything is inflated; corrupt input raises."""
     n, _ = decode_uvarint(payload, 0, len(payload), field="snappyLength", base=offset)
     if n > max_size:
@@ -343,12 +343,12 @@ def decode_bundle(
     return header, msgs
 
 
-# --------------------------------------------------------------------------- chunks (§6)
+# --------------------------------------------------------------------------- chunks (§5)
 
 
 @attrs.frozen
 class ChunkResult:
-    """What one partition's chunk yielded (§6.7).
+    """What one partition's chunk yielded (§5).
 
     * ``messages`` -- every complete message with ``requested <= seq <= hwmark``, in order;
     * ``next_seq`` -- the sequence number to request next;
@@ -374,7 +374,7 @@ def read_chunk(
     limits: Limits | None = None,
     offset: int = 0,
 ) -> ChunkResult:
-    """Walk a consume chunk as ``TankClient::process_consume`` does (§6).
+    """Walk a consume chunk as ``TankClient::process_consume`` does (§5).
 
     ``base_seq`` is the response's baseSeqNum (``None`` for err 0xfe: the first
     bundle is sparse and carries its own).  Complete messages of a partial
@@ -421,7 +421,7 @@ def read_chunk(
                 raise _err("err 0xfe but the first bundle is not sparse", "flags", offset + p)
             first, after = seq, seq + header.count
         if not tail and requested_seq >= after:
-            seq = after  # fast skip (§6.3): no need to look inside
+            seq = after  # fast skip (§5): no need to look inside
             if not whole:
                 partial, min_fetch = True, bundle_end - entry_start
             p = bundle_end

@@ -263,7 +263,7 @@ class TankClient:
 
     # -- API -----------------------------------------------------------------
     async def create_topic(self, topic: str, partitions: int = 1, config: bytes = b"") -> int:
-        """0 created, 1 exists, 2 system, 4 bad config, 5 read-only, 10 invalid (§4.7)."""
+        """0 created, 1 exists, 2 system, 4 bad config, 5 read-only, 10 invalid (§3)."""
         r: CreateTopicResponse = await self.request(lambda rid: CreateTopicRequest(rid, topic, partitions, config))
         return r.error
 
@@ -273,7 +273,7 @@ class TankClient:
         return r.results[0]
 
     async def produce_sparse(self, topic: str, partition: int, messages: Sequence[Message], *, compress: bool | None = None) -> ProduceResult:
-        """ProduceWithSeqnum (0x05) with a sparse bundle: the messages' ``seq`` are kept (§7.2)."""
+        """ProduceWithSeqnum (0x05) with a sparse bundle: the messages' ``seq`` are kept (§6)."""
         bundle = encode_bundle(messages, compress=compress, sparse=True)
         r = await self.produce_bundles({topic: {partition: bundle}}, base_seqs={(topic, partition): messages[0].seq or 0})
         return r.results[0]
@@ -297,7 +297,7 @@ class TankClient:
 
     async def consume(self, topic: str, partition: int, seq: int = 0, *, max_wait: float = 0.0, min_bytes: int = 0, fetch_size: int | None = None, clamp: bool = True) -> PartitionData:
         """Consume one partition; grows the fetch size when a bundle did not fit
-        (§6.7) and, with ``clamp``, moves a sequence number that fails the
+        (§5) and, with ``clamp``, moves a sequence number that fails the
         boundary check into ``[firstAvail, hwmark + 1]`` as tank-cli does."""
         fs = fetch_size or self.config.fetch_size
         for _ in range(8):

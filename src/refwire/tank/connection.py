@@ -90,7 +90,7 @@ class State(enum.Enum):
 #: (state, input) → next state; anything absent is a protocol error.  Tests walk every pair.
 CLIENT_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
     (State.CONNECTING, "ping"): State.OPEN,
-    (State.CONNECTING, "response"): State.OPEN,  # the Ping is optional (§12.3)
+    (State.CONNECTING, "response"): State.OPEN,  # the Ping is optional (§3)
     (State.CONNECTING, "eof"): State.CLOSED,
     (State.CONNECTING, "reset"): State.CLOSED,
     (State.OPEN, "ping"): State.OPEN,
@@ -132,7 +132,7 @@ class IdleTimeout:
 
 @attrs.frozen
 class PartitionData:
-    """One partition of a consume response, with its chunk walked (§6)."""
+    """One partition of a consume response, with its chunk walked (§5)."""
 
     topic: str
     partition: int

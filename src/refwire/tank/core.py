@@ -58,7 +58,7 @@ from .storage import Entry, PartitionLog, Storage
 
 __all__ = ["BrokerConfig", "BrokerCore", "is_valid_topic_name", "normalize_max_wait"]
 
-MAX_CLAMP: Final = 64 * 1024 * 1024  #: fetchSize / minBytes clamp (§7.6)
+MAX_CLAMP: Final = 64 * 1024 * 1024  #: fetchSize / minBytes clamp (§6)
 MAX_WAIT_CAP_MS: Final = 3_600_000
 MAX_PARTITIONS: Final = 65530
 _TOPIC_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -67,13 +67,13 @@ Outbox = list[tuple[int, Response]]
 
 
 def is_valid_topic_name(name: str) -> bool:
-    """The broker's ``is_valid_topic_name`` (§4.7): 1-64 of ``[A-Za-z0-9_-]``,
+    """The broker's ``is_valid_topic_name`` (§3): 1-64 of ``[A-Za-z0-9_-]``,
     at least one alphanumeric, not starting or ending with ``-``/``_``."""
     return bool(_TOPIC_RE.fullmatch(name)) and any(c.isalnum() for c in name) and name[0] not in "-_" and name[-1] not in "-_"
 
 
 def normalize_max_wait(ms: int) -> int:
-    """0 stays 0; else ``min(ms, 1 h)`` rounded up to a multiple of 64, at least 320 ms (§7.5)."""
+    """0 stays 0; else ``min(ms, 1 h)`` rounded up to a multiple of 64, at least 320 ms (§6)."""
     if ms == 0:
         return 0
     ms = min(ms, MAX_WAIT_CAP_MS)
@@ -85,10 +85,10 @@ class BrokerConfig:
     limits: Limits = DEFAULT_LIMITS
     read_only: bool = False  #: ``tank -r``: produces get 0xfe
     #: decode every produced bundle (Snappy included) before storing it; the real
-    #: broker stores whatever parses at the header level (§4.2).
+    #: broker stores whatever parses at the header level (§3).
     validate_bundles: bool = True
     startup_ts: int = 0
-    idle_timeout: float | None = 16.0  #: the real broker's idle_connection_ttl (§7.1)
+    idle_timeout: float | None = 16.0  #: the real broker's idle_connection_ttl (§6)
 
 
 @attrs.define
@@ -190,7 +190,7 @@ class BrokerCore:
         assert isinstance(req, DiscoverTopologyRequest)
         return DiscoverTopologyResponse(req.request_id)
 
-    # -- produce (§4.2, §7.2) ---------------------------------------------
+    # -- produce (§3, §6) ---------------------------------------------
     def _produce(self, conn: int, req: ProduceRequest) -> Outbox:
         headers: dict[tuple[int, int], BundleHeader] = {}
         for ti, t in enumerate(req.topics):  # validate everything before storing anything
@@ -223,7 +223,7 @@ class BrokerCore:
                     first, lst = h.first_seq, h.last_seq
                     ok = first > last
                 elif req.with_seqnum:
-                    # Our choice (§7.8-2): a non-sparse 0x05 bundle may not open a gap.
+                    # Our choice (§7, quirk 7.8-2): a non-sparse 0x05 bundle may not open a gap.
                     first, lst = p.base_seq or 0, (p.base_seq or 0) + h.count - 1
                     ok = first == last + 1
                 else:
@@ -276,7 +276,7 @@ class BrokerCore:
             topics.append(ConsumeTopicResult(name, tuple(res), False, len(parts)))
         return ConsumeResponse(w.request_id, tuple(topics))
 
-    # -- consume (§7.3-§7.5) -----------------------------------------------
+    # -- consume (§6) -----------------------------------------------
     def _consume(self, conn: int, req: ConsumeRequest, now: float) -> Outbox:
         self.stats["consumes"] += 1
         immediate = req.max_wait_ms == 0
@@ -327,7 +327,7 @@ class BrokerCore:
         return min((w.deadline for w in self._waits.values()), default=None)
 
     def handle_timer(self, *, now: float) -> Outbox:
-        """Answer every wait whose deadline passed: ``err 0, base 0, hwmark, no chunk`` (§7.5)."""
+        """Answer every wait whose deadline passed: ``err 0, base 0, hwmark, no chunk`` (§6)."""
         out: Outbox = []
         for w in sorted(self._waits.values(), key=lambda w: (w.deadline, w.id)):
             if w.deadline > now:
@@ -345,7 +345,7 @@ class BrokerCore:
 
 
 def _valid_config(config: bytes) -> bool:
-    """``key = value`` lines; ``#`` starts a comment (§4.7)."""
+    """``key = value`` lines; ``#`` starts a comment (§3)."""
     try:
         text = config.decode("utf-8")
     except UnicodeDecodeError:

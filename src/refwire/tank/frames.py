@@ -1,4 +1,4 @@
-"""TANK framing and client requests (research/tank.md §2-§4; specs/tank/README.md §2-§3).
+"""TANK framing and client requests (specs/tank/README.md §2-§3).
 
 Every frame is ``msgId:u8 payloadLen:u32(LE) payload``.  Message ids (§3):
 0x01 Produce, 0x02 Consume, 0x03 Ping, 0x04 obsolete ReplicaID (the real broker
@@ -81,7 +81,7 @@ REQUEST_IDS: Final = frozenset({PRODUCE, CONSUME, PING, PRODUCE_WITH_SEQNUM, DIS
 #: ids a client accepts from a broker (0x05 is answered with 0x01).
 RESPONSE_IDS: Final = REQUEST_IDS - {PRODUCE_WITH_SEQNUM}
 
-#: 64 MiB fetch sizes, chunks and Snappy sets (the broker's clamp, §7.6); a consume
+#: 64 MiB fetch sizes, chunks and Snappy sets (the broker's clamp, §6); a consume
 #: response may carry several 64 MiB chunks, so frames may be up to 256 MiB.
 DEFAULT_LIMITS: Final = Limits(
     max_frame_size=256 * 1024 * 1024,
@@ -184,7 +184,7 @@ def reader(payload: bytes, msg_id: int, offset: int) -> Reader:
 
 @attrs.frozen
 class Ping:
-    """0x03, no payload.  The broker sends one on accept and never answers one (§4.1)."""
+    """0x03, no payload.  The broker sends one on accept and never answers one (§3)."""
 
     def encode(self) -> bytes:
         return b"\x03\x00\x00\x00\x00"
@@ -207,7 +207,7 @@ class ProduceTopic:
 
 @attrs.frozen
 class ProduceRequest:
-    """0x01 Produce / 0x05 ProduceWithSeqnum (§4.2)."""
+    """0x01 Produce / 0x05 ProduceWithSeqnum (§3)."""
 
     request_id: int
     topics: tuple[ProduceTopic, ...]
@@ -222,7 +222,7 @@ class ProduceRequest:
         return PRODUCE_WITH_SEQNUM if self.with_seqnum else PRODUCE
 
     def layout(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
-        """The (topic, partitions) list a response is decoded against (§4.3)."""
+        """The (topic, partitions) list a response is decoded against (§3)."""
         return tuple((t.name, tuple(p.partition for p in t.partitions)) for t in self.topics)
 
     def encode(self) -> bytes:
@@ -259,7 +259,7 @@ class ConsumeTopic:
 
 @attrs.frozen
 class ConsumeRequest:
-    """0x02 Consume (§4.4); ``client_version >= 3`` adds the ``opFlags`` byte."""
+    """0x02 Consume (§3); ``client_version >= 3`` adds the ``opFlags`` byte."""
 
     request_id: int
     topics: tuple[ConsumeTopic, ...]
@@ -289,7 +289,7 @@ class ConsumeRequest:
 
 @attrs.frozen
 class DiscoverPartitionsRequest:
-    """0x06: ``requestId topic:str8 [partitionId:u16]*`` (empty = all, §4.6)."""
+    """0x06: ``requestId topic:str8 [partitionId:u16]*`` (empty = all, §3)."""
 
     request_id: int
     topic: str
@@ -305,7 +305,7 @@ class DiscoverPartitionsRequest:
 
 @attrs.frozen
 class CreateTopicRequest:
-    """0x07: ``requestId topic:str8 partitions:u16 configLen:varint config`` (§4.7)."""
+    """0x07: ``requestId topic:str8 partitions:u16 configLen:varint config`` (§3)."""
 
     request_id: int
     topic: str
@@ -321,7 +321,7 @@ class CreateTopicRequest:
 
 @attrs.frozen
 class ReloadConfRequest:
-    """0x08: ``requestId topic:str8 partition:u16`` (§4.8)."""
+    """0x08: ``requestId topic:str8 partition:u16`` (§3)."""
 
     request_id: int
     topic: str
@@ -335,7 +335,7 @@ class ReloadConfRequest:
 
 @attrs.frozen
 class StatusRequest:
-    """0x0a: ``requestId`` (§4.10)."""
+    """0x0a: ``requestId`` (§3)."""
 
     request_id: int
 
@@ -345,7 +345,7 @@ class StatusRequest:
 
 @attrs.frozen
 class DiscoverTopicsRequest:
-    """0x0b: ``requestId flags:u8`` (§4.11)."""
+    """0x0b: ``requestId flags:u8`` (§3)."""
 
     request_id: int
     flags: int = 0
@@ -356,7 +356,7 @@ class DiscoverTopicsRequest:
 
 @attrs.frozen
 class DiscoverTopologyRequest:
-    """0x0c: ``requestId flags:u8`` (§4.12)."""
+    """0x0c: ``requestId flags:u8`` (§3)."""
 
     request_id: int
     flags: int = 0
@@ -413,7 +413,7 @@ def _decode_consume(r: Reader) -> ConsumeRequest:
 def decode_request(msg_id: int, payload: bytes, *, offset: int = 0, limits: Limits = DEFAULT_LIMITS) -> Request:
     """Decode one client request's payload (broker side).  Any overrun or
     trailing byte raises :class:`LocalProtocolError` -- the real broker drops
-    the connection (§4.2, §7.1)."""
+    the connection (§3, §6)."""
     r = reader(payload, msg_id, offset)
     if msg_id == PING:
         r.expect_end()

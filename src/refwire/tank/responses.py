@@ -1,4 +1,4 @@
-"""TANK broker responses (research/tank.md §4.3-§4.12, §7.7; specs/tank/README.md §3).
+"""TANK broker responses (specs/tank/README.md §3, §6).
 
 Produce responses cannot be decoded alone: they list one error byte per
 requested partition, except that a topic-wide 0xff/0xfe stands for the whole
@@ -77,7 +77,7 @@ ERR_UNKNOWN: Final = 0xFF  #: unknown topic (produce) / unknown partition (consu
 UNKNOWN_TOPIC_MARK: Final = 0xFFFF
 
 
-# --------------------------------------------------------------------------- produce (§4.3)
+# --------------------------------------------------------------------------- produce (§3)
 
 
 @attrs.frozen
@@ -146,7 +146,7 @@ def decode_produce_response(
     return ProduceResponse(raw.request_id, tuple(out))
 
 
-# --------------------------------------------------------------------------- consume (§4.5)
+# --------------------------------------------------------------------------- consume (§3)
 
 
 @attrs.frozen
@@ -165,7 +165,7 @@ class ConsumePartitionResult:
 
 @attrs.frozen
 class ConsumeTopicResult:
-    """``unknown`` topics echo ``partitions_count`` and carry no entries (§7.8-5)."""
+    """``unknown`` topics echo ``partitions_count`` and carry no entries (§7, quirk 7.8-5)."""
 
     name: str
     partitions: tuple[ConsumePartitionResult, ...]
@@ -313,7 +313,7 @@ class ReloadConfResponse:
 
 @attrs.frozen
 class StatusResponse:
-    """Standalone layout (§4.10); ``cluster`` = (flags, name, nodesAvailable) when cluster-aware."""
+    """Standalone layout (§3); ``cluster`` = (flags, name, nodesAvailable) when cluster-aware."""
 
     request_id: int
     topics: int
@@ -416,7 +416,7 @@ def decode_response(msg_id: int, payload: bytes, *, offset: int = 0, limits: Lim
         ntopics, nparts = r.u32le("topics"), r.u32le("partitions")
         cluster = (r.u8("clusterFlags"), _bytes8(r, "clusterName"), r.u32le("nodesAvailable")) if aware else None
         tail = [r.u32le(f) for f in ("openPartitions", "openPartitionsTime", "startupTs", "version") if r.remaining]
-        tail += [0] * (4 - len(tail))  # older brokers stop early (§4.10)
+        tail += [0] * (4 - len(tail))  # older brokers stop early (§3)
         resp = StatusResponse(rid, ntopics, nparts, tail[0], tail[1], tail[2], tail[3], gflags, cluster)
     elif msg_id == DISCOVER_TOPICS:
         count, aware = r.u32le("count"), r.bool8("clusterAware")

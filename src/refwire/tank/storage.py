@@ -1,5 +1,5 @@
 """Partition logs for the TANK broker: in memory, or a directory that survives a restart
-(research/tank.md §5.1, §7.2; specs/tank/README.md §6).
+(specs/tank/README.md §6).
 
 A log holds *entries* -- ``bundleLen:varint bundle`` exactly as the producer
 sent them (compressed or not) -- with the sequence range of each.  The on-disk
@@ -37,7 +37,7 @@ class Entry:
 
 
 class PartitionLog:
-    """One partition's entries in memory.  ``first_avail``/``last_assigned`` are 0 while empty (§7.2)."""
+    """One partition's entries in memory.  ``first_avail``/``last_assigned`` are 0 while empty (§6)."""
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
@@ -60,12 +60,12 @@ class PartitionLog:
 
     def index_of(self, seq: int) -> int:
         """Index of the first entry whose range reaches ``seq`` (a seq in a
-        sparse gap moves forward to the next stored message, §7.3)."""
+        sparse gap moves forward to the next stored message, §6)."""
         return bisect.bisect_left(self._lasts, seq)
 
     def read(self, seq: int, fetch_size: int) -> tuple[Entry, bytes]:
         """Whole entries from the one containing ``seq`` until ``fetch_size`` is
-        reached; the first entry is always whole even past ``fetch_size`` (§7.4)."""
+        reached; the first entry is always whole even past ``fetch_size`` (§6)."""
         i = self.index_of(seq)
         first = self.entries[i]
         parts = [first.data]

@@ -7,7 +7,7 @@ Event i is ``{"n": i, "message": "pylogbeat event i", "peer": "pylogbeat"}``.
 Exit 0 only when every window was acked (pylogbeat's ``send()`` returns only
 then); prints one JSON summary line on stdout.
 
-pylogbeat quirks that matter here (read in pylogbeat.py; research §3.5, §8):
+pylogbeat quirks that matter here (read in pylogbeat.py; specs/lumberjack/README.md §7):
 
 * every ``send()`` is one window: ``2W len(batch)`` then ONE ``2C`` holding the
   ``2J`` frames (zlib default level 6) -- always compressed;

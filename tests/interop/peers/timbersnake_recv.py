@@ -21,7 +21,7 @@ unchanged and the wrapper only records what each call consumed:
 * v1, plain ``D`` -> ``data_frame`` is called with a reader proxy that keeps a
   copy of the bytes timbersnake read for that frame.
 
-Quirks of the timbersnake server (read in timbersnake/server.py; research §3.3, §4, §5):
+Quirks of the timbersnake server (read in timbersnake/server.py; specs/lumberjack/README.md §7):
 
 * ``Server.__init__`` prints its frame table to stdout (redirected to stderr
   here so stdout stays JSON lines);

@@ -6,7 +6,7 @@
 Event i is ``{"n": i, "message": "timbersnake event i", "peer": "timbersnake"}``.
 Exit 0 when every ``send()`` returned; prints one JSON summary line.
 
-timbersnake client quirks (read in timbersnake/client.py; research §8):
+timbersnake client quirks (read in timbersnake/client.py; specs/lumberjack/README.md §7):
 
 * ``send()`` opens a NEW connection, writes ``C( 2W 3, 2J seq 0, 2J seq 1, ... )``:
   the window frame is hard-coded to **3** and placed **inside** the ``C``
