@@ -10,6 +10,7 @@ section of ``specs/<protocol>/README.md``, the docs of ``refwire.sansio`` /
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,6 +28,18 @@ SKIPPED_DIRS = {".git", ".venv", "node_modules", "__pycache__", ".ruff_cache", "
 
 
 def _files() -> list[Path]:
+    """The project's files: what git tracks plus what it would (not what it
+    ignores: build output, caches); every file below the root without git."""
+    try:
+        out = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            cwd=ROOT, capture_output=True, check=True,
+        ).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):
+        out = ""
+    if out:
+        paths = [ROOT / name for name in out.split("\0") if name]
+        return sorted(p for p in paths if p.suffix in SUFFIXES and p.is_file() and not SKIPPED_DIRS & set(p.parts))
     found = []
     for path in ROOT.rglob("*"):
         rel = path.relative_to(ROOT)
