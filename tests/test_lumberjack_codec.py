@@ -159,6 +159,29 @@ def test_count_ack_mode_is_go_lumber_style() -> None:
     assert sent == bytes.fromhex("324100000002")
 
 
+def test_a0_for_a_pipelined_w0_waits_behind_pending_batches() -> None:
+    # Acks leave in window order (§3.3, §3.5): the A 0 answering a W 0 that arrives
+    # while earlier batches wait for the application is sent after their acks.
+    data = enc(W(1), J(1, {}), W(0), W(1), J(2, {}), W(0), W(0))
+    for chunks in ([data], [data[i : i + 1] for i in range(len(data))]):
+        conn = ServerConnection()
+        for chunk in chunks:
+            conn.receive_data(chunk, now=0.0)
+        events = []
+        while (ev := conn.next_event()) is not NEED_DATA:
+            events.append(ev)
+        assert [type(e) for e in events] == [Batch, EmptyWindow, Batch, EmptyWindow, EmptyWindow]
+        b1, b2 = events[0], events[2]
+        assert conn.data_to_send() == b""  # nothing may overtake A 1
+        conn.accept(b1, now=1.0)
+        assert conn.data_to_send() == bytes.fromhex("324100000001" "324100000000")
+        conn.accept(b2, now=2.0)
+        assert conn.data_to_send() == bytes.fromhex("324100000002" "324100000000" "324100000000")
+        conn.receive_data(W(0).encode(), now=3.0)  # nothing pending: answered at once
+        assert isinstance(conn.next_event(), EmptyWindow)
+        assert conn.data_to_send() == bytes.fromhex("324100000000")
+
+
 def test_empty_window_can_be_ignored_like_go_lumber() -> None:
     conn = ServerConnection(answer_empty_window=False)
     conn.receive_data(W(0).encode(), now=0.0)
@@ -254,6 +277,104 @@ def test_mixed_versions_switch_follows_logstash() -> None:
     d_in_v2 = enc(W(1), DataFrame(1, ()))
     _, err, _ = drain(ServerConnection(accept_mixed_versions=True), [d_in_v2])
     assert err is not None and (err.frame, err.field) == ("D", "type")
+
+
+# A J frame whose version byte is neither '1' nor '2' (spec §3.10: Logstash checks
+# every frame's byte is one of them).  W 1 at 0, then 'ff' 'J' at offset 6.
+BAD_VERSION_J = bytes.fromhex("325700000001ff4a00000001000000027b7d")
+
+
+@pytest.mark.parametrize("bad", [0x00, 0xFF, 0x30, 0x33])
+@pytest.mark.parametrize("mixed", [True, False], ids=["mixed", "strict"])
+def test_j_frame_with_a_bad_version_byte_is_refused_whole_and_split(bad: int, mixed: bool) -> None:
+    data = bytearray(BAD_VERSION_J)
+    data[6] = bad
+    for cut in range(len(data) + 1):
+        chunks = [bytes(data[:cut]), bytes(data[cut:])]
+        batches, err, sent = drain(ServerConnection(accept_mixed_versions=mixed), [c for c in chunks if c])
+        assert batches == [] and sent == b"", (cut, batches, sent)
+        assert err is not None, cut
+        assert (err.frame, err.field, err.offset) == (None, "version", 6), (cut, err)
+
+
+def test_one_j_records_its_version_byte() -> None:
+    one_j = bytes.fromhex("314a0000000100000002") + b"{}"
+    for cut in range(len(one_j) + 1):
+        dec = FrameDecoder(strict_versions=False)
+        got = []
+        for chunk in (one_j[:cut], one_j[cut:]):
+            dec.feed(chunk)
+            got += dec.frames()
+        assert len(got) == 1 and isinstance(got[0], JsonFrame), cut
+        assert got[0].version == V1, cut  # recorded as it came, not as '2'
+        assert got[0].encode() == one_j  # and re-encoded as it came
+
+
+def test_one_j_in_a_v2_batch_is_accepted_under_mixed_versions_at_every_split() -> None:
+    data = enc(W(2), J(1, {})) + bytes.fromhex("314a0000000200000002") + b"{}"
+    for cut in range(len(data) + 1):
+        chunks = [c for c in (data[:cut], data[cut:]) if c]
+        batches, err, sent = drain(ServerConnection(accept_mixed_versions=True), chunks)
+        assert err is None, (cut, err)
+        assert seqs(batches) == [[1, 2]] and batches[0].version == V2
+        assert [e.version for e in batches[0].events] == [V2, V1]
+        assert sent == bytes.fromhex("324100000002")  # acked with its W's version byte
+        _, err, _ = drain(ServerConnection(), chunks)
+        assert err is not None and (err.frame, err.field, err.offset) == ("J", "version", 6 + 12), (cut, err)
+
+
+@st.composite
+def mixed_version_streams(draw: st.DrawFn) -> tuple[bytes, list[list[int]], int | None, str | None]:
+    """Plain frames whose version bytes are drawn freely (mostly '1'/'2', sometimes
+    anything), with the outcome Logstash's rule (§3.10) predicts: the batches
+    delivered before the first bad frame, and that frame's offset and field."""
+    out = bytearray()
+    expected: list[list[int]] = []
+    ver_byte = st.one_of(st.sampled_from([V1, V2]), st.sampled_from([V1, V2]), st.integers(0, 255))
+    seq = 1
+    for _ in range(draw(st.integers(1, 4))):
+        wver = draw(ver_byte)
+        n = draw(st.integers(1, 4))
+        if wver not in (V1, V2):
+            return bytes(out + bytes([wver]) + b"W" + n.to_bytes(4, "big")), expected, len(out), "version"
+        out += bytes([wver]) + b"W" + n.to_bytes(4, "big")
+        batch = []
+        for _ in range(n):
+            fver = draw(ver_byte)
+            typ = draw(st.sampled_from(["J", "D"] if draw(st.integers(0, 9)) == 0 else ["J" if wver == V2 else "D"]))
+            if typ == "J":
+                payload = b'{"s":%d}' % seq
+                frame = bytes([fver]) + b"J" + seq.to_bytes(4, "big") + len(payload).to_bytes(4, "big") + payload
+            else:
+                frame = bytes([fver]) + b"D" + seq.to_bytes(4, "big") + (1).to_bytes(4, "big")
+                frame += (1).to_bytes(4, "big") + b"k" + (1).to_bytes(4, "big") + b"v"
+            if fver not in (V1, V2):
+                return bytes(out + frame), expected, len(out), "version"
+            if (typ == "J") != (wver == V2):
+                return bytes(out + frame), expected, len(out) + 1, "type"
+            out += frame
+            batch.append(seq)
+            seq += 1
+        expected.append(batch)
+    return bytes(out), expected, None, None
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(mixed_version_streams(), st.lists(st.integers(0, 10_000), max_size=20))
+def test_mixed_versions_any_split_gives_the_same_result(
+    stream: tuple[bytes, list[list[int]], int | None, str | None], cuts: list[int]
+) -> None:
+    data, expected, bad_offset, bad_field = stream
+    whole = drain(ServerConnection(accept_mixed_versions=True), [data])
+    pieces = drain(ServerConnection(accept_mixed_versions=True), split(data, cuts))
+    for batches, err, _ in (whole, pieces):
+        assert seqs(batches) == expected
+        if bad_offset is None:
+            assert err is None
+        else:
+            assert err is not None and (err.field, err.offset) == (bad_field, bad_offset), err
+    assert whole[0] == pieces[0] and whole[2] == pieces[2]
+    assert [e.version for b in whole[0] for e in b.events] == [e.version for b in pieces[0] for e in b.events]
 
 
 def test_validate_json_off_passes_payloads_through() -> None:

@@ -629,6 +629,24 @@ async def test_keepalive_version_v2_on_a_v1_connection(autojump_clock: trio.test
     assert frames == [(2.0, (V2, 0)), (4.0, (V2, 0)), (6.0, (V2, 0)), (7.0, (V1, 3))]
 
 
+async def test_a0_for_a_pipelined_w0_does_not_overtake_a_held_batch(autojump_clock: trio.testing.MockClock) -> None:
+    # The handler holds the first batch for 3 s while the client has already sent W 0:
+    # the A 0 answering it must follow A 1, not overtake it (acks leave in window order).
+    handler = Collector(delay=3.0)
+    server = LumberjackServer(handler, config=ServerConfig(keepalive_interval=None))
+    async with running(server, "memory") as ep:
+        raw = RawPeer(await ep.connect())
+        await raw.send(w_frame(1) + j_frame(1, {"a": 1}))
+        with trio.fail_after(WAIT):
+            await handler.started.wait()
+        await raw.send(w_frame(0))
+        with trio.fail_after(3.0 + WAIT):
+            acks = [await raw.read_ack(), await raw.read_ack()]
+        assert acks == [(V2, 1), (V2, 0)]
+        assert trio.current_time() == pytest.approx(3.0)
+        await raw.aclose()
+
+
 async def test_no_keepalive_when_disabled(autojump_clock: trio.testing.MockClock) -> None:
     config = ServerConfig(keepalive_interval=None)
     server = LumberjackServer(Collector(delay=20.0), config=config)

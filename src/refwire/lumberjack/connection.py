@@ -236,7 +236,9 @@ class ServerConnection(FrameMachine):
             own version bytes.  Off (default), every frame must carry the
             connection's version byte (go-lumber).
         answer_empty_window: answer ``W 0`` with ``A 0`` (Logstash >= 6.7);
-            off, ignore it (go-lumber).
+            off, ignore it (go-lumber).  Acks leave in window order: an ``A 0``
+            for a ``W 0`` that arrives while batches wait for :meth:`accept` is
+            sent right after the ack of the last of them.
         idle_timeout: while nothing is pending, this many seconds since the
             last byte received or the last ack sent queue :class:`IdleTimeout`
             (Logstash ``client_inactivity_timeout`` is 60 s); ``None``: never.
@@ -305,6 +307,9 @@ class ServerConnection(FrameMachine):
         self._cur_count = 0
         self._batches = 0
         self._pending: deque[Batch] = deque()  # delivered, not yet acked
+        # A 0 answers to W 0 frames that came after a pending batch: (that batch's
+        # number, the bytes), sent right after that batch's ack.
+        self._held: deque[tuple[int, bytes]] = deque()
         self._now = 0.0 if now is None else now
         self._last_output = 0.0
         self._pending_since = 0.0
@@ -395,13 +400,18 @@ class ServerConnection(FrameMachine):
                     raise self._error_at(
                         "data frame outside a window (no W announced it)", frames, i, base, c_offset, name, "type", 1
                     )
-                if f.version != self._batch_version:
-                    name = "J" if t is JsonFrame else "D"
-                    if mixed:
+                if mixed:
+                    # Logstash's rule (§3.10): the batch's W decides what it holds --
+                    # J frames in a '2' batch, D frames in a '1' one -- whatever the
+                    # frame's own version byte (the decoder checked it is '1' or '2').
+                    if (t is JsonFrame) != (self._batch_version == V2):
+                        name = "J" if t is JsonFrame else "D"
                         raise self._error_at(
                             f"{name} frame in a version {chr(self._batch_version)!r} batch",
                             frames, i, base, c_offset, name, "type", 1,
                         )
+                elif f.version != self._batch_version:
+                    name = "J" if t is JsonFrame else "D"
                     raise self._error_at(
                         f"version byte {chr(f.version)!r} on a version {chr(self._batch_version)!r} connection",
                         frames, i, base, c_offset, name, "version", 0,
@@ -430,7 +440,12 @@ class ServerConnection(FrameMachine):
                 if f.count == 0:
                     self._transition("W0")
                     if self.answer_empty_window:
-                        self._emit(encode_ack(0, f.version))
+                        # Acks leave in window order: while earlier batches wait for
+                        # the application, this A 0 waits behind the last one's ack.
+                        if self._pending:
+                            self._held.append((self._pending[-1].number, encode_ack(0, f.version)))
+                        else:
+                            self._emit(encode_ack(0, f.version))
                     self._events.append(EmptyWindow(f.version))
                 else:
                     self._transition("W")
@@ -539,6 +554,9 @@ class ServerConnection(FrameMachine):
         seq = batch.last_seq if self.ack_mode == "last-seq" else len(batch.events)
         self._last_activity = now
         self._emit(encode_ack(seq, batch.version))
+        held = self._held
+        while held and held[0][0] <= batch.number:
+            self._emit(held.popleft()[1])
 
     def close_when_idle(self, *, now: float) -> None:
         """The server is shutting down: queue :class:`IdleAtShutdown` (from the

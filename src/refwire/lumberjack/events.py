@@ -62,7 +62,8 @@ class Batch:
 
 @attrs.frozen
 class EmptyWindow:
-    """The client sent ``W 0``; ``A 0`` is already queued in ``data_to_send()``."""
+    """The client sent ``W 0``; its ``A 0`` is already queued in ``data_to_send()``,
+    or, while earlier batches wait for acceptance, follows the last one's ack."""
 
     version: int
 

@@ -134,7 +134,9 @@ class JsonFrame:
     """``J`` (v2): one event as a JSON document, kept as the raw bytes received.
 
     ``data`` is the parsed document when the decoder validated it (strict JSON
-    mode); otherwise :meth:`fields` parses on demand.
+    mode); otherwise :meth:`fields` parses on demand.  ``version`` is the byte
+    received: ``'1'`` only from a decoder with ``strict_versions`` off (Logstash
+    accepts a ``'1J'`` inside a v2 batch, §3.10); the constructor insists on ``'2'``.
     """
 
     seq: int
@@ -152,12 +154,16 @@ class JsonFrame:
         return self.data if self.data is not None else json.loads(self.payload)
 
     def encode(self) -> bytes:
-        return _PACK_J_HDR(V2, JSON, self.seq, len(self.payload)) + self.payload
+        return _PACK_J_HDR(self.version, JSON, self.seq, len(self.payload)) + self.payload
 
 
 @attrs.frozen
 class DataFrame:
-    """``D`` (v1): one event as ordered key/value byte-string pairs."""
+    """``D`` (v1): one event as ordered key/value byte-string pairs.
+
+    ``version`` is the byte received: ``'2'`` only from a decoder with
+    ``strict_versions`` off; the constructor insists on ``'1'``.
+    """
 
     seq: int
     pairs: tuple[tuple[bytes, bytes], ...]
@@ -180,7 +186,7 @@ class DataFrame:
             parts.append(k)
             parts.append(U32BE.pack(len(v)))
             parts.append(v)
-        return bytes((V1, DATA)) + b"".join(parts)
+        return bytes((self.version, DATA)) + b"".join(parts)
 
 
 @attrs.frozen
@@ -359,13 +365,20 @@ class FrameDecoder:
         set_seq, set_payload, set_version, set_data = _JSON_SETTERS
         strict_versions = self.strict_versions
         unpack10 = _HDR10.unpack_from
+        v1 = V1
         v2 = V2
         json_t = JSON
         while True:
             avail = end - pos
             if avail >= 10:
                 ver, typ, seq, ln = unpack10(data, pos)
-                if typ == json_t and (ver == v2 or not strict_versions) and 0 < ln and ln + 10 <= max_frame and pos + 10 + ln <= end:
+                if (
+                    typ == json_t
+                    and (ver == v2 or (ver == v1 and not strict_versions))
+                    and 0 < ln
+                    and ln + 10 <= max_frame
+                    and pos + 10 + ln <= end
+                ):
                     # Fast path: a complete, well-formed J frame (the common case).
                     # (A non-J frame, or a J that is short or malformed, goes to the
                     # checks below, which return what it needs or raise.)
@@ -388,7 +401,7 @@ class FrameDecoder:
                     f = new(json_cls)
                     set_seq(f, seq)
                     set_payload(f, payload)
-                    set_version(f, v2)
+                    set_version(f, ver)  # '1' only when strict_versions is off (the type decides then)
                     set_data(f, doc)
                     append(f)
                     pos = stop
@@ -533,7 +546,7 @@ class FrameDecoder:
         f: DataFrame = _new(DataFrame)
         _set(f, "seq", seq)
         _set(f, "pairs", tuple(pairs))
-        _set(f, "version", V1)
+        _set(f, "version", ver)  # '2' only when strict_versions is off (the type decides then)
         return f, q
 
     def pending_frame_name(self) -> str | None:

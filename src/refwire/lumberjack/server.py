@@ -274,7 +274,7 @@ class LumberjackServer:
                 await finish()
             elif isinstance(event, IdleAtShutdown):
                 await finish()
-            # EmptyWindow: its A 0 is already queued; the pump writes it.
+            # EmptyWindow: its A 0 is queued (behind the acks of pending batches); it goes out with them.
 
         pump = Pump(stream, conn, on_event, receive_size=cfg.recv_size, write_timeout=None)
 
