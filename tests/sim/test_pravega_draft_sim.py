@@ -37,7 +37,7 @@ test_same_seed_same_trace_hash = simtests.same_trace_test(PROTOCOL, (2, 9))
 
 def test_planted_bug_is_caught_and_shrunk() -> None:
     """A store that forgets the ack level makes writers resend what is stored."""
-    r = run_seed(PROTOCOL, 6, workload={"bug": "forget-level", "restarts": 1})
+    r = run_seed(PROTOCOL, 7, workload={"bug": "forget-level", "restarts": 1})
     assert r.outcome == "violation" and r.violation in ("client-protocol-error", "duplicate", "order"), r.detail
     small = shrink(r)
     assert not small.ok
