@@ -1405,3 +1405,81 @@ async def test_client_write_stall_times_out_and_reconnects(autojump_clock: trio.
         nursery.cancel_scope.cancel()
     assert served[0].docs == events
     assert client.stats["reconnects"] == 1
+
+
+# --------------------------------------------------------------------------- client: one pump per connection
+
+
+@pytest.fixture
+def pumps_run(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every Pump the client runs (one per connection, not one per window)."""
+    import refwire.lumberjack.client as client_module
+    from refwire.drivers import Pump
+
+    runs: list[object] = []
+
+    class CountingPump(Pump):
+        async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> str:
+            runs.append(self)
+            return await super().run(task_status=task_status)
+
+    monkeypatch.setattr(client_module, "Pump", CountingPump)
+    return runs
+
+
+async def test_client_runs_one_pump_for_all_the_windows_of_a_send(
+    autojump_clock: trio.testing.MockClock, pumps_run: list[object]
+) -> None:
+    events = make_events(20)
+    acked: list[list[Any]] = []
+    async with fake_server(ack_last_seq) as fake:
+        client = fake_client(fake, acked, window_size=2)
+        with trio.fail_after(WAIT):
+            await client.send(events)  # without `async with`: the pump lives for this call
+            await client.send(events[:4])  # the same connection, another pump
+        await client.aclose()
+    assert flat(acked) == events + events[:4]
+    assert client.stats["windows"] == 12 and client.stats["connects"] == 1
+    assert len(pumps_run) == 2
+
+
+async def test_client_under_async_with_runs_one_pump_per_connection(
+    autojump_clock: trio.testing.MockClock, pumps_run: list[object]
+) -> None:
+    async def ack_two_windows_then_close(peer: RawPeer) -> None:
+        for _ in range(2):
+            w = await peer.read_window()
+            await peer.ack(w.seqs[-1], w.version)
+
+    events = make_events(8)
+    acked: list[list[Any]] = []
+    async with fake_server(ack_two_windows_then_close, ack_last_seq) as fake:
+        async with fake_client(fake, acked, window_size=2) as client:
+            with trio.fail_after(WAIT):
+                await client.send(events[:4])
+                await trio.sleep(1.0)  # the server closes the idle connection meanwhile
+                await client.send(events[4:])
+    assert flat(acked) == events
+    assert client.stats["connects"] == 2 and client.stats["reconnects"] == 1
+    assert len(pumps_run) == 2  # one per connection, across both sends
+
+
+async def test_client_exceptions_leave_async_with_as_themselves(autojump_clock: trio.testing.MockClock) -> None:
+    class Boom(Exception):
+        pass
+
+    def on_acked(events: list[Any]) -> None:
+        raise Boom
+
+    async with fake_server(close_at_once) as fake:
+        with pytest.raises(SendFailed):
+            async with fake_client(fake, window_size=2, max_attempts=1) as client:
+                await client.send(make_events(3))
+    async with fake_server(ack_last_seq) as fake:
+        client = LumberjackClient(fake.connect, config=ClientConfig(window_size=2), on_acked=on_acked)
+        with pytest.raises(Boom):
+            await client.send(make_events(3))
+        await client.aclose()
+        with pytest.raises(Boom):
+            async with client:
+                await client.send(make_events(3))

@@ -10,11 +10,15 @@ waits (exponential backoff with jitter), reconnects and resends every event
 not yet acked, in a new window: at-least-once delivery, duplicates possible.
 A partial ack received before the failure is kept (go-lumber's client loses it).
 
-Each window is written from the sending task, then a
-:class:`~refwire.drivers.Pump` runs the connection's machine (reading acks,
-running the ack timeout) until the window's last ack; a failed attempt leaves
-the unacked tail in the machine (``ClientConnection.unacked()``, also after
-``send_failed``), which is what the next connection resends.
+One :class:`~refwire.drivers.Pump` runs a connection's machine (reading acks,
+running the ack timeout) for as long as the connection lives: in the client's
+own nursery under ``async with LumberjackClient(...)``, otherwise inside each
+``send`` call, for all of that call's windows (the connection itself stays open
+between calls).  Each window is written from the sending task
+(``pump.send`` + ``pump.flush``), which then waits for the window's last ack;
+a failed attempt leaves the unacked tail in the machine
+(``ClientConnection.unacked()``, also after ``send_failed``), which is what the
+next connection resends.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import random
 import ssl
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from typing import Any, Literal
 
 import attrs
@@ -30,7 +35,7 @@ import trio
 from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream
 from ..errors import RefwireError, RemoteProtocolError
 from ..wire import Limits
-from .connection import ClientConnection, encode_event
+from .connection import ClientConnection, State, encode_event
 from .events import AckReceived, AckTimeout, ConnectionClosed, KeepAlive, SendWindow
 from .frames import DEFAULT_LIMITS, V2
 
@@ -95,8 +100,10 @@ class LumberjackClient:
         self._connect = connect
         self._on_acked = on_acked
         self._rng = rng or random.Random()
-        self._stream: trio.abc.Stream | None = None
-        self._conn: ClientConnection | None = None
+        self._link: _Link | None = None
+        #: the nursery of ``async with`` (pumps live there); None without it
+        self._nursery: trio.Nursery | None = None
+        self._stack: AsyncExitStack | None = None
         self._next_seq = config.first_seq
         self._lock = trio.Lock()
         #: counters: windows, events_acked, connects, reconnects, resent_events, keepalives, failures, protocol_errors
@@ -134,27 +141,50 @@ class LumberjackClient:
         return cls(connect, **kwargs)
 
     async def __aenter__(self) -> LumberjackClient:
+        """Own a nursery for the connection's pump: it then lives as long as the
+        connection, across ``send`` calls (without ``async with``, each ``send``
+        runs it for the duration of the call)."""
+        if self._nursery is not None:
+            raise RuntimeError("LumberjackClient is already entered")
+        stack = AsyncExitStack()
+        self._nursery = await stack.enter_async_context(trio.open_nursery())
+        self._stack = stack
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+        stack, self._stack = self._stack, None
+        try:
+            await self.aclose()
+        finally:
+            self._nursery = None
+            if stack is not None:
+                # The pump was stopped and its stream closed: this only waits for
+                # its task to end.  The body's exception is not handed to the
+                # nursery, so it propagates as itself, not in an exception group.
+                await stack.aclose()
 
     async def aclose(self) -> None:
         await self._drop()
 
     async def _drop(self) -> None:
-        if self._conn is not None:
-            self.transitions_seen |= self._conn.transitions_seen
-        stream, self._stream, self._conn = self._stream, None, None
-        if stream is not None:
-            await trio.aclose_forcefully(stream)
+        """End the connection: stop its pump (it ends without blocking once the
+        stream is closed) and close the stream.  Never blocks under cancellation."""
+        link, self._link = self._link, None
+        if link is None:
+            return
+        link.dropped = True
+        self.transitions_seen |= link.conn.transitions_seen
+        if link.pump is not None:
+            link.pump.stop()
+        await trio.aclose_forcefully(link.stream)
 
-    async def _ensure(self) -> tuple[trio.abc.Stream, ClientConnection]:
-        if self._stream is None or self._conn is None:
+    async def _ensure(self, nursery: trio.Nursery) -> _Link:
+        """The connection (made if there is none) with its pump running in ``nursery``."""
+        if self._link is None:
             cfg = self.config
-            self._stream = await self._connect()
+            stream = await self._connect()
             self.stats["connects"] += 1
-            self._conn = ClientConnection(
+            conn = ClientConnection(
                 version=cfg.version,
                 compression_level=cfg.compression_level,
                 limits=cfg.limits,
@@ -163,26 +193,51 @@ class LumberjackClient:
                 ack_timeout=cfg.ack_timeout,
                 ack_interpretation=cfg.ack_interpretation,
             )
-        return self._stream, self._conn
+            self._link = _Link(stream, conn, cfg, self.stats, self._on_acked)
+        link = self._link
+        if link.pump is None and link.failure is None:  # a failed one is dropped by the caller
+            link.start(nursery)
+        return link
 
     async def send(self, events: Sequence[Any]) -> None:
         """Send ``events``; return when every one of them is acked."""
         cfg = self.config
         encoded = [encode_event(e, cfg.version) for e in events]
         async with self._lock:
-            acked_before = self.stats["events_acked"]
-            for i in range(0, len(events), cfg.window_size):
+            if self._nursery is not None:
+                await self._send_windows(events, encoded, self._nursery)
+                return
+            # No nursery of our own: the pump runs for this call (all its windows),
+            # then stops; the connection stays open for the next call.
+            failure: Exception | None = None
+            async with trio.open_nursery() as nursery:
                 try:
-                    await self._send_window(list(events[i : i + cfg.window_size]), encoded[i : i + cfg.window_size])
-                except SendFailed as exc:
-                    # Everything after the failing window was never sent either.
-                    raise SendFailed(
-                        str(exc),
-                        acked=self.stats["events_acked"] - acked_before,
-                        unacked=exc.unacked + list(events[i + cfg.window_size :]),
-                    ) from exc.__cause__
+                    await self._send_windows(events, encoded, nursery)
+                except Exception as exc:
+                    failure = exc  # raised below as itself, not in an exception group
+                finally:
+                    if self._link is not None:
+                        self._link.park()
+            if failure is not None:
+                raise failure
 
-    async def _send_window(self, events: list[Any], encoded: list[Any]) -> None:
+    async def _send_windows(self, events: Sequence[Any], encoded: list[Any], nursery: trio.Nursery) -> None:
+        cfg = self.config
+        acked_before = self.stats["events_acked"]
+        for i in range(0, len(events), cfg.window_size):
+            try:
+                await self._send_window(
+                    list(events[i : i + cfg.window_size]), encoded[i : i + cfg.window_size], nursery
+                )
+            except SendFailed as exc:
+                # Everything after the failing window was never sent either.
+                raise SendFailed(
+                    str(exc),
+                    acked=self.stats["events_acked"] - acked_before,
+                    unacked=exc.unacked + list(events[i + cfg.window_size :]),
+                ) from exc.__cause__
+
+    async def _send_window(self, events: list[Any], encoded: list[Any], nursery: trio.Nursery) -> None:
         cfg = self.config
         attempts = 0
         backoff = cfg.backoff_initial
@@ -191,20 +246,20 @@ class LumberjackClient:
             conn: ClientConnection | None = None
             sent = False
             try:
-                stream, conn = await self._ensure()
+                link = await self._ensure(nursery)
+                conn = link.conn
                 if not first:
                     self.stats["resent_events"] += len(events)
                 first = False
-                window = _Window(events, self.stats, self._on_acked)
-                pump = Pump(stream, conn, window.on_event, receive_size=cfg.recv_size, write_timeout=cfg.write_timeout)
-                window.pump = pump
-                conn.send(SendWindow(events, encoded), now=trio.current_time())
+                link.check_usable()  # the connection may have ended since the last window
+                pump = link.pump
+                assert pump is not None
+                link.begin(events)
+                pump.send(SendWindow(events, encoded))
                 sent = True
                 self.stats["windows"] += 1
-                await pump.flush()  # the window goes out from this task, before the pump reads
-                ended = await pump.run()  # until the window's last ack, or the attempt failed
-                if not window.complete:
-                    raise window.failure or _Retry(f"the connection ended ({ended})")
+                await pump.flush()  # the window goes out from this task
+                await link.wait()  # until the window's last ack, or the connection failed
                 self._next_seq = conn.next_seq
                 return
             except (_Retry, OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, RemoteProtocolError) as exc:
@@ -236,22 +291,88 @@ class LumberjackClient:
                 raise
 
 
-class _Window:
-    """``on_event`` of one window's pump: counts acks and keepalives, reports
-    newly acked events, and stops the pump at the window's last ack, an ack
-    timeout or the connection's end (:attr:`failure` says which failure)."""
+class _Link:
+    """One connection: its stream, its machine, and the :class:`~refwire.drivers.Pump`
+    that runs them while a nursery is there for it (the client's, or one ``send``
+    call's).  ``on_event`` counts acks and keepalives, reports newly acked events
+    of the outstanding window, and wakes the sender at the window's last ack or
+    when the connection fails (:attr:`failure` says how; it stays set: a
+    connection that failed is not used again)."""
 
-    def __init__(self, events: list[Any], stats: dict[str, int], on_acked: Callable[[list[Any]], None] | None) -> None:
-        self.events = events
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        conn: ClientConnection,
+        config: ClientConfig,
+        stats: dict[str, int],
+        on_acked: Callable[[list[Any]], None] | None,
+    ) -> None:
+        self.stream = stream
+        self.conn = conn
+        self.config = config
         self.stats = stats
         self.on_acked = on_acked
+        #: the running pump (None between two ``send`` calls without a nursery of the client's)
         self.pump: Pump | None = None
+        self.events: list[Any] = []  # the outstanding window's events
         self.complete = False
         self.failure: BaseException | None = None
+        #: the client let go of this connection: its late events count for nothing
+        self.dropped = False
+        self._parked: Pump | None = None
+        self._wake = trio.Event()
+
+    # -- for the sender ------------------------------------------------------
+    def start(self, nursery: trio.Nursery) -> None:
+        cfg = self.config
+        pump = Pump(self.stream, self.conn, self.on_event, receive_size=cfg.recv_size, write_timeout=cfg.write_timeout)
+        self.pump = pump
+        nursery.start_soon(self._run, pump)
+
+    def park(self) -> None:
+        """Stop the pump but keep the connection (the next ``send`` starts another)."""
+        pump = self.pump
+        if pump is not None:
+            self._parked = pump
+            pump.stop()
+
+    def check_usable(self) -> None:
+        """Raise if the connection ended while no window was outstanding."""
+        if self.failure is not None:
+            raise self.failure
+        if self.conn.state is not State.IDLE:
+            raise _Retry(f"the connection ended ({self.conn.state.value})")
+
+    def begin(self, events: list[Any]) -> None:
+        self.events = events
+        self.complete = False
+
+    async def wait(self) -> None:
+        """Until the outstanding window's last ack; raises if the connection failed first."""
+        while not self.complete:
+            if self.failure is not None:
+                raise self.failure
+            self._wake = trio.Event()
+            await self._wake.wait()
+
+    # -- the pump's side -------------------------------------------------------
+    async def _run(self, pump: Pump) -> None:
+        try:
+            ended = await pump.run()
+        except Exception as exc:
+            # A protocol error from the machine, or on_acked raised: the sender gets it.
+            self.failure = exc
+        else:
+            if self.failure is None and pump is not self._parked:
+                self.failure = _Retry(f"the connection ended ({ended})")
+        finally:
+            if self.pump is pump:
+                self.pump = None
+            self._wake.set()
 
     async def on_event(self, ev: object) -> None:
-        pump = self.pump
-        assert pump is not None
+        if self.dropped:
+            return
         if isinstance(ev, AckReceived):
             if ev.newly:
                 self.stats["events_acked"] += ev.newly
@@ -259,23 +380,27 @@ class _Window:
                     self.on_acked(self.events[ev.total - ev.newly : ev.total])
             if ev.complete:
                 self.complete = True
-                pump.stop()
+                self._wake.set()
         elif isinstance(ev, KeepAlive):
             self.stats["keepalives"] += 1
         elif isinstance(ev, AckTimeout):
-            self._failed(pump, _Retry(f"no ack for {ev.waited:.1f}s"))
+            self._failed(_Retry(f"no ack for {ev.waited:.1f}s"))
         elif isinstance(ev, ConnectionClosed):
-            if pump.ended == WRITE_TIMEOUT:
-                self._failed(pump, trio.TooSlowError(f"a write took longer than {pump.write_timeout}s"))
-            elif pump.ended in (WRITE_FAILED, RESET):
-                self._failed(pump, trio.BrokenResourceError(f"the connection broke ({pump.ended})"))
+            pump = self.pump
+            ended = pump.ended if pump is not None else None
+            if ended == WRITE_TIMEOUT:
+                self._failed(trio.TooSlowError(f"a write took longer than {self.config.write_timeout}s"))
+            elif ended in (WRITE_FAILED, RESET):
+                self._failed(trio.BrokenResourceError(f"the connection broke ({ended})"))
             else:
-                self._failed(pump, _Retry("server closed the connection"))
+                self._failed(_Retry("server closed the connection"))
 
-    def _failed(self, pump: Pump, exc: BaseException) -> None:
-        if self.failure is None and not self.complete:
+    def _failed(self, exc: BaseException) -> None:
+        if self.failure is None:
             self.failure = exc
-        pump.stop()
+        if self.pump is not None:
+            self.pump.stop()
+        self._wake.set()
 
 
 class _Retry(Exception):
