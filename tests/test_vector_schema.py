@@ -10,14 +10,21 @@ wrong type in a vector fails here, naming the file and the JSON path.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import jsonschema
 import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
+
+import refwire.tank.frames as tank_frames
+import refwire.tank.responses as tank_responses
+from refwire.pravega.codec import CURRENT
+from refwire.pravega.draft2017.commands import DRAFT
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = ROOT / "specs"
@@ -53,6 +60,7 @@ def _read(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+@functools.cache
 def _schemas() -> dict[str, dict[str, Any]]:
     return {p.name: _read(p) for p in sorted(SCHEMAS.glob("*.json"))}
 
@@ -65,6 +73,7 @@ def _registry() -> Registry:
 REGISTRY = _registry()
 
 
+@functools.cache
 def _validator(schema_name: str) -> Draft202012Validator:
     return Draft202012Validator(_schemas()[schema_name], registry=REGISTRY, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
@@ -158,3 +167,63 @@ def test_a_broken_vector_is_rejected(vector_file: str, what: str, mutate: Any, p
     err = _first_error(SCHEMA_FOR[vector_file], _mutated(vector_file, mutate))
     assert err is not None, f"{what} accepted"
     assert err.json_path == path or err.json_path.startswith((path + ".", path + "[")), (what, err.json_path, err.message)
+
+
+#: objects whose keys are data, not format: a Lumberjack J frame's JSON payload, the
+#: writer/connection maps of the Pravega segments (keyed by UUID, checked as such)
+FREE_KEYS = {"json", "writers", "connections"}
+
+
+def _objects(obj: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """The paths of every object inside ``obj`` (the first three items of each list)."""
+    out: list[tuple[Any, ...]] = []
+    if isinstance(obj, dict):
+        out.append(path)
+        for k, v in obj.items():
+            if k not in FREE_KEYS:
+                out.extend(_objects(v, (*path, k)))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj[:3]):
+            out.extend(_objects(v, (*path, i)))
+    return out
+
+
+@pytest.mark.parametrize("vector_file", sorted(SCHEMA_FOR))
+def test_every_key_is_checked(vector_file: str) -> None:
+    """Systematically, in the first vectors of each file: any key misspelled, and any
+    value replaced by one of another JSON type, makes the file invalid."""
+    doc = _read(SPECS / vector_file)
+    doc["vectors"] = doc["vectors"][:3]
+    validator = _validator(SCHEMA_FOR[vector_file])
+    missed = []
+    for path in _objects({"vectors": doc["vectors"]}):
+        for key in list(_at(doc, path)):
+            for what in ("misspelled", "retyped"):
+                broken = copy.deepcopy(doc)
+                target = _at(broken, path)
+                if what == "misspelled":
+                    target[key + "_"] = target.pop(key)
+                else:
+                    target[key] = {"bogus": 1} if isinstance(target[key], str | None) else "not-this-type"
+                if validator.is_valid(broken):
+                    missed.append(f"{what} {'/'.join(map(str, (*path, key)))}")
+    assert not missed, f"specs/{vector_file}: accepted with " + ", ".join(missed)
+
+
+def _at(doc: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        doc = doc[step]
+    return doc
+
+
+def test_command_field_sets_follow_the_codec() -> None:
+    """The per-command field sets of the Pravega schemas and the per-class ones of the
+    TANK schema are those of refwire's layouts and classes (no command left out)."""
+    for schema_name, dialect in (("pravega-commands.json", CURRENT), ("pravega-draft-2017-frames.json", DRAFT)):
+        fields = _schemas()[schema_name]["$defs"]["fields"]
+        assert set(fields) == {cls.NAME for cls in dialect.commands.values()}, schema_name
+        for cls in dialect.commands.values():
+            assert list(fields[cls.NAME]["properties"]) == [name for name, _, _ in cls.LAYOUT], cls.NAME
+    for name, schema in _schemas()["tank-frames.json"]["$defs"]["types"].items():
+        cls = getattr(tank_frames, name, None) or getattr(tank_responses, name)
+        assert list(schema["properties"]) == ["type", *(f.name for f in attrs.fields(cls))], name
