@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 import pytest
+from vector_layers import LAYERS, codec_error, same_error
 
 from refwire.errors import RemoteLimitExceeded, RemoteProtocolError
 from refwire.lumberjack import (
@@ -377,3 +378,17 @@ def test_client_rejects_bytewise(vector: dict[str, Any]) -> None:
     seen, err = _run_client(vector["client_context"], bytes.fromhex(vector["hex"]), whole=False, eof=True)
     assert len(seen) == len(vector["frames_before_error"])
     _check_error(vector, err)
+
+
+@pytest.mark.parametrize("vector", _params(SERVER_ERRORS + CLIENT_ERRORS))
+def test_error_vector_layer(vector: dict[str, Any]) -> None:
+    """``error.layer`` says who refuses the stream: ``codec``, the bare FrameDecoder
+    raises this very error; ``machine``, the decoder takes every byte and only the
+    connection (versions across a window, sequence numbers, acks, end of stream) refuses it."""
+    expected = vector["error"]
+    assert expected["layer"] in LAYERS
+    err = codec_error("lumberjack", bytes.fromhex(vector["hex"]), vector)
+    if expected["layer"] == "codec":
+        assert err is not None and same_error(err, expected), err
+    else:
+        assert err is None, err

@@ -27,6 +27,7 @@ import pytest
 import trio
 import trio.testing
 from pravega_draft_harness import DraftHarness, check_final, populate, stream_hex
+from vector_layers import LAYERS, codec_error, same_error
 
 from refwire.errors import ProtocolError, RemoteLimitExceeded, RemoteProtocolError
 from refwire.pravega.codec import Command, CommandDecoder, decode_command, encode_command
@@ -225,6 +226,22 @@ def test_error_vector_machine(v: dict[str, Any]) -> None:
         events.append(ev)
     _check_error(err, expect)
     assert expect["sent"] == ""
+
+
+@pytest.mark.parametrize("v", _ids(ERRORS))
+def test_error_vector_layer(v: dict[str, Any]) -> None:
+    """``expect.layer``: "codec", the bare CommandDecoder (draft dialect, in-block
+    commands allowed) raises this very error; "machine", the decoder takes every byte
+    and only the connection refuses the stream (direction, state, block and partial
+    message rules, reassembled messages, end of stream)."""
+    expect = v["expect"]
+    assert expect["layer"] in LAYERS
+    err = codec_error("pravega-draft-2017", stream_hex(v), v)
+    if expect["layer"] == "codec":
+        assert err is not None and same_error(err, expect), err
+        assert "inner" not in expect  # a reassembled message is the machine's
+    else:
+        assert err is None, err
 
 
 async def _serve_one(front: DraftFrontend, raw: bytes) -> bytes:

@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from vector_layers import LAYERS, codec_error, same_error
 
 from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError, RemoteLimitExceeded, RemoteProtocolError
 from refwire.pravega.codec import (
@@ -267,6 +268,7 @@ def test_error_vector(v: dict[str, Any]) -> None:
     limits = DEFAULT_LIMITS if server_side else CLIENT_LIMITS
 
     if expect["outcome"] == "accepted":
+        assert "layer" not in expect  # nothing refuses it
         dec = CommandDecoder(limits)
         dec.feed(raw)
         assert list(dec.commands()) == [command_from_fields(expect["command"], expect["fields"])]
@@ -286,19 +288,25 @@ def test_error_vector(v: dict[str, Any]) -> None:
     # the machine stays failed
     with pytest.raises(RemoteProtocolError):
         conn.next_event()
-    # 2. The bare decoder (no EOF: an unfinished frame just waits).
+    # 2. The bare decoder (no EOF: an unfinished frame just waits).  ``expect.layer``
+    # says which of the two refuses the stream: "codec", the decoder alone raises this
+    # very error; "machine", the decoder takes every byte and only the connection refuses.
+    assert expect["layer"] in LAYERS
     dec = CommandDecoder(limits)
     dec.feed(raw)
     got: list[Command] = []
     try:
         got.extend(dec.commands())
     except LocalProtocolError as err:
-        assert expect["field"] != "(eof)"
+        assert expect["layer"] == "codec", f"the bare decoder refuses a machine-layer vector: {err}"
         assert isinstance(err, LimitExceeded) == expect["limit"]
         assert (err.frame, err.field, err.offset) == (expect["frame"], expect["field"], expect["offset"])
     else:
+        assert expect["layer"] == "machine", "the bare decoder accepts a codec-layer vector"
         assert expect["field"] == "(eof)" and dec.buffered > 0
     assert len(got) == before
+    err2 = codec_error("pravega", raw, v)
+    assert (err2 is not None and same_error(err2, expect)) == (expect["layer"] == "codec")
 
 
 # --------------------------------------------------------------------------- appends.json

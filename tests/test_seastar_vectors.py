@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from vector_layers import LAYERS, codec_error, same_error
 
 from refwire.errors import RemoteLimitExceeded, RemoteProtocolError
 from refwire.seastar_rpc import (
@@ -235,6 +236,14 @@ def test_error_vector(v: dict[str, Any]) -> None:
     raw = bytes.fromhex(v["hex"])
     ctx = v["context"]
     want = v["error"]
+    # ``error.layer``: "codec", the bare FrameDecoder raises this very error;
+    # "machine", the decoder takes every byte and only the connection refuses.
+    assert want["layer"] in LAYERS
+    bare = codec_error("seastar-rpc", raw, v)
+    if want["layer"] == "codec":
+        assert bare is not None and same_error(bare, want), bare
+    else:
+        assert bare is None, bare
     if ctx["phase"] == "negotiation":
         server, events = _server_for(raw, v["eof"])
         assert events == []  # nothing decided, so nothing is ever sent back

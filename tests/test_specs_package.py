@@ -29,6 +29,11 @@ def test_accessor_lists_every_protocol_and_its_vectors() -> None:
             assert refwire.specs.load_vectors(name, stem) == json.loads(files[stem].read_text())
 
 
+def test_the_schema_folder_is_no_protocol() -> None:
+    assert (refwire.specs.root() / "schema" / "common.json").is_file()
+    assert "schema" not in refwire.specs.protocols()
+
+
 def test_accessor_names_what_is_missing() -> None:
     with pytest.raises(KeyError, match="no spec for 'http2'; known: lumberjack"):
         refwire.specs.path("http2")
@@ -50,6 +55,11 @@ def test_the_wheel_carries_the_specs(tmp_path: Path) -> None:
         assert f"refwire/_specs/{name}/README.md" in names
         for stem in refwire.specs.vector_files(name):
             assert f"refwire/_specs/{name}/vectors/{stem}.json" in names
+    # The JSON Schemas of the vector files ship with them.
+    schemas = sorted(p.name for p in (REPO / "specs" / "schema").glob("*.json"))
+    assert schemas
+    for schema in schemas:
+        assert f"refwire/_specs/schema/{schema}" in names
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
@@ -62,7 +72,7 @@ def test_the_wheel_carries_the_specs(tmp_path: Path) -> None:
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
         "import refwire.specs as s; v = s.load_vectors('lumberjack', 'frames');"
-        "print(s.root().is_relative_to(sys.argv[1]), len(v) > 0)"
+        "print(s.root().is_relative_to(sys.argv[1]), len(v) > 0, (s.root() / 'schema' / 'common.json').is_file())"
     )
     out = subprocess.run([str(python), "-I", "-c", code, str(target)], check=True, capture_output=True, text=True)
-    assert out.stdout.split() == ["True", "True"]
+    assert out.stdout.split() == ["True", "True", "True"]
