@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Mutation testing of ONE core module against its own unit tests (opt-in; not
+# part of the default suite).  Uses mutmut 3 (the `dev` extra) in a scratch copy
+# of the project, so the worktree is never modified.
+#
+#   bash scripts/mutation.sh src/refwire/wire.py
+#   JOBS=2 bash scripts/mutation.sh src/refwire/sansio.py
+#
+# Prints killed / survived / timeout counts, the kill rate over the
+# non-equivalent mutants and the surviving mutants (`mutmut show NAME` in the
+# scratch dir prints one's diff).  Mutants listed in tests/mutation/equivalent.txt
+# (first word of each non-comment line: the mutant name) are left out of the rate.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+MODULE=${1:?usage: scripts/mutation.sh src/refwire/MODULE.py}
+JOBS=${JOBS:-1}   # the machine is shared: one worker unless told otherwise
+
+# module -> the unit tests that are meant to pin its behaviour
+case "$MODULE" in
+    src/refwire/wire.py)   TESTS=(tests/test_wire.py) ;;
+    src/refwire/sansio.py) TESTS=(tests/test_sansio.py tests/test_pump.py tests/test_machine_contract.py) ;;
+    *) echo "no unit-test mapping for $MODULE (add one in $0)" >&2; exit 2 ;;
+esac
+[ -f "$MODULE" ] || { echo "$MODULE: no such file" >&2; exit 2; }
+
+NAME=$(basename "$MODULE" .py)
+WORK=${MUTATION_DIR:-/tmp/refwire-mutation-$NAME-$$}
+rm -rf "$WORK"
+mkdir -p "$WORK"
+cp -r pyproject.toml src sim specs tests "$WORK"/
+rm -rf "$WORK"/tests/.hypothesis
+{
+    echo
+    echo "[tool.mutmut]"
+    echo 'source_paths = ["src"]'
+    echo "only_mutate = [\"$MODULE\"]"
+    printf 'pytest_add_cli_args_test_selection = ['; printf '"%s", ' "${TESTS[@]}"; echo ']'
+    echo 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]'
+} >> "$WORK/pyproject.toml"
+
+MUTMUT="$ROOT/.venv/bin/mutmut"
+(cd "$WORK" && "$MUTMUT" run --max-children "$JOBS" >"$WORK/run.log" 2>&1) || {
+    echo "mutmut run failed; see $WORK/run.log" >&2; tail -30 "$WORK/run.log" >&2; exit 1; }
+(cd "$WORK" && "$MUTMUT" results --all true) >"$WORK/results.txt" 2>&1
+
+"$ROOT/.venv/bin/python" - "$WORK/results.txt" "$ROOT/tests/mutation/equivalent.txt" "$WORK" <<'EOF'
+import re, sys
+results, eq_file, work = sys.argv[1:4]
+status = {}
+for line in open(results):
+    m = re.match(r"\s*([\w.]+__mutmut_\d+): (.+)$", line)
+    if m:
+        status[m.group(1)] = m.group(2).strip()
+equivalent = {}
+try:
+    for line in open(eq_file):
+        line = line.strip()
+        if line and not line.startswith("#"):
+            name, _, why = line.partition(" ")
+            equivalent[name] = why.strip()
+except FileNotFoundError:
+    pass
+mine = {k: v for k, v in status.items() if k not in equivalent}
+eq_here = sorted(k for k in status if k in equivalent)
+counts = {}
+for v in mine.values():
+    counts[v] = counts.get(v, 0) + 1
+killed = counts.get("killed", 0)
+survived = counts.get("survived", 0)
+timeout = counts.get("timeout", 0)
+other = sum(n for k, n in counts.items() if k not in ("killed", "survived", "timeout"))
+denominator = killed + survived + timeout + other
+rate = 100.0 * (killed + timeout) / denominator if denominator else 100.0
+print(f"mutants: {len(status)}  equivalent (excluded): {len(eq_here)}")
+print(f"killed: {killed}  survived: {survived}  timeout: {timeout}  other: {other} {sorted(set(counts) - {'killed', 'survived', 'timeout'})}")
+print(f"kill rate (killed+timeout over non-equivalent): {rate:.1f} %")
+surv = sorted(k for k, v in mine.items() if v != "killed" and v != "timeout")
+if surv:
+    print(f"not killed (see: cd {work} && {sys.prefix}/bin/mutmut show NAME):")
+    for k in surv:
+        print(f"  {k}: {mine[k]}")
+stale = sorted(set(equivalent) - set(status))
+if stale:
+    prefix = {k.rsplit(".", 1)[0] for k in status}
+    stale = [k for k in stale if any(k.startswith(p + ".") for p in prefix)]
+    for k in stale:
+        print(f"  stale entry in equivalent.txt (no such mutant now): {k}")
+EOF
