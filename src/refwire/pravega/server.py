@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 import trio
 
-from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer, listener_address
+from ..drivers import Pump, StreamServer, listener_address
 from ..errors import RemoteProtocolError
 from ..wire import Limits
 from .codec import DEFAULT_LIMITS, Command
@@ -229,7 +229,7 @@ class _StoreConnection:
 
     @property
     def _broken(self) -> bool:
-        return self.pump.ended in (RESET, WRITE_FAILED, WRITE_TIMEOUT)
+        return self.pump.broken
 
     async def replier(self) -> None:
         """Fill the waiting replies in arrival order, each once its operation is durable."""

@@ -32,7 +32,7 @@ from typing import Any
 import attrs
 import trio
 
-from ..drivers import EOF, RESET, STOPPED, Pump, open_stream
+from ..drivers import EOF, STOPPED, Pump, open_stream
 from ..errors import RefwireError, RemoteProtocolError
 from ..wire import Limits
 from .connection import (
@@ -144,7 +144,7 @@ class _Link:
     @property
     def broken(self) -> bool:
         """A write failed or the connection was reset: nothing more reaches the peer."""
-        return self.conn.write_failed or self.pump.ended == RESET
+        return self.pump.broken
 
     async def _on_event(self, ev: object) -> None:
         if isinstance(ev, Negotiated):

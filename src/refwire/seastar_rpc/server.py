@@ -215,8 +215,7 @@ class ServerStream:
                 self.abort()
                 raise StreamClosed(f"stream {self.id:#x}: the connection is {self._conn.state.value}")
             self._conn.send(event, now=trio.current_time())
-            await self._pump.flush()
-            if self._conn.write_failed or self._pump.ended == RESET:
+            if not await self._pump.flush():
                 self.abort()
                 raise StreamClosed(f"stream {self.id:#x}: {self._pump.ended}")
 
