@@ -133,3 +133,17 @@ class LimitExceeded(LocalProtocolError):
 
 class RemoteLimitExceeded(RemoteProtocolError):
     """The peer's input went past a configured limit (the remote face of LimitExceeded)."""
+
+
+# --------------------------------------------------------------------------- per protocol
+# Errors a remote input can cause that are particular to one protocol (a store's
+# refusal, an RPC status, a bad argument list) live here too, so a caller can
+# catch every one of them as a RefwireError.  Each section extends __all__.
+
+# --- Lumberjack (specs/lumberjack/README.md)
+
+# --- Pravega, current and 2017 draft (specs/pravega/README.md, specs/pravega-draft-2017/README.md)
+
+# --- TANK (specs/tank/README.md)
+
+# --- Seastar RPC (specs/seastar-rpc/README.md)
