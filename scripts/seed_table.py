@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from refwire.sim.runner import run_seed
-from refwire.sim.scenarios import SCENARIOS
+
+from refwire.protocols import names
 
 DEFAULT_TABLE = Path(__file__).resolve().parent.parent / "tests" / "sim" / "seed_table.json"
 
@@ -39,7 +40,7 @@ def row(protocol: str, seed: int) -> dict[str, Any]:
 
 
 def freeze(seeds: int, out: Path) -> None:
-    table = {p: {str(s): row(p, s) for s in range(1, seeds + 1)} for p in SCENARIOS}
+    table = {p: {str(s): row(p, s) for s in range(1, seeds + 1)} for p in names("scenario")}
     out.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
     print(f"froze {seeds} seeds x {len(table)} protocols into {out}")
 

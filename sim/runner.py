@@ -26,7 +26,8 @@ import attrs
 from .faults import FAULT_KINDS, Faults
 from .rand import SimRandom
 from .runtime import run_deterministic
-from .scenarios import SCENARIOS, Scenario
+from .scenarios import Scenario
+from .scenarios import scenario as _scenario
 from .trace import Trace
 
 __all__ = ["SimResult", "replay_command", "run_seed", "run_seeds", "shrink"]
@@ -83,14 +84,11 @@ def replay_command(result: SimResult) -> str:
 
 def draw(protocol: str, seed: int) -> tuple[Scenario, Faults, dict[str, Any]]:
     """The scenario, fault knobs and workload a seed stands for."""
-    try:
-        scenario = SCENARIOS[protocol]
-    except KeyError:
-        raise ValueError(f"no simulation scenario for {protocol!r}; known: {', '.join(sorted(SCENARIOS))}") from None
+    found = _scenario(protocol)
     rng = SimRandom(seed)
     faults = Faults.swarm(rng.child("faults"))
-    workload = scenario.draw_workload(rng.child("workload"))
-    return scenario, faults, workload
+    workload = found.draw_workload(rng.child("workload"))
+    return found, faults, workload
 
 
 class WallClockExceeded(Exception):
@@ -203,7 +201,7 @@ def shrink(
     """
     if result.ok:
         raise ValueError("nothing to shrink: the result passed")
-    scenario = SCENARIOS[result.protocol]
+    scenario = _scenario(result.protocol)
     kind = result.failure_kind
     best = result
     faults = Faults.from_dict(result.faults)

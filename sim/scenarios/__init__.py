@@ -1,4 +1,4 @@
-"""Simulation scenarios, one per protocol, registered by name.
+"""Simulation scenarios, one per protocol, named by the protocol's descriptor.
 
 A scenario draws a JSON-able workload from a seed, runs real refwire drivers
 over :class:`~refwire.sim.net.SimNet` through a safety phase (faults on,
@@ -17,7 +17,7 @@ from ..faults import Faults
 from ..rand import SimRandom
 from ..trace import Trace
 
-__all__ = ["SCENARIOS", "SCENARIO_MODULES", "Scenario", "ScenarioReport"]
+__all__ = ["Scenario", "ScenarioReport", "scenario", "scenario_names"]
 
 
 @attrs.frozen(kw_only=True)
@@ -40,15 +40,17 @@ class Scenario(Protocol):
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]: ...
 
 
-#: One module per protocol, each with a ``SCENARIO`` instance.
-SCENARIO_MODULES = ("lumberjack", "pravega", "pravega_draft", "tank", "seastar_rpc")
+def scenario(protocol: str) -> Scenario:
+    """``protocol``'s scenario, named by its descriptor (:mod:`refwire.protocols`)
+    and imported on first use; :class:`ValueError` naming the known ones otherwise."""
+    from refwire.protocols import descriptor
+
+    found: Scenario = descriptor(protocol, "scenario").load("scenario")
+    return found
 
 
-def _registry() -> dict[str, Scenario]:
-    import importlib
+def scenario_names() -> tuple[str, ...]:
+    """The protocols with a simulation scenario, in registry order."""
+    from refwire.protocols import names
 
-    found: list[Scenario] = [importlib.import_module(f"{__name__}.{m}").SCENARIO for m in SCENARIO_MODULES]
-    return {s.name: s for s in found}
-
-
-SCENARIOS: dict[str, Scenario] = _registry()
+    return names("scenario")

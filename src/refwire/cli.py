@@ -4,8 +4,8 @@
     refwire send lumberjack HOST:PORT [--count N | JSON lines on stdin] [options]
     refwire sim [PROTOCOL|all] [--seeds N | --seed S] [--shrink]
 
-Each protocol adds its own subcommands from ``refwire.<protocol>.cli`` (see
-:mod:`refwire.cliutil`).
+Each protocol adds its own subcommands from the ``register`` function its
+descriptor names (:mod:`refwire.protocols`, :mod:`refwire.cliutil`).
 
 Every ``serve`` prints the address it listens on (``listening on HOST:PORT``)
 to stderr as soon as it accepts connections; port 0 picks a free port.
@@ -14,7 +14,6 @@ to stderr as soon as it accepts connections; port 0 picks a free port.
 from __future__ import annotations
 
 import argparse
-import importlib
 import inspect
 import json
 import logging
@@ -26,17 +25,16 @@ import trio
 
 from .cliutil import Commands, UsageError, positive_int
 from .errors import RefwireError
+from .protocols import descriptor, load, names
 
-__all__ = ["PROTOCOL_CLIS", "main"]
+__all__ = ["TOOL_CLIS", "main"]
 
-#: Modules with a ``register(Commands)`` function, one per protocol.
-PROTOCOL_CLIS = ("refwire.lumberjack.cli", "refwire.pravega.cli", "refwire.tank.cli", "refwire.pipeline.cli", "refwire.seastar_rpc.cli")
+#: ``register(Commands)`` functions beside the protocols' own (which their descriptors name).
+TOOL_CLIS = ("refwire.pipeline.cli:register",)
 
 
 def _sim_protocols() -> tuple[str, ...]:
-    from refwire.sim.scenarios import SCENARIOS
-
-    return tuple(SCENARIOS)
+    return names("scenario")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,8 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
         top=sub,
         read=read.add_subparsers(dest="protocol", metavar="PROTOCOL"),
     )
-    for name in PROTOCOL_CLIS:
-        importlib.import_module(name).register(cmds)
+    for name in names("cli"):
+        descriptor(name).load("cli")(cmds)
+    for ref in TOOL_CLIS:
+        load(ref)(cmds)
 
     # sim -----------------------------------------------------------------
     sim = sub.add_parser("sim", help="run deterministic simulations")

@@ -71,10 +71,12 @@ def test_exceptions_become_crash_rows(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_protocols_come_from_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    from refwire.sim import scenarios
+    import attrs
 
-    assert resolve_protocols("all") == tuple(sorted(scenarios.SCENARIOS))
-    monkeypatch.setitem(scenarios.SCENARIOS, "zz-new", scenarios.SCENARIOS["lumberjack"])
+    from refwire.protocols import descriptor, names, registry
+
+    assert resolve_protocols("all") == tuple(sorted(names("scenario")))
+    monkeypatch.setitem(registry(), "zz-new", attrs.evolve(descriptor("lumberjack"), name="zz-new"))
     assert "zz-new" in resolve_protocols("all")
     assert resolve_protocols("lumberjack,lumberjack") == ("lumberjack",)
     with pytest.raises(ValueError, match="nope"):

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from refwire.lumberjack.frames import Ack, Compressed, JsonFrame, Window
 from refwire.pipeline.capture import plan_partitions
-from refwire.pipeline.decoders import DECODERS, FrameRow, decode_bytes, decode_stream
-from refwire.pipeline.rules import check_acks
+from refwire.pipeline.decoders import FrameRow, decode_bytes, decode_stream, decoder_names
+from refwire.pipeline.rules_lumberjack import check_acks
 from refwire.pipeline.samples import lumberjack_connection
 
 C2S, S2C = lumberjack_connection(windows=4, window_size=5)
@@ -76,7 +76,7 @@ def test_error_inside_a_compressed_frame_keeps_going() -> None:
 
 
 def test_unknown_protocol() -> None:
-    assert "lumberjack" in DECODERS
+    assert "lumberjack" in decoder_names()
     with pytest.raises(ValueError, match="no capture decoder"):
         decode_bytes("nope", b"")
 

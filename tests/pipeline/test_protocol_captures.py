@@ -17,7 +17,7 @@ from pipeline_sessions import record_pravega, record_seastar, record_tank
 from refwire.pipeline.capture import connection_protocols, decode_capture
 from refwire.pipeline.decoders import decode_bytes
 from refwire.pipeline.machines import catalog
-from refwire.pipeline.rules import RULES, check_rows
+from refwire.pipeline.rules import check_rows, rules_for
 
 Rows = list[dict[str, Any]]
 
@@ -228,12 +228,11 @@ def test_catalogs_cover_every_transition_table() -> None:
         assert cat is not None
         want = {f"{m}:{s.value}-{i}->{t.value}" for m, table in tables.items() for (s, i), t in table.items()}
         assert {t.key for t in cat} == want
-    assert set(RULES) == {"lumberjack", "pravega", "tank", "seastar-rpc"}
+    assert {p for p in ("lumberjack", "pravega", "pravega-draft-2017", "tank", "seastar-rpc") if rules_for(p)} == {"lumberjack", "pravega", "tank", "seastar-rpc"}
 
 
 def test_default_campaign_includes_every_protocol() -> None:
-    from refwire.sim.scenarios import SCENARIOS
-
     from refwire.pipeline.campaign import resolve_protocols
+    from refwire.protocols import names
 
-    assert set(resolve_protocols("all")) == set(SCENARIOS) >= {"lumberjack", "pravega", "tank", "seastar-rpc"}
+    assert set(resolve_protocols("all")) == set(names("scenario")) >= {"lumberjack", "pravega", "pravega-draft-2017", "tank", "seastar-rpc"}

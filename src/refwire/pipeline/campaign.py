@@ -11,7 +11,7 @@ no pyspark import, so the same :func:`seed_row` runs in a loop, in a
 * Rows are flat dicts with the columns of :data:`CAMPAIGN_COLUMNS`; the
   transitions are sorted and every map is emitted in sorted key order, so a row
   never depends on the process's hash seed (pitfall 2).
-* The protocols are whatever :data:`refwire.sim.scenarios.SCENARIOS` holds at
+* The protocols are whatever the protocol registry (:mod:`refwire.protocols`) holds at
   run time (:func:`known_protocols`), never a fixed list.
 """
 
@@ -81,9 +81,9 @@ CAMPAIGN_COLUMNS: Columns = (
 
 def known_protocols() -> tuple[str, ...]:
     """The protocols the simulator has scenarios for right now, sorted."""
-    from refwire.sim.scenarios import SCENARIOS
+    from refwire.protocols import names
 
-    return tuple(sorted(SCENARIOS))
+    return tuple(sorted(names("scenario")))
 
 
 def resolve_protocols(spec: str | Sequence[str]) -> tuple[str, ...]:

@@ -225,11 +225,11 @@ def sniff_score(protocol: str, stream: Stream) -> int:
 def sniff_protocol(streams: Iterable[Stream]) -> str | None:
     """The registered decoder that decodes the most frames from the heads of
     ``streams`` (ties: alphabetical); None when none decodes anything."""
-    from .decoders import DECODERS
+    from .decoders import decoder_names
 
     chosen = [s for s in streams if s.size][:8]
     best, best_score = None, 0
-    for proto in sorted(DECODERS):
+    for proto in sorted(decoder_names()):
         score = 0
         for s in chosen:
             score += max(sniff_score(proto, s), 0)

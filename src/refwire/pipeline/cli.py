@@ -247,11 +247,11 @@ def _decode(args: argparse.Namespace) -> int:
     import tempfile
 
     from .capture import connection_protocols, decode_stream_file, is_pcap, list_streams, read_pcap, write_capture
-    from .decoders import DECODERS
+    from .decoders import decoder_names
     from .spark_capture import guess_protocol
 
-    if args.protocol and args.protocol not in DECODERS:
-        raise UsageError(f"no decoder for {args.protocol!r}; choose from: {', '.join(sorted(DECODERS))}")
+    if args.protocol and args.protocol not in decoder_names():
+        raise UsageError(f"no decoder for {args.protocol!r}; choose from: {', '.join(sorted(decoder_names()))}")
     errors = 0
     with tempfile.TemporaryDirectory(prefix="refwire-decode-") as tmp:
         for i, raw in enumerate(args.paths):
@@ -290,11 +290,11 @@ def _decode(args: argparse.Namespace) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from .decoders import DECODERS
+    from .decoders import decoder_names
     from .spark_capture import analyze
 
-    if args.protocol and args.protocol not in DECODERS:
-        raise UsageError(f"no decoder for {args.protocol!r}; choose from: {', '.join(sorted(DECODERS))}")
+    if args.protocol and args.protocol not in decoder_names():
+        raise UsageError(f"no decoder for {args.protocol!r}; choose from: {', '.join(sorted(decoder_names()))}")
     if not Path(args.path).exists():
         raise UsageError(f"{args.path}: no such file or directory")
     t0 = time.perf_counter()

@@ -3,23 +3,22 @@
 A campaign row lists the transitions a run saw as ``"machine:state-input->state"``
 strings (the scenarios build them from each machine's ``transitions_seen``).
 The coverage table also needs the ones *never* seen, so it needs each
-machine's whole transition table: that is :data:`CATALOGS`, protocol name ->
-function returning :class:`Transition` values.  Adding a protocol is one small
-function that walks its ``*_TRANSITIONS`` tables (every machine keeps its
-states and transitions in a table, as data: see :mod:`refwire.sansio`).
+machine's whole transition table (:func:`catalog`).  The tables are named in
+each protocol's descriptor (:mod:`refwire.protocols`): every machine keeps its
+states and transitions in a table, as data (see :mod:`refwire.sansio`).
 
 A scenario may instead expose ``all_transitions()`` returning the same strings;
-:func:`catalog` uses it when the protocol has no entry here.
+:func:`catalog` uses it when the protocol's descriptor names no tables.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
 
-__all__ = ["CATALOGS", "Transition", "catalog", "parse_transition"]
+__all__ = ["Transition", "catalog", "parse_transition"]
 
 
 @attrs.frozen(order=True)
@@ -45,59 +44,22 @@ def _from_table(machine: str, table: Mapping[Any, Any]) -> list[Transition]:
     return out
 
 
-def _lumberjack() -> list[Transition]:
-    from refwire.lumberjack.connection import CLIENT_TRANSITIONS, SERVER_TRANSITIONS
-
-    return _from_table("client", CLIENT_TRANSITIONS) + _from_table("server", SERVER_TRANSITIONS)
-
-
-def _pravega() -> list[Transition]:
-    from refwire.pravega.connection import CLIENT_TRANSITIONS, SERVER_TRANSITIONS
-
-    return _from_table("client", CLIENT_TRANSITIONS) + _from_table("server", SERVER_TRANSITIONS)
-
-
-def _pravega_draft() -> list[Transition]:
-    from refwire.pravega.draft2017.connection import CLIENT_TRANSITIONS, SERVER_TRANSITIONS
-
-    return _from_table("client", CLIENT_TRANSITIONS) + _from_table("server", SERVER_TRANSITIONS)
-
-
-def _tank() -> list[Transition]:
-    from refwire.tank.connection import BROKER_TRANSITIONS, CLIENT_TRANSITIONS
-
-    return _from_table("client", CLIENT_TRANSITIONS) + _from_table("broker", BROKER_TRANSITIONS)
-
-
-def _seastar_rpc() -> list[Transition]:
-    from refwire.seastar_rpc.connection import CLIENT_TRANSITIONS, SERVER_TRANSITIONS
-
-    return _from_table("client", CLIENT_TRANSITIONS) + _from_table("server", SERVER_TRANSITIONS)
-
-
-#: protocol -> its machines' whole transition tables.  The machine names are the
-#: ones the scenarios put in front of the transitions they saw (sim/scenarios/*.py).
-CATALOGS: dict[str, Callable[[], list[Transition]]] = {
-    "lumberjack": _lumberjack,
-    "pravega": _pravega,
-    "pravega-draft-2017": _pravega_draft,
-    "tank": _tank,
-    "seastar-rpc": _seastar_rpc,
-}
-
-
 def catalog(protocol: str) -> list[Transition] | None:
-    """Every transition of ``protocol``'s machines, sorted; None when unknown."""
-    fn = CATALOGS.get(protocol)
-    if fn is not None:
-        return sorted(set(fn()))
-    try:
-        from refwire.sim.scenarios import SCENARIOS
+    """Every transition of ``protocol``'s machines, sorted; None when unknown.
 
-        scenario = SCENARIOS.get(protocol)
-    except ImportError:  # pragma: no cover - refwire.sim ships with refwire
-        scenario = None
-    hook = getattr(scenario, "all_transitions", None)
+    The tables come from the protocol's descriptor (:mod:`refwire.protocols`);
+    a protocol without tables there may have a scenario with ``all_transitions()``.
+    """
+    from refwire.protocols import registry
+
+    d = registry().get(protocol)
+    if d is None:
+        return None
+    if d.machines:
+        return sorted({t for machine, table in d.transition_tables() for t in _from_table(machine, table)})
+    if d.scenario is None:
+        return None
+    hook = getattr(d.load("scenario"), "all_transitions", None)
     if hook is None:
         return None
     out = [parse_transition(k) for k in hook()]

@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from .capture import connection_protocols, is_pcap, list_streams, read_pcap, sniff_protocol, write_capture
-from .decoders import DECODERS
+from .decoders import decoder_names
 
 __all__ = ["AnalyzeResult", "analyze", "guess_protocol", "guess_protocols", "prepare_input"]
 
@@ -28,7 +28,7 @@ def guess_protocol(path: str | Path, *, server_ports: Iterable[int] = ()) -> str
     streams = [s for s in list_streams(path, server_ports=server_ports) if s.direction == "c2s" and s.size][:8]
     best = sniff_protocol(streams)
     if best is None:
-        raise ValueError(f"{path}: no registered decoder ({', '.join(sorted(DECODERS))}) recognises these streams; pass --protocol")
+        raise ValueError(f"{path}: no registered decoder ({', '.join(sorted(decoder_names()))}) recognises these streams; pass --protocol")
     return best
 
 
@@ -36,7 +36,7 @@ def guess_protocols(path: str | Path, *, server_ports: Iterable[int] = ()) -> li
     """Every protocol the capture's connections decode as (one guess per connection)."""
     found = sorted({p for p in connection_protocols(path, server_ports=server_ports).values() if p is not None})
     if not found:
-        raise ValueError(f"{path}: no registered decoder ({', '.join(sorted(DECODERS))}) recognises these streams; pass --protocol")
+        raise ValueError(f"{path}: no registered decoder ({', '.join(sorted(decoder_names()))}) recognises these streams; pass --protocol")
     return found
 
 

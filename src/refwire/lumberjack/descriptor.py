@@ -1,0 +1,23 @@
+"""Lumberjack v1/v2 in refwire's protocol registry (see :mod:`refwire.protocols`).
+
+Every piece is named lazily: importing this module imports none of them.
+"""
+
+from __future__ import annotations
+
+from refwire.protocols import Descriptor
+
+DESCRIPTOR = Descriptor(
+    name="lumberjack",
+    title="Lumberjack v1/v2 (Beats, Logstash)",
+    spec="lumberjack",
+    package="refwire.lumberjack",
+    cli="refwire.lumberjack.cli:register",
+    scenario="refwire.sim.scenarios.lumberjack:SCENARIO",
+    decoder="refwire.pipeline.decode_lumberjack:decode",
+    rules="refwire.pipeline.rules_lumberjack:LUMBERJACK_RULES",
+    machines=(
+        ("client", "refwire.lumberjack.connection:CLIENT_TRANSITIONS"),
+        ("server", "refwire.lumberjack.connection:SERVER_TRANSITIONS"),
+    ),
+)

@@ -1,0 +1,20 @@
+"""The 2017 Pravega wire-protocol draft in refwire's protocol registry (see :mod:`refwire.protocols`).
+
+Every piece is named lazily: importing this module imports none of them.
+"""
+
+from __future__ import annotations
+
+from refwire.protocols import Descriptor
+
+DESCRIPTOR = Descriptor(
+    name="pravega-draft-2017",
+    title="Pravega 2017 wire-protocol draft",
+    spec="pravega-draft-2017",
+    package="refwire.pravega.draft2017",
+    scenario="refwire.sim.scenarios.pravega_draft:SCENARIO",
+    machines=(
+        ("client", "refwire.pravega.draft2017.connection:CLIENT_TRANSITIONS"),
+        ("server", "refwire.pravega.draft2017.connection:SERVER_TRANSITIONS"),
+    ),
+)

@@ -1,0 +1,133 @@
+"""The protocols refwire implements, each described once.
+
+Every protocol package holds a ``descriptor.py`` with one :class:`Descriptor`:
+its name, its spec, and *where* its pieces are -- the CLI commands, the
+simulator scenario, the capture decoder, the capture rules and the machines'
+transition tables -- as lazy ``"module:attribute"`` strings.  The command line,
+the simulator, the pipeline and the conformance tools all read this one
+registry, so adding a protocol is one folder plus one line in :data:`PACKAGES`,
+and importing a protocol's core never imports trio, the simulator or the
+pipeline (nothing named here is imported until it is asked for)::
+
+    >>> from refwire.protocols import descriptor
+    >>> descriptor("lumberjack").spec
+    'lumberjack'
+    >>> descriptor("lumberjack").load("decoder")  # doctest: +ELLIPSIS
+    <function decode at ...>
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Literal
+
+import attrs
+
+__all__ = ["PACKAGES", "Descriptor", "descriptor", "load", "names", "registry"]
+
+#: The protocol packages, in the order commands and tables list them.
+PACKAGES: tuple[str, ...] = (
+    "refwire.lumberjack",
+    "refwire.pravega",
+    "refwire.pravega.draft2017",
+    "refwire.tank",
+    "refwire.seastar_rpc",
+)
+
+#: The pieces a descriptor may name.
+Piece = Literal["cli", "scenario", "decoder", "rules"]
+
+
+def load(ref: str) -> Any:
+    """Import ``"package.module:attribute"`` and return the attribute."""
+    module, sep, attr = ref.partition(":")
+    if not sep or not module or not attr:
+        raise ValueError(f"{ref!r} is not a 'module:attribute' reference")
+    obj: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+@attrs.frozen(kw_only=True)
+class Descriptor:
+    """One protocol's entry: what it is called and where its pieces live.
+
+    Every piece is optional (the 2017 Pravega draft has no capture decoder yet);
+    :meth:`load` imports one on demand.
+    """
+
+    #: The name used on the command line, in campaign rows and captures (``"seastar-rpc"``).
+    name: str
+    #: A one-line title for help texts and reports.
+    title: str
+    #: The folder under ``specs/`` with the protocol's README and vectors.
+    spec: str
+    #: The package of its core (frames, events, connection machines).
+    package: str
+    #: ``register(Commands)`` adding its ``serve``/``send``/... subcommands.
+    cli: str | None = None
+    #: Its simulator scenario (a :class:`refwire.sim.scenarios.Scenario`).
+    scenario: str | None = None
+    #: Its capture decoder (a :class:`refwire.pipeline.decoders.Decoder`).
+    decoder: str | None = None
+    #: Its capture rules (a list of :class:`refwire.pipeline.rulekit.Rule`).
+    rules: str | None = None
+    #: ``(machine name, "module:TABLE")`` per machine: each table maps
+    #: ``(state, input)`` to the next state(s) (see :mod:`refwire.sansio`).
+    machines: tuple[tuple[str, str], ...] = ()
+
+    def has(self, piece: Piece) -> bool:
+        return getattr(self, piece) is not None
+
+    def load(self, piece: Piece) -> Any:
+        """The named piece, imported now; a clear error when the protocol lacks it."""
+        ref = getattr(self, piece)
+        if ref is None:
+            raise LookupError(f"{self.name} has no {piece}")
+        return load(ref)
+
+    def transition_tables(self) -> list[tuple[str, Any]]:
+        """``(machine name, table)`` for each of its machines."""
+        return [(machine, load(ref)) for machine, ref in self.machines]
+
+
+_REGISTRY: dict[str, Descriptor] | None = None
+
+
+def registry() -> dict[str, Descriptor]:
+    """name -> descriptor for every package in :data:`PACKAGES` (built once; the
+    dict is shared, so a test may add an entry with ``monkeypatch.setitem``)."""
+    global _REGISTRY
+    if _REGISTRY is None:
+        found: dict[str, Descriptor] = {}
+        for package in PACKAGES:
+            d = load(f"{package}.descriptor:DESCRIPTOR")
+            if not isinstance(d, Descriptor):
+                raise TypeError(f"{package}.descriptor.DESCRIPTOR is not a Descriptor")
+            if d.name in found:
+                raise ValueError(f"two protocols are called {d.name!r}")
+            found[d.name] = d
+        _REGISTRY = found
+    return _REGISTRY
+
+
+def names(piece: Piece | None = None) -> tuple[str, ...]:
+    """The protocols' names, in :data:`PACKAGES` order; with ``piece``, only those that have it."""
+    return tuple(n for n, d in registry().items() if piece is None or d.has(piece))
+
+
+def descriptor(name: str, piece: Piece | None = None) -> Descriptor:
+    """The protocol called ``name`` (which must have ``piece``, if given);
+    :class:`ValueError` naming the known ones otherwise."""
+    d = registry().get(name)
+    if d is None or (piece is not None and not d.has(piece)):
+        what = {
+            "cli": "commands",
+            "scenario": "simulation scenario",
+            "decoder": "capture decoder",
+            "rules": "capture rules",
+            None: "protocol",
+        }[piece]
+        raise ValueError(f"no {what} for {name!r}; known: {', '.join(names(piece))}")
+    return d
