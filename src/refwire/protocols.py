@@ -2,8 +2,8 @@
 
 Every protocol package holds a ``descriptor.py`` with one :class:`Descriptor`:
 its name, its spec, and *where* its pieces are -- the CLI commands, the
-simulator scenario, the capture decoder, the capture rules and the machines'
-transition tables -- as lazy ``"module:attribute"`` strings.  The command line,
+simulator scenario, the capture decoder, the capture rules, the conformance
+cases and the machines' transition tables -- as lazy ``"module:attribute"`` strings.  The command line,
 the simulator, the pipeline and the conformance tools all read this one
 registry, so adding a protocol is one folder plus one line in :data:`PACKAGES`,
 and importing a protocol's core never imports trio, the simulator or the
@@ -35,7 +35,7 @@ PACKAGES: tuple[str, ...] = (
 )
 
 #: The pieces a descriptor may name.
-Piece = Literal["cli", "scenario", "decoder", "rules"]
+Piece = Literal["cli", "scenario", "decoder", "rules", "conform"]
 
 
 def load(ref: str) -> Any:
@@ -73,6 +73,8 @@ class Descriptor:
     decoder: str | None = None
     #: Its capture rules (a list of :class:`refwire.pipeline.rulekit.Rule`).
     rules: str | None = None
+    #: Its conformance cases (a :class:`refwire.conform.runner.Catalogue`).
+    conform: str | None = None
     #: ``(machine name, "module:TABLE")`` per machine: each table maps
     #: ``(state, input)`` to the next state(s) (see :mod:`refwire.sansio`).
     machines: tuple[tuple[str, str], ...] = ()

@@ -16,6 +16,7 @@ DESCRIPTOR = Descriptor(
     scenario="refwire.sim.scenarios.lumberjack:SCENARIO",
     decoder="refwire.pipeline.decode_lumberjack:decode",
     rules="refwire.pipeline.rules_lumberjack:LUMBERJACK_RULES",
+    conform="refwire.lumberjack.conform:CATALOGUE",
     machines=(
         ("client", "refwire.lumberjack.connection:CLIENT_TRANSITIONS"),
         ("server", "refwire.lumberjack.connection:SERVER_TRANSITIONS"),

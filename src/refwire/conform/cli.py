@@ -1,0 +1,442 @@
+"""``refwire conform``: test your own implementation of a protocol.
+
+    refwire conform lumberjack --server HOST:PORT [options]     test a server
+    refwire conform list [PROTOCOL] [--role server|client] [--tags T]
+    refwire conform show CASE
+    refwire conform replay RECORD.json [--server HOST:PORT]
+    refwire conform matrix DIR/index.json ... --out DIR
+
+Exit status: 0 no FAIL (NON-STRICT allowed unless ``--strict``); 1 a FAIL, a
+case whose testee was down, or a regression against ``--baseline``; 2 bad
+arguments, a harness error, or a testee that refused the first connection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import secrets
+import shlex
+import ssl
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from ..cliutil import Commands, UsageError, hostport, positive_int
+from ..protocols import descriptor, names
+from .model import SEVERITY, CaseResult, Verdict
+from .report import FORMATS, merge_indexes, write_html, write_reports
+from .runner import Catalogue, RunAborted, RunConfig, RunResult, run_cases
+
+__all__ = ["register"]
+
+
+def _catalogue(protocol: str) -> Catalogue:
+    try:
+        cat: Catalogue = descriptor(protocol, "conform").load("conform")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return cat
+
+
+def _all_catalogues() -> list[Catalogue]:
+    return [_catalogue(n) for n in names("conform")]
+
+
+def _timeout(text: str) -> float:
+    if text.lower() == "none":
+        return math.inf
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds or 'none'") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError("the timeout must be positive (or 'none' to wait forever)")
+    return v
+
+
+def _scale(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.01 <= v <= 1000:
+        raise argparse.ArgumentTypeError("--time-scale must be between 0.01 and 1000")
+    return v
+
+
+def register(cmds: Commands) -> None:
+    conform = cmds.top.add_parser(
+        "conform",
+        help="test your implementation of a protocol against refwire's cases",
+        description="Run refwire's conformance cases against your server (refwire plays the client), "
+        "list and show the cases, replay one from its record, or merge runs into one matrix.",
+    )
+    sub = conform.add_subparsers(dest="conform_command", metavar="PROTOCOL|list|show|replay|matrix")
+    for proto in names("conform"):
+        p = sub.add_parser(proto, help=f"run the {proto} cases against a testee")
+        _run_options(p)
+        p.set_defaults(func=_run, protocol=proto)
+
+    ls = sub.add_parser("list", help="the catalogue: ids, slugs, titles, spec sections, tags")
+    ls.add_argument("protocol", nargs="?", help="one protocol (default: all)")
+    ls.add_argument("--role", choices=("server", "client"), help="only cases testing this role")
+    ls.add_argument("--tags", metavar="T,…", help="only cases with one of these tags")
+    ls.add_argument("--json", action="store_true", help="one JSON object per case")
+    ls.set_defaults(func=_list)
+
+    show = sub.add_parser("show", help="one case in full")
+    show.add_argument("case", help="a case id or slug (lj.S4.4, zlib-bomb)")
+    show.set_defaults(func=_show)
+
+    rp = sub.add_parser("replay", help="re-run one case from its record and diff the new trace against it")
+    rp.add_argument("record", type=Path, help="DIR/<agent>/<case>.json from an earlier run")
+    rp.add_argument(
+        "--server", type=hostport, metavar="HOST:PORT", help="the testee (default: the one recorded in the replay command)"
+    )
+    rp.add_argument("--time-scale", type=_scale, default=1.0, metavar="X")
+    rp.set_defaults(func=_replay)
+
+    mx = sub.add_parser("matrix", help="merge several runs' index.json into one agent x case matrix")
+    mx.add_argument("indexes", nargs="+", type=Path, metavar="INDEX.json")
+    mx.add_argument("--out", type=Path, required=True, metavar="DIR", help="where index.html and index.json go")
+    mx.set_defaults(func=_matrix)
+
+
+def _run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--server", type=hostport, metavar="HOST:PORT", help="the server under test (refwire plays the client)")
+    p.add_argument("--tls", action="store_true", help="connect with TLS")
+    p.add_argument("--tls-ca", metavar="FILE", help="CA bundle to verify the server's certificate (default: system CAs)")
+    p.add_argument("--tls-insecure", action="store_true", help="do not verify the server's certificate")
+    p.add_argument("--server-name", metavar="NAME", help="TLS server name (default: the host)")
+    p.add_argument("--agent", default=None, metavar="NAME", help="the testee's name in reports (default: HOST:PORT)")
+    p.add_argument("--cases", metavar="PATTERNS", help="only these ids or slugs (comma-separated; * and ? wildcards)")
+    p.add_argument("--exclude", metavar="PATTERNS", help="skip these ids or slugs (reported as SKIPPED)")
+    p.add_argument("--tags", metavar="TAGS", help="only cases with one of these tags; 'slow' cases run only when named here")
+    p.add_argument(
+        "--profile",
+        default="strict",
+        metavar="NAME",
+        help="the behaviour a PASS is judged against (default strict; see 'conform list')",
+    )
+    p.add_argument(
+        "--declare", type=Path, metavar="FILE", help='TOML listing features left out on purpose: unsupported = ["v1", …]'
+    )
+    p.add_argument(
+        "--sink", metavar="FILE", help="a file where the testee writes each event its application received (JSON lines)"
+    )
+    p.add_argument("--seed", type=int, default=None, metavar="N", help="run seed (default: drawn and printed)")
+    p.add_argument("--time-scale", type=_scale, default=1.0, metavar="X", help="multiply every budget and wait by X (default 1)")
+    p.add_argument(
+        "--timeout",
+        type=_timeout,
+        default=None,
+        metavar="S|none",
+        help="per-case budget in seconds, overriding the cases' own; 'none' waits forever (debuggers)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="run up to N cases at once (cases tagged serial run alone; default 1)",
+    )
+    p.add_argument(
+        "--max-rx-bytes",
+        type=positive_int,
+        default=16 << 20,
+        metavar="N",
+        help="read at most N bytes from the testee per case (default 16 MiB)",
+    )
+    p.add_argument(
+        "--out", type=Path, default=Path("conform-report"), metavar="DIR", help="report directory (default ./conform-report)"
+    )
+    p.add_argument("--format", default="json,html,junit", metavar="F,…", help="report formats: json, html, junit (default all)")
+    p.add_argument(
+        "--baseline", type=Path, metavar="FILE", help="an earlier index.json: exit 1 when any case's verdict got worse"
+    )
+    p.add_argument("--strict", action="store_true", help="NON-STRICT verdicts fail the run too")
+    p.add_argument("--quiet", action="store_true", help="no line per case, only the summary")
+
+
+def _tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
+    if not args.tls:
+        if args.tls_ca or args.tls_insecure:
+            raise UsageError("--tls-ca and --tls-insecure need --tls")
+        return None
+    ctx = ssl.create_default_context(cafile=args.tls_ca) if args.tls_ca else ssl.create_default_context()
+    if args.tls_insecure:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def _declared(path: Path | None, cat: Catalogue) -> frozenset[str]:
+    if path is None:
+        return frozenset()
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"--declare {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"--declare {path}: not valid TOML: {exc}") from None
+    section = doc.get(cat.protocol, doc)
+    items = section.get("unsupported", []) if isinstance(section, dict) else []
+    if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+        raise UsageError(f"--declare {path}: 'unsupported' must be a list of feature names")
+    unknown = sorted(set(items) - set(cat.features))
+    if unknown:
+        raise UsageError(
+            f"--declare {path}: unknown feature(s) {', '.join(unknown)}; {cat.protocol} has: {', '.join(sorted(cat.features))}"
+        )
+    return frozenset(items)
+
+
+def _formats(text: str) -> list[str]:
+    fmts = [f.strip() for f in text.split(",") if f.strip()]
+    bad = [f for f in fmts if f not in FORMATS]
+    if bad or not fmts:
+        raise UsageError(f"--format: unknown format(s) {', '.join(bad) or '(none)'}; choose from {', '.join(FORMATS)}")
+    return fmts
+
+
+async def _run(args: argparse.Namespace) -> int:
+    cat = _catalogue(args.protocol)
+    if args.server is None:
+        raise UsageError("say which server to test: --server HOST:PORT (testing clients is not available yet)")
+    if args.profile not in cat.profiles:
+        raise UsageError(f"--profile {args.profile!r} is unknown; {cat.protocol} has: {', '.join(cat.profiles)}")
+    fmts = _formats(args.format)
+    baseline = _load_index(args.baseline) if args.baseline else None
+    host, port = args.server
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    agent = args.agent or f"{host}:{port}"
+    replay = ["refwire", "conform", cat.protocol, "--server", f"{host}:{port}", "--agent", agent, "--profile", args.profile]
+    if args.tls:
+        replay.append("--tls")
+    if args.sink:
+        replay += ["--sink", args.sink]
+    cfg = RunConfig(
+        role="server",
+        host=host,
+        port=port,
+        tls=_tls_context(args),
+        server_hostname=args.server_name,
+        agent=agent,
+        profile=args.profile,
+        declared_off=_declared(args.declare, cat),
+        seed=seed,
+        time_scale=args.time_scale,
+        timeout=args.timeout,
+        jobs=args.jobs,
+        sink=args.sink,
+        max_rx_bytes=args.max_rx_bytes,
+        replay_base=shlex.join(replay),
+    )
+    console = _console()
+    console.print(
+        escape(
+            f"refwire conform {cat.protocol}: testing the server at {host}:{port} as {agent!r}, profile {args.profile}, seed {seed}"
+        )
+    )
+    run = RunResult(cat.protocol, cfg)
+    argv = sys.argv[1:]
+    try:
+        await run_cases(
+            cat,
+            cfg,
+            include=args.cases,
+            exclude=args.exclude,
+            tags=args.tags,
+            on_result=None if args.quiet else lambda r: _line(console, r),
+            run=run,
+        )
+    except RunAborted as exc:
+        console.print(escape(f"refwire: {exc}"), style="bold red")
+        return 2
+    except KeyboardInterrupt:
+        run.interrupted = True
+        raise
+    finally:
+        run.ended = time.time()
+        written = write_reports(run, args.out, fmts, argv) if run.results else []
+        if run.interrupted and written:
+            console.print(f"interrupted: {len(run.results)} results written to {args.out}")
+    return _summary(console, run, args.out, strict=args.strict, baseline=baseline)
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True)
+
+
+_STYLE = {
+    "PASS": "green",
+    "NON-STRICT": "yellow",
+    "INFO": "blue",
+    "UNSUPPORTED": "dim",
+    "SKIPPED": "dim",
+    "FAIL": "bold red",
+    "ERROR": "bold magenta",
+}
+
+
+def _line(console: Any, r: CaseResult) -> None:
+    like = f" (like {', '.join(r.matched_profiles)})" if r.matched_profiles and r.verdict is not Verdict.PASS else ""
+    close = f" ({r.close.get('by')} {r.close.get('how')})" if r.close else ""
+    text = escape(
+        f"{r.case.id:<9} {r.case.slug}{like}{close}  {r.duration:.2f}s"
+        + (f"  {r.reason}" if r.verdict is not Verdict.PASS and r.reason else "")
+    )
+    console.print(f"[{_STYLE[r.verdict.value]}]{r.verdict.value:<11}[/] {text}")
+
+
+def _summary(console: Any, run: RunResult, out: Path, *, strict: bool, baseline: dict[str, Any] | None) -> int:
+    results = sorted(run.results, key=lambda r: r.case.id)
+    bad = [r for r in results if r.verdict in (Verdict.FAIL, Verdict.ERROR) or (strict and r.verdict is Verdict.NON_STRICT)]
+    for r in bad:
+        console.print(
+            f"\n[{_STYLE[r.verdict.value]}]{r.verdict.value}[/] " + escape(f"{r.case.id} {r.case.slug}: {r.case.title}")
+        )
+        console.print("  " + escape(f"Requirement: {r.case.requirement}"))
+        if r.expected:
+            console.print("  " + escape(f"Expected:    {r.expected}"))
+        if r.observed:
+            console.print("  " + escape(f"Observed:    {r.observed}"))
+        if r.reason:
+            console.print("  " + escape(f"Why:         {r.reason}"))
+        console.print("  " + escape(f"Replay:      {r.replay}"))
+    counts = run.counts()
+    order = [v.value for v in Verdict]
+    console.print("\n" + ", ".join(f"{counts[k]} {k}" for k in order if k in counts) + f"  -> {out / 'index.html'}")
+    status = 1 if bad else 0
+    if any(r.harness_fault for r in results):
+        status = 2
+    if baseline is not None:
+        worse, better = _compare(baseline, run)
+        for line in worse:
+            console.print("[bold red]regression[/] " + escape(line))
+        for line in better:
+            console.print("[green]unexpected pass[/] " + escape(f"{line} (update the baseline)"))
+        if worse and status == 0:
+            status = 1
+    return status
+
+
+def _load_index(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise UsageError(f"{path}: not JSON: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("agents"), dict):
+        raise UsageError(f"{path}: not an index.json written by refwire conform")
+    return doc
+
+
+def _compare(baseline: dict[str, Any], run: RunResult) -> tuple[list[str], list[str]]:
+    agents = baseline["agents"]
+    before = agents.get(run.config.agent) or (next(iter(agents.values())) if len(agents) == 1 else {})
+    worse, better = [], []
+    for r in run.results:
+        old = before.get(r.case.id)
+        if old is None:
+            continue
+        try:
+            was = Verdict(old["verdict"])
+        except (KeyError, ValueError):
+            continue
+        if SEVERITY[r.verdict] > SEVERITY[was]:
+            worse.append(f"{r.case.id}: {was.value} -> {r.verdict.value}")
+        elif SEVERITY[r.verdict] < SEVERITY[was]:
+            better.append(f"{r.case.id}: {was.value} -> {r.verdict.value}")
+    return worse, better
+
+
+def _list(args: argparse.Namespace) -> int:
+    cats = [_catalogue(args.protocol)] if args.protocol else _all_catalogues()
+    want = {t.strip() for t in (args.tags or "").split(",") if t.strip()}
+    for cat in cats:
+        if not args.json:
+            print(f"{cat.protocol} ({cat.spec}); profiles: {', '.join(cat.profiles)}")
+        for c in cat.cases:
+            if args.role and c.role != args.role:
+                continue
+            if want and not (c.tags & want):
+                continue
+            if args.json:
+                print(json.dumps(c.to_json()))
+            else:
+                tags = f" [{', '.join(sorted(c.tags))}]" if c.tags else ""
+                print(f"  {c.id:<9} {c.slug:<36} {c.title} ({c.requirement.split(' ', 1)[-1]}){tags}")
+    return 0
+
+
+def _find_case(case_id: str) -> tuple[Catalogue, Any]:
+    for cat in _all_catalogues():
+        try:
+            return cat, cat.case(case_id)
+        except KeyError:
+            continue
+    raise UsageError(f"no case {case_id!r}; see 'refwire conform list'")
+
+
+def _show(args: argparse.Namespace) -> int:
+    cat, c = _find_case(args.case)
+    print(f"{c.id} {c.slug}: {c.title}")
+    print(f"  protocol:    {cat.protocol} ({c.role} under test)")
+    print(f"  requirement: {c.requirement}")
+    print(f"  procedure:   {c.procedure_text}")
+    for e in c.expects:
+        note = f"  ({e.note})" if e.note else ""
+        print(f"  expect:      {e.verdict.value} for {', '.join(sorted(e.profiles))}: {e.describe()}{note}")
+    if c.vectors:
+        print(f"  vectors:     {', '.join(c.vectors)}")
+    if c.tags:
+        print(f"  tags:        {', '.join(sorted(c.tags))}")
+    if c.features:
+        print(f"  features:    {', '.join(c.features)} (--declare can leave them out)")
+    if c.needs_sink:
+        print("  needs:       --sink (UNSUPPORTED without it)")
+    print(f"  budget:      {c.budget:g} s")
+    return 0
+
+
+async def _replay(args: argparse.Namespace) -> int:
+    from .replay import replay_record
+
+    try:
+        return await replay_record(args.record, server=args.server, time_scale=args.time_scale)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _matrix(args: argparse.Namespace) -> int:
+    indexes = [_load_index(p) for p in args.indexes]
+    args.out.mkdir(parents=True, exist_ok=True)
+    merged = merge_indexes(indexes)
+    # Case pages stay where each run wrote them: point the cells there.
+    for path, idx in zip(args.indexes, indexes, strict=True):
+        base = path.resolve().parent
+        for agent, cases in idx["agents"].items():
+            for cid, entry in cases.items():
+                target = merged["agents"][agent].get(cid)
+                if target is entry and entry.get("reportfile"):
+                    entry["reportfile"] = str(base / entry["reportfile"])
+    (args.out / "index.json").write_text(json.dumps(merged, indent=1), encoding="utf-8")
+    write_html(args.out, [merged])
+    print(
+        f"{len(merged['agents'])} agents, {len({c for a in merged['agents'].values() for c in a})} cases -> {args.out / 'index.html'}"
+    )
+    return 0

@@ -1,0 +1,267 @@
+"""One scripted connection with a testee, and its wire log.
+
+A :class:`Conversation` wraps a trio stream.  A case's procedure writes with
+:meth:`~Conversation.send` (whole, split at seeded or named offsets, or one
+byte at a time, with gaps), sleeps, closes with FIN or RST, and waits for what
+the testee does (:meth:`~Conversation.wait_for`).  A reader task decodes the
+testee's bytes with the protocol's :class:`Observer` as they arrive and turns
+them into tokens (``"A 2"``); it notices how the connection ends (FIN, RST).
+
+Everything goes into the wire log, in order: every chunk as hex (``tx``/``rx``)
+next to what the runner did (``action``: sent, split at offset, slept, closed)
+and the frames decoded (``frame``).  Memory is bounded: the testee's bytes are
+read up to ``max_rx_bytes`` per case (past it the case records ``flood`` and
+stops reading), and the hex of a chunk is kept up to ``max_hex_bytes``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import socket
+import struct
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import trio
+
+__all__ = ["Conversation", "Observer", "Split"]
+
+#: How :meth:`Conversation.send` cuts its bytes: "seeded" (1 to 3 writes at
+#: offsets drawn from the case seed), "whole", "bytes" (one byte per write), or
+#: explicit offsets.
+Split = str | Sequence[int]
+
+
+class Observer(Protocol):
+    """Turns the testee's bytes into tokens (one per frame, plus ``invalid ...``)."""
+
+    def feed(self, data: bytes) -> list[tuple[str, dict[str, Any]]]:
+        """Tokens and decoded frames (as JSON-able dicts) for the bytes so far."""
+        ...
+
+    def eof(self) -> list[tuple[str, dict[str, Any]]]:
+        """Tokens for what was left undecoded when the stream ended."""
+        ...
+
+
+class Conversation:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        observer: Observer,
+        *,
+        rng: random.Random,
+        time_scale: float = 1.0,
+        deadline: float = math.inf,
+        max_rx_bytes: int = 16 << 20,
+        max_hex_bytes: int = 4096,
+        receive_size: int = 65536,
+    ) -> None:
+        self.stream = stream
+        self.observer = observer
+        self.rng = rng
+        self.time_scale = time_scale
+        #: trio time at which the case's budget ends (``inf``: ``--timeout none``).
+        self.deadline = deadline
+        self.max_rx_bytes = max_rx_bytes
+        self.max_hex_bytes = max_hex_bytes
+        self.receive_size = receive_size
+        self.tokens: list[str] = []
+        self.facts: list[str] = []
+        self.frames: list[dict[str, Any]] = []
+        self.log: list[dict[str, Any]] = []
+        #: "FIN"/"RST" once the testee ended the connection; None while open.
+        self.closed_by_testee: str | None = None
+        #: "FIN"/"RST" once the runner closed it.
+        self.closed_by_runner: str | None = None
+        self.rx_bytes = 0
+        self.tx_bytes = 0
+        #: Where the testee writes what its application received (``--sink``), if anywhere.
+        self.sink: str | None = None
+        self._t0 = trio.current_time()
+        self._changed = trio.Event()
+        self._reader_done = trio.Event()
+
+    # ----------------------------------------------------------------- log
+
+    def now(self) -> float:
+        """Seconds since the conversation started."""
+        return trio.current_time() - self._t0
+
+    def action(self, text: str, **extra: Any) -> None:
+        self.log.append({"t": round(self.now(), 6), "kind": "action", "text": text, **extra})
+
+    def _chunk(self, kind: str, data: bytes) -> None:
+        shown = data[: self.max_hex_bytes].hex()
+        entry: dict[str, Any] = {"t": round(self.now(), 6), "kind": kind, "len": len(data), "hex": shown}
+        if len(data) > self.max_hex_bytes:
+            entry["truncated"] = True
+        self.log.append(entry)
+
+    def note(self, fact: str) -> None:
+        """Record a fact the case checks (part of the observation)."""
+        self.facts.append(fact)
+        self.action(f"fact: {fact}")
+        self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    # ----------------------------------------------------------------- reading
+
+    async def reader(self) -> None:
+        """Read the testee until it closes, floods, or the case ends (cancelled)."""
+        try:
+            while True:
+                try:
+                    data = bytes(await self.stream.receive_some(self.receive_size))
+                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                    if self.closed_by_runner is None and isinstance(exc, trio.BrokenResourceError):
+                        self.closed_by_testee = "RST"
+                        self.log.append({"t": round(self.now(), 6), "kind": "rx-close", "how": "RST"})
+                        self._add(self.observer.eof())
+                    return
+                if not data:
+                    self.closed_by_testee = "FIN"
+                    self.log.append({"t": round(self.now(), 6), "kind": "rx-close", "how": "FIN"})
+                    self._add(self.observer.eof())
+                    return
+                self._chunk("rx", data)
+                self.rx_bytes += len(data)
+                if self.rx_bytes > self.max_rx_bytes:
+                    self.note(f"flood: more than {self.max_rx_bytes} bytes from the testee")
+                    self.tokens.append("flood")
+                    return
+                self._add(self.observer.feed(data))
+        finally:
+            self._reader_done.set()
+            self._wake()
+
+    def _add(self, found: list[tuple[str, dict[str, Any]]]) -> None:
+        if not found:
+            return
+        for token, frame in found:
+            self.tokens.append(token)
+            entry = {"t": round(self.now(), 6), "dir": "rx", "token": token, **frame}
+            self.frames.append(entry)
+            self.log.append({"kind": "frame", **entry})
+        self._wake()
+
+    async def wait_for(self, predicate: Callable[[Conversation], bool], timeout: float, *, label: str = "") -> bool:
+        """Wait until ``predicate(self)`` holds, the testee closes, or ``timeout``
+        seconds pass (scaled by ``--time-scale``, capped by the case budget).
+        Returns whether the predicate held."""
+        end = min(trio.current_time() + timeout * self.time_scale, self.deadline)
+        if label:
+            self.action(f"wait up to {timeout * self.time_scale:g}s for {label}")
+        while True:
+            if predicate(self):
+                return True
+            if self._reader_done.is_set():
+                return predicate(self)
+            changed = self._changed
+            with trio.move_on_at(end):
+                await changed.wait()
+            if trio.current_time() >= end:
+                return predicate(self)
+
+    async def wait_tokens(self, n: int, timeout: float, *, settle: float = 0.3, ignore: Sequence[str] = ()) -> bool:
+        """Wait for ``n`` tokens (not counting ``ignore``), then ``settle`` more
+        seconds for anything extra the testee sends."""
+        ok = await self.wait_for(lambda c: len([t for t in c.tokens if t not in ignore]) >= n, timeout, label=f"{n} frame(s)")
+        if ok and settle > 0 and not self._reader_done.is_set():
+            await self.quiet(settle)
+        return ok
+
+    async def wait_close(self, timeout: float) -> bool:
+        """Wait for the testee to end the connection."""
+        return await self.wait_for(
+            lambda c: c.closed_by_testee is not None or "flood" in c.tokens, timeout, label="the testee to close"
+        )
+
+    async def quiet(self, seconds: float) -> None:
+        """Listen for ``seconds`` (scaled), returning early if the testee closes."""
+        await self.wait_for(lambda c: False, seconds)
+
+    # ----------------------------------------------------------------- writing
+
+    async def send(self, data: bytes, *, label: str = "", split: Split = "seeded", gap: float | None = None) -> bool:
+        """Write ``data``; False (and nothing raised) when the testee is gone."""
+        cuts = self._cuts(data, split)
+        if label:
+            self.action(f"send {label} ({len(data)} bytes" + (f", split at {', '.join(map(str, cuts))}" if cuts else "") + ")")
+        start = 0
+        for i, end in enumerate([*cuts, len(data)]):
+            if i and (gap or 0) > 0:
+                await self.sleep(gap or 0, quiet=True)
+            elif i and split == "seeded":
+                await self.sleep(self.rng.uniform(0.0, 0.005), quiet=True)
+            piece = data[start:end]
+            start = end
+            if not await self._write(piece):
+                return False
+        return True
+
+    def _cuts(self, data: bytes, split: Split) -> list[int]:
+        n = len(data)
+        if isinstance(split, str):
+            if split == "whole" or n < 2:
+                return []
+            if split == "bytes":
+                return list(range(1, n))
+            if split == "seeded":
+                k = self.rng.choice((0, 0, 1, 2))
+                return sorted(self.rng.sample(range(1, n), min(k, n - 1)))
+            raise ValueError(f"unknown split {split!r}")
+        return sorted({c for c in split if 0 < c < n})
+
+    async def _write(self, data: bytes) -> bool:
+        if self.closed_by_runner is not None:
+            return False
+        try:
+            await self.stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            self.action(f"write failed: {type(exc).__name__}")
+            return False
+        self._chunk("tx", data)
+        self.tx_bytes += len(data)
+        return True
+
+    async def sleep(self, seconds: float, *, quiet: bool = False) -> None:
+        """Pause the script (scaled by ``--time-scale``, capped by the budget)."""
+        scaled = seconds * self.time_scale
+        if not quiet:
+            self.action(f"sleep {scaled:g}s")
+        end = min(trio.current_time() + scaled, self.deadline)
+        await trio.sleep_until(end)
+
+    async def close(self, how: str = "FIN") -> None:
+        """End the connection from the runner's side: "FIN" or "RST"."""
+        if self.closed_by_runner is not None:
+            return
+        self.closed_by_runner = how
+        self.action(f"close {how}")
+        if how == "RST":
+            sock = getattr(self.stream, "socket", None)
+            if sock is not None:
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                except OSError:
+                    pass
+        with trio.move_on_after(1.0) as scope:
+            scope.shield = True
+            await self.stream.aclose()
+
+    async def half_close(self) -> None:
+        """Send FIN but keep reading (``send_eof``), where the stream allows it."""
+        self.action("send FIN (half-close)")
+        send_eof = getattr(self.stream, "send_eof", None)
+        if send_eof is not None:
+            try:
+                await send_eof()
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                pass

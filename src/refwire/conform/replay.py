@@ -1,0 +1,100 @@
+"""``refwire conform replay``: run one case again from its record and diff.
+
+The case's bytes, splits and gaps come from the run seed and the case id, so
+the same seed sends the same script; the testee's timing cannot be replayed,
+so what is compared is what was *sent* (chunk by chunk) and what the testee
+*did* (its frames as tokens, and how the connection ended).  The first
+divergence is printed; exit status 0 when nothing diverged, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+from ..drivers import parse_hostport
+from ..protocols import descriptor, names
+from .runner import Catalogue, RunConfig, run_server_case
+
+__all__ = ["diff_records", "replay_record"]
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"{path}: not JSON: {exc}") from None
+    if not isinstance(rec, dict) or "case" not in rec or "wire_log" not in rec:
+        raise ValueError(f"{path}: not a case record written by refwire conform")
+    return rec
+
+
+def _script(rec: dict[str, Any]) -> list[tuple[str, str]]:
+    """What a run did, in order: ("tx", hex) per chunk written, ("rx", token) per frame seen, ("close", how)."""
+    out: list[tuple[str, str]] = []
+    for e in rec["wire_log"]:
+        if e.get("kind") == "tx":
+            out.append(("tx", str(e.get("hex"))))
+        elif e.get("kind") == "frame":
+            out.append(("rx", str(e.get("token"))))
+    close = rec.get("close") or {}
+    out.append(("close", f"{close.get('by')} {close.get('how')}"))
+    return out
+
+
+def diff_records(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Human-readable differences between two records of the same case (empty: none)."""
+    a, b = _script(old), _script(new)
+    lines = []
+    if [x for x in a if x[0] == "tx"] != [x for x in b if x[0] == "tx"]:
+        lines.append("refwire sent different bytes (was the same seed used?)")
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            lines.append(f"step {i}: recorded {x[0]} {x[1][:80]!r}, now {y[0]} {y[1][:80]!r}")
+            break
+    else:
+        if len(a) != len(b):
+            lines.append(f"recorded {len(a)} steps, now {len(b)}")
+    if old.get("verdict") != new.get("verdict"):
+        lines.append(f"verdict: recorded {old.get('verdict')}, now {new.get('verdict')}")
+    return lines
+
+
+async def replay_record(path: Path, *, server: tuple[str, int] | None = None, time_scale: float = 1.0) -> int:
+    rec = _load(path)
+    case_id = rec["case"]["id"]
+    cat: Catalogue | None = None
+    for name in names("conform"):
+        candidate: Catalogue = descriptor(name).load("conform")
+        if any(c.id == case_id for c in candidate.cases):
+            cat = candidate
+    if cat is None:
+        raise ValueError(f"{path}: case {case_id} is not in any catalogue")
+    case = cat.case(case_id)
+    if server is None:
+        argv = shlex.split(rec.get("replay") or "")
+        if "--server" not in argv:
+            raise ValueError(f"{path}: the record names no server; pass --server HOST:PORT")
+        server = parse_hostport(argv[argv.index("--server") + 1])
+    cfg = RunConfig(
+        host=server[0],
+        port=server[1],
+        agent=str(rec.get("agent", "testee")),
+        profile=str(rec.get("profile", "strict")),
+        seed=int(rec.get("run_seed", 0)),
+        time_scale=time_scale,
+        replay_base=str(rec.get("replay", "")),
+    )
+    result = await run_server_case(case, cat, cfg, first=False)
+    new = result.to_json()
+    lines = diff_records(rec, new)
+    print(f"{case_id} {case.slug}: recorded {rec.get('verdict')}, now {new['verdict']}")
+    for line in lines:
+        print(f"  {line}")
+    if not lines:
+        print("  same bytes sent, same frames and close observed")
+    return 1 if lines else 0

@@ -1,0 +1,773 @@
+"""Lumberjack conformance cases (``refwire conform lumberjack``).
+
+Server cases (``lj.S…``): refwire plays a Beats-like client against the
+testee server and judges its acks and how it closes.  Client cases
+(``lj.C…``): refwire plays a server -- misbehaving on purpose where a case
+says so -- and judges what the testee client sends and its exit status.
+
+Profiles are the behaviours ``specs/lumberjack/README.md`` documents:
+``strict`` (the spec; refwire's defaults), ``go-lumber`` (count acks, no
+answer to ``W 0``, close on anything odd, §6) and ``logstash`` (highest-seq
+acks with a signed compare, lenient framing, RST on errors, §6-§7).
+
+Ids are never reused or renumbered: a retired case keeps its id, marked
+retired in its title.  The bytes a case sends depend only on the run seed
+and the case id (:func:`refwire.conform.model.case_seed`).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..conform.conversation import Conversation
+from ..conform.model import Case, Expect, Procedure, Verdict, expect
+from ..conform.runner import Catalogue
+from ..errors import ProtocolError
+from ..wire import Limits
+from .frames import V1, V2, Ack, Compressed, DataFrame, FrameDecoder, JsonFrame, Window
+
+__all__ = ["CATALOGUE", "ServerObserver"]
+
+SPEC = "specs/lumberjack/README.md"
+PASS, NON_STRICT, INFO, FAIL = Verdict.PASS, Verdict.NON_STRICT, Verdict.INFO, Verdict.FAIL
+ALL = "strict go-lumber logstash"
+#: Keepalives may come at any time while a server holds a batch (§3.4).
+KEEPALIVES = ("A 0", "1A 0")
+CLOSED = "FIN RST"
+
+PROFILES = {
+    "strict": f"the behaviour {SPEC} specifies (refwire's defaults)",
+    "go-lumber": "go-lumber's server (Beats' library): count acks, W 0 ignored, FIN on errors (§3.3, §6)",
+    "logstash": "Logstash's beats input: highest-seq acks with a signed compare, lenient framing, RST on errors (§3.3, §6, §7)",
+}
+
+FEATURES = {
+    "v1": "protocol version 1 (W/D/A with version byte '1')",
+    "compression": "C frames (zlib)",
+    "compression.nested": "C frames inside C frames",
+    "compression.window-inside": "a W inside a C frame",
+    "empty-window": "answering W 0",
+}
+
+
+# --------------------------------------------------------------------------- observer
+
+
+class ServerObserver:
+    """Tokens for what a server sends: ``A n`` (v2 ack), ``1A n`` (v1 ack), any
+    other frame as its version and type (``2W``), ``invalid <field>`` at the
+    first byte that does not decode (then nothing more is decoded)."""
+
+    def __init__(self) -> None:
+        self._dec = FrameDecoder(Limits(max_window=2**32 - 1, max_frame_size=1 << 20), validate_json=False, strict_versions=False)
+        self._broken = False
+
+    def feed(self, data: bytes) -> list[tuple[str, dict[str, Any]]]:
+        if self._broken:
+            return []
+        self._dec.feed(data)
+        frames, err = self._dec.frames_before_error()
+        out = [self._token(f) for f in frames]
+        if err is not None:
+            self._broken = True
+            out.append(_invalid(err))
+        return out
+
+    def eof(self) -> list[tuple[str, dict[str, Any]]]:
+        if self._broken or not self._dec.buffered:
+            return []
+        return [("truncated", {"type": "truncated", "bytes": self._dec.buffered, "offset": self._dec.offset})]
+
+    @staticmethod
+    def _token(f: Any) -> tuple[str, dict[str, Any]]:
+        if isinstance(f, Ack):
+            prefix = "" if f.version == V2 else chr(f.version)
+            return f"{prefix}A {f.seq}", {"type": "A", "version": chr(f.version), "seq": f.seq}
+        name = type(f).__name__
+        version = chr(getattr(f, "version", V2))
+        return f"{version}{_LETTER.get(name, name)}", {"type": name, "version": version}
+
+
+_LETTER = {"Window": "W", "JsonFrame": "J", "DataFrame": "D", "Compressed": "C"}
+
+
+def _invalid(err: ProtocolError) -> tuple[str, dict[str, Any]]:
+    return f"invalid {err.field or 'frame'}", {
+        "type": "invalid",
+        "field": err.field,
+        "frame": err.frame,
+        "offset": err.offset,
+        "reason": err.reason,
+    }
+
+
+# --------------------------------------------------------------------------- frame helpers
+
+
+def W(n: int, v: int = V2) -> bytes:
+    return Window(n, v).encode()
+
+
+def J(seq: int, doc: Any = None, *, raw: bytes | None = None) -> bytes:
+    payload = raw if raw is not None else orjson.dumps(doc if doc is not None else {"message": f"event {seq}", "seq": seq})
+    return JsonFrame(seq, payload).encode()
+
+
+def D(seq: int, line: str = "hello") -> bytes:
+    return DataFrame(seq, ((b"line", line.encode()), (b"seq", str(seq).encode()))).encode()
+
+
+def C(inner: bytes, level: int = 6, v: int = V2) -> bytes:
+    return Compressed(zlib.compress(inner, level), v).encode()
+
+
+def window(seqs: Sequence[int], v: int = V2) -> bytes:
+    return W(len(seqs), v) + b"".join(J(s) if v == V2 else D(s) for s in seqs)
+
+
+def field_cuts(frames: Sequence[bytes]) -> list[int]:
+    """Offsets of every field boundary of a run of W/J frames (§2)."""
+    cuts: list[int] = []
+    base = 0
+    for f in frames:
+        layout = (1, 2, 6) if f[1:2] == b"W" else (1, 2, 6, 10)
+        cuts.extend(base + k for k in layout if k < len(f))
+        base += len(f)
+        cuts.append(base)
+    return cuts[:-1]
+
+
+# --------------------------------------------------------------------------- server cases
+
+SERVER: list[Case] = []
+
+
+def server_case(
+    id: str,
+    slug: str,
+    title: str,
+    section: str,
+    procedure: str,
+    expects: Sequence[Expect],
+    *,
+    vectors: Sequence[str] = (),
+    tags: Sequence[str] = (),
+    features: Sequence[str] = (),
+    budget: float = 5.0,
+    ignore: Sequence[str] = KEEPALIVES,
+    needs_sink: bool = False,
+) -> Callable[[Procedure], Procedure]:
+    def register(fn: Procedure) -> Procedure:
+        SERVER.append(
+            Case(
+                id=id,
+                slug=slug,
+                title=title,
+                role="server",
+                requirement=f"{SPEC} {section}",
+                procedure_text=procedure,
+                expects=tuple(expects),
+                run=fn,
+                vectors=tuple(vectors),
+                tags=frozenset(tags),
+                features=tuple(features),
+                budget=budget,
+                ignore=tuple(ignore),
+                needs_sink=needs_sink,
+            )
+        )
+        return fn
+
+    return register
+
+
+async def _send_and_wait_acks(
+    c: Conversation, data: bytes, acks: int, *, label: str, split: Any = "seeded", gap: float | None = None, wait: float = 3.0
+) -> None:
+    if await c.send(data, label=label, split=split, gap=gap):
+        await c.wait_tokens(acks, wait, ignore=KEEPALIVES)
+
+
+async def _send_and_wait_close(c: Conversation, data: bytes, *, label: str, wait: float = 3.0) -> None:
+    if await c.send(data, label=label):
+        await c.wait_close(wait)
+
+
+# S1 framing ---------------------------------------------------------------
+
+
+@server_case(
+    "lj.S1.1",
+    "v2-single-window",
+    "One v2 window of one event is acked",
+    "§3.1, §3.3",
+    "Send `W1 J1`; expect `A 1` and the connection kept open.",
+    [expect(PASS, ALL, ["A 1"], "open")],
+    vectors=["json-seq-1"],
+)
+async def s1_1(c: Conversation) -> None:
+    await _send_and_wait_acks(c, W(1) + J(1), 1, label="W1 J1")
+
+
+@server_case(
+    "lj.S1.2",
+    "v1-kv-window",
+    "A v1 window of key/value events is acked with a v1 ack",
+    "§2.2, §3.3",
+    "Send `1W2 1D1 1D2` in one write; expect `1A 2` (the ack carries the batch's version byte).",
+    [expect(PASS, ALL, ["1A 2"], "open")],
+    features=["v1"],
+    tags=["v1"],
+    vectors=["window-v1", "logstash-forwarder-v1"],
+)
+async def s1_2(c: Conversation) -> None:
+    await _send_and_wait_acks(c, W(2, V1) + D(1) + D(2), 1, label="1W2 1D1 1D2", split="whole")
+
+
+@server_case(
+    "lj.S1.3",
+    "byte-trickle",
+    "A window written one byte per write is reassembled",
+    "§1, §2",
+    "Send `W2 J1 J2` one byte per write, 2 ms apart; expect `A 2`.",
+    [expect(PASS, "strict logstash", ["A 2"], "open"), expect(PASS, "go-lumber", ["A 2"], "open")],
+    budget=8.0,
+)
+async def s1_3(c: Conversation) -> None:
+    await _send_and_wait_acks(c, window([1, 2]), 1, label="W2 J1 J2", split="bytes", gap=0.002, wait=5.0)
+
+
+@server_case(
+    "lj.S1.4",
+    "frame-split-at-fields",
+    "Frames split at every field boundary are reassembled",
+    "§2",
+    "Send `W2 J1 J2` cut at every field boundary (version, type, seq, length, payload), 50 ms apart; expect `A 2`.",
+    [expect(PASS, ALL, ["A 2"], "open")],
+    budget=6.0,
+)
+async def s1_4(c: Conversation) -> None:
+    frames = [W(2), J(1), J(2)]
+    await _send_and_wait_acks(c, b"".join(frames), 1, label="W2 J1 J2", split=field_cuts(frames), gap=0.05)
+
+
+# S2 windows ---------------------------------------------------------------
+
+
+@server_case(
+    "lj.S2.1",
+    "sequential-windows",
+    "Sequential windows numbered 1..n are each acked",
+    "§3.1-§3.3",
+    "Send three windows (3, 2 and 4 events, each numbered from 1), each after the previous ack; expect `A 3, A 2, A 4`.",
+    [expect(PASS, ALL, ["A 3", "A 2", "A 4"], "open")],
+    budget=10.0,
+)
+async def s2_1(c: Conversation) -> None:
+    for k, n in enumerate((3, 2, 4), start=1):
+        if not await c.send(window(range(1, n + 1)), label=f"window {k}: W{n} J1..J{n}"):
+            return
+        if not await c.wait_tokens(k, 3.0, settle=0.0, ignore=KEEPALIVES):
+            return
+    await c.quiet(0.3)
+
+
+@server_case(
+    "lj.S2.2",
+    "pipelined-windows",
+    "Two windows sent back to back are acked in order",
+    "§3.8",
+    "Send `W2 J1 J2 W2 J1 J2` in one write; expect `A 2, A 2`.",
+    [expect(PASS, ALL, ["A 2", "A 2"], "open")],
+    vectors=["pipelined-windows"],
+)
+async def s2_2(c: Conversation) -> None:
+    await _send_and_wait_acks(c, window([1, 2]) + window([1, 2]), 2, label="W2 J1 J2 W2 J1 J2", split="whole")
+
+
+@server_case(
+    "lj.S2.3",
+    "empty-window",
+    "An empty window (`W 0`)",
+    "§3.5",
+    "Send `W0`, then `W1 J1`; strict and Logstash answer `A 0` then `A 1`, go-lumber ignores the `W 0`.",
+    [expect(PASS, "strict logstash", ["A 0", "A 1"], "open"), expect(PASS, "go-lumber", ["A 1"], "open")],
+    features=["empty-window"],
+    ignore=(),
+    vectors=["empty-window"],
+)
+async def s2_3(c: Conversation) -> None:
+    if await c.send(W(0), label="W0"):
+        await c.quiet(0.3)
+        await _send_and_wait_acks(c, window([1]), 1, label="W1 J1")
+
+
+@server_case(
+    "lj.S2.4",
+    "window-inside-unfinished",
+    "A `W` inside an unfinished window is refused",
+    "§3.1, §4",
+    "Send `W3 J1 J2 W1 J3`; expect the connection closed with nothing acked (Logstash acks `A 2` and loses the next window, a documented bug).",
+    [
+        expect(PASS, "strict go-lumber", [], CLOSED),
+        expect(
+            FAIL,
+            "logstash",
+            ["A 2"],
+            "open RST FIN",
+            note="Logstash's documented bug: a short batch is acked and the next window is lost (§3.1)",
+        ),
+    ],
+    vectors=["window-inside-unfinished-window"],
+)
+async def s2_4(c: Conversation) -> None:
+    await _send_and_wait_close(c, W(3) + J(1) + J(2) + W(1) + J(3), label="W3 J1 J2 W1 J3")
+
+
+# S3 ack values and sequence numbers ----------------------------------------
+
+
+@server_case(
+    "lj.S3.1",
+    "ack-value-running-seq",
+    "The ack names the batch's last sequence number",
+    "§3.3",
+    "Send `W2 J101 J102` (a running counter); strict and Logstash ack `A 102`, go-lumber acks the count `A 2`.",
+    [expect(PASS, "strict logstash", ["A 102"], "open"), expect(PASS, "go-lumber", ["A 2"], "open")],
+    vectors=["ack-last-seq-running", "ack-count-running"],
+)
+async def s3_1(c: Conversation) -> None:
+    await _send_and_wait_acks(c, W(2) + J(101) + J(102), 1, label="W2 J101 J102")
+
+
+@server_case(
+    "lj.S3.2",
+    "rollover-running-sequence",
+    "A running counter wrapping past 2^32 - 1 is acked with its last seq",
+    "§3.2",
+    "Send `W3 J4294967294 J4294967295 J1`; strict acks `A 1`, go-lumber `A 3`; Logstash acks `A 0`, which a client cannot tell from a keepalive (documented bug).",
+    [
+        expect(PASS, "strict", ["A 1"], "open"),
+        expect(PASS, "go-lumber", ["A 3"], "open"),
+        expect(
+            FAIL, "logstash", ["A 0", "..."], "open", note="Logstash's signed compare acks a batch crossing 2^32 with 0 (§3.2)"
+        ),
+    ],
+    ignore=(),
+    vectors=["rollover-running-sequence"],
+)
+async def s3_2(c: Conversation) -> None:
+    await _send_and_wait_acks(c, W(3) + J(4294967294) + J(4294967295) + J(1), 1, label="W3 J4294967294 J4294967295 J1")
+
+
+@server_case(
+    "lj.S3.3",
+    "signed-compare-2^31",
+    "A batch crossing 2^31 is acked once, with its last seq",
+    "§3.2",
+    "Send `W3 J2147483646 J2147483647 J2147483648`; strict acks `A 2147483648`, go-lumber `A 3`; Logstash acks early and never completes (documented bug).",
+    [expect(PASS, "strict", ["A 2147483648"], "open"), expect(PASS, "go-lumber", ["A 3"], "open")],
+)
+async def s3_3(c: Conversation) -> None:
+    await _send_and_wait_acks(
+        c, W(3) + J(2147483646) + J(2147483647) + J(2147483648), 1, label="W3 J2147483646 J2147483647 J2147483648"
+    )
+
+
+@server_case(
+    "lj.S3.4",
+    "upper-half-sequence",
+    "A batch in the upper half of the sequence space is acked",
+    "§3.2",
+    "Send `W2 J2147483653 J2147483654`; strict acks `A 2147483654`, go-lumber `A 2`; Logstash never acks it (documented bug).",
+    [
+        expect(PASS, "strict", ["A 2147483654"], "open"),
+        expect(PASS, "go-lumber", ["A 2"], "open"),
+        expect(FAIL, "logstash", [], "open", note="Logstash never acks a batch whose seqs lie in [2^31, 2^32 - 2] (§3.2)"),
+    ],
+)
+async def s3_4(c: Conversation) -> None:
+    await _send_and_wait_acks(c, W(2) + J(2147483653) + J(2147483654), 1, label="W2 J2147483653 J2147483654")
+
+
+@server_case(
+    "lj.S3.5",
+    "ack-out-of-order-seqs",
+    "The ack names the last event received, not the highest seq",
+    "§3.3",
+    "Send `W3 J5 J3 J4`; strict acks `A 4` (last received), Logstash `A 5` (highest), go-lumber `A 3` (count).",
+    [
+        expect(PASS, "strict", ["A 4"], "open"),
+        expect(PASS, "logstash", ["A 5", "..."], "open"),
+        expect(PASS, "go-lumber", ["A 3"], "open"),
+    ],
+)
+async def s3_5(c: Conversation) -> None:
+    await _send_and_wait_acks(c, W(3) + J(5) + J(3) + J(4), 1, label="W3 J5 J3 J4")
+
+
+# S4 compression -----------------------------------------------------------
+
+
+@server_case(
+    "lj.S4.1",
+    "compressed-whole-window",
+    "A window whose events travel in one `C` is acked",
+    "§2.4, §3.6",
+    "Send `W3 C(J1 J2 J3)` at a zlib level drawn from the case seed (0, 1, 6 or 9); expect `A 3`.",
+    [expect(PASS, ALL, ["A 3"], "open")],
+    features=["compression"],
+    tags=["compression"],
+    vectors=["compressed-json-seq-1-zlib-0", "compressed-json-seq-1-zlib-9"],
+)
+async def s4_1(c: Conversation) -> None:
+    level = c.rng.choice((0, 1, 6, 9))
+    c.action(f"zlib level {level}")
+    await _send_and_wait_acks(c, W(3) + C(J(1) + J(2) + J(3), level), 1, label=f"W3 C{level}(J1 J2 J3)")
+
+
+@server_case(
+    "lj.S4.2",
+    "compressed-nested",
+    "A `C` inside a `C` is inflated",
+    "§3.6",
+    "Send `W2 C(C(J1 J2))`; expect `A 2`.",
+    [expect(PASS, ALL, ["A 2"], "open")],
+    features=["compression", "compression.nested"],
+    tags=["compression"],
+    vectors=["nested-compressed"],
+)
+async def s4_2(c: Conversation) -> None:
+    await _send_and_wait_acks(c, W(2) + C(C(J(1) + J(2))), 1, label="W2 C(C(J1 J2))")
+
+
+@server_case(
+    "lj.S4.3",
+    "window-inside-compressed",
+    "A `W` inside a `C` starts a window",
+    "§3.6",
+    "Send `C(W2 J1 J2)`; strict and Logstash ack `A 2`, go-lumber closes.",
+    [expect(PASS, "strict logstash", ["A 2"], "open"), expect(PASS, "go-lumber", [], CLOSED)],
+    features=["compression", "compression.window-inside"],
+    tags=["compression"],
+    vectors=["timbersnake-window-inside-compressed"],
+)
+async def s4_3(c: Conversation) -> None:
+    await _send_and_wait_acks(c, C(W(2) + J(1) + J(2)), 1, label="C(W2 J1 J2)")
+
+
+#: Inflated size of the bomb: above the 64 MiB default limit (§4).
+BOMB_INFLATED = 80 << 20
+
+
+@server_case(
+    "lj.S4.4",
+    "zlib-bomb",
+    "A small `C` inflating past the size limit is refused",
+    "§3.6, §4",
+    f"Send `W1 C(J1)` where the `J`'s payload is a {BOMB_INFLATED >> 20} MiB JSON string (about 80 KiB compressed); "
+    "expect the connection closed with nothing acked, within the budget.",
+    [expect(PASS, "strict", [], CLOSED)],
+    features=["compression"],
+    tags=["compression"],
+    vectors=["zlib-bomb"],
+    budget=10.0,
+)
+async def s4_4(c: Conversation) -> None:
+    head = b'{"bomb":"'
+    payload = head + b"a" * (BOMB_INFLATED - len(head) - 2) + b'"}'
+    z = zlib.compressobj(9)
+    inner = JsonFrame(1, b"").encode()[:6] + len(payload).to_bytes(4, "big")
+    body = z.compress(inner) + z.compress(payload) + z.flush()
+    del payload
+    await _send_and_wait_close(
+        c,
+        W(1) + Compressed(body).encode(),
+        label=f"W1 C(J1 with {BOMB_INFLATED >> 20} MiB payload) ({len(body)} bytes compressed)",
+        wait=8.0,
+    )
+
+
+@server_case(
+    "lj.S4.5",
+    "compressed-truncated",
+    "A truncated zlib stream is refused",
+    "§3.6, §4",
+    "Send `W2 C(J1 J2)` whose zlib stream lacks its last 8 bytes; strict and go-lumber close with nothing acked; Logstash keeps what inflated and waits.",
+    [
+        expect(PASS, "strict go-lumber", [], CLOSED),
+        expect(NON_STRICT, "logstash", [], "open", note="Logstash uses the frames it could inflate (§3.6)"),
+    ],
+    features=["compression"],
+    tags=["compression"],
+    vectors=["compressed-zlib-truncated"],
+)
+async def s4_5(c: Conversation) -> None:
+    z = zlib.compress(J(1) + J(2), 6)[:-8]
+    await _send_and_wait_close(c, W(2) + Compressed(z).encode(), label="W2 C(truncated zlib)")
+
+
+@server_case(
+    "lj.S4.6",
+    "compressed-more-events-than-window",
+    "A `C` holding more events than the window announced",
+    "§3.6, §4",
+    "Send `W1 C(J1 J2)`; strict acks `A 1` then closes (J2 is outside any window); go-lumber acks `A 1` and drops J2; Logstash acks `A 1` and parks J2.",
+    [
+        expect(PASS, "strict", ["A 1"], CLOSED),
+        expect(
+            NON_STRICT, "go-lumber logstash", ["A 1"], "open", note="the extra event is dropped or parked without an error (§3.6)"
+        ),
+    ],
+    features=["compression"],
+    tags=["compression"],
+    vectors=["compressed-more-events-than-window"],
+)
+async def s4_6(c: Conversation) -> None:
+    if await c.send(W(1) + C(J(1) + J(2)), label="W1 C(J1 J2)"):
+        await c.wait_tokens(1, 3.0, settle=0.0, ignore=KEEPALIVES)
+        await c.wait_close(1.0)
+
+
+# S5 timing ----------------------------------------------------------------
+
+
+@server_case(
+    "lj.S5.1",
+    "stall-mid-batch",
+    "A client that stalls inside a batch",
+    "§3.9",
+    "Send `W3 J1 J2`, then nothing for 35 s; strict and go-lumber close after their 30 s batch timeout with nothing acked; Logstash sends `A 0` keepalives and waits forever.",
+    [
+        expect(INFO, "strict go-lumber", [], CLOSED),
+        expect(
+            INFO, "logstash", ["A 0", "..."], "open", note="keepalives count as activity: a stalled client is never closed (§6)"
+        ),
+    ],
+    tags=["slow", "serial"],
+    budget=40.0,
+    ignore=(),
+)
+async def s5_1(c: Conversation) -> None:
+    if await c.send(W(3) + J(1) + J(2), label="W3 J1 J2 (one event short)"):
+        await c.wait_close(35.0)
+
+
+@server_case(
+    "lj.S5.2",
+    "idle-between-batches",
+    "An idle connection between batches",
+    "§3.9",
+    "Send `W1 J1`, take the ack, then stay silent for 65 s; strict and Logstash close after 60 s idle, go-lumber keeps the connection.",
+    [expect(INFO, "strict logstash", ["A 1"], CLOSED), expect(INFO, "go-lumber", ["A 1"], "open")],
+    tags=["slow", "serial"],
+    budget=70.0,
+)
+async def s5_2(c: Conversation) -> None:
+    if await c.send(W(1) + J(1), label="W1 J1"):
+        await c.wait_tokens(1, 3.0, settle=0.0, ignore=KEEPALIVES)
+        await c.wait_close(65.0)
+
+
+@server_case(
+    "lj.S5.3",
+    "ack-after-delivery",
+    "The ack comes only after the application holds the batch",
+    "§3.3",
+    "Send `W2 J1 J2` with events marked for this case; when `A 2` arrives, the testee's sink (--sink, one JSON event per line) must already hold both events.",
+    [expect(PASS, ALL, ["A 2"], "open", facts=["sink: 2 of 2 delivered before the ack"])],
+    needs_sink=True,
+)
+async def s5_3(c: Conversation) -> None:
+    marker = f"refwire-conform-{c.rng.getrandbits(64):016x}"
+    data = W(2) + J(1, {"refwire_case": marker, "n": 1}) + J(2, {"refwire_case": marker, "n": 2})
+    if await c.send(data, label=f"W2 J1 J2 (marked {marker})") and await c.wait_for(
+        lambda cv: bool(cv.tokens), 3.0, label="the ack"
+    ):
+        delivered = _sink_count(c.sink, marker)
+        c.note(f"sink: {delivered} of 2 delivered before the ack")
+        await c.quiet(0.2)
+
+
+def _sink_count(sink: str | None, marker: str) -> int:
+    if not sink:
+        return 0
+    try:
+        with Path(sink).open("rb") as f:
+            return sum(1 for line in f if marker.encode() in line)
+    except OSError:
+        return 0
+
+
+# S6 errors ----------------------------------------------------------------
+
+_CLOSE_ALL = [expect(PASS, ALL, [], CLOSED)]
+
+
+@server_case(
+    "lj.S6.1",
+    "bad-version-byte",
+    "A frame with version byte '3' is refused",
+    "§2, §4",
+    "Send `3W1 2J1`; expect the connection closed with nothing acked.",
+    _CLOSE_ALL,
+    vectors=["bad-version-byte"],
+)
+async def s6_1(c: Conversation) -> None:
+    await _send_and_wait_close(c, b"3W" + (1).to_bytes(4, "big") + J(1), label="3W1 J1")
+
+
+@server_case(
+    "lj.S6.2",
+    "unknown-frame-type",
+    "An unknown frame type is refused",
+    "§2, §4",
+    "Send `W1` then a frame of type `X`; expect the connection closed with nothing acked.",
+    _CLOSE_ALL,
+    vectors=["unknown-frame-type"],
+)
+async def s6_2(c: Conversation) -> None:
+    await _send_and_wait_close(c, W(1) + b"2X" + bytes(8), label="W1 2X")
+
+
+@server_case(
+    "lj.S6.3",
+    "json-not-object",
+    "A `J` whose JSON is not an object",
+    "§2.3, §4",
+    "Send `W1 J1` with the payload `[1,2]`; strict and Logstash close with nothing acked; go-lumber accepts it.",
+    [expect(PASS, "strict logstash", [], CLOSED), expect(PASS, "go-lumber", ["A 1"], "open")],
+    vectors=["json-array"],
+)
+async def s6_3(c: Conversation) -> None:
+    await _send_and_wait_close(c, W(1) + J(1, raw=b"[1,2]"), label="W1 J1([1,2])")
+
+
+@server_case(
+    "lj.S6.4",
+    "json-invalid",
+    "A `J` whose payload is not JSON is refused",
+    "§2.3, §4",
+    "Send `W1 J1` with the payload `{not json`; expect the connection closed with nothing acked.",
+    _CLOSE_ALL,
+    vectors=["json-not-json"],
+)
+async def s6_4(c: Conversation) -> None:
+    await _send_and_wait_close(c, W(1) + J(1, raw=b"{not json"), label="W1 J1({not json)")
+
+
+@server_case(
+    "lj.S6.5",
+    "eof-inside-frame",
+    "EOF inside a frame acks nothing of the batch",
+    "§4",
+    "Send `W2 J1` and half of `J2`, then FIN; expect nothing acked and the connection closed.",
+    [expect(PASS, ALL, [], CLOSED)],
+    vectors=["eof-inside-frame"],
+)
+async def s6_5(c: Conversation) -> None:
+    j2 = J(2)
+    if await c.send(W(2) + J(1) + j2[: len(j2) // 2], label="W2 J1 half-of-J2"):
+        await c.half_close()
+        await c.wait_close(3.0)
+
+
+@server_case(
+    "lj.S6.6",
+    "version-switch",
+    "A v1 batch after a v2 batch on one connection",
+    "§3.10",
+    "Send `W1 J1`, take `A 1`, then `1W1 1D1`; strict and go-lumber close after the first ack; Logstash acks both.",
+    [expect(PASS, "strict go-lumber", ["A 1"], CLOSED), expect(PASS, "logstash", ["A 1", "1A 1"], "open")],
+    features=["v1"],
+    tags=["v1"],
+    vectors=["version-change-between-batches"],
+)
+async def s6_6(c: Conversation) -> None:
+    if await c.send(W(1) + J(1), label="W1 J1") and await c.wait_tokens(1, 3.0, settle=0.0, ignore=KEEPALIVES):
+        if await c.send(W(1, V1) + D(1), label="1W1 1D1"):
+            await c.wait_for(
+                lambda cv: cv.closed_by_testee is not None or len(case_tokens(cv)) >= 2, 3.0, label="a close or a second ack"
+            )
+            await c.quiet(0.2)
+
+
+def case_tokens(c: Conversation) -> list[str]:
+    return [t for t in c.tokens if t not in KEEPALIVES]
+
+
+@server_case(
+    "lj.S6.7",
+    "http-on-port",
+    "An HTTP request on the port is refused promptly",
+    "§4",
+    "Send `GET / HTTP/1.1` with a Host header; expect the connection closed within 3 s, with no Lumberjack frame in reply.",
+    _CLOSE_ALL,
+    vectors=["http-request"],
+)
+async def s6_7(c: Conversation) -> None:
+    await _send_and_wait_close(c, b"GET / HTTP/1.1\r\nHost: refwire-conform\r\n\r\n", label="GET / HTTP/1.1")
+
+
+@server_case(
+    "lj.S6.8",
+    "ack-from-client",
+    "An `A` frame from the client is refused",
+    "§4",
+    "Send `A 1` as the first frame; expect the connection closed.",
+    _CLOSE_ALL,
+    vectors=["ack-from-client"],
+)
+async def s6_8(c: Conversation) -> None:
+    await _send_and_wait_close(c, Ack(1).encode(), label="A 1 (from the client)")
+
+
+@server_case(
+    "lj.S6.9",
+    "data-without-window",
+    "An event before any `W` is refused",
+    "§3.1, §4",
+    "Send `J1` with no window; strict and go-lumber close; Logstash parks it forever, never acked (documented bug).",
+    [
+        expect(PASS, "strict go-lumber", [], CLOSED),
+        expect(FAIL, "logstash", [], "open", note="Logstash keeps data without a W in a batch that is never acked (§3.1)"),
+    ],
+    vectors=["data-without-window"],
+)
+async def s6_9(c: Conversation) -> None:
+    await _send_and_wait_close(c, J(1), label="J1 (no W)")
+
+
+@server_case(
+    "lj.S6.10",
+    "window-over-limit",
+    "A window above 10 000 events is refused",
+    "§4",
+    "Send `W 10001`; strict and go-lumber close (their limit is 10 000); Logstash has no limit and waits.",
+    [
+        expect(PASS, "strict go-lumber", [], CLOSED),
+        expect(NON_STRICT, "logstash", [], "open", note="Logstash has no window limit (§4)"),
+    ],
+    tags=["strict"],
+    vectors=["window-over-limit"],
+)
+async def s6_10(c: Conversation) -> None:
+    await _send_and_wait_close(c, W(10001), label="W10001")
+
+
+# --------------------------------------------------------------------------- catalogue
+
+CATALOGUE = Catalogue(
+    protocol="lumberjack",
+    prefix="lj",
+    cases=tuple(SERVER),
+    profiles=PROFILES,
+    features=FEATURES,
+    server_observer=ServerObserver,
+    spec=SPEC,
+)

@@ -1,0 +1,106 @@
+"""The conformance model: seeds, selection, and how a verdict is reached."""
+
+from __future__ import annotations
+
+import pytest
+
+from refwire.conform.model import Case, Observation, Verdict, case_seed, expect, id_key, judge, select
+
+PASS, NON_STRICT, INFO, FAIL = Verdict.PASS, Verdict.NON_STRICT, Verdict.INFO, Verdict.FAIL
+
+
+async def _noop(_: object) -> None:
+    return None
+
+
+def _case(id: str = "lj.S1.1", tags: tuple[str, ...] = (), expects: tuple = (), slug: str = "x") -> Case:
+    return Case(
+        id=id,
+        slug=slug,
+        title="t",
+        role="server",
+        requirement="r",
+        procedure_text="p",
+        expects=expects,
+        run=_noop,
+        tags=frozenset(tags),
+    )
+
+
+def test_case_seed_is_a_stable_digest_of_run_seed_and_id() -> None:
+    assert case_seed(1, "lj.S1.1") == case_seed(1, "lj.S1.1")
+    assert case_seed(1, "lj.S1.1") != case_seed(2, "lj.S1.1") != case_seed(1, "lj.S1.2")
+
+
+def test_case_seed_value_is_frozen() -> None:
+    import hashlib
+
+    want = int.from_bytes(hashlib.blake2b(b"7\x00lj.S4.4", digest_size=8).digest(), "big")
+    assert case_seed(7, "lj.S4.4") == want
+
+
+def test_ids_sort_numerically() -> None:
+    ids = ["lj.S10.1", "lj.S2.10", "lj.S2.9", "lj.S1.1"]
+    assert sorted(ids, key=id_key) == ["lj.S1.1", "lj.S2.9", "lj.S2.10", "lj.S10.1"]
+
+
+def test_selection_patterns_tags_and_slow() -> None:
+    cases = [_case("lj.S1.1", slug="a"), _case("lj.S1.2", ("slow",), slug="b"), _case("lj.S2.1", ("v1",), slug="c")]
+    run, skipped = select(cases)
+    assert [c.id for c in run] == ["lj.S1.1", "lj.S2.1"] and [c.id for c, _ in skipped] == ["lj.S1.2"]
+    run, skipped = select(cases, tags="slow")
+    assert [c.id for c in run] == ["lj.S1.1", "lj.S1.2", "lj.S2.1"]
+    run, skipped = select(cases, include="lj.S1.2")  # named exactly: runs although slow
+    assert [c.id for c in run] == ["lj.S1.2"] and skipped == []
+    run, skipped = select(cases, include="lj.S1.*")  # a wildcard does not pull slow cases in
+    assert [c.id for c in run] == ["lj.S1.1"] and [c.id for c, _ in skipped] == ["lj.S1.2"]
+    run, skipped = select(cases, exclude="c")  # by slug
+    assert [c.id for c in run] == ["lj.S1.1"] and ("lj.S2.1", "excluded by --exclude") in [(c.id, w) for c, w in skipped]
+    run, skipped = select(cases, tags="v1")
+    assert [c.id for c in run] == ["lj.S2.1"]
+
+
+CASE = _case(
+    expects=(
+        expect(PASS, "strict logstash", ["A 102"], "open"),
+        expect(PASS, "go-lumber", ["A 2"], "open"),
+        expect(FAIL, "logstash", ["A 0", "..."], "open", note="documented bug"),
+        expect(INFO, "weird", [], "FIN RST"),
+    )
+)
+
+
+@pytest.mark.parametrize(
+    ("events", "close", "profile", "verdict", "matched"),
+    [
+        (("A 102",), "open", "strict", PASS, ("logstash", "strict")),
+        (("A 102",), "open", "logstash", PASS, ("logstash", "strict")),
+        (("A 2",), "open", "strict", NON_STRICT, ("go-lumber",)),
+        (("A 2",), "open", "go-lumber", PASS, ("go-lumber",)),
+        (("A 102",), "open", "go-lumber", NON_STRICT, ("logstash", "strict")),
+        (("A 0", "A 5", "A 6"), "open", "strict", FAIL, ("logstash",)),  # a documented bug stays FAIL
+        ((), "FIN", "strict", INFO, ("weird",)),
+        (("A 102",), "FIN", "strict", FAIL, ()),  # right ack, wrong close
+        (("A 102", "A 102"), "open", "strict", FAIL, ()),  # one ack too many
+        (("A 3",), "open", "strict", FAIL, ()),
+    ],
+)
+def test_judge(events: tuple[str, ...], close: str, profile: str, verdict: Verdict, matched: tuple[str, ...]) -> None:
+    got, profiles, expected, reason = judge(CASE, Observation(events=events, close=close), profile)
+    assert (got, profiles) == (verdict, matched)
+    assert expected  # always says what was expected
+    if got is NON_STRICT:
+        assert reason.startswith("behaves like")
+
+
+def test_ellipsis_and_wildcards() -> None:
+    c = _case(expects=(expect(PASS, "strict", ["A *", "...", "A 9"], "open"),))
+    ok = lambda ev: judge(c, Observation(events=ev, close="open"), "strict")[0]  # noqa: E731
+    assert ok(("A 1", "A 9")) is PASS and ok(("A 1", "A 2", "A 3", "A 9")) is PASS
+    assert ok(("A 9",)) is FAIL and ok(("A 1", "A 9", "A 10")) is FAIL
+
+
+def test_facts_must_all_be_observed() -> None:
+    c = _case(expects=(expect(PASS, "strict", ["A 2"], "open", facts=["sink: 2 of 2"]),))
+    assert judge(c, Observation(events=("A 2",), close="open", facts=("sink: 2 of 2",)), "strict")[0] is PASS
+    assert judge(c, Observation(events=("A 2",), close="open", facts=("sink: 0 of 2",)), "strict")[0] is FAIL
