@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import secrets
 import shlex
@@ -24,6 +25,8 @@ import time
 import tomllib
 from pathlib import Path
 from typing import Any
+
+import trio
 
 from ..cliutil import Commands, UsageError, hostport, positive_int
 from ..protocols import descriptor, names
@@ -79,7 +82,7 @@ def register(cmds: Commands) -> None:
     for proto in names("conform"):
         p = sub.add_parser(proto, help=f"run the {proto} cases against a testee")
         _run_options(p)
-        p.set_defaults(func=_run, protocol=proto)
+        p.set_defaults(func=_run_entry, protocol=proto)
 
     ls = sub.add_parser("list", help="the catalogue: ids, slugs, titles, spec sections, tags")
     ls.add_argument("protocol", nargs="?", help="one protocol (default: all)")
@@ -108,6 +111,11 @@ def register(cmds: Commands) -> None:
 
 def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server", type=hostport, metavar="HOST:PORT", help="the server under test (refwire plays the client)")
+    p.add_argument(
+        "--sim",
+        action="store_true",
+        help="run the server cases against refwire's own server inside the deterministic simulator (virtual time; prints the trace hash)",
+    )
     p.add_argument("--tls", action="store_true", help="connect with TLS")
     p.add_argument("--tls-ca", metavar="FILE", help="CA bundle to verify the server's certificate (default: system CAs)")
     p.add_argument("--tls-insecure", action="store_true", help="do not verify the server's certificate")
@@ -203,6 +211,16 @@ def _formats(text: str) -> list[str]:
     return fmts
 
 
+def _run_entry(args: argparse.Namespace) -> int:
+    """``refwire conform PROTOCOL``: against a real testee under trio, or (``--sim``)
+    against refwire's own server in the simulator, which runs its own trio loop."""
+    if args.sim:
+        if args.server is not None:
+            raise UsageError("--sim tests refwire's own server inside the simulator: leave out --server")
+        return run_sim_command(args)
+    return int(trio.run(_run, args))
+
+
 async def _run(args: argparse.Namespace) -> int:
     cat = _catalogue(args.protocol)
     if args.server is None:
@@ -272,6 +290,56 @@ def escape(text: str) -> str:
     from rich.markup import escape as rich_escape
 
     return rich_escape(text)
+
+
+def run_sim_command(args: argparse.Namespace) -> int:
+    """The body of ``refwire conform PROTOCOL --sim`` (outside any trio run)."""
+    from .simulated import run_in_simulator
+
+    cat = _catalogue(args.protocol)
+    if args.profile not in cat.profiles:
+        raise UsageError(f"--profile {args.profile!r} is unknown; {cat.protocol} has: {', '.join(cat.profiles)}")
+    if cat.sim_server is None:
+        raise UsageError(f"{cat.protocol} cannot run its cases inside the simulator")
+    fmts = _formats(args.format)
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    replay = ["refwire", "conform", cat.protocol, "--sim", "--profile", args.profile]
+    cfg = RunConfig(
+        agent=args.agent or "refwire-sim",
+        profile=args.profile,
+        seed=seed,
+        time_scale=args.time_scale,
+        timeout=args.timeout,
+        replay_base=shlex.join(replay),
+    )
+    console = _console()
+    console.print(
+        escape(
+            f"refwire conform {cat.protocol} --sim: refwire's own server inside the simulator, profile {args.profile}, seed {seed}"
+        )
+    )
+    # The server's own warnings (each refused case is one) would bury the verdicts; -v shows them.
+    log = logging.getLogger("refwire")
+    level = log.level
+    if not getattr(args, "verbose", 0):
+        log.setLevel(logging.ERROR)
+    try:
+        sim = run_in_simulator(
+            cat,
+            cfg,
+            include=args.cases,
+            exclude=args.exclude,
+            tags=args.tags,
+            on_result=None if args.quiet else lambda r: _line(console, r),
+        )
+    finally:
+        log.setLevel(level)
+    sim.result.ended = time.time()
+    write_reports(sim.result, args.out, fmts, sys.argv[1:])
+    console.print(f"trace hash {sim.trace_hash}")
+    return _summary(
+        console, sim.result, args.out, strict=args.strict, baseline=_load_index(args.baseline) if args.baseline else None
+    )
 
 
 def _console() -> Any:

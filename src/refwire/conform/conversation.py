@@ -246,8 +246,11 @@ class Conversation:
         self.closed_by_runner = how
         self.action(f"close {how}")
         if how == "RST":
+            reset = getattr(self.stream, "reset", None)  # the simulator's streams
             sock = getattr(self.stream, "socket", None)
-            if sock is not None:
+            if callable(reset):
+                reset()
+            elif sock is not None:
                 try:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 except OSError:

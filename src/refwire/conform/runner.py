@@ -55,6 +55,9 @@ class Catalogue:
     client_observer: Callable[[], Observer] | None = None
     #: The spec file the requirements point into.
     spec: str = ""
+    #: ``serve(listener, sink_path)``: refwire's own server on a listener, for
+    #: running the server cases inside the simulator (``--sim``).
+    sim_server: Callable[[Any, str], Awaitable[None]] | None = None
 
     def case(self, case_id: str) -> Case:
         for c in self.cases:
@@ -87,6 +90,8 @@ class RunConfig:
     max_rx_bytes: int = 16 << 20
     #: The command line, for replay commands.
     replay_base: str = ""
+    #: Opens the connection to the testee instead of TCP (the simulator's network).
+    connect: Callable[[], Awaitable[trio.abc.Stream]] | None = None
 
     def budget(self, case: Case) -> float:
         if self.timeout is not None:
@@ -134,6 +139,9 @@ def _unsupported_reason(case: Case, cfg: RunConfig) -> str | None:
 
 
 async def _connect(cfg: RunConfig) -> trio.abc.Stream:
+    if cfg.connect is not None:
+        with trio.fail_after(cfg.connect_timeout * cfg.time_scale):
+            return await cfg.connect()
     with trio.fail_after(cfg.connect_timeout * cfg.time_scale):
         tcp = await trio.open_tcp_stream(cfg.host, cfg.port)
     if cfg.tls is None:

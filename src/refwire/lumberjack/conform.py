@@ -762,6 +762,20 @@ async def s6_10(c: Conversation) -> None:
 
 # --------------------------------------------------------------------------- catalogue
 
+
+async def serve_for_simulation(listener: Any, sink: str) -> None:
+    """refwire's own server on ``listener``, writing each event to ``sink``
+    before the ack (the server cases run against it inside the simulator)."""
+    from .server import LumberjackServer
+
+    async def write(batch: Any, info: Any) -> None:
+        with Path(sink).open("ab") as f:
+            for ev in batch.events:
+                f.write(orjson.dumps(ev.fields()) + b"\n")
+
+    await LumberjackServer(write).serve([listener])
+
+
 CATALOGUE = Catalogue(
     protocol="lumberjack",
     prefix="lj",
@@ -770,4 +784,5 @@ CATALOGUE = Catalogue(
     features=FEATURES,
     server_observer=ServerObserver,
     spec=SPEC,
+    sim_server=serve_for_simulation,
 )
