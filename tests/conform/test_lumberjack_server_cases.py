@@ -148,7 +148,7 @@ def test_cli_first_connection_refused_is_exit_2(tmp_path: Path, capsys: pytest.C
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     assert _cli(["conform", "lumberjack", "--server", f"127.0.0.1:{port}", "--out", str(tmp_path), "--seed", "1"]) == 2
-    assert "refused the first connection" in capsys.readouterr().out
+    assert "could not open the first connection of the run" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

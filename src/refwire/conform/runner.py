@@ -167,7 +167,7 @@ async def run_server_case(case: Case, catalogue: Catalogue, cfg: RunConfig, *, f
     except (OSError, trio.TooSlowError, trio.BrokenResourceError, ssl.SSLError) as exc:
         text = f"cannot connect to {cfg.host}:{cfg.port}: {_why(exc)}"
         if first:
-            raise RunAborted(f"the testee refused the first connection of the run ({text})") from None
+            raise RunAborted(f"could not open the first connection of the run ({text})") from None
         result.reason = f"testee down ({text})"
         result.close = {"by": "none", "how": "refused"}
         return result
@@ -230,6 +230,13 @@ async def run_server_case(case: Case, catalogue: Catalogue, cfg: RunConfig, *, f
 def _why(exc: BaseException) -> str:
     if isinstance(exc, trio.TooSlowError):
         return "timed out"
+    if isinstance(exc, trio.BrokenResourceError) and exc.__cause__ is not None:
+        cause = exc.__cause__
+        if isinstance(cause, ssl.SSLError):
+            return f"TLS handshake failed: {getattr(cause, 'verify_message', None) or cause.reason or cause}"
+        return _why(cause)
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS handshake failed: {exc.reason or exc}"
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(exc) or type(exc).__name__
