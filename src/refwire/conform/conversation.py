@@ -58,6 +58,7 @@ class Conversation:
         deadline: float = math.inf,
         max_rx_bytes: int = 16 << 20,
         max_hex_bytes: int = 4096,
+        max_log_entries: int = 20000,
         receive_size: int = 65536,
     ) -> None:
         self.stream = stream
@@ -68,6 +69,10 @@ class Conversation:
         self.deadline = deadline
         self.max_rx_bytes = max_rx_bytes
         self.max_hex_bytes = max_hex_bytes
+        self.max_log_entries = max_log_entries
+        self.log_dropped = 0
+        #: The testee sent more than the limits allow; reading stopped.
+        self.flooded = False
         self.receive_size = receive_size
         self.tokens: list[str] = []
         self.facts: list[str] = []
@@ -91,15 +96,31 @@ class Conversation:
         """Seconds since the conversation started."""
         return trio.current_time() - self._t0
 
+    def _log(self, entry: dict[str, Any]) -> None:
+        """Append to the wire log, keeping at most ``max_log_entries`` (a testee
+        trickling one byte per packet must not grow the record without bound)."""
+        if len(self.log) < self.max_log_entries:
+            self.log.append(entry)
+            return
+        if not self.log_dropped:
+            self.log.append(
+                {
+                    "t": entry.get("t", 0.0),
+                    "kind": "action",
+                    "text": f"wire log full ({self.max_log_entries} entries): later entries are counted, not kept",
+                }
+            )
+        self.log_dropped += 1
+
     def action(self, text: str, **extra: Any) -> None:
-        self.log.append({"t": round(self.now(), 6), "kind": "action", "text": text, **extra})
+        self._log({"t": round(self.now(), 6), "kind": "action", "text": text, **extra})
 
     def _chunk(self, kind: str, data: bytes) -> None:
         shown = data[: self.max_hex_bytes].hex()
         entry: dict[str, Any] = {"t": round(self.now(), 6), "kind": kind, "len": len(data), "hex": shown}
         if len(data) > self.max_hex_bytes:
             entry["truncated"] = True
-        self.log.append(entry)
+        self._log(entry)
 
     def note(self, fact: str) -> None:
         """Record a fact the case checks (part of the observation)."""
@@ -122,33 +143,43 @@ class Conversation:
                 except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                     if self.closed_by_runner is None and isinstance(exc, trio.BrokenResourceError):
                         self.closed_by_testee = "RST"
-                        self.log.append({"t": round(self.now(), 6), "kind": "rx-close", "how": "RST"})
+                        self._log({"t": round(self.now(), 6), "kind": "rx-close", "how": "RST"})
                         self._add(self.observer.eof())
                     return
                 if not data:
                     self.closed_by_testee = "FIN"
-                    self.log.append({"t": round(self.now(), 6), "kind": "rx-close", "how": "FIN"})
+                    self._log({"t": round(self.now(), 6), "kind": "rx-close", "how": "FIN"})
                     self._add(self.observer.eof())
                     return
                 self._chunk("rx", data)
                 self.rx_bytes += len(data)
                 if self.rx_bytes > self.max_rx_bytes:
-                    self.note(f"flood: more than {self.max_rx_bytes} bytes from the testee")
-                    self.tokens.append("flood")
+                    self._flood(f"more than {self.max_rx_bytes} bytes from the testee")
                     return
                 self._add(self.observer.feed(data))
+                if self.flooded:
+                    return
         finally:
             self._reader_done.set()
             self._wake()
+
+    def _flood(self, why: str) -> None:
+        """Stop reading a testee that sends without end (the case records ``flood``)."""
+        self.flooded = True
+        self.tokens.append("flood")
+        self.note(f"flood: {why}")
 
     def _add(self, found: list[tuple[str, dict[str, Any]]]) -> None:
         if not found:
             return
         for token, frame in found:
+            if len(self.tokens) >= self.max_log_entries:
+                self._flood(f"more than {self.max_log_entries} frames from the testee")
+                return
             self.tokens.append(token)
             entry = {"t": round(self.now(), 6), "dir": "rx", "token": token, **frame}
             self.frames.append(entry)
-            self.log.append({"kind": "frame", **entry})
+            self._log({"kind": "frame", **entry})
         self._wake()
 
     async def wait_for(self, predicate: Callable[[Conversation], bool], timeout: float, *, label: str = "") -> bool:
