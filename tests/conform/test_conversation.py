@@ -21,7 +21,7 @@ def _pair() -> tuple[trio.abc.Stream, trio.abc.Stream]:
 
 @pytest.mark.parametrize(("split", "writes"), [("whole", 1), ("bytes", 12), ([3, 7], 3), ([0, 99, 5], 2)])
 async def test_send_splits(split: object, writes: int) -> None:
-    ours, theirs = _pair()
+    ours, _theirs = _pair()
     conv = Conversation(ours, ServerObserver(), rng=random.Random(1))
     assert await conv.send(b"x" * 12, label="twelve", split=split)  # type: ignore[arg-type]
     tx = [e for e in conv.log if e["kind"] == "tx"]
