@@ -14,14 +14,13 @@ The HTML needs no server and no network: plain files with inline CSS.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-import jinja2
 
 from .model import CaseResult, Verdict, id_key
 from .runner import RunResult, sort_results, to_index
@@ -40,7 +39,6 @@ _COLOURS = {
     "ERROR": "#6a1b9a",
 }
 
-_ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
@@ -50,8 +48,7 @@ pre{background:#f6f6f6;padding:.5em;overflow-x:auto;white-space:pre-wrap;word-br
 .tx{color:#0d47a1}.rx{color:#1b5e20}.action{color:#555}.frame{color:#4a148c}.small{font-size:85%;color:#555}
 """
 
-_INDEX = _ENV.from_string(
-    """<!doctype html><html><head><meta charset="utf-8"><title>refwire conform: {{ run.protocol }}</title><style>{{ css }}</style></head><body>
+_INDEX_SOURCE = """<!doctype html><html><head><meta charset="utf-8"><title>refwire conform: {{ run.protocol }}</title><style>{{ css }}</style></head><body>
 <h1>refwire conform {{ run.protocol }} ({{ run.role }}s under test)</h1>
 <p class="small">seed {{ run.seed }} · profile {{ run.profile }} · time scale {{ run.time_scale }}{% if run.interrupted %} · <b>interrupted</b>{% endif %}</p>
 <p>{% for k, n in counts %}<span class="v" style="background:{{ colours[k] }};padding:0 .4em">{{ k }} {{ n }}</span> {% endfor %}</p>
@@ -61,10 +58,8 @@ _INDEX = _ENV.from_string(
 {% for cell in cells %}{% if cell %}<td class="v" style="background:{{ colours[cell.verdict] }}"><a href="{{ cell.href }}">{{ cell.verdict }}</a>{% if cell.profiles %}<div class="small" style="color:#fff">like {{ cell.profiles }}</div>{% endif %}</td><td class="small">{{ cell.close }}</td>{% else %}<td></td><td></td>{% endif %}{% endfor %}</tr>
 {% endfor %}{% endfor %}</table></body></html>
 """
-)
 
-_CASE = _ENV.from_string(
-    """<!doctype html><html><head><meta charset="utf-8"><title>{{ c.id }} {{ c.slug }} - {{ r.agent }}</title><style>{{ css }}</style></head><body>
+_CASE_SOURCE = """<!doctype html><html><head><meta charset="utf-8"><title>{{ c.id }} {{ c.slug }} - {{ r.agent }}</title><style>{{ css }}</style></head><body>
 <p><a href="../index.html">&larr; matrix</a></p>
 <h1>{{ c.id }} {{ c.slug }}</h1><h2>{{ c.title }}</h2>
 <p><span class="v" style="background:{{ colour }};padding:.1em .5em">{{ r.verdict }}</span> agent <b>{{ r.agent }}</b> · profile {{ r.profile }}{% if r.matched_profiles %} · behaves like {{ r.matched_profiles|join(", ") }}{% endif %} · {{ "%.3f"|format(r.duration_s) }} s · case seed {{ r.case_seed }}</p>
@@ -82,7 +77,16 @@ _CASE = _ENV.from_string(
 <h3>Wire log</h3><pre>{% for e in log %}<span class="{{ e.cls }}">{{ e.text }}</span>
 {% endfor %}</pre></body></html>
 """
-)
+
+
+@functools.cache
+def _templates() -> tuple[Any, Any]:
+    """The two page templates, compiled on first use (jinja2 is imported only
+    when a report is written, not whenever the command line starts)."""
+    import jinja2
+
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return env.from_string(_INDEX_SOURCE), env.from_string(_CASE_SOURCE)
 
 
 def _log_lines(wire_log: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
@@ -200,7 +204,8 @@ def write_html(
         for e in cases.values():
             counts[e["verdict"]] = counts.get(e["verdict"], 0) + 1
     order = [v.value for v in Verdict]
-    html = _INDEX.render(
+    index_page, case_page = _templates()
+    html = index_page.render(
         run={
             "protocol": run.get("protocol"),
             "role": run.get("role"),
@@ -223,7 +228,7 @@ def write_html(
         d.mkdir(parents=True, exist_ok=True)
         for r in rs:
             rec = r.to_json()
-            page = _CASE.render(c=rec["case"], r=rec, colour=_COLOURS[rec["verdict"]], log=_log_lines(r.wire_log), css=_CSS)
+            page = case_page.render(c=rec["case"], r=rec, colour=_COLOURS[rec["verdict"]], log=_log_lines(r.wire_log), css=_CSS)
             p = d / f"{r.case.id}.html"
             _write(p, page)
             written.append(p)
