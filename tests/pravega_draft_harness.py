@@ -9,8 +9,6 @@ import uuid
 from typing import Any
 
 from refwire.errors import RemoteProtocolError
-from refwire.pravega.codec import NULL_VALUE
-from refwire.pravega.draft2017.commands import AppendSetup, ReadSegment, SegmentRead, SetupAppend
 from refwire.pravega.draft2017.connection import (
     DEFAULT_LIMITS,
     REPLY_PART_SIZE,
@@ -20,7 +18,9 @@ from refwire.pravega.draft2017.connection import (
     RequestReceived,
     ServerConnection,
 )
+from refwire.pravega.draft2017.frames import AppendSetup, ReadSegment, SegmentRead, SetupAppend
 from refwire.pravega.draft2017.server import level_attribute
+from refwire.pravega.frames import NULL_VALUE
 from refwire.pravega.store import SegmentStore, StoreError
 from refwire.sansio import NEED_DATA
 from refwire.wire import Limits

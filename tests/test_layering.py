@@ -17,6 +17,7 @@ SIM = Path(__file__).resolve().parent.parent / "sim"
 CORE_NAMES = {
     "frames", "codec", "commands", "events", "connection", "partial", "bundles",
     "responses", "compression", "writer",
+    "frames_codec",  # pravega
 }
 #: What a core may never import (top-level module names).
 FORBIDDEN_IN_CORE = {"trio", "socket", "ssl", "os", "time", "random", "asyncio", "selectors", "threading", "logging"}

@@ -27,18 +27,21 @@ from pravega_strategies import (
 )
 
 from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError, RemoteLimitExceeded, RemoteProtocolError
-from refwire.pravega.codec import (
+from refwire.pravega.connection import ClientConnection, ServerConnection
+from refwire.pravega.frames import (
     CLIENT_LIMITS,
     COMMANDS,
     DEFAULT_LIMITS,
     MAX_WIRECOMMAND_SIZE,
+    AppendBlockEnd,
     Command,
     CommandDecoder,
+    DataAppended,
+    Hello,
+    SetupAppend,
     decode_command,
     encode_command,
 )
-from refwire.pravega.commands import AppendBlockEnd, DataAppended, Hello, SetupAppend
-from refwire.pravega.connection import ClientConnection, ServerConnection
 from refwire.sansio import NEED_DATA
 from refwire.wire import decode_mutf8, encode_mutf8
 

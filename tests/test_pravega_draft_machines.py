@@ -17,20 +17,6 @@ from pravega_draft_harness import DraftHarness, level
 
 from refwire.errors import ProtocolError, RemoteProtocolError
 from refwire.pravega.client import parse_events
-from refwire.pravega.codec import CommandDecoder, encode_event
-from refwire.pravega.draft2017.commands import (
-    DRAFT,
-    AppendSetup,
-    BeginAppendBlock,
-    DataAppended,
-    EndAppendBlock,
-    KeepAlive,
-    Part,
-    PartialMessage,
-    ReadSegment,
-    SegmentRead,
-    SetupAppend,
-)
 from refwire.pravega.draft2017.connection import (
     SERVER_TRANSITIONS,
     WHILE_PARTIAL,
@@ -44,7 +30,21 @@ from refwire.pravega.draft2017.connection import (
     split_message,
     split_reply,
 )
+from refwire.pravega.draft2017.frames import (
+    DRAFT,
+    AppendSetup,
+    BeginAppendBlock,
+    DataAppended,
+    EndAppendBlock,
+    KeepAlive,
+    Part,
+    PartialMessage,
+    ReadSegment,
+    SegmentRead,
+    SetupAppend,
+)
 from refwire.pravega.draft2017.writer import DraftWriterSession
+from refwire.pravega.frames import CommandDecoder, encode_event
 from refwire.pravega.store import SegmentStore
 from refwire.sansio import NEED_DATA
 

@@ -19,11 +19,24 @@ from pravega_strategies import split
 
 from refwire.errors import LocalProtocolError, RemoteProtocolError
 from refwire.pravega.client import parse_events
-from refwire.pravega.codec import NULL_VALUE, Command, CommandDecoder, encode_event
-from refwire.pravega.commands import (
+from refwire.pravega.connection import (
+    SERVER_TRANSITIONS,
+    Append,
+    ClientConnection,
+    ConnectionClosed,
+    HelloReceived,
+    KeepAliveReceived,
+    RequestReceived,
+    ServerConnection,
+    State,
+)
+from refwire.pravega.frames import (
+    NULL_VALUE,
     AppendBlock,
     AppendBlockEnd,
     AppendSetup,
+    Command,
+    CommandDecoder,
     ConditionalAppend,
     ConditionalBlockEnd,
     ConditionalCheckFailed,
@@ -35,17 +48,7 @@ from refwire.pravega.commands import (
     ReadSegment,
     SegmentRead,
     SetupAppend,
-)
-from refwire.pravega.connection import (
-    SERVER_TRANSITIONS,
-    Append,
-    ClientConnection,
-    ConnectionClosed,
-    HelloReceived,
-    KeepAliveReceived,
-    RequestReceived,
-    ServerConnection,
-    State,
+    encode_event,
 )
 from refwire.pravega.processor import RequestProcessor
 from refwire.pravega.store import SegmentStore

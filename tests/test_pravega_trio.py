@@ -34,18 +34,20 @@ from refwire.pravega.client import (
     seal_segment,
     segment_info,
 )
-from refwire.pravega.codec import NULL_VALUE, CommandDecoder, encode_event
-from refwire.pravega.commands import (
+from refwire.pravega.frames import (
+    NULL_VALUE,
     AppendBlock,
     AppendBlockEnd,
     AppendSetup,
     AuthTokenCheckFailed,
+    CommandDecoder,
     DataAppended,
     Hello,
     KeepAlive,
     ReadSegment,
     SegmentRead,
     SetupAppend,
+    encode_event,
 )
 from refwire.pravega.server import SegmentStoreServer, ServerConfig
 
@@ -198,7 +200,6 @@ class CutStream(PassThrough):
             raise trio.BrokenResourceError("cut")
         self.budget -= len(data)
         await self.inner.send_all(data)
-
 
 
 @pytest.mark.parametrize("style", ["rust", "java"])

@@ -1,6 +1,6 @@
 """The Pravega segment-store wire protocol (specs/pravega/README.md).
 
-* :mod:`.codec` / :mod:`.commands` -- every v17 wire command, byte-exact with Pravega;
+* :mod:`.frames` (+ :mod:`.frames_codec`) -- every v17 wire command, byte-exact with Pravega;
 * :mod:`.connection` -- Sans-IO server and client machines (append reassembly,
   writer state, Hello/KeepAlive);
 * :mod:`.writer` -- the Sans-IO writer session (exactly once across reconnects);
@@ -11,7 +11,8 @@
 """
 
 from ..sansio import NEED_DATA
-from .codec import (
+from .connection import Append, AppendBytes, ClientConnection, ServerConnection
+from .frames import (
     DEFAULT_LIMITS,
     MAX_WIRECOMMAND_SIZE,
     NULL_VALUE,
@@ -22,9 +23,8 @@ from .codec import (
     decode_command,
     encode_command,
     encode_event,
+    request_id_of,
 )
-from .commands import request_id_of
-from .connection import Append, AppendBytes, ClientConnection, ServerConnection
 from .writer import WriterSession
 
 __all__ = [

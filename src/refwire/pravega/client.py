@@ -24,9 +24,20 @@ import trio
 from ..drivers import WRITE_FAILED, WRITE_TIMEOUT, Pump, first_error, open_stream
 from ..errors import LocalProtocolError, ProtocolError, RefwireError
 from ..wire import Limits
-from .codec import CLIENT_LIMITS, PROTOCOL, Command
-from .commands import (
+from .connection import (
+    AppendBytes,
+    ClientConnection,
+    ClientEvent,
+    ConnectionClosed,
+    HelloReceived,
+    ReplyReceived,
+    State,
+)
+from .frames import (
+    CLIENT_LIMITS,
+    PROTOCOL,
     AppendSetup,
+    Command,
     CreateSegment,
     DataAppended,
     GetStreamSegmentInfo,
@@ -40,15 +51,6 @@ from .commands import (
     SegmentSealed,
     StreamSegmentInfo,
     request_id_of,
-)
-from .connection import (
-    AppendBytes,
-    ClientConnection,
-    ClientEvent,
-    ConnectionClosed,
-    HelloReceived,
-    ReplyReceived,
-    State,
 )
 from .writer import MAX_EVENT_SIZE, Style, WriterSession
 

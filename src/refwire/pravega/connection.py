@@ -30,19 +30,16 @@ import attrs
 from ..errors import LocalProtocolError
 from ..sansio import NEED_DATA, FrameMachine, NeedData, closed_inside
 from ..wire import Limits, check_limit
-from .codec import (
+from .frames import (
     DEFAULT_LIMITS,
     OLDEST_COMPATIBLE_VERSION,
     PROTOCOL,
     WIRE_VERSION,
-    Command,
-    CommandDecoder,
-    encode_event,
-)
-from .commands import (
     AppendBlock,
     AppendBlockEnd,
     AppendSetup,
+    Command,
+    CommandDecoder,
     ConditionalAppend,
     ConditionalBlockEnd,
     ConditionalCheckFailed,
@@ -52,6 +49,7 @@ from .commands import (
     Padding,
     PartialEvent,
     SetupAppend,
+    encode_event,
 )
 
 __all__ = [

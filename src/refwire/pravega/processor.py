@@ -14,10 +14,12 @@ from typing import Literal
 
 import attrs
 
-from .codec import NULL_VALUE, Command
-from .commands import (
+from .connection import Append
+from .frames import (
+    NULL_VALUE,
     AppendSetup,
     AuthTokenCheckFailed,
+    Command,
     CreateSegment,
     CreateTableSegment,
     DeleteSegment,
@@ -63,7 +65,6 @@ from .commands import (
     UpdateTableEntries,
     WrongHost,
 )
-from .connection import Append
 from .store import (
     BadAttributeError,
     BadKeyVersionError,

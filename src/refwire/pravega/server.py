@@ -27,8 +27,6 @@ import trio
 from ..drivers import Pump, StreamServer, listener_address
 from ..errors import RemoteProtocolError
 from ..wire import Limits
-from .codec import DEFAULT_LIMITS, Command
-from .commands import ReadSegment, SegmentRead
 from .connection import (
     Append,
     HelloReceived,
@@ -38,6 +36,7 @@ from .connection import (
     ServerConnection,
     ServerEvent,
 )
+from .frames import DEFAULT_LIMITS, Command, ReadSegment, SegmentRead
 from .processor import RequestProcessor, TokenVerifier
 from .storage import FileLog, Log, MemoryLog
 from .store import NoSuchSegmentError, SegmentExistsError, SegmentStore

@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from .codec import NO_VERSION, NOT_EXISTS, NULL_VALUE, TableEntry, TableKey
+from .frames import NO_VERSION, NOT_EXISTS, NULL_VALUE, TableEntry, TableKey
 from .storage import Log, encode_record
 
 __all__ = [

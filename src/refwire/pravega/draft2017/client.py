@@ -18,9 +18,9 @@ import trio
 
 from ...drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, first_error, open_stream
 from ...errors import ProtocolError, RefwireError
-from ..codec import Command
-from .commands import AppendSetup, DataAppended, ReadSegment, SegmentRead
+from ..frames import Command
 from .connection import Blocks, ClientConnection, ConnectionClosed, ReplyReceived
+from .frames import AppendSetup, DataAppended, ReadSegment, SegmentRead
 from .writer import DraftWriterSession, Planner
 
 __all__ = ["DraftConnection", "DraftReader", "DraftWriteFailed", "DraftWriter", "DraftWriterConfig"]

@@ -53,8 +53,8 @@ import attrs
 from ...errors import LocalProtocolError, ProtocolError
 from ...sansio import NEED_DATA, FrameMachine, NeedData, closed_inside
 from ...wire import Limits, ReceiveBuffer, check_limit
-from ..codec import HEADER, MAX_WIRECOMMAND_SIZE, Command, decode_command, encode_command, encode_event
-from .commands import (
+from ..frames import HEADER, MAX_WIRECOMMAND_SIZE, Command, decode_command, encode_command, encode_event
+from .frames import (
     DRAFT,
     PROTOCOL,
     AppendSetup,

@@ -40,10 +40,9 @@ import trio
 from ...drivers import PROTOCOL_ERROR, RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer
 from ...errors import LocalProtocolError, ProtocolError
 from ...wire import Limits, encode_mutf8
-from ..codec import HEADER, NULL_VALUE, Command
+from ..frames import HEADER, NULL_VALUE, Command
 from ..server import SegmentStoreServer
 from ..store import IllegalArgumentError, NoSuchSegmentError, SegmentSealedError, SegmentTruncatedError, StoreError
-from .commands import PROTOCOL, AppendSetup, ReadSegment, SegmentRead, SetupAppend
 from .connection import (
     DEFAULT_LIMITS,
     REPLY_PART_SIZE,
@@ -52,6 +51,7 @@ from .connection import (
     RequestReceived,
     ServerConnection,
 )
+from .frames import PROTOCOL, AppendSetup, ReadSegment, SegmentRead, SetupAppend
 
 __all__ = ["LEVEL_NAMESPACE", "DraftConfig", "DraftFrontend", "level_attribute"]
 
