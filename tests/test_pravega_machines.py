@@ -50,7 +50,7 @@ from refwire.pravega.frames import (
     SetupAppend,
     encode_event,
 )
-from refwire.pravega.processor import RequestProcessor
+from refwire.pravega.service import SegmentStoreService
 from refwire.pravega.store import SegmentStore
 from refwire.pravega.writer import WriterSession
 from refwire.sansio import NEED_DATA
@@ -63,7 +63,7 @@ E2 = encode_event(b"world")
 
 
 class Harness:
-    """A ServerConnection + RequestProcessor + SegmentStore, applying outcomes as
+    """A ServerConnection + SegmentStoreService + SegmentStore, applying outcomes as
     ``SegmentStoreServer``'s connection handler does (synchronously; the store is durable at once)."""
 
     def __init__(self, store: SegmentStore | None = None) -> None:
@@ -71,7 +71,7 @@ class Harness:
             store = SegmentStore()
             store.create(SEG)
         self.store = store
-        self.proc = RequestProcessor(store)
+        self.service = SegmentStoreService(store)
         self.conn = ServerConnection()
         self.closed = False
         self.error: RemoteProtocolError | None = None
@@ -89,7 +89,7 @@ class Harness:
                 self.closed = True
                 break
             if isinstance(ev, Append):
-                res = self.proc.append(ev)
+                res = self.service.append(ev)
                 if res.kind == "ok":
                     self.conn.append_stored(ev, self.store.segments[ev.segment].length, now=0.0)
                 elif res.kind == "conditional":
@@ -103,7 +103,7 @@ class Harness:
                     self.closed = True
                 out += self.conn.data_to_send()
             elif isinstance(ev, RequestReceived):
-                o = self.proc.process(ev.command)
+                o = self.service.process(ev.command)
                 if o.reply is not None:
                     self.conn.send(o.reply, now=0.0)
                 out += self.conn.data_to_send()
@@ -260,7 +260,7 @@ def test_append_without_setup_closes() -> None:
 
 
 def test_append_before_append_setup_was_sent_closes() -> None:
-    """The decoder saw SetupAppend but the processor never answered it: no writer state (§5.4)."""
+    """The decoder saw SetupAppend but the service never answered it: no writer state (§5.4)."""
     h = Harness()
     h.conn.receive_data(SetupAppend(request_id=1, writer_id=W, segment=SEG).encode() + block_end(13, E1, 1, 1), now=0.0)
     assert isinstance(h.conn.next_event(), RequestReceived)

@@ -50,8 +50,8 @@ from refwire.pravega.frames import (
     decode_command,
     encode_command,
 )
-from refwire.pravega.processor import TokenVerdict
 from refwire.pravega.server import SegmentStoreServer, ServerConfig
+from refwire.pravega.service import TokenVerdict
 from refwire.sansio import NEED_DATA
 from refwire.wire import decode_mutf8, encode_mutf8
 

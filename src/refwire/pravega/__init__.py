@@ -4,7 +4,7 @@
 * :mod:`.connection` -- Sans-IO server and client machines (append reassembly,
   writer state, Hello/KeepAlive);
 * :mod:`.writer` -- the Sans-IO writer session (exactly once across reconnects);
-* :mod:`.store` / :mod:`.storage` / :mod:`.processor` -- the segment store's state,
+* :mod:`.store` / :mod:`.storage` / :mod:`.service` -- the segment store's state,
   durable log and replies;
 * :mod:`.server` / :mod:`.client` -- trio drivers; :mod:`.controller` -- a minimal
   gRPC controller so the real ``pravega`` client can find the store.

@@ -45,7 +45,7 @@ _CREATE, _SEAL, _DELETE, _TRUNCATE, _APPEND, _ATTR, _TABLE_PUT, _TABLE_REMOVE = 
 
 
 class StoreError(Exception):
-    """A store operation refused; the request processor maps it to a reply (§8)."""
+    """A store operation refused; the service maps it to a reply (§8)."""
 
 
 class NoSuchSegmentError(StoreError):

@@ -1,6 +1,7 @@
-"""What a segment store answers (specs/pravega/README.md §5.4, §6, §8, §9):
-``PravegaRequestProcessor`` and ``AppendProcessor``'s replies, as pure
-functions of a request and the :class:`~.store.SegmentStore`.
+"""The service behind the server machine: what a segment store answers
+(specs/pravega/README.md §5.4, §6, §8, §9), Java's ``PravegaRequestProcessor``
+and ``AppendProcessor`` replies, as pure functions of a request and the
+:class:`~.store.SegmentStore`.  A core: no I/O, no clock (``now`` comes in).
 
 Each request gives an :class:`Outcome`: the reply, the log position that must
 be durable before it is sent, whether the connection must then close, or that
@@ -80,7 +81,7 @@ from .store import (
     TableNotEmptyError,
 )
 
-__all__ = ["AppendOutcome", "Outcome", "RequestProcessor", "TokenVerifier", "TokenVerdict"]
+__all__ = ["AppendOutcome", "Outcome", "SegmentStoreService", "TokenVerifier", "TokenVerdict"]
 
 TokenVerdict = Literal["ok", "invalid", "expired"]
 #: ``verify(resource, token, write)``: "ok", "invalid" or "expired" (§8).
@@ -107,7 +108,7 @@ class AppendOutcome:
     reply: Command | None = None
 
 
-class RequestProcessor:
+class SegmentStoreService:
     """Answers requests against one :class:`SegmentStore`.
 
     Args:
