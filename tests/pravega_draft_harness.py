@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from refwire.errors import RemoteProtocolError
+from refwire.errors import RemoteProtocolError, StoreError
 from refwire.pravega.draft2017.connection import (
     DEFAULT_LIMITS,
     REPLY_PART_SIZE,
@@ -21,7 +21,7 @@ from refwire.pravega.draft2017.connection import (
 from refwire.pravega.draft2017.frames import AppendSetup, ReadSegment, SegmentRead, SetupAppend
 from refwire.pravega.draft2017.server import level_attribute
 from refwire.pravega.frames import NULL_VALUE
-from refwire.pravega.store import SegmentStore, StoreError
+from refwire.pravega.store import SegmentStore
 from refwire.sansio import NEED_DATA
 from refwire.wire import Limits
 

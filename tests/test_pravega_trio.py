@@ -23,10 +23,10 @@ import pytest
 import trio
 from streams import PassThrough
 
+from refwire.errors import RequestFailed, WriteFailed
 from refwire.pravega.client import (
     EventWriter,
     PravegaConnection,
-    RequestFailed,
     SegmentReader,
     WriterConfig,
     create_segment,
@@ -404,7 +404,8 @@ async def test_token_verifier_refuses_with_auth_token_check_failed() -> None:
             writer = EventWriter(host, port, SEG, config=WriterConfig(token="bad", max_attempts=1))
             with pytest.raises(Exception) as ei:
                 await writer.write([b"x"])
-            assert isinstance(ei.value.__cause__, RequestFailed) or "AuthTokenCheckFailed" in str(ei.value)
+            assert isinstance(ei.value, WriteFailed) and isinstance(ei.value.__cause__, RequestFailed)
+            assert isinstance(ei.value.__cause__.reply, AuthTokenCheckFailed)
 
 
 # --------------------------------------------------------------------------- CLI

@@ -26,13 +26,11 @@ from typing import Any
 import trio
 
 from refwire.drivers import first_error
-from refwire.errors import ProtocolError
+from refwire.errors import ProtocolError, RequestFailed, WriteFailed
 from refwire.pravega.client import (
     EventWriter,
     PravegaConnection,
-    RequestFailed,
     SegmentReader,
-    WriteFailed,
     WriterConfig,
     parse_events,
 )

@@ -25,9 +25,9 @@ from typing import Any
 import trio
 
 from refwire.drivers import first_error
-from refwire.errors import ProtocolError
+from refwire.errors import DraftWriteFailed, ProtocolError
 from refwire.pravega.client import parse_events
-from refwire.pravega.draft2017.client import DraftConnection, DraftReader, DraftWriteFailed, DraftWriter, DraftWriterConfig
+from refwire.pravega.draft2017.client import DraftConnection, DraftReader, DraftWriter, DraftWriterConfig
 from refwire.pravega.draft2017.server import DraftConfig, DraftFrontend
 from refwire.pravega.server import SegmentStoreServer, ServerConfig
 from refwire.pravega.storage import MemoryLog

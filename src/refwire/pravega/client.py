@@ -22,7 +22,7 @@ import attrs
 import trio
 
 from ..drivers import WRITE_FAILED, WRITE_TIMEOUT, Pump, first_error, open_stream
-from ..errors import LocalProtocolError, ProtocolError, RefwireError
+from ..errors import LocalProtocolError, ProtocolError, RequestFailed, WriteFailed
 from ..wire import Limits
 from .connection import (
     AppendBytes,
@@ -70,22 +70,6 @@ __all__ = [
 log = logging.getLogger("refwire.pravega.client")
 _HDR = struct.Struct(">ii")
 _ids = itertools.count(1)
-
-
-class RequestFailed(RefwireError):
-    """The server answered a request with an error reply (``reply``)."""
-
-    def __init__(self, reply: Command) -> None:
-        super().__init__(f"{reply.NAME}: {reply}")
-        self.reply = reply
-
-
-class WriteFailed(RefwireError):
-    """An EventWriter gave up; ``unacked`` are the event numbers not known stored."""
-
-    def __init__(self, reason: str, unacked: Sequence[int]) -> None:
-        super().__init__(reason)
-        self.unacked = list(unacked)
 
 
 def next_request_id() -> int:

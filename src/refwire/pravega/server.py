@@ -25,7 +25,7 @@ import attrs
 import trio
 
 from ..drivers import Pump, StreamServer, listener_address
-from ..errors import RemoteProtocolError
+from ..errors import NoSuchSegmentError, RemoteProtocolError, SegmentExistsError
 from ..wire import Limits
 from .connection import (
     Append,
@@ -40,7 +40,7 @@ from .disk import FileLog
 from .frames import DEFAULT_LIMITS, Command, ReadSegment, SegmentRead
 from .service import SegmentStoreService, TokenVerifier
 from .storage import Log, MemoryLog
-from .store import NoSuchSegmentError, SegmentExistsError, SegmentStore
+from .store import SegmentStore
 
 __all__ = ["SegmentStoreServer", "ServerConfig", "StoreAdmin", "memory_server"]
 

@@ -15,6 +15,19 @@ from typing import Literal
 
 import attrs
 
+from ..errors import (
+    BadAttributeError,
+    BadKeyVersionError,
+    BadOffsetError,
+    IllegalArgumentError,
+    KeyDoesNotExistError,
+    NoSuchSegmentError,
+    SegmentExistsError,
+    SegmentSealedError,
+    SegmentTruncatedError,
+    StoreError,
+    TableNotEmptyError,
+)
 from .connection import Append
 from .frames import (
     NULL_VALUE,
@@ -66,20 +79,7 @@ from .frames import (
     UpdateTableEntries,
     WrongHost,
 )
-from .store import (
-    BadAttributeError,
-    BadKeyVersionError,
-    BadOffsetError,
-    IllegalArgumentError,
-    KeyDoesNotExistError,
-    NoSuchSegmentError,
-    SegmentExistsError,
-    SegmentSealedError,
-    SegmentStore,
-    SegmentTruncatedError,
-    StoreError,
-    TableNotEmptyError,
-)
+from .store import SegmentStore
 
 __all__ = ["AppendOutcome", "Outcome", "SegmentStoreService", "TokenVerifier", "TokenVerdict"]
 

@@ -38,11 +38,18 @@ import attrs
 import trio
 
 from ...drivers import PROTOCOL_ERROR, RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer
-from ...errors import LocalProtocolError, ProtocolError
+from ...errors import (
+    IllegalArgumentError,
+    LocalProtocolError,
+    NoSuchSegmentError,
+    ProtocolError,
+    SegmentSealedError,
+    SegmentTruncatedError,
+    StoreError,
+)
 from ...wire import Limits, encode_mutf8
 from ..frames import HEADER, NULL_VALUE, Command
 from ..server import SegmentStoreServer
-from ..store import IllegalArgumentError, NoSuchSegmentError, SegmentSealedError, SegmentTruncatedError, StoreError
 from .connection import (
     DEFAULT_LIMITS,
     REPLY_PART_SIZE,
