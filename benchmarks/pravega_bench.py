@@ -83,7 +83,8 @@ def worker_decode(n: int, style: str, passes: int) -> dict[str, Any]:
     import struct
     import uuid
 
-    from refwire.pravega.connection import Append, ServerConnection
+    from refwire.pravega.connection import ServerConnection
+    from refwire.pravega.events import Append
     from refwire.pravega.frames import NULL_VALUE, AppendSetup, CommandDecoder, Hello, SetupAppend
     from refwire.pravega.writer import WriterSession
 

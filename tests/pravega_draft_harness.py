@@ -9,15 +9,8 @@ import uuid
 from typing import Any
 
 from refwire.errors import RemoteProtocolError, StoreError
-from refwire.pravega.draft2017.connection import (
-    DEFAULT_LIMITS,
-    REPLY_PART_SIZE,
-    BlockAppend,
-    ConnectionClosed,
-    KeepAliveReceived,
-    RequestReceived,
-    ServerConnection,
-)
+from refwire.pravega.draft2017.connection import DEFAULT_LIMITS, REPLY_PART_SIZE, ServerConnection
+from refwire.pravega.draft2017.events import BlockAppend, ConnectionClosed, KeepAliveReceived, RequestReceived
 from refwire.pravega.draft2017.frames import AppendSetup, ReadSegment, SegmentRead, SetupAppend
 from refwire.pravega.draft2017.server import level_attribute
 from refwire.pravega.frames import NULL_VALUE

@@ -21,15 +21,12 @@ from refwire.pravega.draft2017.connection import (
     SERVER_TRANSITIONS,
     WHILE_PARTIAL,
     ClientConnection,
-    ConnectionClosed,
-    KeepAliveReceived,
-    ReplyReceived,
-    RequestReceived,
     ServerConnection,
     State,
     split_message,
     split_reply,
 )
+from refwire.pravega.draft2017.events import ConnectionClosed, KeepAliveReceived, ReplyReceived, RequestReceived
 from refwire.pravega.draft2017.frames import (
     DRAFT,
     AppendSetup,

@@ -19,17 +19,8 @@ from pravega_strategies import split
 
 from refwire.errors import LocalProtocolError, RemoteProtocolError
 from refwire.pravega.client import parse_events
-from refwire.pravega.connection import (
-    SERVER_TRANSITIONS,
-    Append,
-    ClientConnection,
-    ConnectionClosed,
-    HelloReceived,
-    KeepAliveReceived,
-    RequestReceived,
-    ServerConnection,
-    State,
-)
+from refwire.pravega.connection import SERVER_TRANSITIONS, ClientConnection, ServerConnection, State
+from refwire.pravega.events import Append, ConnectionClosed, HelloReceived, KeepAliveReceived, RequestReceived
 from refwire.pravega.frames import (
     NULL_VALUE,
     AppendBlock,

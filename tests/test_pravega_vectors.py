@@ -36,7 +36,8 @@ import trio.testing
 from vector_layers import LAYERS, codec_error, same_error
 
 from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError, RemoteLimitExceeded, RemoteProtocolError
-from refwire.pravega.connection import ClientConnection, ConnectionClosed, ServerConnection
+from refwire.pravega.connection import ClientConnection, ServerConnection
+from refwire.pravega.events import ConnectionClosed
 from refwire.pravega.frames import (
     CLIENT_LIMITS,
     COMMANDS,

@@ -5,8 +5,8 @@ pipeline):
 
 * :mod:`.frames` (over :mod:`.frames_codec`) -- every v17 wire command, byte-exact
   with Pravega, and the codec;
-* :mod:`.connection` -- Sans-IO server and client machines (append reassembly,
-  writer state, Hello/KeepAlive) and the events they give;
+* :mod:`.connection` / :mod:`.events` -- Sans-IO server and client machines
+  (append reassembly, writer state, Hello/KeepAlive) and the events they give;
 * :mod:`.writer` -- the Sans-IO writer session (exactly once across reconnects);
 * :mod:`.service` / :mod:`.store` / :mod:`.storage` -- the service behind the
   server machine, the segment store's state and the :class:`Log` protocol it
@@ -19,18 +19,16 @@ dialect is :mod:`refwire.pravega.draft2017`.
 """
 
 from ..sansio import NEED_DATA
-from .connection import (
+from .connection import ClientConnection, ServerConnection, State
+from .events import (
     Append,
     AppendBytes,
-    ClientConnection,
     ConnectionClosed,
     HelloReceived,
     KeepAliveReceived,
     ReplyReceived,
     ReplySlot,
     RequestReceived,
-    ServerConnection,
-    State,
 )
 from .frames import (
     CLIENT_LIMITS,

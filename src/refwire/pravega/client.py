@@ -24,15 +24,8 @@ import trio
 from ..drivers import WRITE_FAILED, WRITE_TIMEOUT, Pump, first_error, open_stream
 from ..errors import LocalProtocolError, ProtocolError, RequestFailed, WriteFailed
 from ..wire import Limits
-from .connection import (
-    AppendBytes,
-    ClientConnection,
-    ClientEvent,
-    ConnectionClosed,
-    HelloReceived,
-    ReplyReceived,
-    State,
-)
+from .connection import ClientConnection, State
+from .events import AppendBytes, ClientEvent, ConnectionClosed, HelloReceived, ReplyReceived
 from .frames import (
     CLIENT_LIMITS,
     PROTOCOL,

@@ -27,16 +27,9 @@ import trio
 from ..drivers import Pump, StreamServer, listener_address
 from ..errors import NoSuchSegmentError, RemoteProtocolError, SegmentExistsError
 from ..wire import Limits
-from .connection import (
-    Append,
-    HelloReceived,
-    KeepAliveReceived,
-    ReplySlot,
-    RequestReceived,
-    ServerConnection,
-    ServerEvent,
-)
+from .connection import ServerConnection
 from .disk import FileLog
+from .events import Append, HelloReceived, KeepAliveReceived, ReplySlot, RequestReceived, ServerEvent
 from .frames import DEFAULT_LIMITS, Command, ReadSegment, SegmentRead
 from .service import SegmentStoreService, TokenVerifier
 from .storage import Log, MemoryLog

@@ -28,7 +28,7 @@ from ..errors import (
     StoreError,
     TableNotEmptyError,
 )
-from .connection import Append
+from .events import Append
 from .frames import (
     NULL_VALUE,
     AppendSetup,

@@ -1,7 +1,7 @@
 """The Pravega 2017 draft dialect (specs/pravega-draft-2017/README.md): connection-offset
 appends in Begin/End blocks and Begin/Middle/End partial messages.  Its own
-command table (:mod:`.frames`), machines and events (:mod:`.connection`, with the
-partial-message reassembly of :mod:`.partial`) and writer session (:mod:`.writer`);
+command table (:mod:`.frames`), machines (:mod:`.connection`, with the
+partial-message reassembly of :mod:`.partial`) and events (:mod:`.events`) and writer session (:mod:`.writer`);
 it shares the codec machinery, the segment store and the simulator with today's
 dialect.
 
@@ -10,18 +10,8 @@ Importing this package gives the Sans-IO core only; the trio drivers are
 """
 
 from ...sansio import NEED_DATA
-from .connection import (
-    DEFAULT_LIMITS,
-    BlockAppend,
-    Blocks,
-    ClientConnection,
-    ConnectionClosed,
-    KeepAliveReceived,
-    ReplyReceived,
-    RequestReceived,
-    ServerConnection,
-    State,
-)
+from .connection import DEFAULT_LIMITS, ClientConnection, ServerConnection, State
+from .events import BlockAppend, Blocks, ConnectionClosed, KeepAliveReceived, ReplyReceived, RequestReceived
 from .frames import (
     DRAFT,
     PROTOCOL,

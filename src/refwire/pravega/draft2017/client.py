@@ -19,7 +19,8 @@ import trio
 from ...drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, first_error, open_stream
 from ...errors import DraftWriteFailed, ProtocolError
 from ..frames import Command
-from .connection import Blocks, ClientConnection, ConnectionClosed, ReplyReceived
+from .connection import ClientConnection
+from .events import Blocks, ConnectionClosed, ReplyReceived
 from .frames import AppendSetup, DataAppended, ReadSegment, SegmentRead
 from .writer import DraftWriterSession, Planner
 

@@ -50,14 +50,8 @@ from ...errors import (
 from ...wire import Limits, encode_mutf8
 from ..frames import HEADER, NULL_VALUE, Command
 from ..server import SegmentStoreServer
-from .connection import (
-    DEFAULT_LIMITS,
-    REPLY_PART_SIZE,
-    BlockAppend,
-    KeepAliveReceived,
-    RequestReceived,
-    ServerConnection,
-)
+from .connection import DEFAULT_LIMITS, REPLY_PART_SIZE, ServerConnection
+from .events import BlockAppend, KeepAliveReceived, RequestReceived
 from .frames import PROTOCOL, AppendSetup, ReadSegment, SegmentRead, SetupAppend
 
 __all__ = ["LEVEL_NAMESPACE", "DraftConfig", "DraftFrontend", "level_attribute"]
