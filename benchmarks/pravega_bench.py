@@ -83,9 +83,9 @@ def worker_decode(n: int, style: str, passes: int) -> dict[str, Any]:
     import struct
     import uuid
 
-    from refwire.pravega.codec import NULL_VALUE, CommandDecoder
-    from refwire.pravega.commands import AppendSetup, Hello, SetupAppend
-    from refwire.pravega.connection import Append, ServerConnection
+    from refwire.pravega.connection import ServerConnection
+    from refwire.pravega.events import Append
+    from refwire.pravega.frames import NULL_VALUE, AppendSetup, CommandDecoder, Hello, SetupAppend
     from refwire.pravega.writer import WriterSession
 
     wid = uuid.UUID(int=7)
@@ -262,13 +262,17 @@ def main(argv: list[str] | None = None) -> int:
         have_peer = True
     except ImportError:
         have_peer = False
-        print("note: pravega_client not installed; the real-client rows are skipped (pip install pravega==0.3.8)", file=sys.stderr)
+        print(
+            "note: pravega_client not installed; the real-client rows are skipped (pip install pravega==0.3.8)", file=sys.stderr
+        )
     try:
         appends = bench_appends(n, reps, have_peer)
         decode_runs: dict[str, list[dict[str, Any]]] = {"rust": [], "java": []}
         for _ in range(reps):
             for style in ("rust", "java"):
-                decode_runs[style].append(run_child([__file__, "--worker", "decode", str(n * 4), style, "3" if args.quick else "5"], timeout=300))
+                decode_runs[style].append(
+                    run_child([__file__, "--worker", "decode", str(n * 4), style, "3" if args.quick else "5"], timeout=300)
+                )
     except BenchError as exc:
         print(f"FAILED: {exc}")
         return 1
@@ -291,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
         bare = med([r["bare"] for r in runs])
         dec = med([r["decoder"] for r in runs])
         mac = med([r["machine"] for r in runs])
-        print(f"  {style}-style blocks ({runs[0]['bytes'] / 1e6:.1f} MB): bare struct {bare:,.1f}   CommandDecoder {dec:,.1f} (×{dec / bare:.2f})   ServerConnection {mac:,.1f} (×{mac / bare:.2f})")
+        print(
+            f"  {style}-style blocks ({runs[0]['bytes'] / 1e6:.1f} MB): bare struct {bare:,.1f}   CommandDecoder {dec:,.1f} (×{dec / bare:.2f})   ServerConnection {mac:,.1f} (×{mac / bare:.2f})"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps({"appends": appends, "decode": decode_runs, "events": n, "reps": reps}, indent=2))
     return 0

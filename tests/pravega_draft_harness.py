@@ -8,20 +8,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from refwire.errors import RemoteProtocolError
-from refwire.pravega.codec import NULL_VALUE
-from refwire.pravega.draft2017.commands import AppendSetup, ReadSegment, SegmentRead, SetupAppend
-from refwire.pravega.draft2017.connection import (
-    DEFAULT_LIMITS,
-    REPLY_PART_SIZE,
-    BlockAppend,
-    ConnectionClosed,
-    KeepAliveReceived,
-    RequestReceived,
-    ServerConnection,
-)
+from refwire.errors import RemoteProtocolError, StoreError
+from refwire.pravega.draft2017.connection import DEFAULT_LIMITS, REPLY_PART_SIZE, ServerConnection
+from refwire.pravega.draft2017.events import BlockAppend, ConnectionClosed, KeepAliveReceived, RequestReceived
+from refwire.pravega.draft2017.frames import AppendSetup, ReadSegment, SegmentRead, SetupAppend
 from refwire.pravega.draft2017.server import level_attribute
-from refwire.pravega.store import SegmentStore, StoreError
+from refwire.pravega.frames import NULL_VALUE
+from refwire.pravega.store import SegmentStore
 from refwire.sansio import NEED_DATA
 from refwire.wire import Limits
 

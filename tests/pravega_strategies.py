@@ -1,6 +1,6 @@
 """Hypothesis strategies and helpers for the Pravega tests (specs/pravega/README.md
 §2, §4): a value strategy per wire field kind, a command strategy per class of
-``refwire.pravega.codec.COMMANDS`` built from its ``LAYOUT``, and byte helpers."""
+``refwire.pravega.frames.COMMANDS`` built from its ``LAYOUT``, and byte helpers."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from refwire.pravega.codec import COMMANDS, NO_VERSION, Command, TableEntry, TableKey
+from refwire.pravega.frames import COMMANDS, NO_VERSION, Command, TableEntry, TableKey
 from refwire.wire import encode_mutf8
 
 i32 = st.integers(-(2**31), 2**31 - 1)

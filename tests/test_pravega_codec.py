@@ -6,6 +6,8 @@ trailing fields of §2.4 decoding with their defaults."""
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -27,18 +29,21 @@ from pravega_strategies import (
 )
 
 from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError, RemoteLimitExceeded, RemoteProtocolError
-from refwire.pravega.codec import (
+from refwire.pravega.connection import ClientConnection, ServerConnection
+from refwire.pravega.frames import (
     CLIENT_LIMITS,
     COMMANDS,
     DEFAULT_LIMITS,
     MAX_WIRECOMMAND_SIZE,
+    AppendBlockEnd,
     Command,
     CommandDecoder,
+    DataAppended,
+    Hello,
+    SetupAppend,
     decode_command,
     encode_command,
 )
-from refwire.pravega.commands import AppendBlockEnd, DataAppended, Hello, SetupAppend
-from refwire.pravega.connection import ClientConnection, ServerConnection
 from refwire.sansio import NEED_DATA
 from refwire.wire import decode_mutf8, encode_mutf8
 
@@ -330,3 +335,14 @@ def test_unknown_and_retired_codes_are_a_clear_error(code: int) -> None:
 
 def test_errors_are_protocol_errors() -> None:
     assert issubclass(LimitExceeded, ProtocolError)
+
+
+def test_importing_the_packages_gives_the_core_only() -> None:
+    """``refwire.pravega`` and its draft dialect export the Sans-IO core: no trio, simulator or pipeline."""
+    code = (
+        "import sys, refwire.pravega, refwire.pravega.draft2017\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('trio', 'h2', 'pyspark')"
+        " or m.startswith(('refwire.sim', 'refwire.pipeline')))\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

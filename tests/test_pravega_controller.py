@@ -98,7 +98,13 @@ class H2Client:
             await self.stream.send_all(data)
 
     def start(
-        self, method: str, body: bytes, *, path: str | None = None, headers: list[tuple[bytes, bytes]] | None = None, end: bool = True
+        self,
+        method: str,
+        body: bytes,
+        *,
+        path: str | None = None,
+        headers: list[tuple[bytes, bytes]] | None = None,
+        end: bool = True,
     ) -> int:
         sid = self.conn.get_next_available_stream_id()
         hdrs = headers or [
@@ -212,7 +218,12 @@ def test_protobuf_known_bytes() -> None:
 
 
 def test_protobuf_skips_unknown_fields_and_defaults() -> None:
-    unknown = bytes.fromhex("f807 2a") + bytes.fromhex("f907 0102030405060708") + bytes.fromhex("fa07 03616263") + bytes.fromhex("fd07 01020304")
+    unknown = (
+        bytes.fromhex("f807 2a")
+        + bytes.fromhex("f907 0102030405060708")
+        + bytes.fromhex("fa07 03616263")
+        + bytes.fromhex("fd07 01020304")
+    )
     assert pb.NodeUri.decode(unknown + pb.NodeUri("x", 1).encode()) == pb.NodeUri("x", 1)
     assert pb.StreamConfig.decode(b"") == pb.StreamConfig()
     assert pb.ScopeInfo.decode(bytes.fromhex("0a0161 0a0162")).scope == "b"  # last one wins
@@ -311,7 +322,11 @@ async def test_every_method_over_h2() -> None:
 
         admin.segments["sc/st/1.#epoch.0"][0] = 40  # the store's start offset
         at = await c.ok("getSegments", pb.GetSegmentsRequest(SI, 0), pb.SegmentsAtTime)
-        assert [(loc.segment_id.segment_id if loc.segment_id else None, loc.offset) for loc in at.segments] == [(0, 0), (1, 40), (2, 0)]
+        assert [(loc.segment_id.segment_id if loc.segment_id else None, loc.offset) for loc in at.segments] == [
+            (0, 0),
+            (1, 40),
+            (2, 0),
+        ]
         cut = pb.StreamCut(SI, (pb.Int64Entry(2, 7),))
         assert (await c.ok("truncateStream", cut, Status)).status == pb.UpdateStreamStatus.SUCCESS
         at = await c.ok("getSegments", pb.GetSegmentsRequest(SI, 0), pb.SegmentsAtTime)
@@ -319,7 +334,11 @@ async def test_every_method_over_h2() -> None:
         bad_cut = pb.StreamCut(SI, (pb.Int64Entry(segment_id(9, 1), 7),))
         assert (await c.ok("truncateStream", bad_cut, Status)).status == pb.UpdateStreamStatus.FAILURE
 
-        for seg in (pb.SegmentId(SI, 1), pb.SegmentId(pb.StreamInfo("sc", "rg1_kvtable"), 0), pb.SegmentId(pb.StreamInfo("_system", "x"), 5)):
+        for seg in (
+            pb.SegmentId(SI, 1),
+            pb.SegmentId(pb.StreamInfo("sc", "rg1_kvtable"), 0),
+            pb.SegmentId(pb.StreamInfo("_system", "x"), 5),
+        ):
             assert (await c.ok("getURI", seg, pb.NodeUri)) == pb.NodeUri(*STORE)
         assert (await c.ok("getSegmentsImmediatelyFollowing", pb.SegmentId(SI, 1), pb.SuccessorResponse)).segments == ()
         assert (await c.ok("isSegmentValid", pb.SegmentId(SI, 1), pb.SegmentValidityResponse)).response
@@ -374,7 +393,13 @@ async def test_unimplemented_bad_requests_and_http_errors() -> None:
         sid = c.start("", b"", headers=get)
         await c.pump(lambda: c.replies[sid].ended)
         assert c.replies[sid].headers[b":status"] == b"405"
-        json = [(b":method", b"POST"), (b":scheme", b"http"), (b":path", f"/{SERVICE}/createScope".encode()), (b":authority", b"x"), (b"content-type", b"application/json")]
+        json = [
+            (b":method", b"POST"),
+            (b":scheme", b"http"),
+            (b":path", f"/{SERVICE}/createScope".encode()),
+            (b":authority", b"x"),
+            (b"content-type", b"application/json"),
+        ]
         sid = c.start("", b"{}", headers=json)
         await c.pump(lambda: c.replies[sid].ended)
         assert c.replies[sid].headers[b":status"] == b"415"
@@ -448,7 +473,9 @@ async def test_state_survives_restart(tmp_path: pathlib.Path) -> None:
 
     again = PravegaController(admin, STORE, state_path=path)
     assert pb.ExistsResponse.decode(again.check_scope_exists(pb.ScopeInfo("empty").encode())).exists
-    assert pb.StreamConfig.decode(again.get_stream_configuration(SI.encode())) == pb.StreamConfig.decode(ctl.get_stream_configuration(SI.encode()))
+    assert pb.StreamConfig.decode(again.get_stream_configuration(SI.encode())) == pb.StreamConfig.decode(
+        ctl.get_stream_configuration(SI.encode())
+    )
     assert again.get_current_segments(SI.encode()) == ctl.get_current_segments(SI.encode())
     assert again.get_segments(pb.GetSegmentsRequest(SI).encode()) == ctl.get_segments(pb.GetSegmentsRequest(SI).encode())
     again.seal_stream(SI.encode())
@@ -475,7 +502,9 @@ _REAL_CLIENT = textwrap.dedent(
     """
 )
 
-HELLO_V15 = bytes.fromhex("ffffff81 00000008 0000000f 00000005")  # as the pravega==0.3.8 client sends it (specs/pravega/README.md §12)
+HELLO_V15 = bytes.fromhex(
+    "ffffff81 00000008 0000000f 00000005"
+)  # as the pravega==0.3.8 client sends it (specs/pravega/README.md §12)
 
 
 @pytest.fixture
@@ -593,14 +622,25 @@ def _memory_pair(ctl: PravegaController, **settings: int) -> tuple[h2.connection
 
     cli = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding=None))
     if settings:
-        cli.local_settings = h2.settings.Settings(client=True, initial_values={getattr(h2.settings.SettingCodes, k): v for k, v in settings.items()})
+        cli.local_settings = h2.settings.Settings(
+            client=True, initial_values={getattr(h2.settings.SettingCodes, k): v for k, v in settings.items()}
+        )
     cli.initiate_connection()
     return cli, GrpcServerConnection(ctl.handlers, on_call=ctl._record_call)
 
 
 def _send(cli: h2.connection.H2Connection, method: str, msg: pb.Message) -> int:
     sid = cli.get_next_available_stream_id()
-    cli.send_headers(sid, [(b":method", b"POST"), (b":scheme", b"http"), (b":path", f"/{SERVICE}/{method}".encode()), (b":authority", b"x"), (b"content-type", b"application/grpc")])
+    cli.send_headers(
+        sid,
+        [
+            (b":method", b"POST"),
+            (b":scheme", b"http"),
+            (b":path", f"/{SERVICE}/{method}".encode()),
+            (b":authority", b"x"),
+            (b"content-type", b"application/grpc"),
+        ],
+    )
     cli.send_data(sid, grpc_frame(msg.encode()), end_stream=True)
     return sid
 

@@ -17,8 +17,17 @@ from pravega_draft_harness import DraftHarness, level
 
 from refwire.errors import ProtocolError, RemoteProtocolError
 from refwire.pravega.client import parse_events
-from refwire.pravega.codec import CommandDecoder, encode_event
-from refwire.pravega.draft2017.commands import (
+from refwire.pravega.draft2017.connection import (
+    SERVER_TRANSITIONS,
+    WHILE_PARTIAL,
+    ClientConnection,
+    ServerConnection,
+    State,
+    split_message,
+    split_reply,
+)
+from refwire.pravega.draft2017.events import ConnectionClosed, KeepAliveReceived, ReplyReceived, RequestReceived
+from refwire.pravega.draft2017.frames import (
     DRAFT,
     AppendSetup,
     BeginAppendBlock,
@@ -31,20 +40,8 @@ from refwire.pravega.draft2017.commands import (
     SegmentRead,
     SetupAppend,
 )
-from refwire.pravega.draft2017.connection import (
-    SERVER_TRANSITIONS,
-    WHILE_PARTIAL,
-    ClientConnection,
-    ConnectionClosed,
-    KeepAliveReceived,
-    ReplyReceived,
-    RequestReceived,
-    ServerConnection,
-    State,
-    split_message,
-    split_reply,
-)
 from refwire.pravega.draft2017.writer import DraftWriterSession
+from refwire.pravega.frames import CommandDecoder, encode_event
 from refwire.pravega.store import SegmentStore
 from refwire.sansio import NEED_DATA
 

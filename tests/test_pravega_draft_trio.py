@@ -21,7 +21,7 @@ from pravega_draft_harness import level
 
 from refwire.pravega.client import parse_events
 from refwire.pravega.draft2017.client import DraftConnection, DraftReader, DraftWriter, DraftWriterConfig
-from refwire.pravega.draft2017.commands import (
+from refwire.pravega.draft2017.frames import (
     BeginAppendBlock,
     EndAppendBlock,
     KeepAlive,

@@ -30,21 +30,11 @@ from pravega_draft_harness import DraftHarness, check_final, populate, stream_he
 from vector_layers import LAYERS, codec_error, same_error
 
 from refwire.errors import ProtocolError, RemoteLimitExceeded, RemoteProtocolError
-from refwire.pravega.codec import Command, CommandDecoder, decode_command, encode_command
-from refwire.pravega.draft2017.commands import DRAFT, AppendSetup, BeginAppendBlock, EndAppendBlock, SetupAppend
-from refwire.pravega.draft2017.connection import (
-    DEFAULT_LIMITS,
-    BlockAppend,
-    ClientConnection,
-    ConnectionClosed,
-    KeepAliveReceived,
-    ReplyReceived,
-    RequestReceived,
-    ServerConnection,
-    split_message,
-    split_reply,
-)
+from refwire.pravega.draft2017.connection import DEFAULT_LIMITS, ClientConnection, ServerConnection, split_message, split_reply
+from refwire.pravega.draft2017.events import BlockAppend, ConnectionClosed, KeepAliveReceived, ReplyReceived, RequestReceived
+from refwire.pravega.draft2017.frames import DRAFT, AppendSetup, BeginAppendBlock, EndAppendBlock, SetupAppend
 from refwire.pravega.draft2017.server import DraftConfig, DraftFrontend
+from refwire.pravega.frames import Command, CommandDecoder, decode_command, encode_command
 from refwire.pravega.server import SegmentStoreServer
 from refwire.sansio import NEED_DATA
 

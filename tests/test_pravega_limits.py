@@ -13,9 +13,17 @@ from test_pravega_trio import SEG, RawClient, running, setup_writer
 
 from refwire.errors import ProtocolError, RemoteLimitExceeded
 from refwire.pravega.client import parse_events
-from refwire.pravega.codec import NULL_VALUE, encode_event
-from refwire.pravega.commands import AppendBlock, AppendBlockEnd, AppendSetup, ReadSegment, SegmentRead, SetupAppend
 from refwire.pravega.connection import ServerConnection
+from refwire.pravega.frames import (
+    NULL_VALUE,
+    AppendBlock,
+    AppendBlockEnd,
+    AppendSetup,
+    ReadSegment,
+    SegmentRead,
+    SetupAppend,
+    encode_event,
+)
 from refwire.pravega.server import SegmentStoreServer, ServerConfig
 
 
@@ -37,7 +45,9 @@ async def test_too_many_parked_reads_answer_the_oldest_empty_at_once() -> None:
 
 def test_setup_appends_per_connection_are_bounded() -> None:
     conn = ServerConnection()
-    data = b"".join(SetupAppend(request_id=i, writer_id=uuid.UUID(int=i + 1), segment=SEG).encode() for i in range(conn.max_writers + 1))
+    data = b"".join(
+        SetupAppend(request_id=i, writer_id=uuid.UUID(int=i + 1), segment=SEG).encode() for i in range(conn.max_writers + 1)
+    )
     conn.receive_data(data, now=0.0)
     for _ in range(conn.max_writers):
         conn.next_event()
@@ -68,7 +78,9 @@ async def test_ignored_block_end_data_is_logged(caplog: pytest.LogCaptureFixture
             # A block with no remainder after sizeOfWholeEvents: Java drops the end's data (spec §5.3).
             await raw.send(
                 AppendBlock(writer_id=w, data=ev).encode()
-                + AppendBlockEnd(writer_id=w, size_of_whole_events=len(ev), data=b"dropped", num_events=1, last_event_number=1, request_id=1).encode()
+                + AppendBlockEnd(
+                    writer_id=w, size_of_whole_events=len(ev), data=b"dropped", num_events=1, last_event_number=1, request_id=1
+                ).encode()
             )
             await raw.reply()
         await raw.aclose()

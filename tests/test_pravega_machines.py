@@ -19,11 +19,15 @@ from pravega_strategies import split
 
 from refwire.errors import LocalProtocolError, RemoteProtocolError
 from refwire.pravega.client import parse_events
-from refwire.pravega.codec import NULL_VALUE, Command, CommandDecoder, encode_event
-from refwire.pravega.commands import (
+from refwire.pravega.connection import SERVER_TRANSITIONS, ClientConnection, ServerConnection, State
+from refwire.pravega.events import Append, ConnectionClosed, HelloReceived, KeepAliveReceived, RequestReceived
+from refwire.pravega.frames import (
+    NULL_VALUE,
     AppendBlock,
     AppendBlockEnd,
     AppendSetup,
+    Command,
+    CommandDecoder,
     ConditionalAppend,
     ConditionalBlockEnd,
     ConditionalCheckFailed,
@@ -35,19 +39,9 @@ from refwire.pravega.commands import (
     ReadSegment,
     SegmentRead,
     SetupAppend,
+    encode_event,
 )
-from refwire.pravega.connection import (
-    SERVER_TRANSITIONS,
-    Append,
-    ClientConnection,
-    ConnectionClosed,
-    HelloReceived,
-    KeepAliveReceived,
-    RequestReceived,
-    ServerConnection,
-    State,
-)
-from refwire.pravega.processor import RequestProcessor
+from refwire.pravega.service import SegmentStoreService
 from refwire.pravega.store import SegmentStore
 from refwire.pravega.writer import WriterSession
 from refwire.sansio import NEED_DATA
@@ -60,7 +54,7 @@ E2 = encode_event(b"world")
 
 
 class Harness:
-    """A ServerConnection + RequestProcessor + SegmentStore, applying outcomes as
+    """A ServerConnection + SegmentStoreService + SegmentStore, applying outcomes as
     ``SegmentStoreServer``'s connection handler does (synchronously; the store is durable at once)."""
 
     def __init__(self, store: SegmentStore | None = None) -> None:
@@ -68,7 +62,7 @@ class Harness:
             store = SegmentStore()
             store.create(SEG)
         self.store = store
-        self.proc = RequestProcessor(store)
+        self.service = SegmentStoreService(store)
         self.conn = ServerConnection()
         self.closed = False
         self.error: RemoteProtocolError | None = None
@@ -86,7 +80,7 @@ class Harness:
                 self.closed = True
                 break
             if isinstance(ev, Append):
-                res = self.proc.append(ev)
+                res = self.service.append(ev)
                 if res.kind == "ok":
                     self.conn.append_stored(ev, self.store.segments[ev.segment].length, now=0.0)
                 elif res.kind == "conditional":
@@ -100,7 +94,7 @@ class Harness:
                     self.closed = True
                 out += self.conn.data_to_send()
             elif isinstance(ev, RequestReceived):
-                o = self.proc.process(ev.command)
+                o = self.service.process(ev.command)
                 if o.reply is not None:
                     self.conn.send(o.reply, now=0.0)
                 out += self.conn.data_to_send()
@@ -257,7 +251,7 @@ def test_append_without_setup_closes() -> None:
 
 
 def test_append_before_append_setup_was_sent_closes() -> None:
-    """The decoder saw SetupAppend but the processor never answered it: no writer state (§5.4)."""
+    """The decoder saw SetupAppend but the service never answered it: no writer state (§5.4)."""
     h = Harness()
     h.conn.receive_data(SetupAppend(request_id=1, writer_id=W, segment=SEG).encode() + block_end(13, E1, 1, 1), now=0.0)
     assert isinstance(h.conn.next_event(), RequestReceived)

@@ -23,10 +23,10 @@ import pytest
 import trio
 from streams import PassThrough
 
+from refwire.errors import RequestFailed, WriteFailed
 from refwire.pravega.client import (
     EventWriter,
     PravegaConnection,
-    RequestFailed,
     SegmentReader,
     WriterConfig,
     create_segment,
@@ -34,18 +34,20 @@ from refwire.pravega.client import (
     seal_segment,
     segment_info,
 )
-from refwire.pravega.codec import NULL_VALUE, CommandDecoder, encode_event
-from refwire.pravega.commands import (
+from refwire.pravega.frames import (
+    NULL_VALUE,
     AppendBlock,
     AppendBlockEnd,
     AppendSetup,
     AuthTokenCheckFailed,
+    CommandDecoder,
     DataAppended,
     Hello,
     KeepAlive,
     ReadSegment,
     SegmentRead,
     SetupAppend,
+    encode_event,
 )
 from refwire.pravega.server import SegmentStoreServer, ServerConfig
 
@@ -198,7 +200,6 @@ class CutStream(PassThrough):
             raise trio.BrokenResourceError("cut")
         self.budget -= len(data)
         await self.inner.send_all(data)
-
 
 
 @pytest.mark.parametrize("style", ["rust", "java"])
@@ -403,7 +404,8 @@ async def test_token_verifier_refuses_with_auth_token_check_failed() -> None:
             writer = EventWriter(host, port, SEG, config=WriterConfig(token="bad", max_attempts=1))
             with pytest.raises(Exception) as ei:
                 await writer.write([b"x"])
-            assert isinstance(ei.value.__cause__, RequestFailed) or "AuthTokenCheckFailed" in str(ei.value)
+            assert isinstance(ei.value, WriteFailed) and isinstance(ei.value.__cause__, RequestFailed)
+            assert isinstance(ei.value.__cause__.reply, AuthTokenCheckFailed)
 
 
 # --------------------------------------------------------------------------- CLI

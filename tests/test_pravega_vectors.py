@@ -36,21 +36,23 @@ import trio.testing
 from vector_layers import LAYERS, codec_error, same_error
 
 from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError, RemoteLimitExceeded, RemoteProtocolError
-from refwire.pravega.codec import (
+from refwire.pravega.connection import ClientConnection, ServerConnection
+from refwire.pravega.events import ConnectionClosed
+from refwire.pravega.frames import (
     CLIENT_LIMITS,
     COMMANDS,
     DEFAULT_LIMITS,
+    AppendSetup,
     Command,
     CommandDecoder,
+    SetupAppend,
     TableEntry,
     TableKey,
     decode_command,
     encode_command,
 )
-from refwire.pravega.commands import AppendSetup, SetupAppend
-from refwire.pravega.connection import ClientConnection, ConnectionClosed, ServerConnection
-from refwire.pravega.processor import TokenVerdict
 from refwire.pravega.server import SegmentStoreServer, ServerConfig
+from refwire.pravega.service import TokenVerdict
 from refwire.sansio import NEED_DATA
 from refwire.wire import decode_mutf8, encode_mutf8
 
@@ -67,7 +69,9 @@ VECTOR_FIELD_ALIASES: dict[tuple[str, str], str] = {}
 #: Conversations where a parked read is woken: the waking command's reply must
 #: precede the woken read (README §6).  Order there depends on scheduling, so
 #: they run RACE_REPEATS times.
-RACE_SENSITIVE = frozenset({"byte-stream-conditional-block-end", "read-parked-at-tail-then-sealed", "read-parked-at-tail-then-append"})
+RACE_SENSITIVE = frozenset(
+    {"byte-stream-conditional-block-end", "read-parked-at-tail-then-sealed", "read-parked-at-tail-then-append"}
+)
 
 REFWIRE_DIVERGES: dict[str, str] = {}
 RACE_REPEATS = 12

@@ -23,8 +23,8 @@ from referencing import Registry, Resource
 
 import refwire.tank.frames as tank_frames
 import refwire.tank.responses as tank_responses
-from refwire.pravega.codec import CURRENT
-from refwire.pravega.draft2017.commands import DRAFT
+from refwire.pravega.draft2017.frames import DRAFT
+from refwire.pravega.frames import CURRENT
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = ROOT / "specs"

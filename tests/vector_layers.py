@@ -13,8 +13,8 @@ from typing import Any
 
 from refwire.errors import LimitExceeded, ProtocolError
 from refwire.lumberjack import FrameDecoder as LumberjackDecoder
-from refwire.pravega.codec import CLIENT_LIMITS, DEFAULT_LIMITS, CommandDecoder
-from refwire.pravega.draft2017.commands import DRAFT
+from refwire.pravega.draft2017.frames import DRAFT
+from refwire.pravega.frames import CLIENT_LIMITS, DEFAULT_LIMITS, CommandDecoder
 from refwire.seastar_rpc import FrameDecoder as SeastarDecoder
 from refwire.seastar_rpc import make_compressor
 

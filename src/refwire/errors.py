@@ -14,7 +14,12 @@ suggested reply (``event_hint``) to send before closing.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .pravega.frames import Command as PravegaCommand
 
 __all__ = [
     "LimitExceeded",
@@ -143,6 +148,116 @@ class RemoteLimitExceeded(RemoteProtocolError):
 # --- Lumberjack (specs/lumberjack/README.md)
 
 # --- Pravega, current and 2017 draft (specs/pravega/README.md, specs/pravega-draft-2017/README.md)
+
+
+class StoreError(RefwireError):
+    """A segment-store operation refused (specs/pravega/README.md §8); the service
+    (``refwire.pravega.service``) maps each subclass to its reply command."""
+
+
+class NoSuchSegmentError(StoreError):
+    """The segment does not exist (reply: NoSuchSegment)."""
+
+
+class SegmentExistsError(StoreError):
+    """The segment already exists (reply: SegmentAlreadyExists)."""
+
+
+class SegmentSealedError(StoreError):
+    """The segment is sealed (reply: SegmentIsSealed)."""
+
+
+class SegmentTruncatedError(StoreError):
+    """A read below the segment's start (reply: SegmentIsTruncated); ``start_offset`` is that start."""
+
+    def __init__(self, start_offset: int) -> None:
+        super().__init__(f"truncated below {start_offset}")
+        self.start_offset = start_offset
+
+
+class BadOffsetError(StoreError):
+    """A conditional write at the wrong offset: ``given`` is the offset the
+    request expected; ``actual`` the segment's length."""
+
+    def __init__(self, given: int, actual: int) -> None:
+        super().__init__(f"expected offset {given}, segment length is {actual}")
+        self.given = given
+        self.actual = actual
+
+
+class BadAttributeError(StoreError):
+    """The writer's attribute is not the expected one (a conditional append, §5.4)."""
+
+
+class IllegalArgumentError(StoreError):
+    """A request argument the store cannot apply (an offset outside the segment, a table op on a stream segment)."""
+
+
+class BadKeyVersionError(StoreError):
+    """A table key's version is not the expected one (reply: TableKeyBadVersion, §9)."""
+
+
+class KeyDoesNotExistError(StoreError):
+    """A conditional table update names a key that does not exist (reply: TableKeyDoesNotExist, §9)."""
+
+
+class TableNotEmptyError(StoreError):
+    """A must-be-empty table segment delete found entries (reply: TableSegmentNotEmpty, §9)."""
+
+
+class GrpcError(RefwireError):
+    """A controller RPC refused with a non-OK gRPC status (``code``, a
+    ``refwire.pravega._grpc.GrpcStatus``) and ``message``; raised by a handler
+    and answered as the call's trailers-only response."""
+
+    def __init__(self, code: IntEnum, message: str) -> None:
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message
+
+
+class RequestFailed(RefwireError):
+    """The segment store answered a request with an error reply (``reply``, a
+    ``refwire.pravega.frames.Command``)."""
+
+    def __init__(self, reply: PravegaCommand) -> None:
+        super().__init__(f"{reply.NAME}: {reply}")
+        self.reply = reply
+
+
+class WriteFailed(RefwireError):
+    """A Pravega EventWriter gave up; ``unacked`` are the event numbers not known stored."""
+
+    def __init__(self, reason: str, unacked: Sequence[int]) -> None:
+        super().__init__(reason)
+        self.unacked = list(unacked)
+
+
+class DraftWriteFailed(RefwireError):
+    """The 2017 draft dialect's writer gave up; ``acked`` is the last ack level it saw."""
+
+    def __init__(self, reason: str, acked: int) -> None:
+        super().__init__(reason)
+        self.acked = acked
+
+
+__all__ += [
+    "BadAttributeError",
+    "BadKeyVersionError",
+    "BadOffsetError",
+    "DraftWriteFailed",
+    "GrpcError",
+    "IllegalArgumentError",
+    "KeyDoesNotExistError",
+    "NoSuchSegmentError",
+    "RequestFailed",
+    "SegmentExistsError",
+    "SegmentSealedError",
+    "SegmentTruncatedError",
+    "StoreError",
+    "TableNotEmptyError",
+    "WriteFailed",
+]
 
 # --- TANK (specs/tank/README.md)
 

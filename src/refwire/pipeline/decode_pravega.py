@@ -1,4 +1,4 @@
-"""Pravega capture decoder (specs/pravega/README.md §1, §4) on :class:`refwire.pravega.codec.CommandDecoder`.
+"""Pravega capture decoder (specs/pravega/README.md §1, §4) on :class:`refwire.pravega.frames.CommandDecoder`.
 
 One row per wire command, ``type`` = the command name (``Hello``,
 ``SetupAppend``, ``DataAppended`` ...).  Key fields: ``seq`` = the request id
@@ -9,8 +9,8 @@ as UUID strings, so the rules can read ``writer_id``, ``event_number``,
 ``previous_event_number``, ``last_event_number`` and ``offset``.
 
 The client direction is decoded with the server's limits
-(:data:`~refwire.pravega.codec.DEFAULT_LIMITS`), the server direction with the
-client's (:data:`~refwire.pravega.codec.CLIENT_LIMITS`, §1.1).  Append blocks
+(:data:`~refwire.pravega.frames.DEFAULT_LIMITS`), the server direction with the
+client's (:data:`~refwire.pravega.frames.CLIENT_LIMITS`, §1.1).  Append blocks
 are one row each: the events inside them are the application's bytes (the
 server stores them unparsed, §5.3), so they are not rows of their own.
 """
@@ -34,7 +34,7 @@ def command_fields(cmd: Any) -> dict[str, Any]:
 
 
 def decode(chunks: Iterable[bytes], direction: str, peer: Peer | None = None) -> Iterator[FrameRow]:
-    from refwire.pravega.codec import CLIENT_LIMITS, DEFAULT_LIMITS, CommandDecoder
+    from refwire.pravega.frames import CLIENT_LIMITS, DEFAULT_LIMITS, CommandDecoder
 
     dec = CommandDecoder(DEFAULT_LIMITS if direction == "c2s" else CLIENT_LIMITS)
     frame_no = 0
@@ -54,7 +54,11 @@ def decode(chunks: Iterable[bytes], direction: str, peer: Peer | None = None) ->
             segment = getattr(cmd, "segment", None) or getattr(cmd, "segment_name", None)
             count = getattr(cmd, "num_events", None)
             yield FrameRow(
-                frame_no, start, type(cmd).NAME, dec.offset - start, None,
+                frame_no,
+                start,
+                type(cmd).NAME,
+                dec.offset - start,
+                None,
                 seq=rid if isinstance(rid, int) else None,
                 count=count if isinstance(count, int) else None,
                 name=segment if isinstance(segment, str) else None,
@@ -65,6 +69,9 @@ def decode(chunks: Iterable[bytes], direction: str, peer: Peer | None = None) ->
         name = dec.pending_frame_name()
         end = ProtocolError(
             f"{dec.buffered} bytes of an incomplete {name or 'frame'} at the end of the stream",
-            protocol="pravega", frame=name, field="(end)", offset=dec.offset,
+            protocol="pravega",
+            frame=name,
+            field="(end)",
+            offset=dec.offset,
         )
         yield error_row(frame_no, end, dec.offset, None)

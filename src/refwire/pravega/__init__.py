@@ -1,17 +1,37 @@
 """The Pravega segment-store wire protocol (specs/pravega/README.md).
 
-* :mod:`.codec` / :mod:`.commands` -- every v17 wire command, byte-exact with Pravega;
-* :mod:`.connection` -- Sans-IO server and client machines (append reassembly,
-  writer state, Hello/KeepAlive);
+Importing this package gives the Sans-IO core only (no trio, no simulator, no
+pipeline):
+
+* :mod:`.frames` (over :mod:`.frames_codec`) -- every v17 wire command, byte-exact
+  with Pravega, and the codec;
+* :mod:`.connection` / :mod:`.events` -- Sans-IO server and client machines
+  (append reassembly, writer state, Hello/KeepAlive) and the events they give;
 * :mod:`.writer` -- the Sans-IO writer session (exactly once across reconnects);
-* :mod:`.store` / :mod:`.storage` / :mod:`.processor` -- the segment store's state,
-  durable log and replies;
-* :mod:`.server` / :mod:`.client` -- trio drivers; :mod:`.controller` -- a minimal
-  gRPC controller so the real ``pravega`` client can find the store.
+* :mod:`.service` / :mod:`.store` / :mod:`.storage` -- the service behind the
+  server machine, the segment store's state and the :class:`Log` protocol it
+  writes to (with the in-memory :class:`MemoryLog`).
+
+The drivers are imported explicitly: :mod:`.server` / :mod:`.client` (trio),
+:mod:`.disk` (the log in a directory), :mod:`.controller` (a minimal gRPC
+controller so the real ``pravega`` client can find the store).  The 2017 draft
+dialect is :mod:`refwire.pravega.draft2017`.
 """
 
 from ..sansio import NEED_DATA
-from .codec import (
+from .connection import ClientConnection, ServerConnection, State
+from .events import (
+    Append,
+    AppendBytes,
+    ConnectionClosed,
+    HelloReceived,
+    KeepAliveReceived,
+    ReplyReceived,
+    ReplySlot,
+    RequestReceived,
+)
+from .frames import (
+    CLIENT_LIMITS,
     DEFAULT_LIMITS,
     MAX_WIRECOMMAND_SIZE,
     NULL_VALUE,
@@ -22,24 +42,45 @@ from .codec import (
     decode_command,
     encode_command,
     encode_event,
+    request_id_of,
 )
-from .commands import request_id_of
-from .connection import Append, AppendBytes, ClientConnection, ServerConnection
-from .writer import WriterSession
+from .service import AppendOutcome, Outcome, SegmentStoreService, TokenVerdict, TokenVerifier
+from .storage import Log, MemoryLog
+from .store import ReadResult, Segment, SegmentStore
+from .writer import PendingEvent, WriterSession
 
 __all__ = [
+    "CLIENT_LIMITS",
     "DEFAULT_LIMITS",
     "MAX_WIRECOMMAND_SIZE",
+    "NEED_DATA",
     "NULL_VALUE",
     "OLDEST_COMPATIBLE_VERSION",
-    "NEED_DATA",
     "WIRE_VERSION",
     "Append",
     "AppendBytes",
+    "AppendOutcome",
     "ClientConnection",
     "Command",
     "CommandDecoder",
+    "ConnectionClosed",
+    "HelloReceived",
+    "KeepAliveReceived",
+    "Log",
+    "MemoryLog",
+    "Outcome",
+    "PendingEvent",
+    "ReadResult",
+    "ReplyReceived",
+    "ReplySlot",
+    "RequestReceived",
+    "Segment",
+    "SegmentStore",
+    "SegmentStoreService",
     "ServerConnection",
+    "State",
+    "TokenVerdict",
+    "TokenVerifier",
     "WriterSession",
     "decode_command",
     "encode_command",

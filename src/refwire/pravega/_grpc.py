@@ -38,7 +38,7 @@ import h2.exceptions
 import h2.settings
 import trio
 
-from ..errors import ProtocolError
+from ..errors import GrpcError, ProtocolError
 
 __all__ = [
     "DEFAULT_GRPC_LIMITS",
@@ -77,15 +77,6 @@ class GrpcStatus(IntEnum):
     UNAVAILABLE = 14
     DATA_LOSS = 15
     UNAUTHENTICATED = 16
-
-
-class GrpcError(Exception):
-    """Raised by a handler to answer with a non-OK status."""
-
-    def __init__(self, code: GrpcStatus, message: str) -> None:
-        super().__init__(f"{code.name}: {message}")
-        self.code = code
-        self.message = message
 
 
 @attrs.frozen(kw_only=True)
@@ -298,7 +289,7 @@ class GrpcServerConnection:
         try:
             reply = handler(bytes(body[_PREFIX_LEN:]))
         except GrpcError as exc:
-            self._trailers_only(call, exc.code, exc.message)
+            self._trailers_only(call, GrpcStatus(exc.code), exc.message)
             return
         except ProtocolError as exc:
             self._trailers_only(call, GrpcStatus.INTERNAL, f"cannot decode the request: {exc}")

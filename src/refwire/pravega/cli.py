@@ -144,7 +144,8 @@ async def _serve(args: argparse.Namespace) -> int:
 
 
 async def _send(args: argparse.Namespace) -> int:
-    from .client import EventWriter, WriteFailed, WriterConfig, create_segment
+    from ..errors import WriteFailed
+    from .client import EventWriter, WriterConfig, create_segment
 
     host, port = args.address
     if args.count:
@@ -172,7 +173,8 @@ async def _send(args: argparse.Namespace) -> int:
 
 
 async def _send_draft(args: argparse.Namespace, payloads: list[bytes]) -> int:
-    from .draft2017.client import DraftWriteFailed, DraftWriter, DraftWriterConfig
+    from ..errors import DraftWriteFailed
+    from .draft2017.client import DraftWriter, DraftWriterConfig
 
     if args.create:
         raise UsageError(
@@ -236,7 +238,8 @@ async def _read_draft(args: argparse.Namespace) -> int:
 
 
 async def _read(args: argparse.Namespace) -> int:
-    from .client import PravegaConnection, RequestFailed, SegmentReader
+    from ..errors import RequestFailed
+    from .client import PravegaConnection, SegmentReader
 
     host, port = args.address
     if args.offset < 0:

@@ -22,11 +22,15 @@ import attrs
 import trio
 
 from ..drivers import WRITE_FAILED, WRITE_TIMEOUT, Pump, first_error, open_stream
-from ..errors import LocalProtocolError, ProtocolError, RefwireError
+from ..errors import LocalProtocolError, ProtocolError, RequestFailed, WriteFailed
 from ..wire import Limits
-from .codec import CLIENT_LIMITS, PROTOCOL, Command
-from .commands import (
+from .connection import ClientConnection, State
+from .events import AppendBytes, ClientEvent, ConnectionClosed, HelloReceived, ReplyReceived
+from .frames import (
+    CLIENT_LIMITS,
+    PROTOCOL,
     AppendSetup,
+    Command,
     CreateSegment,
     DataAppended,
     GetStreamSegmentInfo,
@@ -40,15 +44,6 @@ from .commands import (
     SegmentSealed,
     StreamSegmentInfo,
     request_id_of,
-)
-from .connection import (
-    AppendBytes,
-    ClientConnection,
-    ClientEvent,
-    ConnectionClosed,
-    HelloReceived,
-    ReplyReceived,
-    State,
 )
 from .writer import MAX_EVENT_SIZE, Style, WriterSession
 
@@ -68,22 +63,6 @@ __all__ = [
 log = logging.getLogger("refwire.pravega.client")
 _HDR = struct.Struct(">ii")
 _ids = itertools.count(1)
-
-
-class RequestFailed(RefwireError):
-    """The server answered a request with an error reply (``reply``)."""
-
-    def __init__(self, reply: Command) -> None:
-        super().__init__(f"{reply.NAME}: {reply}")
-        self.reply = reply
-
-
-class WriteFailed(RefwireError):
-    """An EventWriter gave up; ``unacked`` are the event numbers not known stored."""
-
-    def __init__(self, reason: str, unacked: Sequence[int]) -> None:
-        super().__init__(reason)
-        self.unacked = list(unacked)
 
 
 def next_request_id() -> int:

@@ -15,7 +15,8 @@ go backwards, acks chain ``previousEventNumber``).  Storing, reading and
 answering requests is the application's (:mod:`.store`).  Every violation that
 makes real Pravega close the connection without a reply raises a
 :class:`RemoteProtocolError` naming the field and offset; the machine is then
-in the ERROR state and the driver closes the connection.
+in the ERROR state and the driver closes the connection.  The events they give
+and take are in :mod:`.events`.
 """
 
 from __future__ import annotations
@@ -30,19 +31,28 @@ import attrs
 from ..errors import LocalProtocolError
 from ..sansio import NEED_DATA, FrameMachine, NeedData, closed_inside
 from ..wire import Limits, check_limit
-from .codec import (
+from .events import (
+    Append,
+    AppendBytes,
+    ClientEvent,
+    ConnectionClosed,
+    HelloReceived,
+    KeepAliveReceived,
+    ReplyReceived,
+    ReplySlot,
+    RequestReceived,
+    ServerEvent,
+)
+from .frames import (
     DEFAULT_LIMITS,
     OLDEST_COMPATIBLE_VERSION,
     PROTOCOL,
     WIRE_VERSION,
-    Command,
-    CommandDecoder,
-    encode_event,
-)
-from .commands import (
     AppendBlock,
     AppendBlockEnd,
     AppendSetup,
+    Command,
+    CommandDecoder,
     ConditionalAppend,
     ConditionalBlockEnd,
     ConditionalCheckFailed,
@@ -52,18 +62,12 @@ from .commands import (
     Padding,
     PartialEvent,
     SetupAppend,
+    encode_event,
 )
 
 __all__ = [
+    "CLIENT_TRANSITIONS",
     "SERVER_TRANSITIONS",
-    "Append",
-    "AppendBytes",
-    "ConnectionClosed",
-    "HelloReceived",
-    "KeepAliveReceived",
-    "ReplyReceived",
-    "ReplySlot",
-    "RequestReceived",
     "ServerConnection",
     "ClientConnection",
     "State",
@@ -114,81 +118,6 @@ CLIENT_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
     (State.OPEN, "eof"): State.CLOSED,
     (State.OPEN, "reset"): State.CLOSED,
 }
-
-
-# --------------------------------------------------------------------------- events
-
-
-@attrs.frozen
-class HelloReceived:
-    high_version: int
-    low_version: int
-    compatible: bool
-
-
-@attrs.frozen
-class KeepAliveReceived:
-    pass
-
-
-@attrs.frozen
-class RequestReceived:
-    """A request the application answers with :meth:`ServerConnection.send`
-    (SetupAppend, ReadSegment, GetStreamSegmentInfo, CreateSegment, tables…)."""
-
-    command: Command
-
-
-@attrs.frozen
-class Append:
-    """One reassembled append (§5.3): ``data`` is stored as-is.
-
-    ``expected_offset`` is None for unconditional appends.  ``event_number``
-    is the number of the *last* event in ``data``; ``event_count`` events.
-    """
-
-    segment: str
-    writer_id: uuid.UUID
-    event_number: int
-    event_count: int
-    data: bytes
-    request_id: int
-    expected_offset: int | None = None
-    #: the writer's last stored event number before this append: the value
-    #: the store compares its writer attribute with, atomically (§5.4)
-    previous_stored: int = 0
-
-
-@attrs.frozen
-class ReplyReceived:
-    command: Command
-
-
-@attrs.define(eq=False)
-class ReplySlot:
-    """A place in a server connection's reply order (:meth:`ServerConnection.reserve`):
-    replies queued after it wait until it is filled."""
-
-    data: bytes | None = None
-
-
-@attrs.frozen
-class AppendBytes:
-    """What a client sends for a writer: the append commands a
-    :class:`~.writer.WriterSession` encoded (``WriterSession.take()``), already
-    framed (§5.1)."""
-
-    data: bytes
-
-
-@attrs.frozen
-class ConnectionClosed:
-    clean: bool = True
-    reason: str = ""
-
-
-ServerEvent = HelloReceived | KeepAliveReceived | RequestReceived | Append | ConnectionClosed
-ClientEvent = HelloReceived | KeepAliveReceived | ReplyReceived | ConnectionClosed
 
 
 @attrs.define

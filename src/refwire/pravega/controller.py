@@ -37,10 +37,10 @@ import orjson
 import trio
 
 from ..drivers import StreamServer
+from ..errors import GrpcError
 from . import _protobuf as pb
 from ._grpc import (
     DEFAULT_GRPC_LIMITS,
-    GrpcError,
     GrpcLimits,
     GrpcServerConnection,
     GrpcStatus,

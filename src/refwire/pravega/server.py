@@ -2,7 +2,7 @@
 
 A :class:`~refwire.drivers.Pump` runs each connection's Sans-IO
 :class:`~.connection.ServerConnection`; requests go to the pure
-:class:`~.processor.RequestProcessor`; replies leave in arrival order, each
+:class:`~.service.SegmentStoreService`; replies leave in arrival order, each
 once the log holds its operation durably (a group commit task syncs the log):
 a reply that must wait keeps its place in the machine's reply order and a
 replier task fills it.  Reads at the tail wait in their own task until
@@ -25,22 +25,15 @@ import attrs
 import trio
 
 from ..drivers import Pump, StreamServer, listener_address
-from ..errors import RemoteProtocolError
+from ..errors import NoSuchSegmentError, RemoteProtocolError, SegmentExistsError
 from ..wire import Limits
-from .codec import DEFAULT_LIMITS, Command
-from .commands import ReadSegment, SegmentRead
-from .connection import (
-    Append,
-    HelloReceived,
-    KeepAliveReceived,
-    ReplySlot,
-    RequestReceived,
-    ServerConnection,
-    ServerEvent,
-)
-from .processor import RequestProcessor, TokenVerifier
-from .storage import FileLog, Log, MemoryLog
-from .store import NoSuchSegmentError, SegmentExistsError, SegmentStore
+from .connection import ServerConnection
+from .disk import FileLog
+from .events import Append, HelloReceived, KeepAliveReceived, ReplySlot, RequestReceived, ServerEvent
+from .frames import DEFAULT_LIMITS, Command, ReadSegment, SegmentRead
+from .service import SegmentStoreService, TokenVerifier
+from .storage import Log, MemoryLog
+from .store import SegmentStore
 
 __all__ = ["SegmentStoreServer", "ServerConfig", "StoreAdmin", "memory_server"]
 
@@ -68,7 +61,7 @@ class SegmentStoreServer:
     """A Pravega segment store.
 
     ``log`` selects durability: None keeps everything in memory; a
-    :class:`~.storage.FileLog` (see :meth:`open_dir`) survives restarts; a
+    :class:`~.disk.FileLog` (see :meth:`open_dir`) survives restarts; a
     :class:`~.storage.MemoryLog` is what the simulator crashes.
     """
 
@@ -84,7 +77,7 @@ class SegmentStoreServer:
         self.log = log
         self._wakeups: dict[str, trio.Event] = {}
         self.store = SegmentStore(log, on_visible=self._wake)
-        self.processor = RequestProcessor(
+        self.service = SegmentStoreService(
             self.store, verifier=config.verifier, read_only=config.read_only, stack_traces=config.stack_traces
         )
         self._server = StreamServer(
@@ -194,7 +187,7 @@ _Waiting = tuple[int, ReplySlot, Append | Command]
 
 class _StoreConnection:
     """One segment-store connection: the :class:`~refwire.drivers.Pump` runs the
-    machine; requests go to the processor as they arrive; replies that must wait
+    machine; requests go to the service as they arrive; replies that must wait
     for durability keep their place in the machine's reply order
     (:meth:`ServerConnection.reserve`) and are filled, in order, by the replier
     task once the log holds them."""
@@ -263,7 +256,7 @@ class _StoreConnection:
         if self._closing:
             return  # the connection is closing: nothing after the last reply is served
         server, conn = self.server, self.conn
-        proc = server.processor
+        service = server.service
         if isinstance(ev, Append):
             if conn.ignored_block_end_bytes != self._ignored:
                 log.warning(
@@ -274,7 +267,7 @@ class _StoreConnection:
                 self._ignored = conn.ignored_block_end_bytes
             server.stats["appends"] += 1
             server.stats["events"] += ev.event_count
-            out = proc.append(ev, now=server._time_ms())
+            out = service.append(ev, now=server._time_ms())
             now = trio.current_time()
             if out.kind == "ok":
                 server._dirty.set()
@@ -296,7 +289,7 @@ class _StoreConnection:
             cmd: Command = ev.command
             if isinstance(cmd, ReadSegment):
                 server.stats["reads"] += 1
-            out2 = proc.process(cmd, now=server._time_ms())
+            out2 = service.process(cmd, now=server._time_ms())
             if out2.park:
                 assert isinstance(cmd, ReadSegment)
                 self._park(cmd)
@@ -346,7 +339,7 @@ class _StoreConnection:
             while True:
                 ev = server._wakeups.setdefault(cmd.segment, trio.Event())
                 await ev.wait()
-                out = server.processor.process(cmd, now=server._time_ms(), was_parked=True)
+                out = server.service.process(cmd, now=server._time_ms(), was_parked=True)
                 if out.park:
                     continue
                 if out.reply is not None:

@@ -1,4 +1,6 @@
-"""Durable operation logs for the segment store (specs/pravega/README.md §11).
+"""Durable operation logs for the segment store (specs/pravega/README.md §11):
+the :class:`Log` protocol, the record format and the in-memory log.  A core: no
+file I/O here; the log in a directory is :class:`refwire.pravega.disk.FileLog`.
 
 The store writes every mutating operation as one record; a record is durable
 once the log is synced, and only then is its append acked or its data visible
@@ -11,16 +13,14 @@ meta (JSON), data``.
 
 from __future__ import annotations
 
-import os
 import struct
 import zlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
 
-__all__ = ["FileLog", "Log", "MemoryLog", "decode_records", "encode_record"]
+__all__ = ["Log", "MemoryLog", "decode_records", "encode_record"]
 
 _REC = struct.Struct(">II")
 _BODY = struct.Struct(">BI")
@@ -113,51 +113,3 @@ class MemoryLog:
         del self.data[end:]
         self._durable = end
         yield from records
-
-
-class FileLog:
-    """A log file in a directory; ``sync`` is ``fsync`` (run it in a worker thread)."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._written = os.lseek(self._fd, 0, os.SEEK_END)
-        self._durable = self._written
-
-    def append(self, record: bytes) -> int:
-        view = memoryview(record)
-        while view:
-            n = os.pwrite(self._fd, view, self._written)
-            self._written += n
-            view = view[n:]
-        return self._written
-
-    def sync(self) -> int:
-        target = self._written
-        os.fsync(self._fd)
-        self._durable = max(self._durable, target)
-        return self._durable
-
-    @property
-    def durable(self) -> int:
-        return self._durable
-
-    @property
-    def written(self) -> int:
-        return self._written
-
-    def replay(self) -> Iterator[tuple[int, dict[str, Any], bytes]]:
-        with open(self.path, "rb") as fh:
-            data = fh.read()
-        records, end = decode_records(data)
-        if end < len(data):  # a torn tail from a crash: cut it
-            os.ftruncate(self._fd, end)
-            os.fsync(self._fd)
-        self._written = self._durable = end
-        yield from records
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1

@@ -19,7 +19,20 @@ from typing import Any
 
 import attrs
 
-from .codec import NO_VERSION, NOT_EXISTS, NULL_VALUE, TableEntry, TableKey
+from ..errors import (
+    BadAttributeError,
+    BadKeyVersionError,
+    BadOffsetError,
+    IllegalArgumentError,
+    KeyDoesNotExistError,
+    NoSuchSegmentError,
+    SegmentExistsError,
+    SegmentSealedError,
+    SegmentTruncatedError,
+    StoreError,
+    TableNotEmptyError,
+)
+from .frames import NO_VERSION, NOT_EXISTS, NULL_VALUE, TableEntry, TableKey
 from .storage import Log, encode_record
 
 __all__ = [
@@ -42,57 +55,6 @@ __all__ = [
 MAX_READ = 2 * 1024 * 1024  # PravegaRequestProcessor's read size cap (§6)
 
 _CREATE, _SEAL, _DELETE, _TRUNCATE, _APPEND, _ATTR, _TABLE_PUT, _TABLE_REMOVE = range(1, 9)
-
-
-class StoreError(Exception):
-    """A store operation refused; the request processor maps it to a reply (§8)."""
-
-
-class NoSuchSegmentError(StoreError):
-    pass
-
-
-class SegmentExistsError(StoreError):
-    pass
-
-
-class SegmentSealedError(StoreError):
-    pass
-
-
-class SegmentTruncatedError(StoreError):
-    def __init__(self, start_offset: int) -> None:
-        super().__init__(f"truncated below {start_offset}")
-        self.start_offset = start_offset
-
-
-class BadOffsetError(StoreError):
-    """``given`` is the offset the request expected; ``actual`` the segment's length."""
-
-    def __init__(self, given: int, actual: int) -> None:
-        super().__init__(f"expected offset {given}, segment length is {actual}")
-        self.given = given
-        self.actual = actual
-
-
-class BadAttributeError(StoreError):
-    pass
-
-
-class IllegalArgumentError(StoreError):
-    pass
-
-
-class BadKeyVersionError(StoreError):
-    pass
-
-
-class KeyDoesNotExistError(StoreError):
-    pass
-
-
-class TableNotEmptyError(StoreError):
-    pass
 
 
 @attrs.define

@@ -24,8 +24,18 @@ from typing import Final, Literal
 import attrs
 
 from ..errors import LocalProtocolError
-from .codec import NULL_VALUE, PROTOCOL, encode_event
-from .commands import AppendBlock, AppendBlockEnd, AppendSetup, DataAppended, Padding, PartialEvent, SetupAppend
+from .frames import (
+    NULL_VALUE,
+    PROTOCOL,
+    AppendBlock,
+    AppendBlockEnd,
+    AppendSetup,
+    DataAppended,
+    Padding,
+    PartialEvent,
+    SetupAppend,
+    encode_event,
+)
 
 __all__ = ["MAX_EVENT_SIZE", "PendingEvent", "WriterSession"]
 

@@ -17,23 +17,16 @@ import attrs
 import trio
 
 from ...drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, first_error, open_stream
-from ...errors import ProtocolError, RefwireError
-from ..codec import Command
-from .commands import AppendSetup, DataAppended, ReadSegment, SegmentRead
-from .connection import Blocks, ClientConnection, ConnectionClosed, ReplyReceived
+from ...errors import DraftWriteFailed, ProtocolError
+from ..frames import Command
+from .connection import ClientConnection
+from .events import Blocks, ConnectionClosed, ReplyReceived
+from .frames import AppendSetup, DataAppended, ReadSegment, SegmentRead
 from .writer import DraftWriterSession, Planner
 
 __all__ = ["DraftConnection", "DraftReader", "DraftWriteFailed", "DraftWriter", "DraftWriterConfig"]
 
 log = logging.getLogger("refwire.pravega.draft2017.client")
-
-
-class DraftWriteFailed(RefwireError):
-    """The writer gave up; ``acked`` is the last ack level it saw."""
-
-    def __init__(self, reason: str, acked: int) -> None:
-        super().__init__(reason)
-        self.acked = acked
 
 
 class DraftConnection:

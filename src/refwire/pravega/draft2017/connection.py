@@ -37,6 +37,8 @@ through ``data_to_send``), ``next_deadline``/``handle_timer`` and ``send_failed`
   the block may end after EndAppendBlock: the block completes when it does.
 * **Replies** (§5 "Sending"): a server reply longer than ``reply_part_size``
   goes out as parts of exactly that many data bytes, the last one shorter.
+
+The events the machines give and take are in :mod:`.events`.
 """
 
 from __future__ import annotations
@@ -53,8 +55,9 @@ import attrs
 from ...errors import LocalProtocolError, ProtocolError
 from ...sansio import NEED_DATA, FrameMachine, NeedData, closed_inside
 from ...wire import Limits, ReceiveBuffer, check_limit
-from ..codec import HEADER, MAX_WIRECOMMAND_SIZE, Command, decode_command, encode_command, encode_event
-from .commands import (
+from ..frames import HEADER, MAX_WIRECOMMAND_SIZE, Command, decode_command, encode_command, encode_event
+from .events import BlockAppend, Blocks, ConnectionClosed, KeepAliveReceived, ReplyReceived, RequestReceived
+from .frames import (
     DRAFT,
     PROTOCOL,
     AppendSetup,
@@ -79,13 +82,7 @@ __all__ = [
     "REPLY_PART_SIZE",
     "SERVER_TRANSITIONS",
     "WHILE_PARTIAL",
-    "BlockAppend",
-    "Blocks",
     "ClientConnection",
-    "ConnectionClosed",
-    "KeepAliveReceived",
-    "ReplyReceived",
-    "RequestReceived",
     "ServerConnection",
     "State",
     "split_message",
@@ -169,48 +166,6 @@ _CLIENT_INPUT: Final = {
     KeepAlive.TYPE: "keepalive",
     PartialMessage.TYPE: "partial",
 }
-
-
-@attrs.frozen
-class RequestReceived:
-    command: Command
-    #: stream offset of the request's frame; None when it arrived as a partial message
-    offset: int | None = None
-
-
-@attrs.frozen
-class BlockAppend:
-    """A complete append block: store ``data`` and the new level atomically (§6.5)."""
-
-    segment: str
-    connection_id: uuid.UUID
-    data: bytes  #: the block's Event frames, as stored
-    level: int  #: the connection offset after this block
-    previous_level: int  #: the level before it (what the store's record must still say)
-
-
-@attrs.frozen
-class ReplyReceived:
-    command: Command
-
-
-@attrs.frozen
-class KeepAliveReceived:
-    data: bytes
-
-
-@attrs.frozen
-class ConnectionClosed:
-    clean: bool = True
-    reason: str = ""
-
-
-@attrs.frozen
-class Blocks:
-    """What a client sends for a :class:`~refwire.pravega.draft2017.writer.DraftWriterSession`:
-    the append blocks its ``take()`` built (Begin, Events and parts, End), sent as they are."""
-
-    data: bytes
 
 
 class _Base(FrameMachine):

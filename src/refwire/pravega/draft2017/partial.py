@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from ...errors import LimitExceeded, LocalProtocolError, ProtocolError
 from ...wire import check_limit
-from ..codec import HEADER
-from .commands import DRAFT, PROTOCOL, Part, PartialMessage
+from ..frames import HEADER
+from .frames import DRAFT, PROTOCOL, Part, PartialMessage
 
 __all__ = ["Reassembly", "command_name", "error", "split_message", "split_reply", "wrap_inner"]
 

@@ -38,20 +38,21 @@ import attrs
 import trio
 
 from ...drivers import PROTOCOL_ERROR, RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer
-from ...errors import LocalProtocolError, ProtocolError
-from ...wire import Limits, encode_mutf8
-from ..codec import HEADER, NULL_VALUE, Command
-from ..server import SegmentStoreServer
-from ..store import IllegalArgumentError, NoSuchSegmentError, SegmentSealedError, SegmentTruncatedError, StoreError
-from .commands import PROTOCOL, AppendSetup, ReadSegment, SegmentRead, SetupAppend
-from .connection import (
-    DEFAULT_LIMITS,
-    REPLY_PART_SIZE,
-    BlockAppend,
-    KeepAliveReceived,
-    RequestReceived,
-    ServerConnection,
+from ...errors import (
+    IllegalArgumentError,
+    LocalProtocolError,
+    NoSuchSegmentError,
+    ProtocolError,
+    SegmentSealedError,
+    SegmentTruncatedError,
+    StoreError,
 )
+from ...wire import Limits, encode_mutf8
+from ..frames import HEADER, NULL_VALUE, Command
+from ..server import SegmentStoreServer
+from .connection import DEFAULT_LIMITS, REPLY_PART_SIZE, ServerConnection
+from .events import BlockAppend, KeepAliveReceived, RequestReceived
+from .frames import PROTOCOL, AppendSetup, ReadSegment, SegmentRead, SetupAppend
 
 __all__ = ["LEVEL_NAMESPACE", "DraftConfig", "DraftFrontend", "level_attribute"]
 

@@ -20,9 +20,9 @@ from typing import Protocol
 import attrs
 
 from ...errors import LocalProtocolError
-from ..codec import encode_event
-from .commands import PROTOCOL, AppendSetup, BeginAppendBlock, DataAppended, EndAppendBlock, KeepAlive, SetupAppend
+from ..frames import encode_event
 from .connection import split_message
+from .frames import PROTOCOL, AppendSetup, BeginAppendBlock, DataAppended, EndAppendBlock, KeepAlive, SetupAppend
 
 __all__ = ["DraftWriterSession", "Planner", "WholeEvents"]
 

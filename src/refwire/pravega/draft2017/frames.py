@@ -4,7 +4,7 @@ The draft names no type codes; these are the era-B codes of Pravega commit
 ``207431d9`` (2016-07-29), the only historical table with a code for every
 message the draft lists.  They clash with today's table (7 is SegmentRead here,
 DataAppended there), so the dialect has its own registry, :data:`DRAFT`; it
-shares the codec machinery of :mod:`refwire.pravega.codec`.
+shares the codec machinery of :mod:`refwire.pravega.frames_codec`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Final
 
 import attrs
 
-from ..codec import BOOL, I32, I64, REST, U8, UTF, UUID, Command, Dialect, f
+from ..frames_codec import BOOL, I32, I64, REST, U8, UTF, UUID, Command, Dialect, f
 
 __all__ = [
     "DRAFT",

@@ -1,4 +1,12 @@
-"""Pravega wire codec (specs/pravega/README.md §1-§4): frames, field kinds, decoder.
+"""Pravega frame codec machinery (specs/pravega/README.md §1-§4): field kinds, decoder.
+
+This is the half of :mod:`.frames` that interprets command layouts; :mod:`.frames`
+holds today's command table, re-exports this module and is the one to import.
+They are two modules because they are two jobs of over 500 lines each, and the
+machinery here is shared by a second command table (the 2017 draft dialect,
+``refwire.pravega.draft2017.frames``).  This module registers no command:
+:mod:`.frames` fills :data:`COMMANDS` (``refwire.pravega`` imports it, so the table
+is filled before any submodule is used).
 
 Every frame is ``i32 type, i32 length`` (big-endian) and ``length`` payload
 bytes.  Each command is a frozen attrs class whose fields carry their wire
@@ -543,7 +551,3 @@ def split_frames(data: bytes, *, base: int = 0, allow_inner: bool = True) -> Seq
     if dec.buffered:
         raise LocalProtocolError("truncated frame at the end of the buffer", protocol=PROTOCOL, offset=dec.offset)
     return out
-
-
-# Importing the command classes registers them in COMMANDS.
-from . import commands as _commands  # noqa: E402, F401

@@ -1,6 +1,7 @@
-"""What a segment store answers (specs/pravega/README.md §5.4, §6, §8, §9):
-``PravegaRequestProcessor`` and ``AppendProcessor``'s replies, as pure
-functions of a request and the :class:`~.store.SegmentStore`.
+"""The service behind the server machine: what a segment store answers
+(specs/pravega/README.md §5.4, §6, §8, §9), Java's ``PravegaRequestProcessor``
+and ``AppendProcessor`` replies, as pure functions of a request and the
+:class:`~.store.SegmentStore`.  A core: no I/O, no clock (``now`` comes in).
 
 Each request gives an :class:`Outcome`: the reply, the log position that must
 be durable before it is sent, whether the connection must then close, or that
@@ -14,10 +15,25 @@ from typing import Literal
 
 import attrs
 
-from .codec import NULL_VALUE, Command
-from .commands import (
+from ..errors import (
+    BadAttributeError,
+    BadKeyVersionError,
+    BadOffsetError,
+    IllegalArgumentError,
+    KeyDoesNotExistError,
+    NoSuchSegmentError,
+    SegmentExistsError,
+    SegmentSealedError,
+    SegmentTruncatedError,
+    StoreError,
+    TableNotEmptyError,
+)
+from .events import Append
+from .frames import (
+    NULL_VALUE,
     AppendSetup,
     AuthTokenCheckFailed,
+    Command,
     CreateSegment,
     CreateTableSegment,
     DeleteSegment,
@@ -63,23 +79,9 @@ from .commands import (
     UpdateTableEntries,
     WrongHost,
 )
-from .connection import Append
-from .store import (
-    BadAttributeError,
-    BadKeyVersionError,
-    BadOffsetError,
-    IllegalArgumentError,
-    KeyDoesNotExistError,
-    NoSuchSegmentError,
-    SegmentExistsError,
-    SegmentSealedError,
-    SegmentStore,
-    SegmentTruncatedError,
-    StoreError,
-    TableNotEmptyError,
-)
+from .store import SegmentStore
 
-__all__ = ["AppendOutcome", "Outcome", "RequestProcessor", "TokenVerifier", "TokenVerdict"]
+__all__ = ["AppendOutcome", "Outcome", "SegmentStoreService", "TokenVerifier", "TokenVerdict"]
 
 TokenVerdict = Literal["ok", "invalid", "expired"]
 #: ``verify(resource, token, write)``: "ok", "invalid" or "expired" (§8).
@@ -106,7 +108,7 @@ class AppendOutcome:
     reply: Command | None = None
 
 
-class RequestProcessor:
+class SegmentStoreService:
     """Answers requests against one :class:`SegmentStore`.
 
     Args:

@@ -1,5 +1,12 @@
-"""Pravega wire commands (specs/pravega/README.md §3-§4, §8, §9): one frozen
-attrs class per command, in wire field order.  The codec is :mod:`.codec`."""
+"""Pravega frames (specs/pravega/README.md §1-§4, §8, §9): today's command table,
+one frozen attrs class per command in wire field order, and the codec to encode
+and decode them.
+
+This is the module to import.  The layout interpreter (field kinds, encoder,
+stream decoder) lives in :mod:`.frames_codec` and is re-exported here; it is a
+separate module because it is a second job of its own size, shared with the 2017
+draft dialect's command table (``refwire.pravega.draft2017.frames``).
+"""
 
 from __future__ import annotations
 
@@ -9,32 +16,68 @@ import uuid
 
 import attrs
 
-from .codec import (
+from .frames_codec import (
     _FAST,
     BLOB32,
     BOOL,
+    CLIENT_LIMITS,
+    COMMANDS,
+    CURRENT,
+    DEFAULT_LIMITS,
     ENTRIES,
     EVENT,
+    HEADER,
     I32,
     I64,
     I64_ANY,
     KEYS,
     LONGS,
+    MAX_WIRECOMMAND_SIZE,
+    NO_VERSION,
+    NOT_EXISTS,
+    NULL_VALUE,
     OLDEST_COMPATIBLE_VERSION,
     OPT_BLOB32,
+    PROTOCOL,
     REST,
     U8,
     UTF,
     UUID,
     WIRE_VERSION,
     Command,
+    CommandDecoder,
+    Dialect,
     TableEntry,
     TableKey,
     command,
+    decode_command,
+    encode_command,
+    encode_event,
     f,
+    split_frames,
 )
 
 __all__ = [
+    # the codec (from .frames_codec)
+    "CLIENT_LIMITS",
+    "COMMANDS",
+    "CURRENT",
+    "DEFAULT_LIMITS",
+    "HEADER",
+    "MAX_WIRECOMMAND_SIZE",
+    "NO_VERSION",
+    "NOT_EXISTS",
+    "NULL_VALUE",
+    "OLDEST_COMPATIBLE_VERSION",
+    "PROTOCOL",
+    "WIRE_VERSION",
+    "CommandDecoder",
+    "Dialect",
+    "decode_command",
+    "encode_command",
+    "encode_event",
+    "split_frames",
+    # the commands
     "AppendBlock",
     "AppendBlockEnd",
     "AppendSetup",

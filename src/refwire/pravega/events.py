@@ -1,0 +1,98 @@
+"""Events of the Pravega Sans-IO connections (specs/pravega/README.md §4-§7): what
+:meth:`~.connection.ServerConnection.next_event` and
+:meth:`~.connection.ClientConnection.next_event` give, and the framed append
+bytes (:class:`AppendBytes`) and reply places (:class:`ReplySlot`) the
+machines take."""
+
+from __future__ import annotations
+
+import uuid
+
+import attrs
+
+from .frames import Command
+
+__all__ = [
+    "Append",
+    "AppendBytes",
+    "ClientEvent",
+    "ConnectionClosed",
+    "HelloReceived",
+    "KeepAliveReceived",
+    "ReplyReceived",
+    "ReplySlot",
+    "RequestReceived",
+    "ServerEvent",
+]
+
+
+@attrs.frozen
+class HelloReceived:
+    high_version: int
+    low_version: int
+    compatible: bool
+
+
+@attrs.frozen
+class KeepAliveReceived:
+    pass
+
+
+@attrs.frozen
+class RequestReceived:
+    """A request the application answers with :meth:`ServerConnection.send`
+    (SetupAppend, ReadSegment, GetStreamSegmentInfo, CreateSegment, tables…)."""
+
+    command: Command
+
+
+@attrs.frozen
+class Append:
+    """One reassembled append (§5.3): ``data`` is stored as-is.
+
+    ``expected_offset`` is None for unconditional appends.  ``event_number``
+    is the number of the *last* event in ``data``; ``event_count`` events.
+    """
+
+    segment: str
+    writer_id: uuid.UUID
+    event_number: int
+    event_count: int
+    data: bytes
+    request_id: int
+    expected_offset: int | None = None
+    #: the writer's last stored event number before this append: the value
+    #: the store compares its writer attribute with, atomically (§5.4)
+    previous_stored: int = 0
+
+
+@attrs.frozen
+class ReplyReceived:
+    command: Command
+
+
+@attrs.define(eq=False)
+class ReplySlot:
+    """A place in a server connection's reply order (:meth:`~.connection.ServerConnection.reserve`):
+    replies queued after it wait until it is filled."""
+
+    data: bytes | None = None
+
+
+@attrs.frozen
+class AppendBytes:
+    """What a client sends for a writer: the append commands a
+    :class:`~.writer.WriterSession` encoded (``WriterSession.take()``), already
+    framed (§5.1)."""
+
+    data: bytes
+
+
+@attrs.frozen
+class ConnectionClosed:
+    clean: bool = True
+    reason: str = ""
+
+
+ServerEvent = HelloReceived | KeepAliveReceived | RequestReceived | Append | ConnectionClosed
+ClientEvent = HelloReceived | KeepAliveReceived | ReplyReceived | ConnectionClosed
