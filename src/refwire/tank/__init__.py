@@ -6,7 +6,7 @@ seed document and the choices made where the real broker has quirks.
 
 from __future__ import annotations
 
-from .broker import TankBroker
+from .server import TankBroker
 from .bundles import U64_MAX, BundleHeader, ChunkResult, Message, decode_bundle, encode_bundle, encode_entry, read_chunk
 from .client import ClientConfig, ConnectionLost, ConsumeError, TankClient, TankError
 from .connection import (

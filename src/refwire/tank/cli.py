@@ -58,7 +58,7 @@ def register(cmds: Commands) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from .broker import TankBroker
+    from .server import TankBroker
     from .core import BrokerConfig, is_valid_topic_name
     from .storage import DirectoryStorage, Storage
 

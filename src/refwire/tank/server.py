@@ -1,4 +1,4 @@
-"""The trio TANK broker (specs/tank/README.md §6).
+"""The trio TANK broker, :class:`TankBroker` (specs/tank/README.md §6).
 
 A thin driver: each connection is a :class:`~refwire.drivers.Pump` running a
 :class:`~refwire.tank.connection.BrokerConnection` (reader, idle timer and
