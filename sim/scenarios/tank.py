@@ -288,8 +288,8 @@ class _Run(RunBase):
         counts["client_reconnects"] = sum(max(0, c.stats["connects"] - 1) for c in self.clients)
         counts["client_pings"] = sum(c.stats["pings_sent"] for c in self.clients)
         counts |= sum_stats("broker", self.brokers, ("connections", "protocol_errors", "idle_closed"))
-        counts["broker_woken"] = sum(b.core.stats["woken"] for b in self.brokers)
-        counts["broker_timeouts"] = sum(b.core.stats["timeouts"] for b in self.brokers)
+        counts["broker_woken"] = sum(b.service.stats["woken"] for b in self.brokers)
+        counts["broker_timeouts"] = sum(b.service.stats["timeouts"] for b in self.brokers)
         return ScenarioReport(
             outcome=outcome,
             violation=violation,

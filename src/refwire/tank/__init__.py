@@ -20,7 +20,7 @@ from .connection import (
     PartitionData,
     State,
 )
-from .core import BrokerConfig, BrokerCore
+from .service import BrokerConfig, BrokerService
 from .frames import (
     DEFAULT_LIMITS,
     ConsumePartition,
@@ -65,7 +65,7 @@ __all__ = [
     "U64_MAX",
     "BrokerConfig",
     "BrokerConnection",
-    "BrokerCore",
+    "BrokerService",
     "BundleHeader",
     "ChunkResult",
     "ClientConfig",

@@ -59,7 +59,7 @@ def register(cmds: Commands) -> None:
 
 async def _serve(args: argparse.Namespace) -> int:
     from .server import TankBroker
-    from .core import BrokerConfig, is_valid_topic_name
+    from .service import BrokerConfig, is_valid_topic_name
     from .storage import DirectoryStorage, Storage
 
     storage: Storage = DirectoryStorage(args.data_dir, fsync=args.fsync) if args.data_dir else Storage()
@@ -85,7 +85,7 @@ async def _serve(args: argparse.Namespace) -> int:
             nursery.cancel_scope.cancel()
     finally:
         storage.close()
-    st = broker.core.stats
+    st = broker.service.stats
     print(f"stored {st['produced_messages']} messages in {st['produced_bundles']} bundles; {broker.stats['connections']} connections", file=sys.stderr)
     return 0
 

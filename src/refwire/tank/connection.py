@@ -16,7 +16,7 @@ requests still in flight are named in its :class:`ConnectionClosed`
 (``unanswered``: their outcome is unknown).  The broker side splits frames,
 decodes requests and tracks idleness (an :class:`IdleTimeout` event after 16 s
 without traffic or an outstanding long poll, §6); the topic logic is
-:class:`~refwire.tank.core.BrokerCore`.
+:class:`~refwire.tank.service.BrokerService`.
 """
 
 from __future__ import annotations

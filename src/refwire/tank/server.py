@@ -3,7 +3,7 @@
 A thin driver: each connection is a :class:`~refwire.drivers.Pump` running a
 :class:`~refwire.tank.connection.BrokerConnection` (reader, idle timer and
 writer; the greeting Ping is flushed at once); every request goes to the shared
-Sans-IO :class:`~refwire.tank.core.BrokerCore`, whose answers may be addressed
+Sans-IO :class:`~refwire.tank.service.BrokerService`, whose answers may be addressed
 to other connections (a produce wakes long polls) and go out through that
 connection's ``pump.send``.  One timer task answers long polls whose
 ``maxWait`` ran out.  A malformed request closes its connection only -- as the
@@ -25,7 +25,7 @@ from ..drivers import Pump, StreamServer
 from ..errors import ProtocolError
 from ..sansio import to_remote
 from .connection import BrokerConnection, ConnectionClosed, IdleTimeout
-from .core import BrokerConfig, BrokerCore, Outbox
+from .service import BrokerConfig, BrokerService, Outbox
 from .frames import Request
 from .storage import Storage
 
@@ -55,7 +55,7 @@ class TankBroker:
     def __init__(self, storage: Storage | None = None, config: BrokerConfig = _DEFAULT_CONFIG, *, recv_size: int = 65536) -> None:
         self.storage = storage if storage is not None else Storage()
         self.config = config
-        self.core = BrokerCore(self.storage, config)
+        self.service = BrokerService(self.storage, config)
         self._server = StreamServer(self._handle, name="tank")
         self._conns: dict[int, _Conn] = {}
         self._ids = itertools.count(1)
@@ -86,18 +86,18 @@ class TankBroker:
             c = self._conns.get(cid)
             if c is None:
                 continue
-            c.machine.long_polls = self.core.waits_of(cid)
+            c.machine.long_polls = self.service.waits_of(cid)
             c.pump.send(resp)
         self._timer_changed.set()
 
     async def _timer_loop(self) -> None:
         while True:
             self._timer_changed = trio.Event()
-            deadline = self.core.next_deadline()
+            deadline = self.service.next_deadline()
             with trio.move_on_at(deadline if deadline is not None else math.inf):
                 await self._timer_changed.wait()
                 continue
-            self._dispatch(self.core.handle_timer(now=trio.current_time()))
+            self._dispatch(self.service.handle_timer(now=trio.current_time()))
 
     # -- one connection -------------------------------------------------------
     async def _handle(self, stream: trio.abc.Stream) -> None:
@@ -113,11 +113,11 @@ class TankBroker:
                 return
             self.stats["requests"] += 1
             try:
-                out = self.core.handle(cid, ev, now=trio.current_time())
+                out = self.service.handle(cid, ev, now=trio.current_time())
             except ProtocolError as exc:  # a malformed bundle: the peer's fault
                 raise to_remote(exc) from exc
             self._dispatch(out)
-            machine.long_polls = self.core.waits_of(cid)
+            machine.long_polls = self.service.waits_of(cid)
             pump.kick()
 
         pump = Pump(stream, machine, on_event, receive_size=self._recv_size)
@@ -133,6 +133,6 @@ class TankBroker:
             log.warning("tank: closing connection %d: %s", cid, exc)
         finally:
             del self._conns[cid]
-            self.core.drop_connection(cid)
+            self.service.drop_connection(cid)
             self.transitions_seen |= machine.transitions_seen
             self._timer_changed.set()

@@ -1,6 +1,6 @@
-"""The TANK broker's logic, Sans-IO (specs/tank/README.md §6).
+"""The service behind the TANK broker's machine: its topic logic, Sans-IO (specs/tank/README.md §6).
 
-:class:`BrokerCore` owns topics (through a :class:`~refwire.tank.storage.Storage`),
+:class:`BrokerService` owns topics (through a :class:`~refwire.tank.storage.Storage`),
 assigns sequence numbers, answers consumes and keeps long-poll waits.  It does
 no network I/O and reads no clock: ``handle(conn, request, now=...)`` and
 ``handle_timer(now=...)`` return ``(conn, response)`` pairs to send, in order --
@@ -56,7 +56,7 @@ from .responses import (
 )
 from .storage import Entry, PartitionLog, Storage
 
-__all__ = ["BrokerConfig", "BrokerCore", "is_valid_topic_name", "normalize_max_wait"]
+__all__ = ["BrokerConfig", "BrokerService", "is_valid_topic_name", "normalize_max_wait"]
 
 MAX_CLAMP: Final = 64 * 1024 * 1024  #: fetchSize / minBytes clamp (§6)
 MAX_WAIT_CAP_MS: Final = 3_600_000
@@ -103,7 +103,7 @@ class _Wait:
     got: dict[tuple[str, int], list[Entry]] = attrs.Factory(dict)
 
 
-class BrokerCore:
+class BrokerService:
     """Topics, sequence numbers, consumes and long polls (§7)."""
 
     def __init__(self, storage: Storage, config: BrokerConfig = BrokerConfig()) -> None:
