@@ -22,6 +22,7 @@ from refwire.tank import (
     CreateTopicRequest,
     DiscoverPartitionsRequest,
     IdleTimeout,
+    MemoryStorage,
     Message,
     ProducePartition,
     ProduceRequest,
@@ -29,7 +30,6 @@ from refwire.tank import (
     ProduceTopic,
     StatusRequest,
     StatusResponse,
-    Storage,
     encode_bundle,
 )
 from refwire.tank.connection import BROKER_TRANSITIONS, CLIENT_TRANSITIONS, State
@@ -51,7 +51,7 @@ def consume(rid: int, topic: str, pid: int, seq: int, fetch: int = 0x08000000, w
 
 @pytest.fixture
 def service() -> BrokerService:
-    c = BrokerService(Storage())
+    c = BrokerService(MemoryStorage())
     assert c.handle(1, CreateTopicRequest(1, "events", 1), now=0)[0][1].encode() == FRAMES["create-topic-response"]
     for i, b in enumerate((B91, B92, B93)):
         out = c.handle(1, produce(1, "events", 0, b), now=0)

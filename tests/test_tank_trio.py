@@ -14,7 +14,8 @@ import pytest
 import trio
 import trio.testing
 
-from refwire.tank import BrokerConfig, ClientConfig, ConnectionLost, DirectoryStorage, Message, TankBroker, TankClient
+from refwire.tank import BrokerConfig, ClientConfig, ConnectionLost, Message, TankBroker, TankClient
+from refwire.tank.disk import DirectoryStorage
 
 PING = b"\x03\x00\x00\x00\x00"
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import trio
 
-from refwire.tank import BrokerConfig, ClientConfig, ConnectionLost, Message, Storage, TankBroker, TankClient
+from refwire.tank import BrokerConfig, ClientConfig, ConnectionLost, MemoryStorage, Message, TankBroker, TankClient
 
 from ..faults import Faults
 from ..harness import HALVE, RunBase, coverage, crash_restart_loop, safety_then_liveness, shrink_toward, sum_stats
@@ -85,7 +85,7 @@ class TankScenario:
 class _Run(RunBase):
     def __init__(self, rng: SimRandom, faults: Faults, wl: dict[str, Any], trace: Trace) -> None:
         super().__init__(rng, faults, wl, trace)
-        self.storage = Storage()  # the durable state: survives broker restarts
+        self.storage = MemoryStorage()  # the durable state: survives broker restarts
         self.brokers: list[TankBroker] = []
         self.clients: list[TankClient] = []
         self.all_done = trio.Event()

@@ -6,7 +6,6 @@ seed document and the choices made where the real broker has quirks.
 
 from __future__ import annotations
 
-from .server import TankBroker
 from .bundles import U64_MAX, BundleHeader, ChunkResult, Message, decode_bundle, encode_bundle, encode_entry, read_chunk
 from .client import ClientConfig, ConnectionLost, ConsumeError, TankClient, TankError
 from .connection import (
@@ -20,7 +19,6 @@ from .connection import (
     PartitionData,
     State,
 )
-from .service import BrokerConfig, BrokerService
 from .frames import (
     DEFAULT_LIMITS,
     ConsumePartition,
@@ -57,7 +55,9 @@ from .responses import (
     decode_produce_response,
     decode_response,
 )
-from .storage import DirectoryStorage, MemoryStorage, Storage
+from .server import TankBroker
+from .service import BrokerConfig, BrokerService
+from .storage import Entry, MemoryLog, MemoryStorage, PartitionLog, Storage
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -83,19 +83,21 @@ __all__ = [
     "ConsumeTopicResult",
     "CreateTopicRequest",
     "CreateTopicResponse",
-    "DirectoryStorage",
     "DiscoverPartitionsRequest",
     "DiscoverPartitionsResponse",
     "DiscoverTopicsRequest",
     "DiscoverTopicsResponse",
     "DiscoverTopologyRequest",
     "DiscoverTopologyResponse",
+    "Entry",
     "FrameDecoder",
     "IdleTimeout",
+    "MemoryLog",
     "MemoryStorage",
     "Message",
     "PartitionData",
     "PartitionInfo",
+    "PartitionLog",
     "Ping",
     "ProducePartition",
     "ProduceRequest",

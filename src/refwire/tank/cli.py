@@ -58,11 +58,12 @@ def register(cmds: Commands) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
+    from .disk import DirectoryStorage
     from .server import TankBroker
     from .service import BrokerConfig, is_valid_topic_name
-    from .storage import DirectoryStorage, Storage
+    from .storage import MemoryStorage, Storage
 
-    storage: Storage = DirectoryStorage(args.data_dir, fsync=args.fsync) if args.data_dir else Storage()
+    storage: Storage = DirectoryStorage(args.data_dir, fsync=args.fsync) if args.data_dir else MemoryStorage()
     for spec in args.topic:
         name, _, n = spec.partition(":")
         if not is_valid_topic_name(name) or (n and not n.isdigit()):

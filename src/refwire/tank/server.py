@@ -25,9 +25,9 @@ from ..drivers import Pump, StreamServer
 from ..errors import ProtocolError
 from ..sansio import to_remote
 from .connection import BrokerConnection, ConnectionClosed, IdleTimeout
-from .service import BrokerConfig, BrokerService, Outbox
 from .frames import Request
-from .storage import Storage
+from .service import BrokerConfig, BrokerService, Outbox
+from .storage import MemoryStorage, Storage
 
 __all__ = ["BrokerConfig", "TankBroker"]
 
@@ -48,12 +48,12 @@ class TankBroker:
     """Serve TANK on any listeners (TCP or the simulator's).
 
     ``await nursery.start(broker.serve, listeners)``; ``await broker.shutdown()``.
-    ``storage`` defaults to memory; pass a :class:`~refwire.tank.storage.DirectoryStorage`
+    ``storage`` defaults to memory; pass a :class:`~refwire.tank.disk.DirectoryStorage`
     for a log that survives a restart.
     """
 
     def __init__(self, storage: Storage | None = None, config: BrokerConfig = _DEFAULT_CONFIG, *, recv_size: int = 65536) -> None:
-        self.storage = storage if storage is not None else Storage()
+        self.storage = storage if storage is not None else MemoryStorage()
         self.config = config
         self.service = BrokerService(self.storage, config)
         self._server = StreamServer(self._handle, name="tank")
