@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tank_vectors import load, unhex
 
-from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError
+from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError, TruncatedBundle
 from refwire.tank import Message, decode_bundle, decode_request, decode_response, encode_bundle, encode_entry, read_chunk
 from refwire.tank.bundles import snappy_decompress
 from refwire.tank.frames import DEFAULT_LIMITS, REQUEST_IDS, RESPONSE_IDS, FrameDecoder, frame
@@ -97,10 +97,15 @@ def _err(fn: object, *args: object, **kw: object) -> ProtocolError:
 def test_varint_overflow_and_truncation() -> None:
     e = _err(decode_bundle, b"\x00\xff\xff\xff\xff\xff\x01")
     assert e.field == "count" and "longer than 5" in e.reason and e.offset == 1
+    assert not isinstance(e, TruncatedBundle)
     e = _err(decode_bundle, b"\x00\xff\xff\xff\xff\x7f")
     assert e.field == "count" and "overflows u32" in e.reason
+    assert not isinstance(e, TruncatedBundle)
     e = _err(decode_bundle, b"\x00\x80")
     assert e.field == "count" and "truncated" in e.reason
+    assert isinstance(e, TruncatedBundle)  # the kind is a class, the reason is for people
+    e = _err(decode_bundle, b"\x00\xff\xff\xff\xff")  # five continuation bytes and the end: truncated, not too long
+    assert isinstance(e, TruncatedBundle) and "truncated" in e.reason
 
 
 def test_count_zero_refused() -> None:
@@ -118,7 +123,7 @@ def test_reserved_bit_and_codec() -> None:
 def test_declared_sizes_lie() -> None:
     good = encode_bundle([Message(b"hello", 1)], compress=False)
     e = _err(decode_bundle, good[:-1])
-    assert e.field == "content" and "needs 5 bytes" in e.reason
+    assert e.field == "content" and "needs 5 bytes" in e.reason and isinstance(e, TruncatedBundle)
     e = _err(decode_bundle, good + b"\x00")
     assert e.field == "messageSet" and "after the last" in e.reason
     # A count of 2**32-1 over three bytes of messages is refused before decoding.

@@ -24,7 +24,7 @@ import attrs
 import trio
 
 from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream
-from ..errors import ProtocolError, RefwireError
+from ..errors import ConnectionLost, ConsumeError, ProtocolError, TankError
 from ..wire import Limits
 from .bundles import Message, encode_bundle
 from .connection import ClientConnection, ConnectionClosed, ConsumeResult, PartitionData
@@ -62,22 +62,6 @@ __all__ = ["ClientConfig", "ConnectionLost", "ConsumeError", "TankClient", "Tank
 
 Connector = Callable[[], Awaitable[trio.abc.Stream]]
 T = TypeVar("T")
-
-
-class TankError(RefwireError):
-    """The broker answered with an error code."""
-
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class ConsumeError(TankError):
-    """A consume failed: unknown topic or partition (0xff), or a cluster/system code."""
-
-
-class ConnectionLost(RefwireError):
-    """The connection failed while a request was outstanding (its outcome is unknown)."""
 
 
 @attrs.frozen(kw_only=True)
