@@ -1,7 +1,7 @@
 """TANK under faults: producers and long-polling consumers on several
 partitions, a broker that crashes and restarts from its durable log.
 
-Real drivers (:class:`~refwire.tank.TankClient`, :class:`~refwire.tank.TankBroker`)
+Real drivers (:class:`~refwire.tank.client.TankClient`, :class:`~refwire.tank.server.TankBroker`)
 run unchanged over the simulated network (partial reads, trickles, resets,
 stalls, half-open connections, refused connects).  Each partition has one
 producer whose plan fixes every message's sequence number up front (dense from
@@ -29,7 +29,10 @@ from typing import Any
 
 import trio
 
-from refwire.tank import BrokerConfig, ClientConfig, ConnectionLost, MemoryStorage, Message, TankBroker, TankClient
+from refwire.errors import ConnectionLost
+from refwire.tank import BrokerConfig, MemoryStorage, Message
+from refwire.tank.client import ClientConfig, TankClient
+from refwire.tank.server import TankBroker
 
 from ..faults import Faults
 from ..harness import HALVE, RunBase, coverage, crash_restart_loop, safety_then_liveness, shrink_toward, sum_stats

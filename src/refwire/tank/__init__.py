@@ -1,13 +1,15 @@
-"""TANK (phaistos-networks) broker protocol: codec, Sans-IO machines, trio client and broker.
+"""TANK (phaistos-networks) broker protocol: codec, Sans-IO machines and the broker's service.
 
 See specs/tank/README.md for the normalized protocol, the divergences from the
-seed document and the choices made where the real broker has quirks.
+seed document and the choices made where the real broker has quirks.  The trio
+drivers are imported explicitly: :class:`~refwire.tank.server.TankBroker` from
+``refwire.tank.server``, :class:`~refwire.tank.client.TankClient` from
+``refwire.tank.client``; the directory-backed storage from ``refwire.tank.disk``.
 """
 
 from __future__ import annotations
 
 from .bundles import U64_MAX, BundleHeader, ChunkResult, Message, decode_bundle, encode_bundle, encode_entry, read_chunk
-from .client import ClientConfig, ConnectionLost, ConsumeError, TankClient, TankError
 from .connection import (
     NEED_DATA,
     BrokerConnection,
@@ -55,7 +57,6 @@ from .responses import (
     decode_produce_response,
     decode_response,
 )
-from .server import TankBroker
 from .service import BrokerConfig, BrokerService
 from .storage import Entry, MemoryLog, MemoryStorage, PartitionLog, Storage
 
@@ -68,12 +69,9 @@ __all__ = [
     "BrokerService",
     "BundleHeader",
     "ChunkResult",
-    "ClientConfig",
     "ClientConnection",
     "Connected",
     "ConnectionClosed",
-    "ConnectionLost",
-    "ConsumeError",
     "ConsumePartition",
     "ConsumePartitionResult",
     "ConsumeRequest",
@@ -111,9 +109,6 @@ __all__ = [
     "StatusRequest",
     "StatusResponse",
     "Storage",
-    "TankBroker",
-    "TankClient",
-    "TankError",
     "TopicInfo",
     "decode_bundle",
     "decode_produce_response",
