@@ -10,17 +10,8 @@ drivers are imported explicitly: :class:`~refwire.tank.server.TankBroker` from
 from __future__ import annotations
 
 from .bundles import U64_MAX, BundleHeader, ChunkResult, Message, decode_bundle, encode_bundle, encode_entry, read_chunk
-from .connection import (
-    NEED_DATA,
-    BrokerConnection,
-    ClientConnection,
-    Connected,
-    ConnectionClosed,
-    ConsumeResult,
-    IdleTimeout,
-    PartitionData,
-    State,
-)
+from .connection import NEED_DATA, BrokerConnection, ClientConnection, State
+from .events import ClientEvent, Connected, ConnectionClosed, ConsumeResult, IdleTimeout, PartitionData
 from .frames import (
     DEFAULT_LIMITS,
     ConsumePartition,
@@ -69,6 +60,7 @@ __all__ = [
     "BrokerService",
     "BundleHeader",
     "ChunkResult",
+    "ClientEvent",
     "ClientConnection",
     "Connected",
     "ConnectionClosed",

@@ -27,7 +27,8 @@ from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream
 from ..errors import ConnectionLost, ConsumeError, ProtocolError, TankError
 from ..wire import Limits
 from .bundles import Message, encode_bundle
-from .connection import ClientConnection, ConnectionClosed, ConsumeResult, PartitionData
+from .connection import ClientConnection
+from .events import ConnectionClosed, ConsumeResult, PartitionData
 from .frames import (
     DEFAULT_LIMITS,
     ConsumePartition,

@@ -12,9 +12,9 @@ The client matches responses to requests by request id (long polls are
 answered out of order), decodes produce responses against the remembered
 (topic, partition) list, and walks consume chunks with
 :func:`~refwire.tank.bundles.read_chunk`; when the connection ends, the
-requests still in flight are named in its :class:`ConnectionClosed`
+requests still in flight are named in its :class:`~refwire.tank.events.ConnectionClosed`
 (``unanswered``: their outcome is unknown).  The broker side splits frames,
-decodes requests and tracks idleness (an :class:`IdleTimeout` event after 16 s
+decodes requests and tracks idleness (an :class:`~refwire.tank.events.IdleTimeout` event after 16 s
 without traffic or an outstanding long poll, §6); the topic logic is
 :class:`~refwire.tank.service.BrokerService`.
 """
@@ -29,7 +29,8 @@ import attrs
 from ..errors import LocalProtocolError
 from ..sansio import NEED_DATA, FrameMachine, NeedData
 from ..wire import Limits
-from .bundles import ChunkResult, read_chunk
+from .bundles import read_chunk
+from .events import ClientEvent, Connected, ConnectionClosed, ConsumeResult, IdleTimeout, PartitionData
 from .frames import (
     DEFAULT_LIMITS,
     REPLICA_ID,
@@ -54,7 +55,6 @@ from .responses import (
     DiscoverPartitionsResponse,
     DiscoverTopicsResponse,
     DiscoverTopologyResponse,
-    ProduceResponse,
     RawProduceResponse,
     ReloadConfResponse,
     Response,
@@ -69,11 +69,6 @@ __all__ = [
     "NEED_DATA",
     "BrokerConnection",
     "ClientConnection",
-    "ConnectionClosed",
-    "Connected",
-    "ConsumeResult",
-    "IdleTimeout",
-    "PartitionData",
     "State",
 ]
 
@@ -107,54 +102,6 @@ BROKER_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
 }
 
 
-@attrs.frozen
-class Connected:
-    """The broker's greeting Ping arrived."""
-
-
-@attrs.frozen
-class ConnectionClosed:
-    """The connection ended (``clean``: at a frame boundary, by the peer).  On the
-    client, ``unanswered`` lists the request ids still in flight: they have no
-    answer and their outcome is unknown (a produce may or may not be stored)."""
-
-    clean: bool
-    reason: str = ""
-    unanswered: tuple[int, ...] = ()
-
-
-@attrs.frozen
-class IdleTimeout:
-    """Broker: nothing happened for ``idle_timeout`` seconds; close the connection."""
-
-    idle_for: float
-
-
-@attrs.frozen
-class PartitionData:
-    """One partition of a consume response, with its chunk walked (§5)."""
-
-    topic: str
-    partition: int
-    error: int
-    hwmark: int
-    requested_seq: int
-    chunk: ChunkResult | None = None  #: for err 0 / 0xfe
-    first_avail: int | None = None  #: for err 0x01
-
-    @property
-    def messages(self) -> tuple[object, ...]:
-        return self.chunk.messages if self.chunk else ()
-
-
-@attrs.frozen
-class ConsumeResult:
-    request_id: int
-    partitions: tuple[PartitionData, ...]
-    unknown_topics: tuple[str, ...]
-    response: ConsumeResponse = attrs.field(repr=False)
-
-
 _EXPECT: Final[dict[type, type | tuple[type, ...]]] = {
     ProduceRequest: RawProduceResponse,
     ConsumeRequest: ConsumeResponse,
@@ -165,8 +112,6 @@ _EXPECT: Final[dict[type, type | tuple[type, ...]]] = {
     DiscoverTopicsRequest: DiscoverTopicsResponse,
     DiscoverTopologyRequest: DiscoverTopologyResponse,
 }
-
-ClientEvent = Connected | ConnectionClosed | ProduceResponse | ConsumeResult | Response
 
 
 class _Base(FrameMachine):

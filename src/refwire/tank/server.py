@@ -24,7 +24,8 @@ import trio
 from ..drivers import Pump, StreamServer
 from ..errors import ProtocolError
 from ..sansio import to_remote
-from .connection import BrokerConnection, ConnectionClosed, IdleTimeout
+from .connection import BrokerConnection
+from .events import ConnectionClosed, IdleTimeout
 from .frames import Request
 from .service import BrokerConfig, BrokerService, Outbox
 from .storage import MemoryStorage, Storage
