@@ -16,7 +16,7 @@ SIM = Path(__file__).resolve().parent.parent / "sim"
 #: Module names that are a protocol's Sans-IO core wherever they appear.
 CORE_NAMES = {
     "frames", "codec", "commands", "events", "connection", "partial", "bundles",
-    "responses", "compression", "writer",
+    "responses", "compression", "writer", "service", "storage",
 }
 #: What a core may never import (top-level module names).
 FORBIDDEN_IN_CORE = {"trio", "socket", "ssl", "os", "time", "random", "asyncio", "selectors", "threading", "logging"}
