@@ -20,7 +20,9 @@ from refwire.tank.frames import DEFAULT_LIMITS, REQUEST_IDS, RESPONSE_IDS, Frame
 FRAMES = load("frames.json")
 
 messages_st = st.lists(
-    st.builds(Message, st.binary(max_size=40), st.sampled_from([0, 7, 1795295236637, 2**64 - 1]), st.none() | st.binary(max_size=255)),
+    st.builds(
+        Message, st.binary(max_size=40), st.sampled_from([0, 7, 1795295236637, 2**64 - 1]), st.none() | st.binary(max_size=255)
+    ),
     min_size=1,
     max_size=40,
 )
@@ -82,7 +84,9 @@ def test_frame_split_invariance(data: st.DataObject) -> None:
         prev = c
         while (f := d.next_frame()) is not None:
             got.append(f[:2])
-    assert [bytes([i]) + len(p).to_bytes(4, "little") + p for i, p in got] == [unhex(v["hex"]) for v in FRAMES if v["direction"] == "b2c"]
+    assert [bytes([i]) + len(p).to_bytes(4, "little") + p for i, p in got] == [
+        unhex(v["hex"]) for v in FRAMES if v["direction"] == "b2c"
+    ]
 
 
 # --------------------------------------------------------------------------- hostile inputs

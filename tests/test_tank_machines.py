@@ -45,7 +45,9 @@ def produce(rid: int, topic: str, pid: int, bundle: bytes, base: int | None = No
     return ProduceRequest(rid, (ProduceTopic(topic, (ProducePartition(pid, bundle, base),)),), base is not None)
 
 
-def consume(rid: int, topic: str, pid: int, seq: int, fetch: int = 0x08000000, wait: int = 0, min_bytes: int = 0) -> ConsumeRequest:
+def consume(
+    rid: int, topic: str, pid: int, seq: int, fetch: int = 0x08000000, wait: int = 0, min_bytes: int = 0
+) -> ConsumeRequest:
     return ConsumeRequest(rid, (ConsumeTopic(topic, (ConsumePartition(pid, seq, fetch),)),), wait, min_bytes)
 
 
@@ -60,47 +62,47 @@ def service() -> BrokerService:
 
 
 def test_service_reproduces_captures(service: BrokerService) -> None:
-    (_, r), = service.handle(1, consume(1, "events", 0, 0), now=0)
+    ((_, r),) = service.handle(1, consume(1, "events", 0, 0), now=0)
     assert r.encode() == FRAMES["consume-response-3-bundles"]
-    (_, r), = service.handle(1, consume(2, "events", 0, 7), now=0)
+    ((_, r),) = service.handle(1, consume(2, "events", 0, 7), now=0)
     assert r.encode() == FRAMES["consume-at-eof-response"]
-    (_, r), = service.handle(1, CreateTopicRequest(1, "events", 1), now=0)
+    ((_, r),) = service.handle(1, CreateTopicRequest(1, "events", 1), now=0)
     assert r.encode() == FRAMES["create-topic-response-exists"]
-    (_, r), = service.handle(1, CreateTopicRequest(0x28, "_bad", 1), now=0)
+    ((_, r),) = service.handle(1, CreateTopicRequest(0x28, "_bad", 1), now=0)
     assert r.encode() == FRAMES["create-topic-response-invalid-name"]
-    (_, r), = service.handle(1, DiscoverPartitionsRequest(1, "events"), now=0)
-    assert r.encode()[:5 + 4 + 7 + 2] == FRAMES["discover-partitions-response"][:18]
-    (_, r), = service.handle(1, consume(12, "nope", 0, 0), now=0)
+    ((_, r),) = service.handle(1, DiscoverPartitionsRequest(1, "events"), now=0)
+    assert r.encode()[: 5 + 4 + 7 + 2] == FRAMES["discover-partitions-response"][:18]
+    ((_, r),) = service.handle(1, consume(12, "nope", 0, 0), now=0)
     assert r.topics[0].unknown
 
 
 def test_service_whole_bundles_past_fetch_size_and_boundary(service: BrokerService) -> None:
-    (_, r), = service.handle(1, consume(15, "events", 0, 1, fetch=20), now=0)
+    ((_, r),) = service.handle(1, consume(15, "events", 0, 1, fetch=20), now=0)
     p = r.topics[0].partitions[0]
     assert (p.base_seq, len(p.chunk)) == (1, 47)
-    (_, r), = service.handle(1, consume(11, "events", 0, 100), now=0)
+    ((_, r),) = service.handle(1, consume(11, "events", 0, 100), now=0)
     p = r.topics[0].partitions[0]
     assert (p.error, p.hwmark, p.first_avail) == (1, 6, 1)
-    (_, r), = service.handle(1, consume(3, "events", 0, 3), now=0)
+    ((_, r),) = service.handle(1, consume(3, "events", 0, 3), now=0)
     assert r.topics[0].partitions[0].base_seq == 2  # the bundle containing 3 starts at 2 (§9, capture 11)
 
 
 def test_service_sparse_and_seqnum_rules(service: BrokerService) -> None:
     service.handle(1, CreateTopicRequest(2, "sparse", 2), now=0)
     sb = unhex("50 0a00000000000000 05 00 5f8befffa1010000 03733130 02 01 03733132 02 01 03733134 02 03733136")
-    (_, r), = service.handle(1, produce(1, "sparse", 0, sb, 10), now=0)
+    ((_, r),) = service.handle(1, produce(1, "sparse", 0, sb, 10), now=0)
     assert r.encode() == FRAMES["produce-with-seqnum-response"]
-    (_, r), = service.handle(1, consume(1, "sparse", 0, 0), now=0)
+    ((_, r),) = service.handle(1, consume(1, "sparse", 0, 0), now=0)
     assert r.encode() == FRAMES["consume-response-sparse-0xfe"]
-    (_, r), = service.handle(1, produce(0x1F, "sparse", 0, sb, 10), now=0)  # base <= hwmark
+    ((_, r),) = service.handle(1, produce(0x1F, "sparse", 0, sb, 10), now=0)  # base <= hwmark
     assert r.encode() == FRAMES["produce-response-invalid-seqnums"]
     # Our choice (§7, quirk 7.8-2): a non-sparse 0x05 bundle may not open a gap.
-    (_, r), = service.handle(1, produce(2, "sparse", 0, encode_bundle([Message(b"a")]), 100), now=0)
+    ((_, r),) = service.handle(1, produce(2, "sparse", 0, encode_bundle([Message(b"a")]), 100), now=0)
     assert r.results[0].error == 0x0A
-    (_, r), = service.handle(1, produce(2, "sparse", 0, encode_bundle([Message(b"a")]), 17), now=0)
+    ((_, r),) = service.handle(1, produce(2, "sparse", 0, encode_bundle([Message(b"a")]), 17), now=0)
     assert r.results[0].error == 0
     # Our choice (§7, quirk 7.8-1): the EOF hwmark is the last assigned number (17), never less.
-    (_, r), = service.handle(1, consume(2, "sparse", 0, 18), now=0)
+    ((_, r),) = service.handle(1, consume(2, "sparse", 0, 18), now=0)
     assert r.topics[0].partitions[0].hwmark == 17
 
 
@@ -113,7 +115,7 @@ def test_service_long_poll_wake_order_and_timeout(service: BrokerService) -> Non
     assert out[0][1].encode()[-16:] == FRAMES["consume-response-long-poll-woken"][-16:]
     assert service.handle(7, consume(0x12, "events", 0, 8, wait=500), now=1.0) == []
     assert service.handle_timer(now=1.5) == []
-    (_, r), = service.handle_timer(now=1.536)
+    ((_, r),) = service.handle_timer(now=1.536)
     p = r.topics[0].partitions[0]
     assert (p.error, p.base_seq, p.hwmark, p.chunk) == (0, 0, 7, b"")
 
@@ -151,7 +153,13 @@ def test_client_connection_flow() -> None:
     assert c.next_event() is NEED_DATA
     c.receive_data(b"\x00", now=0.0)
     assert isinstance(c.next_event(), Connected)
-    req = ProduceRequest(c.new_request_id(), (ProduceTopic("nope", (ProducePartition(0, B91), ProducePartition(1, B91))), ProduceTopic("events", (ProducePartition(9, B91), ProducePartition(0, B91)))))
+    req = ProduceRequest(
+        c.new_request_id(),
+        (
+            ProduceTopic("nope", (ProducePartition(0, B91), ProducePartition(1, B91))),
+            ProduceTopic("events", (ProducePartition(9, B91), ProducePartition(0, B91))),
+        ),
+    )
     c.send(req, now=0.0)
     assert c.data_to_send()[0] == 1
     cons = consume(c.new_request_id(), "events", 0, 0)

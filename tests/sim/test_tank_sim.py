@@ -16,7 +16,15 @@ test_fixed_seed_batch_passes = simtests.batch_passes
 
 def test_batch_reaches_the_rare_paths(ci_batch: list[SimResult]) -> None:
     probes = simtests.probe_counts(ci_batch)
-    for needed in ("broker_restarts", "uncertain_produces", "resends", "client_reconnects", "broker_woken", "broker_timeouts", "long_poll_hits"):
+    for needed in (
+        "broker_restarts",
+        "uncertain_produces",
+        "resends",
+        "client_reconnects",
+        "broker_woken",
+        "broker_timeouts",
+        "long_poll_hits",
+    ):
         assert probes[needed] > 0, f"{needed} never happened"
     assert any(k.startswith("net.resets") for k in probes) and any(k.startswith("net.partial_reads") for k in probes)
 

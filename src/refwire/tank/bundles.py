@@ -110,7 +110,9 @@ def _uvarint(data: bytes | memoryview, p: int, end: int, *, field: str, base: in
     except LocalProtocolError as exc:
         # decode_uvarint reaches ``end`` before its 5-byte cap only when every byte left continues the varint.
         if end - p <= _VARINT_MAX and all(b & 0x80 for b in data[p:end]):
-            raise TruncatedBundle(exc.reason, protocol=exc.protocol, frame=exc.frame, field=exc.field, offset=exc.offset) from None
+            raise TruncatedBundle(
+                exc.reason, protocol=exc.protocol, frame=exc.frame, field=exc.field, offset=exc.offset
+            ) from None
         raise
 
 
@@ -201,9 +203,7 @@ def _check_u32(v: int, field: str) -> int:
 # --------------------------------------------------------------------------- decoding
 
 
-def parse_bundle_header(
-    data: bytes | memoryview, start: int = 0, end: int | None = None, *, base: int = 0
-) -> BundleHeader:
+def parse_bundle_header(data: bytes | memoryview, start: int = 0, end: int | None = None, *, base: int = 0) -> BundleHeader:
     """Parse the header of the bundle at ``data[start:end]`` (§4).
 
     Raises :class:`~refwire.errors.TruncatedBundle` (a :class:`LocalProtocolError`)
@@ -251,7 +251,10 @@ def snappy_decompress(payload: bytes | memoryview, *, max_size: int, offset: int
     if n > max_size:
         raise LimitExceeded(
             f"Snappy length {n} exceeds the limit max_decompressed_size={max_size}",
-            protocol=PROTOCOL, frame="bundle", field="snappyLength", offset=offset,
+            protocol=PROTOCOL,
+            frame="bundle",
+            field="snappyLength",
+            offset=offset,
         )
     try:
         out = bytes(cramjam.snappy.decompress_raw(bytes(payload)))
@@ -344,7 +347,7 @@ def decode_bundle(
     """Decode one complete bundle.  Non-sparse bundles number their messages
     from ``base_seq`` (``seq`` stays ``None`` without one).  Trailing bytes
     after the last message are an error (the declared sizes lie)."""
-    max_dec = (limits.max_decompressed_size if limits else 64 * 1024 * 1024)
+    max_dec = limits.max_decompressed_size if limits else 64 * 1024 * 1024
     header = parse_bundle_header(bundle, 0, len(bundle), base=base)
     p, end, data = header.size, len(bundle), bundle
     dbase = base

@@ -126,7 +126,14 @@ class _Base(FrameMachine):
 
     def __init__(self, accept: frozenset[int], limits: Limits, state: State, now: float) -> None:
         super().__init__(state)
-        self._decoder = FrameDecoder(accept, limits, obsolete_msg={REPLICA_ID: "obsolete ReplicaID (the real broker closes the connection)", 0x09: "ConsumePeer is broker-to-broker (cluster mode); not supported"})
+        self._decoder = FrameDecoder(
+            accept,
+            limits,
+            obsolete_msg={
+                REPLICA_ID: "obsolete ReplicaID (the real broker closes the connection)",
+                0x09: "ConsumePeer is broker-to-broker (cluster mode); not supported",
+            },
+        )
         self.limits = limits
         self._closed_event: ConnectionClosed | None = None
         self._now = now
@@ -186,7 +193,9 @@ class ClientConnection(_Base):
 
     TRANSITIONS = CLIENT_TRANSITIONS
 
-    def __init__(self, *, now: float, limits: Limits = DEFAULT_LIMITS, ping_interval: float | None = 5.0, first_request_id: int = 1) -> None:
+    def __init__(
+        self, *, now: float, limits: Limits = DEFAULT_LIMITS, ping_interval: float | None = 5.0, first_request_id: int = 1
+    ) -> None:
         super().__init__(RESPONSE_IDS, limits, State.CONNECTING, now)
         self.ping_interval = ping_interval
         self._next_id = first_request_id
@@ -241,7 +250,9 @@ class ClientConnection(_Base):
             ids = tuple(self._pending)
             self._pending.clear()
             what = "send failed" if self._write_failed else ev.reason or "connection closed"
-            ev = attrs.evolve(ev, reason=f"{what}: {len(ids)} request(s) in flight have no answer (outcome unknown)", unanswered=ids)
+            ev = attrs.evolve(
+                ev, reason=f"{what}: {len(ids)} request(s) in flight have no answer (outcome unknown)", unanswered=ids
+            )
         self._events.append(ev)
 
     def next_event(self) -> ClientEvent | NeedData:
@@ -263,10 +274,22 @@ class ClientConnection(_Base):
         self._step("response")
         req = self._pending.pop(resp.request_id, None)
         if req is None:
-            raise LocalProtocolError(f"response to unknown request id {resp.request_id}", protocol="tank", frame=f"0x{msg_id:02x}", field="requestId", offset=off + 5)
+            raise LocalProtocolError(
+                f"response to unknown request id {resp.request_id}",
+                protocol="tank",
+                frame=f"0x{msg_id:02x}",
+                field="requestId",
+                offset=off + 5,
+            )
         expected = _EXPECT[type(req)]
         if not isinstance(resp, expected):
-            raise LocalProtocolError(f"{type(resp).__name__} answers a {type(req).__name__}", protocol="tank", frame=f"0x{msg_id:02x}", field="requestId", offset=off + 5)
+            raise LocalProtocolError(
+                f"{type(resp).__name__} answers a {type(req).__name__}",
+                protocol="tank",
+                frame=f"0x{msg_id:02x}",
+                field="requestId",
+                offset=off + 5,
+            )
         if isinstance(resp, RawProduceResponse):
             assert isinstance(req, ProduceRequest)
             return decode_produce_response(resp, req.layout())
@@ -290,10 +313,18 @@ class ClientConnection(_Base):
             for p in t.partitions:
                 seq = asked.get((t.name, p.partition))
                 if seq is None:
-                    raise LocalProtocolError(f"response names {t.name}/{p.partition}, which was not requested", protocol="tank", frame="Consume", field="partitionId", offset=off)
+                    raise LocalProtocolError(
+                        f"response names {t.name}/{p.partition}, which was not requested",
+                        protocol="tank",
+                        frame="Consume",
+                        field="partitionId",
+                        offset=off,
+                    )
                 chunk = None
                 if p.error in (0, 0xFE):
-                    chunk = read_chunk(p.chunk, base_seq=p.base_seq, hwmark=p.hwmark, requested_seq=seq, limits=self.limits, offset=off)
+                    chunk = read_chunk(
+                        p.chunk, base_seq=p.base_seq, hwmark=p.hwmark, requested_seq=seq, limits=self.limits, offset=off
+                    )
                 parts.append(PartitionData(t.name, p.partition, p.error, p.hwmark, seq, chunk, p.first_avail))
         return ConsumeResult(resp.request_id, tuple(parts), tuple(unknown), resp)
 

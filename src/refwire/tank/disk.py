@@ -23,7 +23,6 @@ __all__ = ["DirectoryStorage", "FileLog"]
 log = logging.getLogger("refwire.tank")
 
 
-
 class FileLog(MemoryLog):
     """A :class:`~refwire.tank.storage.PartitionLog` kept in memory and backed by ``<dir>/data.log``; ``fsync`` makes every append durable before it is acknowledged."""
 

@@ -70,7 +70,9 @@ class TankBroker:
     def open_connections(self) -> int:
         return len(self._conns)
 
-    async def serve(self, listeners: Sequence[trio.abc.Listener[Any]], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(
+        self, listeners: Sequence[trio.abc.Listener[Any]], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._timer_loop)
             async with trio.open_nursery() as inner:  # returns when the server has shut down
