@@ -25,7 +25,9 @@ from collections.abc import Callable
 
 import trio
 
-from refwire.tank import Message, TankBroker, TankClient, encode_bundle, encode_entry, read_chunk
+from refwire.tank import Message, encode_bundle, encode_entry, read_chunk
+from refwire.tank.client import TankClient
+from refwire.tank.server import TankBroker
 from refwire.wire import decode_uvarint
 
 _Q = struct.Struct("<Q")

@@ -16,12 +16,10 @@ SIM = Path(__file__).resolve().parent.parent / "sim"
 #: Module names that are a protocol's Sans-IO core wherever they appear.
 CORE_NAMES = {
     "frames", "codec", "commands", "events", "connection", "partial", "bundles",
-    "responses", "compression", "writer",
-    "frames_codec", "service", "store",  # pravega
+    "responses", "compression", "writer", "frames_codec", "service", "store", "storage",
 }
 #: Cores by full name, where the stem is not yet a core everywhere (``storage``:
 #: Pravega's is a core; another protocol's module of that name may still do I/O).
-CORE_MODULES = {"refwire.pravega.storage"}
 #: What a core may never import (top-level module names).
 FORBIDDEN_IN_CORE = {"trio", "socket", "ssl", "os", "time", "random", "asyncio", "selectors", "threading", "logging"}
 #: Shared primitives every core may use; plus its own package's core modules.
@@ -60,13 +58,13 @@ def _imports(path: Path) -> list[tuple[int, str]]:
 def _core_files() -> list[Path]:
     files = [SRC / "wire.py", SRC / "errors.py", SRC / "sansio.py"]
     for path in sorted(SRC.rglob("*.py")):
-        if (path.stem in CORE_NAMES or _module_name(path) in CORE_MODULES) and "pipeline" not in path.parts:
+        if path.stem in CORE_NAMES and "pipeline" not in path.parts:
             files.append(path)
     return files
 
 
 def _is_core_module(name: str) -> bool:
-    return name in SHARED or name in CORE_MODULES or (name.rsplit(".", 1)[-1] in CORE_NAMES and name.startswith("refwire.") and ".pipeline." not in name)
+    return name in SHARED or (name.rsplit(".", 1)[-1] in CORE_NAMES and name.startswith("refwire.") and ".pipeline." not in name)
 
 
 @pytest.mark.parametrize("path", _core_files(), ids=lambda p: str(p.relative_to(SRC)))

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tank_vectors import load, unhex
 
-from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError
+from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError, TruncatedBundle
 from refwire.tank import Message, decode_bundle, decode_request, decode_response, encode_bundle, encode_entry, read_chunk
 from refwire.tank.bundles import snappy_decompress
 from refwire.tank.frames import DEFAULT_LIMITS, REQUEST_IDS, RESPONSE_IDS, FrameDecoder, frame
@@ -20,7 +20,9 @@ from refwire.tank.frames import DEFAULT_LIMITS, REQUEST_IDS, RESPONSE_IDS, Frame
 FRAMES = load("frames.json")
 
 messages_st = st.lists(
-    st.builds(Message, st.binary(max_size=40), st.sampled_from([0, 7, 1795295236637, 2**64 - 1]), st.none() | st.binary(max_size=255)),
+    st.builds(
+        Message, st.binary(max_size=40), st.sampled_from([0, 7, 1795295236637, 2**64 - 1]), st.none() | st.binary(max_size=255)
+    ),
     min_size=1,
     max_size=40,
 )
@@ -82,7 +84,9 @@ def test_frame_split_invariance(data: st.DataObject) -> None:
         prev = c
         while (f := d.next_frame()) is not None:
             got.append(f[:2])
-    assert [bytes([i]) + len(p).to_bytes(4, "little") + p for i, p in got] == [unhex(v["hex"]) for v in FRAMES if v["direction"] == "b2c"]
+    assert [bytes([i]) + len(p).to_bytes(4, "little") + p for i, p in got] == [
+        unhex(v["hex"]) for v in FRAMES if v["direction"] == "b2c"
+    ]
 
 
 # --------------------------------------------------------------------------- hostile inputs
@@ -97,10 +101,15 @@ def _err(fn: object, *args: object, **kw: object) -> ProtocolError:
 def test_varint_overflow_and_truncation() -> None:
     e = _err(decode_bundle, b"\x00\xff\xff\xff\xff\xff\x01")
     assert e.field == "count" and "longer than 5" in e.reason and e.offset == 1
+    assert not isinstance(e, TruncatedBundle)
     e = _err(decode_bundle, b"\x00\xff\xff\xff\xff\x7f")
     assert e.field == "count" and "overflows u32" in e.reason
+    assert not isinstance(e, TruncatedBundle)
     e = _err(decode_bundle, b"\x00\x80")
     assert e.field == "count" and "truncated" in e.reason
+    assert isinstance(e, TruncatedBundle)  # the kind is a class, the reason is for people
+    e = _err(decode_bundle, b"\x00\xff\xff\xff\xff")  # five continuation bytes and the end: truncated, not too long
+    assert isinstance(e, TruncatedBundle) and "truncated" in e.reason
 
 
 def test_count_zero_refused() -> None:
@@ -118,7 +127,7 @@ def test_reserved_bit_and_codec() -> None:
 def test_declared_sizes_lie() -> None:
     good = encode_bundle([Message(b"hello", 1)], compress=False)
     e = _err(decode_bundle, good[:-1])
-    assert e.field == "content" and "needs 5 bytes" in e.reason
+    assert e.field == "content" and "needs 5 bytes" in e.reason and isinstance(e, TruncatedBundle)
     e = _err(decode_bundle, good + b"\x00")
     assert e.field == "messageSet" and "after the last" in e.reason
     # A count of 2**32-1 over three bytes of messages is refused before decoding.

@@ -1,4 +1,4 @@
-"""TANK Sans-IO machines: the broker core's semantics (specs/tank/README.md §6),
+"""TANK Sans-IO machines: the broker service's semantics (specs/tank/README.md §6),
 reproducing the captured responses byte for byte where our broker follows the
 real one, and the client/broker connections (every table transition)."""
 
@@ -11,7 +11,7 @@ from refwire.errors import LocalProtocolError, RemoteProtocolError
 from refwire.tank import (
     NEED_DATA,
     BrokerConnection,
-    BrokerCore,
+    BrokerService,
     ClientConnection,
     Connected,
     ConnectionClosed,
@@ -22,6 +22,7 @@ from refwire.tank import (
     CreateTopicRequest,
     DiscoverPartitionsRequest,
     IdleTimeout,
+    MemoryStorage,
     Message,
     ProducePartition,
     ProduceRequest,
@@ -29,11 +30,10 @@ from refwire.tank import (
     ProduceTopic,
     StatusRequest,
     StatusResponse,
-    Storage,
     encode_bundle,
 )
 from refwire.tank.connection import BROKER_TRANSITIONS, CLIENT_TRANSITIONS, State
-from refwire.tank.core import normalize_max_wait
+from refwire.tank.service import normalize_max_wait
 
 FRAMES = {v["name"]: unhex(v["hex"]) for v in load("frames.json")}
 B91 = unhex("04 00 1d52efffa1010000 05 68656c6c6f")
@@ -45,13 +45,15 @@ def produce(rid: int, topic: str, pid: int, bundle: bytes, base: int | None = No
     return ProduceRequest(rid, (ProduceTopic(topic, (ProducePartition(pid, bundle, base),)),), base is not None)
 
 
-def consume(rid: int, topic: str, pid: int, seq: int, fetch: int = 0x08000000, wait: int = 0, min_bytes: int = 0) -> ConsumeRequest:
+def consume(
+    rid: int, topic: str, pid: int, seq: int, fetch: int = 0x08000000, wait: int = 0, min_bytes: int = 0
+) -> ConsumeRequest:
     return ConsumeRequest(rid, (ConsumeTopic(topic, (ConsumePartition(pid, seq, fetch),)),), wait, min_bytes)
 
 
 @pytest.fixture
-def core() -> BrokerCore:
-    c = BrokerCore(Storage())
+def service() -> BrokerService:
+    c = BrokerService(MemoryStorage())
     assert c.handle(1, CreateTopicRequest(1, "events", 1), now=0)[0][1].encode() == FRAMES["create-topic-response"]
     for i, b in enumerate((B91, B92, B93)):
         out = c.handle(1, produce(1, "events", 0, b), now=0)
@@ -59,83 +61,83 @@ def core() -> BrokerCore:
     return c
 
 
-def test_core_reproduces_captures(core: BrokerCore) -> None:
-    (_, r), = core.handle(1, consume(1, "events", 0, 0), now=0)
+def test_service_reproduces_captures(service: BrokerService) -> None:
+    ((_, r),) = service.handle(1, consume(1, "events", 0, 0), now=0)
     assert r.encode() == FRAMES["consume-response-3-bundles"]
-    (_, r), = core.handle(1, consume(2, "events", 0, 7), now=0)
+    ((_, r),) = service.handle(1, consume(2, "events", 0, 7), now=0)
     assert r.encode() == FRAMES["consume-at-eof-response"]
-    (_, r), = core.handle(1, CreateTopicRequest(1, "events", 1), now=0)
+    ((_, r),) = service.handle(1, CreateTopicRequest(1, "events", 1), now=0)
     assert r.encode() == FRAMES["create-topic-response-exists"]
-    (_, r), = core.handle(1, CreateTopicRequest(0x28, "_bad", 1), now=0)
+    ((_, r),) = service.handle(1, CreateTopicRequest(0x28, "_bad", 1), now=0)
     assert r.encode() == FRAMES["create-topic-response-invalid-name"]
-    (_, r), = core.handle(1, DiscoverPartitionsRequest(1, "events"), now=0)
-    assert r.encode()[:5 + 4 + 7 + 2] == FRAMES["discover-partitions-response"][:18]
-    (_, r), = core.handle(1, consume(12, "nope", 0, 0), now=0)
+    ((_, r),) = service.handle(1, DiscoverPartitionsRequest(1, "events"), now=0)
+    assert r.encode()[: 5 + 4 + 7 + 2] == FRAMES["discover-partitions-response"][:18]
+    ((_, r),) = service.handle(1, consume(12, "nope", 0, 0), now=0)
     assert r.topics[0].unknown
 
 
-def test_core_whole_bundles_past_fetch_size_and_boundary(core: BrokerCore) -> None:
-    (_, r), = core.handle(1, consume(15, "events", 0, 1, fetch=20), now=0)
+def test_service_whole_bundles_past_fetch_size_and_boundary(service: BrokerService) -> None:
+    ((_, r),) = service.handle(1, consume(15, "events", 0, 1, fetch=20), now=0)
     p = r.topics[0].partitions[0]
     assert (p.base_seq, len(p.chunk)) == (1, 47)
-    (_, r), = core.handle(1, consume(11, "events", 0, 100), now=0)
+    ((_, r),) = service.handle(1, consume(11, "events", 0, 100), now=0)
     p = r.topics[0].partitions[0]
     assert (p.error, p.hwmark, p.first_avail) == (1, 6, 1)
-    (_, r), = core.handle(1, consume(3, "events", 0, 3), now=0)
+    ((_, r),) = service.handle(1, consume(3, "events", 0, 3), now=0)
     assert r.topics[0].partitions[0].base_seq == 2  # the bundle containing 3 starts at 2 (§9, capture 11)
 
 
-def test_core_sparse_and_seqnum_rules(core: BrokerCore) -> None:
-    core.handle(1, CreateTopicRequest(2, "sparse", 2), now=0)
+def test_service_sparse_and_seqnum_rules(service: BrokerService) -> None:
+    service.handle(1, CreateTopicRequest(2, "sparse", 2), now=0)
     sb = unhex("50 0a00000000000000 05 00 5f8befffa1010000 03733130 02 01 03733132 02 01 03733134 02 03733136")
-    (_, r), = core.handle(1, produce(1, "sparse", 0, sb, 10), now=0)
+    ((_, r),) = service.handle(1, produce(1, "sparse", 0, sb, 10), now=0)
     assert r.encode() == FRAMES["produce-with-seqnum-response"]
-    (_, r), = core.handle(1, consume(1, "sparse", 0, 0), now=0)
+    ((_, r),) = service.handle(1, consume(1, "sparse", 0, 0), now=0)
     assert r.encode() == FRAMES["consume-response-sparse-0xfe"]
-    (_, r), = core.handle(1, produce(0x1F, "sparse", 0, sb, 10), now=0)  # base <= hwmark
+    ((_, r),) = service.handle(1, produce(0x1F, "sparse", 0, sb, 10), now=0)  # base <= hwmark
     assert r.encode() == FRAMES["produce-response-invalid-seqnums"]
     # Our choice (§7, quirk 7.8-2): a non-sparse 0x05 bundle may not open a gap.
-    (_, r), = core.handle(1, produce(2, "sparse", 0, encode_bundle([Message(b"a")]), 100), now=0)
+    ((_, r),) = service.handle(1, produce(2, "sparse", 0, encode_bundle([Message(b"a")]), 100), now=0)
     assert r.results[0].error == 0x0A
-    (_, r), = core.handle(1, produce(2, "sparse", 0, encode_bundle([Message(b"a")]), 17), now=0)
+    ((_, r),) = service.handle(1, produce(2, "sparse", 0, encode_bundle([Message(b"a")]), 17), now=0)
     assert r.results[0].error == 0
     # Our choice (§7, quirk 7.8-1): the EOF hwmark is the last assigned number (17), never less.
-    (_, r), = core.handle(1, consume(2, "sparse", 0, 18), now=0)
+    ((_, r),) = service.handle(1, consume(2, "sparse", 0, 18), now=0)
     assert r.topics[0].partitions[0].hwmark == 17
 
 
-def test_core_long_poll_wake_order_and_timeout(core: BrokerCore) -> None:
-    assert core.handle(7, consume(0x13, "events", 0, 7, wait=3000), now=0.0) == []
-    assert core.next_deadline() == 3.072  # 3000 ms aligned up to 128 ms
+def test_service_long_poll_wake_order_and_timeout(service: BrokerService) -> None:
+    assert service.handle(7, consume(0x13, "events", 0, 7, wait=3000), now=0.0) == []
+    assert service.next_deadline() == 3.072  # 3000 ms aligned up to 128 ms
     late = encode_bundle([Message(b"late", 0x18000000000)], compress=False)
-    out = core.handle(1, produce(0x35, "events", 0, late), now=0.4)
+    out = service.handle(1, produce(0x35, "events", 0, late), now=0.4)
     assert [c for c, _ in out] == [7, 1]  # the woken poll first (§9, capture 14)
     assert out[0][1].encode()[-16:] == FRAMES["consume-response-long-poll-woken"][-16:]
-    assert core.handle(7, consume(0x12, "events", 0, 8, wait=500), now=1.0) == []
-    assert core.handle_timer(now=1.5) == []
-    (_, r), = core.handle_timer(now=1.536)
+    assert service.handle(7, consume(0x12, "events", 0, 8, wait=500), now=1.0) == []
+    assert service.handle_timer(now=1.5) == []
+    ((_, r),) = service.handle_timer(now=1.536)
     p = r.topics[0].partitions[0]
     assert (p.error, p.base_seq, p.hwmark, p.chunk) == (0, 0, 7, b"")
 
 
-def test_core_min_bytes_sums_entries(core: BrokerCore) -> None:
-    core.handle(7, consume(1, "events", 0, 7, wait=5000, min_bytes=100), now=0)
+def test_service_min_bytes_sums_entries(service: BrokerService) -> None:
+    service.handle(7, consume(1, "events", 0, 7, wait=5000, min_bytes=100), now=0)
     b = encode_bundle([Message(b"x" * 30, 1)], compress=False)
     assert len(b) == 41
-    assert [c for c, _ in core.handle(1, produce(2, "events", 0, b), now=0.3)] == [1]
-    assert [c for c, _ in core.handle(1, produce(3, "events", 0, b), now=0.6)] == [1]
-    out = core.handle(1, produce(4, "events", 0, b), now=0.9)
+    assert [c for c, _ in service.handle(1, produce(2, "events", 0, b), now=0.3)] == [1]
+    assert [c for c, _ in service.handle(1, produce(3, "events", 0, b), now=0.6)] == [1]
+    out = service.handle(1, produce(4, "events", 0, b), now=0.9)
     assert [c for c, _ in out] == [7, 1]
     p = out[0][1].topics[0].partitions[0]
     assert (p.base_seq, p.hwmark, len(p.chunk)) == (7, 9, 126)
 
 
-def test_core_refuses_bad_bundles_without_storing(core: BrokerCore) -> None:
+def test_service_refuses_bad_bundles_without_storing(service: BrokerService) -> None:
     bad = ProduceRequest(9, (ProduceTopic("events", (ProducePartition(0, B91), ProducePartition(0, b"\x00\x00"))),))
     with pytest.raises(LocalProtocolError) as ei:
-        core.handle(1, bad, now=0)
+        service.handle(1, bad, now=0)
     assert ei.value.field == "count"
-    assert core.storage.topics["events"][0].last_assigned == 6
+    assert service.storage.topics["events"][0].last_assigned == 6
 
 
 def test_normalize_max_wait() -> None:
@@ -151,7 +153,13 @@ def test_client_connection_flow() -> None:
     assert c.next_event() is NEED_DATA
     c.receive_data(b"\x00", now=0.0)
     assert isinstance(c.next_event(), Connected)
-    req = ProduceRequest(c.new_request_id(), (ProduceTopic("nope", (ProducePartition(0, B91), ProducePartition(1, B91))), ProduceTopic("events", (ProducePartition(9, B91), ProducePartition(0, B91)))))
+    req = ProduceRequest(
+        c.new_request_id(),
+        (
+            ProduceTopic("nope", (ProducePartition(0, B91), ProducePartition(1, B91))),
+            ProduceTopic("events", (ProducePartition(9, B91), ProducePartition(0, B91))),
+        ),
+    )
     c.send(req, now=0.0)
     assert c.data_to_send()[0] == 1
     cons = consume(c.new_request_id(), "events", 0, 0)
@@ -265,12 +273,12 @@ def test_client_eof_names_unanswered_requests() -> None:
     assert isinstance(closed, ConnectionClosed) and closed.clean and closed.unanswered == (7,)
 
 
-def test_broker_send_failed_loses_unwritten_responses_only(core: BrokerCore) -> None:
+def test_broker_send_failed_loses_unwritten_responses_only(service: BrokerService) -> None:
     b = BrokerConnection(now=0.0)
     b.receive_data(FRAMES["status"], now=0.0)
     req = b.next_event()
     assert isinstance(req, StatusRequest)
-    for _, resp in core.handle(1, req, now=0.0):
+    for _, resp in service.handle(1, req, now=0.0):
         b.send(resp, now=0.0)
     b.send_failed(now=0.1)
     assert b.data_to_send() == b"" and b.state is State.CLOSED and b.next_deadline() is None
@@ -278,7 +286,7 @@ def test_broker_send_failed_loses_unwritten_responses_only(core: BrokerCore) -> 
     assert isinstance(closed, ConnectionClosed) and not closed.clean
     b.send(StatusResponse(2, 0, 0, 0, 0, 0), now=0.2)  # a long poll answered later: lost
     assert b.data_to_send() == b""
-    assert core.storage.topics["events"][0].last_assigned == 6  # stored data stays stored
+    assert service.storage.topics["events"][0].last_assigned == 6  # stored data stays stored
 
 
 @pytest.mark.parametrize("table", [CLIENT_TRANSITIONS, BROKER_TRANSITIONS])

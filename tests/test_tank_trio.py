@@ -14,7 +14,11 @@ import pytest
 import trio
 import trio.testing
 
-from refwire.tank import BrokerConfig, ClientConfig, ConnectionLost, DirectoryStorage, Message, TankBroker, TankClient
+from refwire.errors import ConnectionLost
+from refwire.tank import BrokerConfig, Message
+from refwire.tank.client import ClientConfig, TankClient
+from refwire.tank.disk import DirectoryStorage
+from refwire.tank.server import TankBroker
 
 PING = b"\x03\x00\x00\x00\x00"
 
@@ -133,7 +137,8 @@ async def test_directory_log_survives_restart(tmp_path: Path) -> None:
                     else:
                         await c.produce("logs", 0, [Message(b"e", 3)], compress=True)
                         pd = await c.consume("logs", 0, 0)
-                        assert [(m.seq, m.content) for m in pd.messages] == [(1, b"a"), (2, b"b"), (10, b"c"), (15, b"d"), (16, b"e")]  # type: ignore[attr-defined]
+                        got = [(m.seq, m.content) for m in pd.messages]  # type: ignore[attr-defined]
+                        assert got == [(1, b"a"), (2, b"b"), (10, b"c"), (15, b"d"), (16, b"e")]
                 await broker.shutdown(0.2)
             storage.close()
             if round_ == 0:
@@ -144,7 +149,9 @@ async def test_directory_log_survives_restart(tmp_path: Path) -> None:
 
 def test_cli_serve_send_consume(tmp_path: Path) -> None:
     exe = str(Path(sys.executable).parent / "refwire")
-    serve = subprocess.Popen([exe, "serve", "tank", "--listen", "127.0.0.1:0", "--topic", "ev:2"], stderr=subprocess.PIPE, text=True)
+    serve = subprocess.Popen(
+        [exe, "serve", "tank", "--listen", "127.0.0.1:0", "--topic", "ev:2"], stderr=subprocess.PIPE, text=True
+    )
     try:
         assert serve.stderr is not None
         line = serve.stderr.readline()
@@ -218,7 +225,9 @@ async def test_broker_write_failure_keeps_stored_data() -> None:
     from refwire.tank import CreateTopicRequest, ProducePartition, ProduceRequest, ProduceTopic, encode_bundle
 
     bundle = encode_bundle([Message(b"kept", 1)])
-    incoming = CreateTopicRequest(1, "t", 1).encode() + ProduceRequest(2, (ProduceTopic("t", (ProducePartition(0, bundle),)),)).encode()
+    incoming = (
+        CreateTopicRequest(1, "t", 1).encode() + ProduceRequest(2, (ProduceTopic("t", (ProducePartition(0, bundle),)),)).encode()
+    )
     stream = _FailingWrites(incoming, ok_writes=1)  # the greeting Ping goes out; the answers do not
     broker = TankBroker()
     with trio.fail_after(5):

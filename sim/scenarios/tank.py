@@ -1,7 +1,7 @@
 """TANK under faults: producers and long-polling consumers on several
 partitions, a broker that crashes and restarts from its durable log.
 
-Real drivers (:class:`~refwire.tank.TankClient`, :class:`~refwire.tank.TankBroker`)
+Real drivers (:class:`~refwire.tank.client.TankClient`, :class:`~refwire.tank.server.TankBroker`)
 run unchanged over the simulated network (partial reads, trickles, resets,
 stalls, half-open connections, refused connects).  Each partition has one
 producer whose plan fixes every message's sequence number up front (dense from
@@ -29,7 +29,10 @@ from typing import Any
 
 import trio
 
-from refwire.tank import BrokerConfig, ClientConfig, ConnectionLost, Message, Storage, TankBroker, TankClient
+from refwire.errors import ConnectionLost
+from refwire.tank import BrokerConfig, MemoryStorage, Message
+from refwire.tank.client import ClientConfig, TankClient
+from refwire.tank.server import TankBroker
 
 from ..faults import Faults
 from ..harness import HALVE, RunBase, coverage, crash_restart_loop, safety_then_liveness, shrink_toward, sum_stats
@@ -85,7 +88,7 @@ class TankScenario:
 class _Run(RunBase):
     def __init__(self, rng: SimRandom, faults: Faults, wl: dict[str, Any], trace: Trace) -> None:
         super().__init__(rng, faults, wl, trace)
-        self.storage = Storage()  # the durable state: survives broker restarts
+        self.storage = MemoryStorage()  # the durable state: survives broker restarts
         self.brokers: list[TankBroker] = []
         self.clients: list[TankClient] = []
         self.all_done = trio.Event()
@@ -288,8 +291,8 @@ class _Run(RunBase):
         counts["client_reconnects"] = sum(max(0, c.stats["connects"] - 1) for c in self.clients)
         counts["client_pings"] = sum(c.stats["pings_sent"] for c in self.clients)
         counts |= sum_stats("broker", self.brokers, ("connections", "protocol_errors", "idle_closed"))
-        counts["broker_woken"] = sum(b.core.stats["woken"] for b in self.brokers)
-        counts["broker_timeouts"] = sum(b.core.stats["timeouts"] for b in self.brokers)
+        counts["broker_woken"] = sum(b.service.stats["woken"] for b in self.brokers)
+        counts["broker_timeouts"] = sum(b.service.stats["timeouts"] for b in self.brokers)
         return ScenarioReport(
             outcome=outcome,
             violation=violation,

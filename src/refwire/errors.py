@@ -261,4 +261,31 @@ __all__ += [
 
 # --- TANK (specs/tank/README.md)
 
+
+class TankError(RefwireError):
+    """The TANK broker answered with an error code (``code``, specs/tank/README.md §3)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ConsumeError(TankError):
+    """A TANK consume failed: unknown topic or partition (0xff), or a cluster/system code."""
+
+
+class ConnectionLost(RefwireError):
+    """The TANK connection failed while a request was outstanding (its outcome is unknown, specs/tank/README.md §6)."""
+
+
+class TruncatedBundle(LocalProtocolError):
+    """A TANK entry, bundle or message runs past the bytes present (specs/tank/README.md §5).
+
+    In a consume chunk this ends a partial trailing bundle (TANK 1 brokers clip
+    chunks at the fetch size); anywhere else it is malformed input.
+    """
+
+
+__all__ += ["ConnectionLost", "ConsumeError", "TankError", "TruncatedBundle"]
+
 # --- Seastar RPC (specs/seastar-rpc/README.md)

@@ -68,9 +68,9 @@ async def record_pravega(out: Path, *, events: int = 40) -> dict[str, Any]:
 async def record_tank(out: Path, *, messages: int = 30) -> dict[str, Any]:
     """One connection: CreateTopic, produces (plain and Snappy), consumes from 0 in
     small fetches (several responses per partition), a sparse produce, Status."""
-    from refwire.tank.broker import TankBroker
     from refwire.tank.bundles import Message
     from refwire.tank.client import ClientConfig, TankClient
+    from refwire.tank.server import TankBroker
 
     broker = TankBroker()
     got: list[bytes] = []

@@ -1,26 +1,17 @@
-"""TANK (phaistos-networks) broker protocol: codec, Sans-IO machines, trio client and broker.
+"""TANK (phaistos-networks) broker protocol: codec, Sans-IO machines and the broker's service.
 
 See specs/tank/README.md for the normalized protocol, the divergences from the
-seed document and the choices made where the real broker has quirks.
+seed document and the choices made where the real broker has quirks.  The trio
+drivers are imported explicitly: :class:`~refwire.tank.server.TankBroker` from
+``refwire.tank.server``, :class:`~refwire.tank.client.TankClient` from
+``refwire.tank.client``; the directory-backed storage from ``refwire.tank.disk``.
 """
 
 from __future__ import annotations
 
-from .broker import TankBroker
 from .bundles import U64_MAX, BundleHeader, ChunkResult, Message, decode_bundle, encode_bundle, encode_entry, read_chunk
-from .client import ClientConfig, ConnectionLost, ConsumeError, TankClient, TankError
-from .connection import (
-    NEED_DATA,
-    BrokerConnection,
-    ClientConnection,
-    Connected,
-    ConnectionClosed,
-    ConsumeResult,
-    IdleTimeout,
-    PartitionData,
-    State,
-)
-from .core import BrokerConfig, BrokerCore
+from .connection import NEED_DATA, BrokerConnection, ClientConnection, State
+from .events import ClientEvent, Connected, ConnectionClosed, ConsumeResult, IdleTimeout, PartitionData
 from .frames import (
     DEFAULT_LIMITS,
     ConsumePartition,
@@ -57,7 +48,8 @@ from .responses import (
     decode_produce_response,
     decode_response,
 )
-from .storage import DirectoryStorage, MemoryStorage, Storage
+from .service import BrokerConfig, BrokerService
+from .storage import Entry, MemoryLog, MemoryStorage, PartitionLog, Storage
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -65,15 +57,13 @@ __all__ = [
     "U64_MAX",
     "BrokerConfig",
     "BrokerConnection",
-    "BrokerCore",
+    "BrokerService",
     "BundleHeader",
     "ChunkResult",
-    "ClientConfig",
+    "ClientEvent",
     "ClientConnection",
     "Connected",
     "ConnectionClosed",
-    "ConnectionLost",
-    "ConsumeError",
     "ConsumePartition",
     "ConsumePartitionResult",
     "ConsumeRequest",
@@ -83,19 +73,21 @@ __all__ = [
     "ConsumeTopicResult",
     "CreateTopicRequest",
     "CreateTopicResponse",
-    "DirectoryStorage",
     "DiscoverPartitionsRequest",
     "DiscoverPartitionsResponse",
     "DiscoverTopicsRequest",
     "DiscoverTopicsResponse",
     "DiscoverTopologyRequest",
     "DiscoverTopologyResponse",
+    "Entry",
     "FrameDecoder",
     "IdleTimeout",
+    "MemoryLog",
     "MemoryStorage",
     "Message",
     "PartitionData",
     "PartitionInfo",
+    "PartitionLog",
     "Ping",
     "ProducePartition",
     "ProduceRequest",
@@ -109,9 +101,6 @@ __all__ = [
     "StatusRequest",
     "StatusResponse",
     "Storage",
-    "TankBroker",
-    "TankClient",
-    "TankError",
     "TopicInfo",
     "decode_bundle",
     "decode_produce_response",

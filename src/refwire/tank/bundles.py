@@ -22,7 +22,7 @@ from typing import Final
 import attrs
 import cramjam
 
-from ..errors import LimitExceeded, LocalProtocolError
+from ..errors import LimitExceeded, LocalProtocolError, TruncatedBundle
 from ..wire import Limits, decode_uvarint, encode_uvarint
 
 __all__ = [
@@ -60,6 +60,7 @@ _U64: Final = struct.Struct("<Q")
 #: every message takes at least ``flags`` + ``contentLen`` (2 bytes): a count larger
 #: than half the bytes present is a lie and is refused before decoding anything.
 _MIN_MESSAGE: Final = 2
+_VARINT_MAX: Final = 5  #: decode_uvarint's default max_bytes, the longest u32 varint
 
 
 @attrs.frozen
@@ -95,6 +96,24 @@ class BundleHeader:
 
 def _err(reason: str, field: str, offset: int, frame: str = "bundle") -> LocalProtocolError:
     return LocalProtocolError(reason, protocol=PROTOCOL, frame=frame, field=field, offset=offset)
+
+
+def _truncated(reason: str, field: str, offset: int) -> TruncatedBundle:
+    return TruncatedBundle(reason, protocol=PROTOCOL, frame="bundle", field=field, offset=offset)
+
+
+def _uvarint(data: bytes | memoryview, p: int, end: int, *, field: str, base: int) -> tuple[int, int]:
+    """:func:`~refwire.wire.decode_uvarint`; a varint that runs past ``end`` raises
+    :class:`~refwire.errors.TruncatedBundle` (same reason, field and offset)."""
+    try:
+        return decode_uvarint(data, p, end, field=field, base=base)
+    except LocalProtocolError as exc:
+        # decode_uvarint reaches ``end`` before its 5-byte cap only when every byte left continues the varint.
+        if end - p <= _VARINT_MAX and all(b & 0x80 for b in data[p:end]):
+            raise TruncatedBundle(
+                exc.reason, protocol=exc.protocol, frame=exc.frame, field=exc.field, offset=exc.offset
+            ) from None
+        raise
 
 
 # --------------------------------------------------------------------------- encoding
@@ -184,19 +203,18 @@ def _check_u32(v: int, field: str) -> int:
 # --------------------------------------------------------------------------- decoding
 
 
-def parse_bundle_header(
-    data: bytes | memoryview, start: int = 0, end: int | None = None, *, base: int = 0
-) -> BundleHeader:
+def parse_bundle_header(data: bytes | memoryview, start: int = 0, end: int | None = None, *, base: int = 0) -> BundleHeader:
     """Parse the header of the bundle at ``data[start:end]`` (§4).
 
-    Raises :class:`LocalProtocolError` for a truncated header, count 0, the
+    Raises :class:`~refwire.errors.TruncatedBundle` (a :class:`LocalProtocolError`)
+    for a truncated header, :class:`LocalProtocolError` for count 0, the
     unimplemented bit 7, or an undefined codec.  Offsets are ``base + index``.
     """
     if end is None:
         end = len(data)
     p = start
     if p >= end:
-        raise _err("truncated: empty bundle", "flags", base + p)
+        raise _truncated("truncated: empty bundle", "flags", base + p)
     flags = data[p]
     p += 1
     if flags & _RESERVED:
@@ -205,19 +223,19 @@ def parse_bundle_header(
         raise _err(f"bundle codec {flags & 3} is undefined (0 none, 1 Snappy)", "flags", base + p - 1)
     count = (flags >> 2) & 0x0F
     if count == 0:
-        count, p = decode_uvarint(data, p, end, field="count", base=base)
+        count, p = _uvarint(data, p, end, field="count", base=base)
         if count == 0:
             raise _err("bundle message count is 0", "count", base + p - 1)
     first = last = None
     if flags & SPARSE:
         if end - p < 8:
-            raise _err("truncated: firstSeq needs 8 bytes", "firstSeq", base + p)
+            raise _truncated("truncated: firstSeq needs 8 bytes", "firstSeq", base + p)
         (first,) = _U64.unpack_from(data, p)
         p += 8
         if count == 1:
             last = first
         else:
-            gap, p = decode_uvarint(data, p, end, field="lastSeq", base=base)
+            gap, p = _uvarint(data, p, end, field="lastSeq", base=base)
             last = first + gap + 1
         if first == 0 or last >= U64_MAX:
             raise _err(f"sparse sequence numbers {first}..{last} out of range", "firstSeq", base + start + 1)
@@ -233,7 +251,10 @@ def snappy_decompress(payload: bytes | memoryview, *, max_size: int, offset: int
     if n > max_size:
         raise LimitExceeded(
             f"Snappy length {n} exceeds the limit max_decompressed_size={max_size}",
-            protocol=PROTOCOL, frame="bundle", field="snappyLength", offset=offset,
+            protocol=PROTOCOL,
+            frame="bundle",
+            field="snappyLength",
+            offset=offset,
         )
     try:
         out = bytes(cramjam.snappy.decompress_raw(bytes(payload)))
@@ -270,7 +291,7 @@ def _decode_messages(
         start = p
         try:
             if p >= end:
-                raise _err(f"truncated: message {i} of {n}", "messageFlags", base + p)
+                raise _truncated(f"truncated: message {i} of {n}", "messageFlags", base + p)
             mflags = data[p]
             p += 1
             if mflags & ~_MSG_KNOWN & 0xFF:
@@ -282,7 +303,7 @@ def _decode_messages(
                 elif i == n - 1:
                     seq = header.last_seq
                 else:
-                    delta, p = decode_uvarint(data, p, end, field="seqDelta", base=base)
+                    delta, p = _uvarint(data, p, end, field="seqDelta", base=base)
                     seq += 1 + delta
                 if seq > header.last_seq or (i == n - 1 and seq != header.last_seq):
                     raise _err(f"message {i}: seq {seq} disagrees with lastSeq {header.last_seq}", "seqDelta", base + start)
@@ -290,26 +311,26 @@ def _decode_messages(
                 seq += 1
             if not mflags & MSG_USE_LAST_TS:
                 if end - p < 8:
-                    raise _err("truncated: ts needs 8 bytes", "ts", base + p)
+                    raise _truncated("truncated: ts needs 8 bytes", "ts", base + p)
                 (ts,) = _U64.unpack_from(data, p)
                 p += 8
             key = None
             if mflags & MSG_HAVE_KEY:
                 if p >= end:
-                    raise _err("truncated: keyLen", "keyLen", base + p)
+                    raise _truncated("truncated: keyLen", "keyLen", base + p)
                 klen = data[p]
                 p += 1
                 if end - p < klen:
-                    raise _err(f"truncated: key needs {klen} bytes", "key", base + p)
+                    raise _truncated(f"truncated: key needs {klen} bytes", "key", base + p)
                 key = bytes(data[p : p + klen])
                 p += klen
-            clen, p = decode_uvarint(data, p, end, field="contentLen", base=base)
+            clen, p = _uvarint(data, p, end, field="contentLen", base=base)
             if end - p < clen:
-                raise _err(f"truncated: content needs {clen} bytes, {end - p} left", "content", base + p)
+                raise _truncated(f"truncated: content needs {clen} bytes, {end - p} left", "content", base + p)
             content = bytes(data[p : p + clen])
             p += clen
-        except LocalProtocolError as exc:
-            if stop_at_truncation and exc.reason.startswith("truncated"):
+        except TruncatedBundle:
+            if stop_at_truncation:
                 return out, start
             raise
         out.append(Message(content, ts, key, seq))
@@ -326,7 +347,7 @@ def decode_bundle(
     """Decode one complete bundle.  Non-sparse bundles number their messages
     from ``base_seq`` (``seq`` stays ``None`` without one).  Trailing bytes
     after the last message are an error (the declared sizes lie)."""
-    max_dec = (limits.max_decompressed_size if limits else 64 * 1024 * 1024)
+    max_dec = limits.max_decompressed_size if limits else 64 * 1024 * 1024
     header = parse_bundle_header(bundle, 0, len(bundle), base=base)
     p, end, data = header.size, len(bundle), bundle
     dbase = base
@@ -394,10 +415,8 @@ def read_chunk(
     while p < end and not stop:
         entry_start = p
         try:
-            blen, p = decode_uvarint(chunk, p, end, field="bundleLen", base=offset)
-        except LocalProtocolError as exc:
-            if "truncated" not in exc.reason:
-                raise
+            blen, p = _uvarint(chunk, p, end, field="bundleLen", base=offset)
+        except TruncatedBundle:
             partial, min_fetch = True, (end - entry_start) + 1024
             break
         bundle_end = p + blen
@@ -406,8 +425,8 @@ def read_chunk(
         whole = bundle_end <= end
         try:
             header = parse_bundle_header(chunk, p, min(bundle_end, end), base=offset)
-        except LocalProtocolError as exc:
-            if whole or not exc.reason.startswith("truncated"):
+        except TruncatedBundle:
+            if whole:
                 raise
             partial, min_fetch = True, bundle_end - entry_start
             break

@@ -18,12 +18,34 @@ __all__ = ["register"]
 def register(cmds: Commands) -> None:
     """Add the TANK subcommands."""
     s = cmds.serve.add_parser("tank", help="TANK broker (standalone)")
-    s.add_argument("--listen", type=hostport, default=("127.0.0.1", 11011), metavar="HOST:PORT", help="address to listen on (port 0 = any free port; default 127.0.0.1:11011)")
-    s.add_argument("--data-dir", metavar="DIR", help="keep topics in DIR/<topic>/<partition>/data.log (survives a restart); default: in memory")
+    s.add_argument(
+        "--listen",
+        type=hostport,
+        default=("127.0.0.1", 11011),
+        metavar="HOST:PORT",
+        help="address to listen on (port 0 = any free port; default 127.0.0.1:11011)",
+    )
+    s.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="keep topics in DIR/<topic>/<partition>/data.log (survives a restart); default: in memory",
+    )
     s.add_argument("--fsync", action="store_true", help="fsync every append before acknowledging it (with --data-dir)")
     s.add_argument("--read-only", action="store_true", help="refuse produces (0xfe) and topic creation, as 'tank -r'")
-    s.add_argument("--idle-timeout", type=nonneg_float, default=16.0, metavar="S", help="close connections idle for S seconds (0 = never; default 16, as the real broker)")
-    s.add_argument("--topic", action="append", default=[], metavar="NAME[:PARTITIONS]", help="create this topic at start if missing (repeatable)")
+    s.add_argument(
+        "--idle-timeout",
+        type=nonneg_float,
+        default=16.0,
+        metavar="S",
+        help="close connections idle for S seconds (0 = never; default 16, as the real broker)",
+    )
+    s.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="NAME[:PARTITIONS]",
+        help="create this topic at start if missing (repeatable)",
+    )
     s.set_defaults(func=_serve)
 
     c = cmds.send.add_parser("tank", help="talk to a TANK broker")
@@ -38,14 +60,25 @@ def register(cmds: Commands) -> None:
     pr.add_argument("--partition", type=int, default=0)
     pr.add_argument("--keys", action="store_true", help="split each message at the first '=' into key and content")
     pr.add_argument("--ts", type=int, metavar="MS", help="timestamp of every message (default: now)")
-    pr.add_argument("--compress", choices=("auto", "snappy", "none"), default="auto", help="Snappy the bundle (auto: as the C++ client, above 512 messages or 1 KiB)")
+    pr.add_argument(
+        "--compress",
+        choices=("auto", "snappy", "none"),
+        default="auto",
+        help="Snappy the bundle (auto: as the C++ client, above 512 messages or 1 KiB)",
+    )
     pr.add_argument("--sparse-base", type=int, metavar="SEQ", help="ProduceWithSeqnum: number the messages SEQ, SEQ+step, ...")
     pr.add_argument("--step", type=positive_int, default=1, help="sequence step with --sparse-base")
     pr.add_argument("--bundle-size", type=positive_int, default=1000, metavar="N", help="messages per bundle (default 1000)")
     co = sub.add_parser("consume", help="print messages as JSON lines")
     co.add_argument("topic")
     co.add_argument("--partition", type=int, default=0)
-    co.add_argument("--from", dest="seq", default="0", metavar="SEQ", help="first sequence number: 0 = first available (default), 'end' = only new messages")
+    co.add_argument(
+        "--from",
+        dest="seq",
+        default="0",
+        metavar="SEQ",
+        help="first sequence number: 0 = first available (default), 'end' = only new messages",
+    )
     co.add_argument("--tail", action="store_true", help="keep waiting for new messages (until Ctrl-C or --count)")
     co.add_argument("--max-wait", type=nonneg_float, default=5.0, metavar="S", help="long-poll wait with --tail (default 5)")
     co.add_argument("--min-bytes", type=int, default=0, metavar="N", help="long-poll minimum bytes with --tail")
@@ -58,11 +91,12 @@ def register(cmds: Commands) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from .broker import TankBroker
-    from .core import BrokerConfig, is_valid_topic_name
-    from .storage import DirectoryStorage, Storage
+    from .disk import DirectoryStorage
+    from .server import TankBroker
+    from .service import BrokerConfig, is_valid_topic_name
+    from .storage import MemoryStorage, Storage
 
-    storage: Storage = DirectoryStorage(args.data_dir, fsync=args.fsync) if args.data_dir else Storage()
+    storage: Storage = DirectoryStorage(args.data_dir, fsync=args.fsync) if args.data_dir else MemoryStorage()
     for spec in args.topic:
         name, _, n = spec.partition(":")
         if not is_valid_topic_name(name) or (n and not n.isdigit()):
@@ -85,8 +119,11 @@ async def _serve(args: argparse.Namespace) -> int:
             nursery.cancel_scope.cancel()
     finally:
         storage.close()
-    st = broker.core.stats
-    print(f"stored {st['produced_messages']} messages in {st['produced_bundles']} bundles; {broker.stats['connections']} connections", file=sys.stderr)
+    st = broker.service.stats
+    print(
+        f"stored {st['produced_messages']} messages in {st['produced_bundles']} bundles; {broker.stats['connections']} connections",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -99,7 +136,14 @@ async def _send(args: argparse.Namespace) -> int:
         cmd = args.tank_command
         if cmd == "create-topic":
             err = await client.create_topic(args.topic, args.partitions)
-            meaning = {0: "created", 1: "already exists", 2: "system error", 4: "invalid config", 5: "broker is read-only", 10: "invalid name or partition count"}
+            meaning = {
+                0: "created",
+                1: "already exists",
+                2: "system error",
+                4: "invalid config",
+                5: "broker is read-only",
+                10: "invalid name or partition count",
+            }
             print(f"{args.topic}: {meaning.get(err, f'error {err}')}", file=sys.stderr)
             return 0 if err == 0 else 1
         if cmd == "produce":
@@ -126,7 +170,13 @@ async def _send(args: argparse.Namespace) -> int:
                 else:
                     res = await client.produce(args.topic, args.partition, part, compress=compress)
                 if res.error:
-                    names = {0x01: "unknown partition", 0x02: "I/O error", 0x0A: "invalid sequence numbers", 0xFE: "broker is read-only", 0xFF: "unknown topic"}
+                    names = {
+                        0x01: "unknown partition",
+                        0x02: "I/O error",
+                        0x0A: "invalid sequence numbers",
+                        0xFE: "broker is read-only",
+                        0xFF: "unknown topic",
+                    }
                     print(f"refwire: produce failed: {names.get(res.error, f'error {res.error:#04x}')}", file=sys.stderr)
                     return 1
             print(f"produced {len(msgs)} messages", file=sys.stderr)
@@ -135,12 +185,27 @@ async def _send(args: argparse.Namespace) -> int:
             seq = U64_MAX if args.seq == "end" else int(args.seq)
             seen = 0
             while True:
-                pd = await client.consume(args.topic, args.partition, seq, max_wait=args.max_wait if args.tail else 0.0,
-                                          min_bytes=args.min_bytes, fetch_size=args.fetch_size)
+                pd = await client.consume(
+                    args.topic,
+                    args.partition,
+                    seq,
+                    max_wait=args.max_wait if args.tail else 0.0,
+                    min_bytes=args.min_bytes,
+                    fetch_size=args.fetch_size,
+                )
                 assert pd.chunk is not None
                 for m in pd.chunk.messages:
-                    print(json.dumps({"seq": m.seq, "ts": m.ts, "key": None if m.key is None else m.key.decode("utf-8", "replace"),
-                                      "content": m.content.decode("utf-8", "replace")}), flush=True)
+                    print(
+                        json.dumps(
+                            {
+                                "seq": m.seq,
+                                "ts": m.ts,
+                                "key": None if m.key is None else m.key.decode("utf-8", "replace"),
+                                "content": m.content.decode("utf-8", "replace"),
+                            }
+                        ),
+                        flush=True,
+                    )
                     seen += 1
                     if args.count and seen >= args.count:
                         return 0
@@ -149,7 +214,9 @@ async def _send(args: argparse.Namespace) -> int:
                     return 0
         if cmd == "status":
             st = await client.status()
-            print(json.dumps({"topics": st.topics, "partitions": st.partitions, "version": st.version, "startup_ts": st.startup_ts}))
+            print(
+                json.dumps({"topics": st.topics, "partitions": st.partitions, "version": st.version, "startup_ts": st.startup_ts})
+            )
             return 0
         if args.topic:
             infos = await client.discover_partitions(args.topic)

@@ -24,10 +24,11 @@ import attrs
 import trio
 
 from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream
-from ..errors import ProtocolError, RefwireError
+from ..errors import ConnectionLost, ConsumeError, ProtocolError, TankError
 from ..wire import Limits
 from .bundles import Message, encode_bundle
-from .connection import ClientConnection, ConnectionClosed, ConsumeResult, PartitionData
+from .connection import ClientConnection
+from .events import ConnectionClosed, ConsumeResult, PartitionData
 from .frames import (
     DEFAULT_LIMITS,
     ConsumePartition,
@@ -62,22 +63,6 @@ __all__ = ["ClientConfig", "ConnectionLost", "ConsumeError", "TankClient", "Tank
 
 Connector = Callable[[], Awaitable[trio.abc.Stream]]
 T = TypeVar("T")
-
-
-class TankError(RefwireError):
-    """The broker answered with an error code."""
-
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class ConsumeError(TankError):
-    """A consume failed: unknown topic or partition (0xff), or a cluster/system code."""
-
-
-class ConnectionLost(RefwireError):
-    """The connection failed while a request was outstanding (its outcome is unknown)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -127,7 +112,9 @@ class TankClient:
         self._nursery = await self._nursery_cm.__aenter__()
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool | None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
         assert self._nursery_cm is not None
         try:
             with trio.CancelScope(shield=True):
@@ -170,7 +157,12 @@ class TankClient:
             if self._nursery is None:
                 raise RuntimeError("use 'async with TankClient(...)'")
             stream = await self._connect()
-            conn = ClientConnection(limits=self.config.limits, ping_interval=self.config.ping_interval, now=trio.current_time(), first_request_id=self._next_id)
+            conn = ClientConnection(
+                limits=self.config.limits,
+                ping_interval=self.config.ping_interval,
+                now=trio.current_time(),
+                first_request_id=self._next_id,
+            )
             pump = Pump(stream, conn, self._on_event, receive_size=self.config.recv_size)
             self._stream, self._conn, self._pump = stream, conn, pump
             self._stats["connects"] += 1
@@ -267,35 +259,61 @@ class TankClient:
         r: CreateTopicResponse = await self.request(lambda rid: CreateTopicRequest(rid, topic, partitions, config))
         return r.error
 
-    async def produce(self, topic: str, partition: int, messages: Sequence[Message], *, compress: bool | None = None) -> ProduceResult:
+    async def produce(
+        self, topic: str, partition: int, messages: Sequence[Message], *, compress: bool | None = None
+    ) -> ProduceResult:
         bundle = encode_bundle(messages, compress=compress)
         r = await self.produce_bundles({topic: {partition: bundle}})
         return r.results[0]
 
-    async def produce_sparse(self, topic: str, partition: int, messages: Sequence[Message], *, compress: bool | None = None) -> ProduceResult:
+    async def produce_sparse(
+        self, topic: str, partition: int, messages: Sequence[Message], *, compress: bool | None = None
+    ) -> ProduceResult:
         """ProduceWithSeqnum (0x05) with a sparse bundle: the messages' ``seq`` are kept (§6)."""
         bundle = encode_bundle(messages, compress=compress, sparse=True)
         r = await self.produce_bundles({topic: {partition: bundle}}, base_seqs={(topic, partition): messages[0].seq or 0})
         return r.results[0]
 
-    async def produce_bundles(self, bundles: dict[str, dict[int, bytes]], *, base_seqs: dict[tuple[str, int], int] | None = None) -> ProduceResponse:
+    async def produce_bundles(
+        self, bundles: dict[str, dict[int, bytes]], *, base_seqs: dict[tuple[str, int], int] | None = None
+    ) -> ProduceResponse:
         topics = tuple(
-            ProduceTopic(t, tuple(ProducePartition(p, b, (base_seqs or {}).get((t, p)) if base_seqs is not None else None) for p, b in parts.items()))
+            ProduceTopic(
+                t,
+                tuple(
+                    ProducePartition(p, b, (base_seqs or {}).get((t, p)) if base_seqs is not None else None)
+                    for p, b in parts.items()
+                ),
+            )
             for t, parts in bundles.items()
         )
         cid = self.config.client_id
         resp: ProduceResponse = await self.request(lambda rid: ProduceRequest(rid, topics, base_seqs is not None, cid))
         return resp
 
-    async def consume_many(self, wanted: dict[str, dict[int, int]], *, max_wait: float = 0.0, min_bytes: int = 0, fetch_size: int | None = None) -> ConsumeResult:
+    async def consume_many(
+        self, wanted: dict[str, dict[int, int]], *, max_wait: float = 0.0, min_bytes: int = 0, fetch_size: int | None = None
+    ) -> ConsumeResult:
         """One Consume request: ``wanted[topic][partition] = seq`` (0 first available, U64_MAX tail)."""
         fs = fetch_size or self.config.fetch_size
-        topics = tuple(ConsumeTopic(t, tuple(ConsumePartition(p, s, fs) for p, s in parts.items())) for t, parts in wanted.items())
+        topics = tuple(
+            ConsumeTopic(t, tuple(ConsumePartition(p, s, fs) for p, s in parts.items())) for t, parts in wanted.items()
+        )
         wait_ms = max(0, round(max_wait * 1000))
         res: ConsumeResult = await self.request(lambda rid: ConsumeRequest(rid, topics, wait_ms, min_bytes, b""))
         return res
 
-    async def consume(self, topic: str, partition: int, seq: int = 0, *, max_wait: float = 0.0, min_bytes: int = 0, fetch_size: int | None = None, clamp: bool = True) -> PartitionData:
+    async def consume(
+        self,
+        topic: str,
+        partition: int,
+        seq: int = 0,
+        *,
+        max_wait: float = 0.0,
+        min_bytes: int = 0,
+        fetch_size: int | None = None,
+        clamp: bool = True,
+    ) -> PartitionData:
         """Consume one partition; grows the fetch size when a bundle did not fit
         (§5) and, with ``clamp``, moves a sequence number that fails the
         boundary check into ``[firstAvail, hwmark + 1]`` as tank-cli does."""
@@ -337,4 +355,3 @@ class TankClient:
     async def reload_conf(self, topic: str, partition: int) -> int:
         r: ReloadConfResponse = await self.request(lambda rid: ReloadConfRequest(rid, topic, partition))
         return r.error
-

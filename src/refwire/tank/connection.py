@@ -12,11 +12,11 @@ The client matches responses to requests by request id (long polls are
 answered out of order), decodes produce responses against the remembered
 (topic, partition) list, and walks consume chunks with
 :func:`~refwire.tank.bundles.read_chunk`; when the connection ends, the
-requests still in flight are named in its :class:`ConnectionClosed`
+requests still in flight are named in its :class:`~refwire.tank.events.ConnectionClosed`
 (``unanswered``: their outcome is unknown).  The broker side splits frames,
-decodes requests and tracks idleness (an :class:`IdleTimeout` event after 16 s
+decodes requests and tracks idleness (an :class:`~refwire.tank.events.IdleTimeout` event after 16 s
 without traffic or an outstanding long poll, §6); the topic logic is
-:class:`~refwire.tank.core.BrokerCore`.
+:class:`~refwire.tank.service.BrokerService`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ import attrs
 from ..errors import LocalProtocolError
 from ..sansio import NEED_DATA, FrameMachine, NeedData
 from ..wire import Limits
-from .bundles import ChunkResult, read_chunk
+from .bundles import read_chunk
+from .events import ClientEvent, Connected, ConnectionClosed, ConsumeResult, IdleTimeout, PartitionData
 from .frames import (
     DEFAULT_LIMITS,
     REPLICA_ID,
@@ -54,7 +55,6 @@ from .responses import (
     DiscoverPartitionsResponse,
     DiscoverTopicsResponse,
     DiscoverTopologyResponse,
-    ProduceResponse,
     RawProduceResponse,
     ReloadConfResponse,
     Response,
@@ -69,11 +69,6 @@ __all__ = [
     "NEED_DATA",
     "BrokerConnection",
     "ClientConnection",
-    "ConnectionClosed",
-    "Connected",
-    "ConsumeResult",
-    "IdleTimeout",
-    "PartitionData",
     "State",
 ]
 
@@ -107,54 +102,6 @@ BROKER_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
 }
 
 
-@attrs.frozen
-class Connected:
-    """The broker's greeting Ping arrived."""
-
-
-@attrs.frozen
-class ConnectionClosed:
-    """The connection ended (``clean``: at a frame boundary, by the peer).  On the
-    client, ``unanswered`` lists the request ids still in flight: they have no
-    answer and their outcome is unknown (a produce may or may not be stored)."""
-
-    clean: bool
-    reason: str = ""
-    unanswered: tuple[int, ...] = ()
-
-
-@attrs.frozen
-class IdleTimeout:
-    """Broker: nothing happened for ``idle_timeout`` seconds; close the connection."""
-
-    idle_for: float
-
-
-@attrs.frozen
-class PartitionData:
-    """One partition of a consume response, with its chunk walked (§5)."""
-
-    topic: str
-    partition: int
-    error: int
-    hwmark: int
-    requested_seq: int
-    chunk: ChunkResult | None = None  #: for err 0 / 0xfe
-    first_avail: int | None = None  #: for err 0x01
-
-    @property
-    def messages(self) -> tuple[object, ...]:
-        return self.chunk.messages if self.chunk else ()
-
-
-@attrs.frozen
-class ConsumeResult:
-    request_id: int
-    partitions: tuple[PartitionData, ...]
-    unknown_topics: tuple[str, ...]
-    response: ConsumeResponse = attrs.field(repr=False)
-
-
 _EXPECT: Final[dict[type, type | tuple[type, ...]]] = {
     ProduceRequest: RawProduceResponse,
     ConsumeRequest: ConsumeResponse,
@@ -165,8 +112,6 @@ _EXPECT: Final[dict[type, type | tuple[type, ...]]] = {
     DiscoverTopicsRequest: DiscoverTopicsResponse,
     DiscoverTopologyRequest: DiscoverTopologyResponse,
 }
-
-ClientEvent = Connected | ConnectionClosed | ProduceResponse | ConsumeResult | Response
 
 
 class _Base(FrameMachine):
@@ -181,7 +126,14 @@ class _Base(FrameMachine):
 
     def __init__(self, accept: frozenset[int], limits: Limits, state: State, now: float) -> None:
         super().__init__(state)
-        self._decoder = FrameDecoder(accept, limits, obsolete_msg={REPLICA_ID: "obsolete ReplicaID (the real broker closes the connection)", 0x09: "ConsumePeer is broker-to-broker (cluster mode); not supported"})
+        self._decoder = FrameDecoder(
+            accept,
+            limits,
+            obsolete_msg={
+                REPLICA_ID: "obsolete ReplicaID (the real broker closes the connection)",
+                0x09: "ConsumePeer is broker-to-broker (cluster mode); not supported",
+            },
+        )
         self.limits = limits
         self._closed_event: ConnectionClosed | None = None
         self._now = now
@@ -241,7 +193,9 @@ class ClientConnection(_Base):
 
     TRANSITIONS = CLIENT_TRANSITIONS
 
-    def __init__(self, *, now: float, limits: Limits = DEFAULT_LIMITS, ping_interval: float | None = 5.0, first_request_id: int = 1) -> None:
+    def __init__(
+        self, *, now: float, limits: Limits = DEFAULT_LIMITS, ping_interval: float | None = 5.0, first_request_id: int = 1
+    ) -> None:
         super().__init__(RESPONSE_IDS, limits, State.CONNECTING, now)
         self.ping_interval = ping_interval
         self._next_id = first_request_id
@@ -296,7 +250,9 @@ class ClientConnection(_Base):
             ids = tuple(self._pending)
             self._pending.clear()
             what = "send failed" if self._write_failed else ev.reason or "connection closed"
-            ev = attrs.evolve(ev, reason=f"{what}: {len(ids)} request(s) in flight have no answer (outcome unknown)", unanswered=ids)
+            ev = attrs.evolve(
+                ev, reason=f"{what}: {len(ids)} request(s) in flight have no answer (outcome unknown)", unanswered=ids
+            )
         self._events.append(ev)
 
     def next_event(self) -> ClientEvent | NeedData:
@@ -318,10 +274,22 @@ class ClientConnection(_Base):
         self._step("response")
         req = self._pending.pop(resp.request_id, None)
         if req is None:
-            raise LocalProtocolError(f"response to unknown request id {resp.request_id}", protocol="tank", frame=f"0x{msg_id:02x}", field="requestId", offset=off + 5)
+            raise LocalProtocolError(
+                f"response to unknown request id {resp.request_id}",
+                protocol="tank",
+                frame=f"0x{msg_id:02x}",
+                field="requestId",
+                offset=off + 5,
+            )
         expected = _EXPECT[type(req)]
         if not isinstance(resp, expected):
-            raise LocalProtocolError(f"{type(resp).__name__} answers a {type(req).__name__}", protocol="tank", frame=f"0x{msg_id:02x}", field="requestId", offset=off + 5)
+            raise LocalProtocolError(
+                f"{type(resp).__name__} answers a {type(req).__name__}",
+                protocol="tank",
+                frame=f"0x{msg_id:02x}",
+                field="requestId",
+                offset=off + 5,
+            )
         if isinstance(resp, RawProduceResponse):
             assert isinstance(req, ProduceRequest)
             return decode_produce_response(resp, req.layout())
@@ -345,10 +313,18 @@ class ClientConnection(_Base):
             for p in t.partitions:
                 seq = asked.get((t.name, p.partition))
                 if seq is None:
-                    raise LocalProtocolError(f"response names {t.name}/{p.partition}, which was not requested", protocol="tank", frame="Consume", field="partitionId", offset=off)
+                    raise LocalProtocolError(
+                        f"response names {t.name}/{p.partition}, which was not requested",
+                        protocol="tank",
+                        frame="Consume",
+                        field="partitionId",
+                        offset=off,
+                    )
                 chunk = None
                 if p.error in (0, 0xFE):
-                    chunk = read_chunk(p.chunk, base_seq=p.base_seq, hwmark=p.hwmark, requested_seq=seq, limits=self.limits, offset=off)
+                    chunk = read_chunk(
+                        p.chunk, base_seq=p.base_seq, hwmark=p.hwmark, requested_seq=seq, limits=self.limits, offset=off
+                    )
                 parts.append(PartitionData(t.name, p.partition, p.error, p.hwmark, seq, chunk, p.first_avail))
         return ConsumeResult(resp.request_id, tuple(parts), tuple(unknown), resp)
 

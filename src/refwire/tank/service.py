@@ -1,6 +1,6 @@
-"""The TANK broker's logic, Sans-IO (specs/tank/README.md §6).
+"""The service behind the TANK broker's machine: its topic logic, Sans-IO (specs/tank/README.md §6).
 
-:class:`BrokerCore` owns topics (through a :class:`~refwire.tank.storage.Storage`),
+:class:`BrokerService` owns topics (through a :class:`~refwire.tank.storage.Storage`),
 assigns sequence numbers, answers consumes and keeps long-poll waits.  It does
 no network I/O and reads no clock: ``handle(conn, request, now=...)`` and
 ``handle_timer(now=...)`` return ``(conn, response)`` pairs to send, in order --
@@ -56,7 +56,7 @@ from .responses import (
 )
 from .storage import Entry, PartitionLog, Storage
 
-__all__ = ["BrokerConfig", "BrokerCore", "is_valid_topic_name", "normalize_max_wait"]
+__all__ = ["BrokerConfig", "BrokerService", "is_valid_topic_name", "normalize_max_wait"]
 
 MAX_CLAMP: Final = 64 * 1024 * 1024  #: fetchSize / minBytes clamp (§6)
 MAX_WAIT_CAP_MS: Final = 3_600_000
@@ -103,7 +103,7 @@ class _Wait:
     got: dict[tuple[str, int], list[Entry]] = attrs.Factory(dict)
 
 
-class BrokerCore:
+class BrokerService:
     """Topics, sequence numbers, consumes and long polls (§7)."""
 
     def __init__(self, storage: Storage, config: BrokerConfig = BrokerConfig()) -> None:
@@ -161,7 +161,9 @@ class BrokerCore:
                 infos = []
                 for p in req.partitions:
                     lg = self._log(req.topic, p)
-                    infos.append(PartitionInfo(lg.first_avail, lg.last_assigned) if lg else PartitionInfo(U64_MAX, U64_MAX, ERR_SYSTEM))
+                    infos.append(
+                        PartitionInfo(lg.first_avail, lg.last_assigned) if lg else PartitionInfo(U64_MAX, U64_MAX, ERR_SYSTEM)
+                    )
             return DiscoverPartitionsResponse(req.request_id, req.topic, tuple(infos))
         if isinstance(req, CreateTopicRequest):
             if self.config.read_only:
@@ -202,7 +204,13 @@ class BrokerCore:
                     else:
                         headers[ti, pi] = parse_bundle_header(p.bundle)
                 except LocalProtocolError as exc:
-                    raise LocalProtocolError(f"{where}: {exc.reason}", protocol="tank", frame=req.__class__.__name__, field=exc.field, offset=exc.offset) from None
+                    raise LocalProtocolError(
+                        f"{where}: {exc.reason}",
+                        protocol="tank",
+                        frame=req.__class__.__name__,
+                        field=exc.field,
+                        offset=exc.offset,
+                    ) from None
         out: Outbox = []
         results: list[ProduceResult] = []
         for ti, t in enumerate(req.topics):
@@ -270,7 +278,9 @@ class BrokerCore:
                 if got:
                     chunk = b"".join(e.data for e in got)
                     sparse = got[0].sparse
-                    res.append(ConsumePartitionResult(pid, ERR_SPARSE if sparse else 0, None if sparse else got[0].first, hw, chunk))
+                    res.append(
+                        ConsumePartitionResult(pid, ERR_SPARSE if sparse else 0, None if sparse else got[0].first, hw, chunk)
+                    )
                 else:
                     res.append(ConsumePartitionResult(pid, 0, 0, hw))
             topics.append(ConsumeTopicResult(name, tuple(res), False, len(parts)))
@@ -313,8 +323,14 @@ class BrokerCore:
         wait_ms = normalize_max_wait(req.max_wait_ms)
         now_ms = int(now * 1000)
         deadline = (-(-(now_ms + wait_ms) // 128) * 128) / 1000.0
-        w = _Wait(next(self._ids), conn, req.request_id, tuple((t.name, tuple(p.partition for p in t.partitions)) for t in req.topics),
-                  min(req.min_bytes, MAX_CLAMP), deadline)
+        w = _Wait(
+            next(self._ids),
+            conn,
+            req.request_id,
+            tuple((t.name, tuple(p.partition for p in t.partitions)) for t in req.topics),
+            min(req.min_bytes, MAX_CLAMP),
+            deadline,
+        )
         self._waits[w.id] = w
         for name, pids in w.layout:
             for pid in pids:
@@ -355,4 +371,3 @@ def _valid_config(config: bytes) -> bool:
         if line and ("=" not in line or not line.split("=", 1)[0].strip()):
             return False
     return True
-

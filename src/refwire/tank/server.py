@@ -1,9 +1,9 @@
-"""The trio TANK broker (specs/tank/README.md §6).
+"""The trio TANK broker, :class:`TankBroker` (specs/tank/README.md §6).
 
 A thin driver: each connection is a :class:`~refwire.drivers.Pump` running a
 :class:`~refwire.tank.connection.BrokerConnection` (reader, idle timer and
 writer; the greeting Ping is flushed at once); every request goes to the shared
-Sans-IO :class:`~refwire.tank.core.BrokerCore`, whose answers may be addressed
+Sans-IO :class:`~refwire.tank.service.BrokerService`, whose answers may be addressed
 to other connections (a produce wakes long polls) and go out through that
 connection's ``pump.send``.  One timer task answers long polls whose
 ``maxWait`` ran out.  A malformed request closes its connection only -- as the
@@ -24,10 +24,11 @@ import trio
 from ..drivers import Pump, StreamServer
 from ..errors import ProtocolError
 from ..sansio import to_remote
-from .connection import BrokerConnection, ConnectionClosed, IdleTimeout
-from .core import BrokerConfig, BrokerCore, Outbox
+from .connection import BrokerConnection
+from .events import ConnectionClosed, IdleTimeout
 from .frames import Request
-from .storage import Storage
+from .service import BrokerConfig, BrokerService, Outbox
+from .storage import MemoryStorage, Storage
 
 __all__ = ["BrokerConfig", "TankBroker"]
 
@@ -48,14 +49,14 @@ class TankBroker:
     """Serve TANK on any listeners (TCP or the simulator's).
 
     ``await nursery.start(broker.serve, listeners)``; ``await broker.shutdown()``.
-    ``storage`` defaults to memory; pass a :class:`~refwire.tank.storage.DirectoryStorage`
+    ``storage`` defaults to memory; pass a :class:`~refwire.tank.disk.DirectoryStorage`
     for a log that survives a restart.
     """
 
     def __init__(self, storage: Storage | None = None, config: BrokerConfig = _DEFAULT_CONFIG, *, recv_size: int = 65536) -> None:
-        self.storage = storage if storage is not None else Storage()
+        self.storage = storage if storage is not None else MemoryStorage()
         self.config = config
-        self.core = BrokerCore(self.storage, config)
+        self.service = BrokerService(self.storage, config)
         self._server = StreamServer(self._handle, name="tank")
         self._conns: dict[int, _Conn] = {}
         self._ids = itertools.count(1)
@@ -69,7 +70,9 @@ class TankBroker:
     def open_connections(self) -> int:
         return len(self._conns)
 
-    async def serve(self, listeners: Sequence[trio.abc.Listener[Any]], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(
+        self, listeners: Sequence[trio.abc.Listener[Any]], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._timer_loop)
             async with trio.open_nursery() as inner:  # returns when the server has shut down
@@ -86,18 +89,18 @@ class TankBroker:
             c = self._conns.get(cid)
             if c is None:
                 continue
-            c.machine.long_polls = self.core.waits_of(cid)
+            c.machine.long_polls = self.service.waits_of(cid)
             c.pump.send(resp)
         self._timer_changed.set()
 
     async def _timer_loop(self) -> None:
         while True:
             self._timer_changed = trio.Event()
-            deadline = self.core.next_deadline()
+            deadline = self.service.next_deadline()
             with trio.move_on_at(deadline if deadline is not None else math.inf):
                 await self._timer_changed.wait()
                 continue
-            self._dispatch(self.core.handle_timer(now=trio.current_time()))
+            self._dispatch(self.service.handle_timer(now=trio.current_time()))
 
     # -- one connection -------------------------------------------------------
     async def _handle(self, stream: trio.abc.Stream) -> None:
@@ -113,11 +116,11 @@ class TankBroker:
                 return
             self.stats["requests"] += 1
             try:
-                out = self.core.handle(cid, ev, now=trio.current_time())
+                out = self.service.handle(cid, ev, now=trio.current_time())
             except ProtocolError as exc:  # a malformed bundle: the peer's fault
                 raise to_remote(exc) from exc
             self._dispatch(out)
-            machine.long_polls = self.core.waits_of(cid)
+            machine.long_polls = self.service.waits_of(cid)
             pump.kick()
 
         pump = Pump(stream, machine, on_event, receive_size=self._recv_size)
@@ -133,6 +136,6 @@ class TankBroker:
             log.warning("tank: closing connection %d: %s", cid, exc)
         finally:
             del self._conns[cid]
-            self.core.drop_connection(cid)
+            self.service.drop_connection(cid)
             self.transitions_seen |= machine.transitions_seen
             self._timer_changed.set()
