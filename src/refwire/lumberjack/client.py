@@ -33,7 +33,7 @@ import attrs
 import trio
 
 from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream
-from ..errors import RefwireError, RemoteProtocolError
+from ..errors import RemoteProtocolError, SendFailed
 from ..wire import Limits
 from .connection import ClientConnection, State, encode_event
 from .events import AckReceived, AckTimeout, ConnectionClosed, KeepAlive, SendWindow
@@ -42,19 +42,6 @@ from .frames import DEFAULT_LIMITS, V2
 __all__ = ["ClientConfig", "LumberjackClient", "SendFailed"]
 
 Connector = Callable[[], Awaitable[trio.abc.Stream]]
-
-
-class SendFailed(RefwireError):
-    """``send`` gave up (``max_attempts`` reached).
-
-    ``acked`` counts the events of that ``send`` call that were acked;
-    ``unacked`` holds the rest, in order (re-queue them for at-least-once).
-    """
-
-    def __init__(self, message: str, *, acked: int, unacked: list[Any]) -> None:
-        super().__init__(message)
-        self.acked = acked
-        self.unacked = unacked
 
 
 @attrs.frozen(kw_only=True)

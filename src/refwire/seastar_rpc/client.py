@@ -8,7 +8,7 @@
         await stream.send(b"..."); await stream.close(); async for msg in stream: ...
 
 A call completes exactly once: with the reply data, or by raising
-:class:`RemoteVerbError` (USER), :class:`UnknownVerbError`,
+:class:`~refwire.errors.RemoteVerbError` (USER), :class:`~refwire.errors.UnknownVerbError`,
 :class:`UnknownExceptionError`, :class:`CallTimeout` (the client gave up at its
 deadline; a late reply is ignored) or :class:`RpcConnectionError`.  A one-way
 call returns once its bytes are written; closing the client writes what is
@@ -33,7 +33,16 @@ import attrs
 import trio
 
 from ..drivers import EOF, STOPPED, Pump, open_stream
-from ..errors import RefwireError, RemoteProtocolError
+from ..errors import (
+    CallTimeout,
+    RemoteProtocolError,
+    RemoteVerbError,
+    RpcConnectionError,
+    RpcError,
+    StreamClosedError,
+    UnknownExceptionError,
+    UnknownVerbError,
+)
 from ..wire import Limits
 from .connection import (
     NEGOTIATION_TIMED_OUT,
@@ -63,44 +72,6 @@ __all__ = [
 
 log = logging.getLogger("refwire.seastar_rpc")
 _U64 = struct.Struct("<Q")
-
-
-class RpcError(RefwireError):
-    """Base of the errors a call can end with."""
-
-
-class RemoteVerbError(RpcError):
-    """The handler failed: a USER exception; ``message`` is Seastar's opaque text."""
-
-    def __init__(self, message: bytes) -> None:
-        self.message = message
-        super().__init__(f"remote verb error: {message.decode('utf-8', 'replace')}")
-
-
-class UnknownVerbError(RpcError):
-    def __init__(self, verb: int) -> None:
-        self.verb = verb
-        super().__init__(f"unknown verb {verb}")
-
-
-class UnknownExceptionError(RpcError):
-    def __init__(self, type_: int) -> None:
-        self.type = type_
-        super().__init__(f"unknown exception type {type_}")
-
-
-class CallTimeout(RpcError):
-    def __init__(self, msg_id: int) -> None:
-        self.msg_id = msg_id
-        super().__init__(f"rpc call {msg_id} timed out")
-
-
-class RpcConnectionError(RpcError):
-    """The connection closed or broke before the call was answered."""
-
-
-class StreamClosedError(RpcError):
-    """The stream is closed (its parent went away, or it ended)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -33,7 +33,8 @@ def demo_registry(notes: list[int] | None = None) -> VerbRegistry:
     """Built-in demo verbs (int32 = 4 bytes LE, as the rpc_demo serializer)."""
     import trio
 
-    from .server import BadArguments, StreamClosed, VerbRegistry
+    from ..errors import BadArguments, StreamClosed
+    from .server import VerbRegistry
 
     reg = VerbRegistry()
     kept = notes if notes is not None else []

@@ -3,7 +3,7 @@ streams (specs/seastar-rpc/README.md §2-§7).
 
 * Handlers are ``async def handler(ctx: CallContext, payload: bytes) -> bytes | None``.
   Returning sends the reply (``None`` = empty data); raising
-  :class:`BadArguments` sends **nothing** and keeps the connection (Seastar's
+  :class:`~refwire.errors.BadArguments` sends **nothing** and keeps the connection (Seastar's
   behaviour when deserialization fails, §3); any other exception is a USER
   exception carrying ``str(exc)`` (Seastar 25.05 sends ``what()``).  One-way verbs
   never reply.  An unknown verb gets UNKNOWN_VERB, even if the caller meant it
@@ -36,7 +36,7 @@ import attrs
 import trio
 
 from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer, listener_address
-from ..errors import RemoteProtocolError
+from ..errors import BadArguments, RemoteProtocolError, StreamClosed
 from ..wire import Limits
 from .compression import COMPRESSOR_NAMES
 from .connection import (
@@ -68,14 +68,6 @@ log = logging.getLogger("refwire.seastar_rpc")
 
 SHARD: Final = 0
 NO_SHARD: Final = 0xFFFF
-
-
-class BadArguments(Exception):
-    """Raised by a handler whose arguments do not deserialize: no reply is sent."""
-
-
-class StreamClosed(Exception):
-    """The stream ended (parent closed, connection lost, or already at end-of-stream)."""
 
 
 Handler = Callable[["CallContext", bytes], Awaitable[bytes | None]]
@@ -159,7 +151,7 @@ class CallContext:
 
     def stream(self, stream_id: int) -> ServerStream:
         """The stream connection ``stream_id`` (a sink/source argument) of this
-        caller's connection; :class:`BadArguments` (so: no reply) if unknown."""
+        caller's connection; :class:`~refwire.errors.BadArguments` (so: no reply) if unknown."""
         s = self.server._streams.get(stream_id)
         if s is None or s.parent_id != self.connection_id:
             raise BadArguments(f"unknown stream {stream_id:#x} for connection {self.connection_id:#x}")
@@ -182,7 +174,7 @@ class ServerStream:
         self._scope: trio.CancelScope | None = None
 
     async def receive(self) -> bytes | None:
-        """The next message, ``None`` at end-of-stream; :class:`StreamClosed` after abort."""
+        """The next message, ``None`` at end-of-stream; :class:`~refwire.errors.StreamClosed` after abort."""
         try:
             return await self._in_recv.receive()
         except (trio.EndOfChannel, trio.ClosedResourceError):
