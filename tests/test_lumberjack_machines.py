@@ -931,3 +931,18 @@ def test_close_when_idle() -> None:
     idle.close_when_idle(now=100.5)
     idle.handle_timer(now=100.5)
     assert idle.next_event() == IdleAtShutdown()
+
+
+def test_the_package_exports_the_core_only() -> None:
+    """``import refwire.lumberjack`` loads no trio, simulator or pipeline: the drivers are
+    imported from its ``client`` / ``server`` modules explicitly."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, refwire.lumberjack as p; "
+        "bad = [m for m in sys.modules if m == 'trio' or m.startswith(('refwire.sim', 'refwire.pipeline'))]; "
+        "assert not bad, bad; "
+        "assert all(hasattr(p, name) for name in p.__all__)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

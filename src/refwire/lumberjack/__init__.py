@@ -1,7 +1,11 @@
-"""Lumberjack v1/v2 (Beats / Logstash): codec, Sans-IO machines, trio client and server.
+"""Lumberjack v1/v2 (Beats / Logstash): the Sans-IO core -- frame codec
+(:mod:`.frames`, zlib ``C`` frames included), events (:mod:`.events`) and the client
+and server machines (:mod:`.connection`).
 
-See specs/lumberjack/README.md for the normalized protocol and the choices made
-where go-lumber and Logstash disagree.
+Importing this package imports no trio: the trio drivers are imported explicitly
+from :mod:`refwire.lumberjack.client` and :mod:`refwire.lumberjack.server`, and the
+errors a peer can cause live in :mod:`refwire.errors`.  See specs/lumberjack/README.md
+for the normalized protocol and the choices made where go-lumber and Logstash disagree.
 """
 
 from __future__ import annotations
