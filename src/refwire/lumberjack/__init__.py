@@ -10,7 +10,7 @@ for the normalized protocol and the choices made where go-lumber and Logstash di
 
 from __future__ import annotations
 
-from .connection import NEED_DATA, ClientConnection, ServerConnection, State, encode_event, next_seq
+from .connection import NEED_DATA, ClientConnection, ServerConnection, State
 from .events import (
     Accept,
     AckReceived,
@@ -36,6 +36,8 @@ from .frames import (
     JsonFrame,
     Window,
     decode_all,
+    encode_event,
+    next_seq,
 )
 
 __all__ = [

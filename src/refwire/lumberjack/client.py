@@ -35,9 +35,9 @@ import trio
 from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream
 from ..errors import RemoteProtocolError, SendFailed
 from ..wire import Limits
-from .connection import ClientConnection, State, encode_event
+from .connection import ClientConnection, State
 from .events import AckReceived, AckTimeout, ConnectionClosed, KeepAlive, SendWindow
-from .frames import DEFAULT_LIMITS, V2
+from .frames import DEFAULT_LIMITS, V2, encode_event
 
 __all__ = ["ClientConfig", "LumberjackClient", "SendFailed"]
 

@@ -18,14 +18,12 @@ waits for the application.  Sequence numbers are u32 and wrap at 2**32.
 from __future__ import annotations
 
 import enum
-import json
 import struct
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Final, Literal
 
 import attrs
-import orjson
 
 from ..errors import LimitExceeded, LocalProtocolError, ProtocolError
 from ..sansio import NEED_DATA, FrameMachine, NeedData, closed_inside
@@ -46,15 +44,11 @@ from .events import (
 )
 from .frames import (
     ACK,
-    COMPRESSED,
-    DATA,
     DEFAULT_LIMITS,
-    JSON,
     MAX_U32,
     PROTOCOL,
     V1,
     V2,
-    WINDOW,
     Compressed,
     DataFrame,
     Frame,
@@ -63,7 +57,11 @@ from .frames import (
     Window,
     decode_all,
     encode_ack,
+    encode_event,
+    encode_window,
+    frame_size,
     inflate,
+    next_seq,
 )
 
 __all__ = [
@@ -84,15 +82,7 @@ __all__ = [
     "SendWindow",
     "ServerConnection",
     "State",
-    "encode_event",
-    "next_seq",
 ]
-
-_PACK_J: Final = struct.Struct(">BBII").pack
-_PACK_D_HDR: Final = struct.Struct(">BBII").pack
-_PACK_U32: Final = struct.Struct(">I").pack
-_PACK_6: Final = struct.Struct(">BBI").pack
-
 
 class State(enum.Enum):
     """Connection states (the same names serve both roles)."""
@@ -138,75 +128,6 @@ CLIENT_TRANSITIONS: Final[dict[tuple[State, str], frozenset[State]]] = {
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def next_seq(seq: int) -> int:
-    """The sequence number after ``seq``: u32, wrapping at 2**32 and skipping 0
-    (0 is the keepalive value of an ack, so no event is ever numbered 0)."""
-    return 1 if seq >= MAX_U32 else seq + 1
-
-
-def encode_event(event: Any, version: int) -> bytes | tuple[tuple[bytes, bytes], ...]:
-    """Prepare one application event for the wire, once (resends reuse it).
-
-    v2: ``bytes`` are taken as an already-encoded JSON object; a mapping is
-    JSON-encoded compactly.  v1: a mapping becomes ``D`` pairs (strings as
-    UTF-8, ``bytes`` as is, anything else JSON-encoded); ``str``/``bytes``
-    becomes the single pair ``line``.
-    """
-    if version == V2:
-        if isinstance(event, (bytes, bytearray, memoryview)):
-            return bytes(event)
-        if isinstance(event, str):
-            return event.encode("utf-8")
-        if isinstance(event, Mapping):
-            return _dumps(event)
-        raise LocalProtocolError(f"a v2 event must be a mapping or JSON bytes, got {type(event).__name__}", protocol=PROTOCOL, frame="J")
-    if isinstance(event, (bytes, bytearray, str)):
-        event = {"line": event}
-    if not isinstance(event, Mapping):
-        raise LocalProtocolError(f"a v1 event must be a mapping, got {type(event).__name__}", protocol=PROTOCOL, frame="D")
-    return tuple((_kv_bytes(k), _kv_bytes(v)) for k, v in event.items())
-
-
-def _dumps(obj: Any) -> bytes:
-    """Compact UTF-8 JSON; orjson for speed, the standard library for what orjson
-    refuses (non-string keys, integers beyond 64 bits)."""
-    try:
-        return orjson.dumps(obj)
-    except TypeError:
-        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def _kv_bytes(x: Any) -> bytes:
-    if isinstance(x, bytes):
-        return x
-    if isinstance(x, str):
-        return x.encode("utf-8")
-    return _dumps(x)
-
-
-def _encode_data(version: int, seq: int, payload: bytes | tuple[tuple[bytes, bytes], ...]) -> bytes:
-    if version == V2:
-        assert isinstance(payload, bytes)
-        return _PACK_J(V2, JSON, seq, len(payload)) + payload
-    assert isinstance(payload, tuple)
-    parts = [_PACK_D_HDR(V1, DATA, seq, len(payload))]
-    for k, v in payload:
-        parts.append(_PACK_U32(len(k)))
-        parts.append(k)
-        parts.append(_PACK_U32(len(v)))
-        parts.append(v)
-    return b"".join(parts)
-
-
-def frame_size(f: Frame) -> int:
-    """The encoded size of a decoded frame."""
-    if isinstance(f, (JsonFrame, Compressed)):
-        return (10 if isinstance(f, JsonFrame) else 6) + len(f.payload)
-    if isinstance(f, DataFrame):
-        return 10 + sum(8 + len(k) + len(v) for k, v in f.pairs)
-    return 6
 
 
 def _offset_of(frames: list[Frame], i: int, base: int) -> int:
@@ -754,22 +675,7 @@ class ClientConnection(FrameMachine):
                 s = next_seq(s)
             self.next_seq = s
             index = {seq: i + 1 for i, seq in enumerate(seqs)}
-        if version == V2:
-            body = b"".join([_PACK_J(V2, JSON, seq, len(p)) + p for seq, p in zip(seqs, payloads, strict=True)])  # type: ignore[operator]
-        else:
-            body = b"".join([_encode_data(V1, seq, p) for seq, p in zip(seqs, payloads, strict=True)])
-        head = _PACK_6(version, WINDOW, n)
-        out = self._out
-        if self.compression_level:
-            import zlib
-
-            z = zlib.compress(body, self.compression_level)
-            out += head
-            out += _PACK_6(version, COMPRESSED, len(z))
-            out += z
-        else:
-            out += head
-            out += body
+        self._out += encode_window(version, seqs, payloads, compression_level=self.compression_level)
         self._transition("send")
         self._win = _OutstandingWindow(list(events), seqs, 0, index)
         self._last_activity = now

@@ -13,8 +13,10 @@ type    hex    direction  payload
 ``A``   0x41   server     ``seq:u32``
 ======  =====  =========  ==================================================
 
-This module knows the bytes of one frame and nothing about batches or acks
-(that is :mod:`refwire.lumberjack.connection`).  :class:`FrameDecoder` is
+This module knows the bytes of frames and nothing about batches or acks as
+state (that is :mod:`refwire.lumberjack.connection`); it also prepares
+application events for the wire (:func:`encode_event`, :func:`next_seq`) and
+lays out a client's whole window (:func:`encode_window`).  :class:`FrameDecoder` is
 incremental and O(n) however the input is chunked; it checks every length
 against :class:`~refwire.wire.Limits` before reading or allocating for it.
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -47,10 +50,16 @@ __all__ = [
     "Frame",
     "FrameDecoder",
     "JsonFrame",
+    "EncodedEvent",
     "Window",
     "decode_all",
     "encode_ack",
+    "encode_data",
+    "encode_event",
+    "encode_window",
+    "frame_size",
     "inflate",
+    "next_seq",
 ]
 
 PROTOCOL: Final = "lumberjack"
@@ -221,6 +230,102 @@ _JSON_SETTERS: Final = tuple(JsonFrame.__dict__[name].__set__ for name in ("seq"
 def encode_ack(seq: int, version: int = V2) -> bytes:
     """``A seq`` without building an object (hot path of the server)."""
     return _PACK_6(version, ACK, seq)
+
+
+# --------------------------------------------------------------------------- encoding events
+
+#: One application event prepared for the wire by :func:`encode_event`: a ``J``
+#: payload (v2) or the ``D`` pairs (v1).
+EncodedEvent = bytes | tuple[tuple[bytes, bytes], ...]
+
+_PACK_U32: Final = U32BE.pack
+
+
+def next_seq(seq: int) -> int:
+    """The sequence number after ``seq``: u32, wrapping at 2**32 and skipping 0
+    (0 is the keepalive value of an ack, so no event is ever numbered 0; §3.2)."""
+    return 1 if seq >= MAX_U32 else seq + 1
+
+
+def encode_event(event: Any, version: int) -> EncodedEvent:
+    """Prepare one application event for the wire, once (resends reuse it).
+
+    v2: ``bytes`` are taken as an already-encoded JSON object; a mapping is
+    JSON-encoded compactly.  v1: a mapping becomes ``D`` pairs (strings as
+    UTF-8, ``bytes`` as is, anything else JSON-encoded); ``str``/``bytes``
+    becomes the single pair ``line``.
+    """
+    if version == V2:
+        if isinstance(event, (bytes, bytearray, memoryview)):
+            return bytes(event)
+        if isinstance(event, str):
+            return event.encode("utf-8")
+        if isinstance(event, Mapping):
+            return _dumps(event)
+        raise LocalProtocolError(
+            f"a v2 event must be a mapping or JSON bytes, got {type(event).__name__}", protocol=PROTOCOL, frame="J"
+        )
+    if isinstance(event, (bytes, bytearray, str)):
+        event = {"line": event}
+    if not isinstance(event, Mapping):
+        raise LocalProtocolError(f"a v1 event must be a mapping, got {type(event).__name__}", protocol=PROTOCOL, frame="D")
+    return tuple((_kv_bytes(k), _kv_bytes(v)) for k, v in event.items())
+
+
+def _dumps(obj: Any) -> bytes:
+    """Compact UTF-8 JSON; orjson for speed, the standard library for what orjson
+    refuses (non-string keys, integers beyond 64 bits)."""
+    try:
+        return orjson.dumps(obj)
+    except TypeError:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _kv_bytes(x: Any) -> bytes:
+    if isinstance(x, bytes):
+        return x
+    if isinstance(x, str):
+        return x.encode("utf-8")
+    return _dumps(x)
+
+
+def encode_data(version: int, seq: int, payload: EncodedEvent) -> bytes:
+    """The ``J`` (v2) or ``D`` (v1) frame of one event prepared by :func:`encode_event`."""
+    if version == V2:
+        assert isinstance(payload, bytes)
+        return _PACK_J_HDR(V2, JSON, seq, len(payload)) + payload
+    assert isinstance(payload, tuple)
+    parts = [_PACK_J_HDR(V1, DATA, seq, len(payload))]
+    for k, v in payload:
+        parts.append(_PACK_U32(len(k)))
+        parts.append(k)
+        parts.append(_PACK_U32(len(v)))
+        parts.append(v)
+    return b"".join(parts)
+
+
+def encode_window(version: int, seqs: Sequence[int], payloads: Sequence[EncodedEvent], *, compression_level: int = 0) -> bytes:
+    """A whole window as the client sends it: ``W n`` and the ``n`` data frames
+    numbered ``seqs``, those inside one ``C`` when ``compression_level`` is not 0
+    (specs/lumberjack/README.md §3.1, §3.6)."""
+    if version == V2:
+        body = b"".join([_PACK_J_HDR(V2, JSON, seq, len(p)) + p for seq, p in zip(seqs, payloads, strict=True)])  # type: ignore[operator]
+    else:
+        body = b"".join([encode_data(V1, seq, p) for seq, p in zip(seqs, payloads, strict=True)])
+    head = _PACK_6(version, WINDOW, len(seqs))
+    if compression_level:
+        z = zlib.compress(body, compression_level)
+        return b"".join((head, _PACK_6(version, COMPRESSED, len(z)), z))
+    return head + body
+
+
+def frame_size(f: Frame) -> int:
+    """The encoded size of a decoded frame."""
+    if isinstance(f, (JsonFrame, Compressed)):
+        return (10 if isinstance(f, JsonFrame) else 6) + len(f.payload)
+    if isinstance(f, DataFrame):
+        return 10 + sum(8 + len(k) + len(v) for k, v in f.pairs)
+    return 6
 
 
 # --------------------------------------------------------------------------- decoding
