@@ -26,7 +26,8 @@ from refwire.seastar_rpc.client import (
     UnknownVerbError,
 )
 from refwire.seastar_rpc.demo import demo_registry
-from refwire.seastar_rpc.server import CallContext, SeastarServer, ServerConfig, VerbRegistry
+from refwire.seastar_rpc.registry import VerbRegistry
+from refwire.seastar_rpc.server import CallContext, SeastarServer, ServerConfig
 
 i32 = struct.Struct("<i").pack
 u32 = struct.Struct("<I").pack

@@ -1,7 +1,8 @@
-"""trio Seastar RPC server: a verb registry, isolation groups, memory admission and
-streams (specs/seastar-rpc/README.md §2-§7).
+"""trio Seastar RPC server: dispatch through a verb registry, isolation groups, memory
+admission and streams (specs/seastar-rpc/README.md §2-§7).
 
-* Handlers are ``async def handler(ctx: CallContext, payload: bytes) -> bytes | None``.
+* Handlers (registered in a :class:`~refwire.seastar_rpc.registry.VerbRegistry`) are
+  ``async def handler(ctx: CallContext, payload: bytes) -> bytes | None``.
   Returning sends the reply (``None`` = empty data); raising
   :class:`~refwire.errors.BadArguments` sends **nothing** and keeps the connection (Seastar's
   behaviour when deserialization fails, §3); any other exception is a USER
@@ -52,6 +53,7 @@ from .connection import (
 )
 from .events import oversized_message
 from .frames import DEFAULT_LIMITS, UNMEASURED, StreamEnd, StreamMessage, UnknownVerb, UserError
+from .registry import Verb, VerbRegistry
 
 __all__ = [
     "BadArguments",
@@ -61,44 +63,12 @@ __all__ = [
     "ServerConfig",
     "ServerStream",
     "StreamClosed",
-    "VerbRegistry",
 ]
 
 log = logging.getLogger("refwire.seastar_rpc")
 
 SHARD: Final = 0
 NO_SHARD: Final = 0xFFFF
-
-
-Handler = Callable[["CallContext", bytes], Awaitable[bytes | None]]
-
-
-@attrs.frozen
-class _Verb:
-    handler: Handler
-    one_way: bool
-    name: str
-
-
-class VerbRegistry:
-    """Verb number -> async handler."""
-
-    def __init__(self) -> None:
-        self._verbs: dict[int, _Verb] = {}
-
-    def register(self, verb: int, handler: Handler, *, one_way: bool = False, name: str = "") -> None:
-        if not 0 <= verb < 2**64:
-            raise ValueError("a verb is a u64")
-        self._verbs[verb] = _Verb(handler, one_way, name or getattr(handler, "__name__", str(verb)))
-
-    def unregister(self, verb: int) -> None:
-        self._verbs.pop(verb, None)
-
-    def get(self, verb: int) -> _Verb | None:
-        return self._verbs.get(verb)
-
-    def names(self) -> dict[int, str]:
-        return {k: v.name for k, v in sorted(self._verbs.items())}
 
 
 class HandlerGroup:
@@ -344,7 +314,7 @@ class SeastarServer:
         ctx = CallContext(self, session.conn_id, call.verb, call.msg_id, call.deadline, group.name, session.cookie)
         session.handlers.start_soon(self._run_handler, verb, ctx, call, session, group, need)
 
-    async def _run_handler(self, verb: _Verb, ctx: CallContext, call: CallReceived, session: _Session,
+    async def _run_handler(self, verb: Verb, ctx: CallContext, call: CallReceived, session: _Session,
                            group: HandlerGroup, need: int) -> None:
         try:
             if group.limiter is not None:
