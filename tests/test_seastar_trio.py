@@ -16,6 +16,7 @@ import trio
 import trio.testing
 from streams import PassThrough
 
+from refwire.errors import StreamingNotSupported
 from refwire.seastar_rpc import LZ4Compressor, make_compressor
 from refwire.seastar_rpc.client import (
     CallTimeout,
@@ -245,7 +246,7 @@ async def test_streaming_disabled_means_no_connection_id() -> None:
     with trio.fail_after(10):
         async with running(ServerConfig(streaming=False)) as (_server, port), client_for(port) as client:
             assert client.connection_id is None
-            with pytest.raises(Exception, match="Streaming is not supported"):
+            with pytest.raises(StreamingNotSupported, match="Streaming is not supported"):
                 await client.open_stream()
 
 

@@ -142,7 +142,7 @@ class RemoteLimitExceeded(RemoteProtocolError):
 
 # --- Lumberjack (specs/lumberjack/README.md)
 
-__all__ += ["SendFailed"]
+__all__ += ["AckWaitExpired", "SendFailed", "WindowNotAcked"]
 
 
 class SendFailed(RefwireError):
@@ -160,6 +160,22 @@ class SendFailed(RefwireError):
         self.unacked = unacked
 
 
+class WindowNotAcked(RefwireError):
+    """One attempt at a Lumberjack window ended before its last ack: the server
+    closed the connection (specs/lumberjack/README.md §3.7).  The client reconnects
+    and resends what is unacked; after ``max_attempts`` it raises :class:`SendFailed`
+    with this as the cause (also kept as the client's ``last_error``)."""
+
+
+class AckWaitExpired(WindowNotAcked):
+    """No ack and no keepalive for ``waited`` seconds (the client's ack timeout,
+    specs/lumberjack/README.md §3.9)."""
+
+    def __init__(self, waited: float) -> None:
+        self.waited = waited
+        super().__init__(f"no ack for {waited:.1f}s")
+
+
 # --- Pravega, current and 2017 draft (specs/pravega/README.md, specs/pravega-draft-2017/README.md)
 
 # --- TANK (specs/tank/README.md)
@@ -174,6 +190,7 @@ __all__ += [
     "RpcError",
     "StreamClosed",
     "StreamClosedError",
+    "StreamingNotSupported",
     "UnknownExceptionError",
     "UnknownVerbError",
 ]
@@ -220,6 +237,11 @@ class CallTimeout(RpcError):
 
 class RpcConnectionError(RpcError):
     """The connection closed, broke or failed to negotiate before the call was answered."""
+
+
+class StreamingNotSupported(RpcError):
+    """The server gave no CONNECTION_ID (in its negotiation reply, or for the stream
+    connection itself), so no stream can be opened (specs/seastar-rpc/README.md §5)."""
 
 
 class StreamClosedError(RpcError):

@@ -33,7 +33,7 @@ import attrs
 import trio
 
 from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream
-from ..errors import RemoteProtocolError, SendFailed
+from ..errors import AckWaitExpired, RemoteProtocolError, SendFailed, WindowNotAcked
 from ..wire import Limits
 from .connection import ClientConnection, State
 from .events import AckReceived, AckTimeout, ConnectionClosed, KeepAlive, SendWindow
@@ -249,7 +249,7 @@ class LumberjackClient:
                 await link.wait()  # until the window's last ack, or the connection failed
                 self._next_seq = conn.next_seq
                 return
-            except (_Retry, OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, RemoteProtocolError) as exc:
+            except (WindowNotAcked, OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, RemoteProtocolError) as exc:
                 self.last_error = exc
                 if isinstance(exc, RemoteProtocolError):
                     self.stats["protocol_errors"] += 1
@@ -328,7 +328,7 @@ class _Link:
         if self.failure is not None:
             raise self.failure
         if self.conn.state is not State.IDLE:
-            raise _Retry(f"the connection ended ({self.conn.state.value})")
+            raise WindowNotAcked(f"the connection ended ({self.conn.state.value})")
 
     def begin(self, events: list[Any]) -> None:
         self.events = events
@@ -351,7 +351,7 @@ class _Link:
             self.failure = exc
         else:
             if self.failure is None and pump is not self._parked:
-                self.failure = _Retry(f"the connection ended ({ended})")
+                self.failure = WindowNotAcked(f"the connection ended ({ended})")
         finally:
             if self.pump is pump:
                 self.pump = None
@@ -371,7 +371,7 @@ class _Link:
         elif isinstance(ev, KeepAlive):
             self.stats["keepalives"] += 1
         elif isinstance(ev, AckTimeout):
-            self._failed(_Retry(f"no ack for {ev.waited:.1f}s"))
+            self._failed(AckWaitExpired(ev.waited))
         elif isinstance(ev, ConnectionClosed):
             pump = self.pump
             ended = pump.ended if pump is not None else None
@@ -380,7 +380,7 @@ class _Link:
             elif ended in (WRITE_FAILED, RESET):
                 self._failed(trio.BrokenResourceError(f"the connection broke ({ended})"))
             else:
-                self._failed(_Retry("server closed the connection"))
+                self._failed(WindowNotAcked("server closed the connection"))
 
     def _failed(self, exc: BaseException) -> None:
         if self.failure is None:
@@ -389,6 +389,3 @@ class _Link:
             self.pump.stop()
         self._wake.set()
 
-
-class _Retry(Exception):
-    """Internal: this attempt failed; reconnect and resend what is unacked."""

@@ -40,6 +40,7 @@ from ..errors import (
     RpcConnectionError,
     RpcError,
     StreamClosedError,
+    StreamingNotSupported,
     UnknownExceptionError,
     UnknownVerbError,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "RpcError",
     "SeastarClient",
     "StreamClosedError",
+    "StreamingNotSupported",
     "UnknownExceptionError",
     "UnknownVerbError",
 ]
@@ -341,14 +343,14 @@ class SeastarClient:
         """Open a stream connection under this one (§5)."""
         parent = self.connection_id
         if parent is None:
-            raise RpcError("Streaming is not supported by the server (no CONNECTION_ID)")
+            raise StreamingNotSupported("Streaming is not supported by the server (no CONNECTION_ID)")
         self._live_link()
         s = ClientStream(self)
         link = await self._open_link(self._machine(stream_parent=parent), s._on_event)
         s._link = link
         if link.conn.connection_id is None:
             await trio.aclose_forcefully(link.stream)
-            raise RpcError("the server sent no CONNECTION_ID for the stream connection")
+            raise StreamingNotSupported("the server sent no CONNECTION_ID for the stream connection")
         s.id = link.conn.connection_id
         self._streams.append(s)
         return s
