@@ -213,9 +213,7 @@ class LumberjackClient:
         acked_before = self.stats["events_acked"]
         for i in range(0, len(events), cfg.window_size):
             try:
-                await self._send_window(
-                    list(events[i : i + cfg.window_size]), encoded[i : i + cfg.window_size], nursery
-                )
+                await self._send_window(list(events[i : i + cfg.window_size]), encoded[i : i + cfg.window_size], nursery)
             except SendFailed as exc:
                 # Everything after the failing window was never sent either.
                 raise SendFailed(
@@ -249,7 +247,14 @@ class LumberjackClient:
                 await link.wait()  # until the window's last ack, or the connection failed
                 self._next_seq = conn.next_seq
                 return
-            except (WindowNotAcked, OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, RemoteProtocolError) as exc:
+            except (
+                WindowNotAcked,
+                OSError,
+                trio.BrokenResourceError,
+                trio.ClosedResourceError,
+                trio.TooSlowError,
+                RemoteProtocolError,
+            ) as exc:
                 self.last_error = exc
                 if isinstance(exc, RemoteProtocolError):
                     self.stats["protocol_errors"] += 1
@@ -388,4 +393,3 @@ class _Link:
         if self.pump is not None:
             self.pump.stop()
         self._wake.set()
-

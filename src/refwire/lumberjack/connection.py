@@ -84,6 +84,7 @@ __all__ = [
     "State",
 ]
 
+
 class State(enum.Enum):
     """Connection states (the same names serve both roles)."""
 
@@ -294,9 +295,7 @@ class ServerConnection(FrameMachine):
     def _transition(self, inp: str, new: State | None = None, *, offset: int | None = None, frame: str | None = None) -> None:
         allowed = SERVER_TRANSITIONS.get((self.state, inp))
         if allowed is None:
-            raise LocalProtocolError(
-                f"{inp!r} is not allowed in state {self.state.value}", protocol=PROTOCOL, field="type"
-            )
+            raise LocalProtocolError(f"{inp!r} is not allowed in state {self.state.value}", protocol=PROTOCOL, field="type")
         target = new if new is not None else next(iter(allowed))
         assert target in allowed, (self.state, inp, target)
         self.transitions_seen.add((self.state.value, inp, target.value))
@@ -329,13 +328,25 @@ class ServerConnection(FrameMachine):
                         name = "J" if t is JsonFrame else "D"
                         raise self._error_at(
                             f"{name} frame in a version {chr(self._batch_version)!r} batch",
-                            frames, i, base, c_offset, name, "type", 1,
+                            frames,
+                            i,
+                            base,
+                            c_offset,
+                            name,
+                            "type",
+                            1,
                         )
                 elif f.version != self._batch_version:
                     name = "J" if t is JsonFrame else "D"
                     raise self._error_at(
                         f"version byte {chr(f.version)!r} on a version {chr(self._batch_version)!r} connection",
-                        frames, i, base, c_offset, name, "version", 0,
+                        frames,
+                        i,
+                        base,
+                        c_offset,
+                        name,
+                        "version",
+                        0,
                     )
                 cur.append(f)  # type: ignore[arg-type]
                 n = len(cur)
@@ -351,12 +362,25 @@ class ServerConnection(FrameMachine):
                 if self.state is State.IN_BATCH:
                     raise self._error_at(
                         f"W while the previous window still expects {self._cur_count - len(cur)} events",
-                        frames, i, base, c_offset, "W", "type", 1,
+                        frames,
+                        i,
+                        base,
+                        c_offset,
+                        "W",
+                        "type",
+                        1,
                     )
                 if f.count > self.limits.max_window:
                     raise self._error_at(
                         f"count {f.count} exceeds the limit max_window={self.limits.max_window}",
-                        frames, i, base, c_offset, "W", "count", 2, limit=True,
+                        frames,
+                        i,
+                        base,
+                        c_offset,
+                        "W",
+                        "count",
+                        2,
+                        limit=True,
                     )
                 if f.count == 0:
                     self._transition("W0")
@@ -400,15 +424,19 @@ class ServerConnection(FrameMachine):
             return cls(reason, protocol=PROTOCOL, frame=f"C>{frame}", field=field, offset=c_offset)
         return cls(reason, protocol=PROTOCOL, frame=frame, field=field, offset=_offset_of(frames, i, base) + rel)
 
-    def _check_version(
-        self, version: int, frames: list[Frame], i: int, base: int, c_offset: int | None, frame: str
-    ) -> None:
+    def _check_version(self, version: int, frames: list[Frame], i: int, base: int, c_offset: int | None, frame: str) -> None:
         if self.version is None:
             self.version = version
         elif version != self.version and not self.accept_mixed_versions:
             raise self._error_at(
                 f"version byte {chr(version)!r} on a version {chr(self.version)!r} connection",
-                frames, i, base, c_offset, frame, "version", 0,
+                frames,
+                i,
+                base,
+                c_offset,
+                frame,
+                "version",
+                0,
             )
 
     def _inflate_and_process(self, f: Compressed, depth: int, offset: int) -> None:
@@ -466,9 +494,7 @@ class ServerConnection(FrameMachine):
 
     def _accept(self, batch: Batch, now: float) -> None:
         if not self._pending or self._pending[0] is not batch:
-            raise LocalProtocolError(
-                "batches must be accepted in the order they were delivered", protocol=PROTOCOL, frame="A"
-            )
+            raise LocalProtocolError("batches must be accepted in the order they were delivered", protocol=PROTOCOL, frame="A")
         self._now = now
         self._pending.popleft()
         self._pending_since = now
@@ -629,9 +655,7 @@ class ClientConnection(FrameMachine):
     def _transition(self, inp: str, new: State | None = None, *, offset: int | None = None, frame: str | None = None) -> None:
         allowed = CLIENT_TRANSITIONS.get((self.state, inp))
         if allowed is None:
-            raise LocalProtocolError(
-                f"{inp!r} is not allowed in state {self.state.value}", protocol=PROTOCOL, frame="A"
-            )
+            raise LocalProtocolError(f"{inp!r} is not allowed in state {self.state.value}", protocol=PROTOCOL, frame="A")
         target = new if new is not None else next(iter(allowed))
         assert target in allowed
         self.transitions_seen.add((self.state.value, inp, target.value))
@@ -722,7 +746,9 @@ class ClientConnection(FrameMachine):
             while len(buf) - pos >= 1:
                 ver = buf[pos]
                 if ver != V1 and ver != V2:
-                    raise LocalProtocolError(f"bad version byte 0x{ver:02x}", protocol=PROTOCOL, field="version", offset=base + pos)
+                    raise LocalProtocolError(
+                        f"bad version byte 0x{ver:02x}", protocol=PROTOCOL, field="version", offset=base + pos
+                    )
                 if len(buf) - pos < 2:
                     break
                 typ = buf[pos + 1]
@@ -772,7 +798,9 @@ class ClientConnection(FrameMachine):
                 offset=offset,
             )
         if w is None or self.state is not State.AWAITING_ACK:
-            raise LocalProtocolError(f"ack {seq} with no window outstanding", protocol=PROTOCOL, frame="A", field="seq", offset=offset + 2)
+            raise LocalProtocolError(
+                f"ack {seq} with no window outstanding", protocol=PROTOCOL, frame="A", field="seq", offset=offset + 2
+            )
         n = len(w.events)
         if self.ack_interpretation == "count":
             count = seq if seq <= n else -1

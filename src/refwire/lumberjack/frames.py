@@ -99,9 +99,7 @@ def _check_u32(name: str, value: int) -> None:
 
 def _check_version(version: int) -> None:
     if version not in VERSIONS:
-        raise LocalProtocolError(
-            f"version must be 0x31 ('1') or 0x32 ('2'), got {version!r}", protocol=PROTOCOL, field="version"
-        )
+        raise LocalProtocolError(f"version must be 0x31 ('1') or 0x32 ('2'), got {version!r}", protocol=PROTOCOL, field="version")
 
 
 # --------------------------------------------------------------------------- frames
@@ -358,9 +356,7 @@ def inflate(payload: bytes, *, max_size: int, offset: int = 0) -> bytes:
     if not d.eof:
         raise _err("zlib stream is truncated (no end of stream)", frame="C", field="payload", offset=offset)
     if d.unused_data:
-        raise _err(
-            f"{len(d.unused_data)} bytes after the end of the zlib stream", frame="C", field="payload", offset=offset
-        )
+        raise _err(f"{len(d.unused_data)} bytes after the end of the zlib stream", frame="C", field="payload", offset=offset)
     return out
 
 
@@ -493,7 +489,9 @@ class FrameDecoder:
                         try:
                             doc = loads(payload)
                         except ValueError as exc:
-                            raise _err(f"J payload is not valid JSON: {exc}", frame="J", field="json", offset=pos + 10 + base) from None
+                            raise _err(
+                                f"J payload is not valid JSON: {exc}", frame="J", field="json", offset=pos + 10 + base
+                            ) from None
                         if type(doc) is not dict:
                             raise _err(
                                 f"J payload must be a JSON object, got {type(doc).__name__}",
@@ -527,7 +525,9 @@ class FrameDecoder:
                     return pos, 10
                 seq, ln = unpack8(data, pos + 2)
                 if ver != V2 and strict_versions:
-                    raise _err("J frame with version byte '1' (J exists only in v2)", frame="J", field="version", offset=pos + base)
+                    raise _err(
+                        "J frame with version byte '1' (J exists only in v2)", frame="J", field="version", offset=pos + base
+                    )
                 if ln == 0:
                     raise _err("J payload length is 0", frame="J", field="len", offset=pos + 6 + base)
                 if ln + 10 > max_frame:

@@ -102,8 +102,9 @@ class _Call:
 class _Link:
     """One connection (RPC or stream): its machine and the pump that runs it."""
 
-    def __init__(self, conn: ClientConnection, stream: trio.abc.Stream, on_event: Callable[[object], None],
-                 config: ClientConfig) -> None:
+    def __init__(
+        self, conn: ClientConnection, stream: trio.abc.Stream, on_event: Callable[[object], None], config: ClientConfig
+    ) -> None:
         self.conn = conn
         self.stream = stream
         self._handler = on_event
@@ -158,8 +159,15 @@ class SeastarClient:
         self._nursery: trio.Nursery | None = None
         self._cm: AbstractAsyncContextManager[SeastarClient] | None = None
         self._streams: list[ClientStream] = []
-        self.stats: dict[str, int] = {"calls": 0, "replies": 0, "exceptions": 0, "timeouts": 0, "stray": 0,
-                                      "unknown_stray": 0, "connection_errors": 0}
+        self.stats: dict[str, int] = {
+            "calls": 0,
+            "replies": 0,
+            "exceptions": 0,
+            "timeouts": 0,
+            "stray": 0,
+            "unknown_stray": 0,
+            "connection_errors": 0,
+        }
         self.transitions_seen: set[tuple[str, str, str]] = set()
 
     @classmethod
@@ -171,9 +179,15 @@ class SeastarClient:
 
     def _machine(self, stream_parent: int | None = None) -> ClientConnection:
         c = self.config
-        return ClientConnection(limits=c.limits, compressors=c.compressors, timeout=c.timeout,
-                                handler_duration=c.handler_duration, isolation=c.isolation, stream_parent=stream_parent,
-                                negotiation_timeout=c.negotiation_timeout)
+        return ClientConnection(
+            limits=c.limits,
+            compressors=c.compressors,
+            timeout=c.timeout,
+            handler_duration=c.handler_duration,
+            isolation=c.isolation,
+            stream_parent=stream_parent,
+            negotiation_timeout=c.negotiation_timeout,
+        )
 
     # -- lifecycle ----------------------------------------------------------------------
     @asynccontextmanager

@@ -230,9 +230,23 @@ class SeastarServer:
         self.default_group = HandlerGroup("default", config.default_concurrency)
         self.groups = {cookie: HandlerGroup(cookie.decode("latin-1"), n) for cookie, n in config.groups.items()}
         self.addresses: list[str] = []
-        self.stats: dict[str, int] = {k: 0 for k in (
-            "connections", "stream_connections", "rejected", "calls", "replies", "exceptions", "unknown_verbs",
-            "oversized", "dropped_expired", "bad_arguments", "protocol_errors", "one_way")}
+        self.stats: dict[str, int] = {
+            k: 0
+            for k in (
+                "connections",
+                "stream_connections",
+                "rejected",
+                "calls",
+                "replies",
+                "exceptions",
+                "unknown_verbs",
+                "oversized",
+                "dropped_expired",
+                "bad_arguments",
+                "protocol_errors",
+                "one_way",
+            )
+        }
         #: called just before a reply is sent: (connection id, call, now) -- simulation invariants.
         self.on_reply: Callable[[int, CallReceived | OversizedCall, float], None] | None = None
         self.transitions_seen: set[tuple[str, str, str]] = set()
@@ -241,8 +255,12 @@ class SeastarServer:
             raise ValueError("bloat_factor must be at least 1")
 
     # -- serving ---------------------------------------------------------------------
-    async def serve(self, listeners: Sequence[trio.abc.Listener[Any]], *,
-                    task_status: trio.TaskStatus[Sequence[trio.abc.Listener[Any]]] = trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(
+        self,
+        listeners: Sequence[trio.abc.Listener[Any]],
+        *,
+        task_status: trio.TaskStatus[Sequence[trio.abc.Listener[Any]]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
         async with trio.open_nursery() as tasks:
             self._tasks = tasks
             await self._stream_server.serve(listeners, task_status=task_status)
@@ -254,8 +272,9 @@ class SeastarServer:
             raise RuntimeError("the server is not serving")
         self._tasks.start_soon(fn)
 
-    async def serve_tcp(self, host: str = "127.0.0.1", port: int = 0, *,
-                        task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+    async def serve_tcp(
+        self, host: str = "127.0.0.1", port: int = 0, *, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         listeners = await trio.open_tcp_listeners(port, host=host)
 
         async def _serve(task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
@@ -280,9 +299,13 @@ class SeastarServer:
         self._counter += 1  # every accepted connection, streams included (§5)
         conn_id = (self._counter << 16) | (SHARD if cfg.streaming else NO_SHARD)
         timeout = cfg.negotiation_timeout
-        conn = ServerConnection(limits=cfg.limits, compressors=cfg.compressors, multi_algo=cfg.multi_algo,
-                                admit_len=self._admit_len(),
-                                negotiation_deadline=None if timeout is None else trio.current_time() + timeout)
+        conn = ServerConnection(
+            limits=cfg.limits,
+            compressors=cfg.compressors,
+            multi_algo=cfg.multi_algo,
+            admit_len=self._admit_len(),
+            negotiation_deadline=None if timeout is None else trio.current_time() + timeout,
+        )
         try:
             await _Session(self, conn, stream, conn_id).run()
         finally:
@@ -314,8 +337,9 @@ class SeastarServer:
         ctx = CallContext(self, session.conn_id, call.verb, call.msg_id, call.deadline, group.name, session.cookie)
         session.handlers.start_soon(self._run_handler, verb, ctx, call, session, group, need)
 
-    async def _run_handler(self, verb: Verb, ctx: CallContext, call: CallReceived, session: _Session,
-                           group: HandlerGroup, need: int) -> None:
+    async def _run_handler(
+        self, verb: Verb, ctx: CallContext, call: CallReceived, session: _Session, group: HandlerGroup, need: int
+    ) -> None:
         try:
             if group.limiter is not None:
                 await group.limiter.acquire_on_behalf_of(ctx)
@@ -415,8 +439,11 @@ class _Session:
                 await self._start_rpc(ev)
         elif isinstance(ev, ConnectionClosed):
             if ev.reason == NEGOTIATION_TIMED_OUT:
-                log.info("seastar-rpc: connection %#x: no negotiation frame within %ss; closing", self.conn_id,
-                         self.server.config.negotiation_timeout)
+                log.info(
+                    "seastar-rpc: connection %#x: no negotiation frame within %ss; closing",
+                    self.conn_id,
+                    self.server.config.negotiation_timeout,
+                )
             if self.stream is not None:
                 self.stream.abort()
             self.pump.stop()  # after a reject or a negotiation timeout: read no more
@@ -467,8 +494,7 @@ class _Session:
             conn.reject(f"Unknown parent connection {parent_id:#x}", now=now)
         if conn.state is State.CLOSED:
             server.stats["rejected"] += 1
-            log.info("seastar-rpc: stream connection %#x refused (parent %#x); closing without a reply",
-                     self.conn_id, parent_id)
+            log.info("seastar-rpc: stream connection %#x refused (parent %#x); closing without a reply", self.conn_id, parent_id)
             return
         s = ServerStream(server, conn, self.pump, self.conn_id, parent_id)
         s._scope = self._scope
