@@ -18,7 +18,6 @@ waits for the application.  Sequence numbers are u32 and wrap at 2**32.
 from __future__ import annotations
 
 import enum
-import struct
 from collections import deque
 from collections.abc import Sequence
 from typing import Any, Final, Literal
@@ -43,7 +42,6 @@ from .events import (
     SendWindow,
 )
 from .frames import (
-    ACK,
     DEFAULT_LIMITS,
     MAX_U32,
     PROTOCOL,
@@ -62,6 +60,7 @@ from .frames import (
     frame_size,
     inflate,
     next_seq,
+    scan_acks,
 )
 
 __all__ = [
@@ -740,30 +739,10 @@ class ClientConnection(FrameMachine):
     def _pump(self) -> None:
         buf = self._buf
         pos = 0
-        base = self._consumed
         try:
-            # Check the version and type bytes as soon as they arrive, not once 6 bytes are in.
-            while len(buf) - pos >= 1:
-                ver = buf[pos]
-                if ver != V1 and ver != V2:
-                    raise LocalProtocolError(
-                        f"bad version byte 0x{ver:02x}", protocol=PROTOCOL, field="version", offset=base + pos
-                    )
-                if len(buf) - pos < 2:
-                    break
-                typ = buf[pos + 1]
-                if typ != ACK:
-                    raise LocalProtocolError(
-                        f"unexpected frame type 0x{typ:02x} from the server (only A is allowed)",
-                        protocol=PROTOCOL,
-                        field="type",
-                        offset=base + pos + 1,
-                    )
-                if len(buf) - pos < 6:
-                    break
-                (seq,) = struct.unpack_from(">I", buf, pos + 2)
-                pos += 6
-                self._on_ack(ver, seq, base + pos - 6)
+            for ver, seq, at in scan_acks(buf, base=self._consumed):
+                pos = at + 6
+                self._on_ack(ver, seq, self._consumed + at)
         finally:
             del buf[:pos]
             self._consumed += pos

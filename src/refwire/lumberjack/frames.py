@@ -16,7 +16,8 @@ type    hex    direction  payload
 This module knows the bytes of frames and nothing about batches or acks as
 state (that is :mod:`refwire.lumberjack.connection`); it also prepares
 application events for the wire (:func:`encode_event`, :func:`next_seq`) and
-lays out a client's whole window (:func:`encode_window`).  :class:`FrameDecoder` is
+lays out a client's whole window (:func:`encode_window`); the client reads
+its acks with :func:`scan_acks`.  :class:`FrameDecoder` is
 incremental and O(n) however the input is chunked; it checks every length
 against :class:`~refwire.wire.Limits` before reading or allocating for it.
 """
@@ -26,7 +27,7 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -60,6 +61,7 @@ __all__ = [
     "frame_size",
     "inflate",
     "next_seq",
+    "scan_acks",
 ]
 
 PROTOCOL: Final = "lumberjack"
@@ -228,6 +230,37 @@ _JSON_SETTERS: Final = tuple(JsonFrame.__dict__[name].__set__ for name in ("seq"
 def encode_ack(seq: int, version: int = V2) -> bytes:
     """``A seq`` without building an object (hot path of the server)."""
     return _PACK_6(version, ACK, seq)
+
+
+def scan_acks(buf: bytes | bytearray, *, base: int = 0) -> Iterator[tuple[int, int, int]]:
+    """The ``A`` frames at the start of ``buf`` (what a client reads), one at a
+    time as ``(version, seq, position in buf)``; stops at an incomplete frame.
+
+    The version and type bytes are checked as soon as they are there, not once
+    all 6 bytes are in: anything but ``1A`` / ``2A`` raises
+    :class:`~refwire.errors.LocalProtocolError` at ``base`` + its position, after
+    the good acks before it have been yielded.
+    """
+    pos = 0
+    while len(buf) - pos >= 1:
+        ver = buf[pos]
+        if ver != V1 and ver != V2:
+            raise LocalProtocolError(f"bad version byte 0x{ver:02x}", protocol=PROTOCOL, field="version", offset=base + pos)
+        if len(buf) - pos < 2:
+            return
+        typ = buf[pos + 1]
+        if typ != ACK:
+            raise LocalProtocolError(
+                f"unexpected frame type 0x{typ:02x} from the server (only A is allowed)",
+                protocol=PROTOCOL,
+                field="type",
+                offset=base + pos + 1,
+            )
+        if len(buf) - pos < 6:
+            return
+        (seq,) = U32BE.unpack_from(buf, pos + 2)
+        yield ver, seq, pos
+        pos += 6
 
 
 # --------------------------------------------------------------------------- encoding events
