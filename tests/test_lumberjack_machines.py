@@ -864,9 +864,7 @@ def test_send_failed_client_keeps_the_window_for_a_resend() -> None:
 
 
 def timed_server(**kwargs: Any) -> ServerConnection:
-    return ServerConnection(
-        **{"idle_timeout": 60.0, "batch_timeout": 30.0, "keepalive_interval": 5.0, "now": 100.0, **kwargs}
-    )
+    return ServerConnection(**{"idle_timeout": 60.0, "batch_timeout": 30.0, "keepalive_interval": 5.0, "now": 100.0, **kwargs})
 
 
 def test_idle_timeout_counts_from_the_start_the_last_byte_and_the_last_ack() -> None:
@@ -883,7 +881,10 @@ def test_idle_timeout_counts_from_the_start_the_last_byte_and_the_last_ack() -> 
     conn.handle_timer(now=260.0)
     assert conn.next_event() == IdleTimeout(60.0)
     assert conn.next_deadline() is None and conn.next_event() is NEED_DATA
-    assert conn.state is State.AWAIT_WINDOW and not conn.transitions_seen - {("await-window", "W", "in-batch"), ("in-batch", "data", "await-window")}
+    assert conn.state is State.AWAIT_WINDOW and not conn.transitions_seen - {
+        ("await-window", "W", "in-batch"),
+        ("in-batch", "data", "await-window"),
+    }
 
 
 def test_batch_timeout_counts_from_the_last_byte_of_an_incomplete_batch() -> None:
@@ -931,3 +932,18 @@ def test_close_when_idle() -> None:
     idle.close_when_idle(now=100.5)
     idle.handle_timer(now=100.5)
     assert idle.next_event() == IdleAtShutdown()
+
+
+def test_the_package_exports_the_core_only() -> None:
+    """``import refwire.lumberjack`` loads no trio, simulator or pipeline: the drivers are
+    imported from its ``client`` / ``server`` modules explicitly."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, refwire.lumberjack as p; "
+        "bad = [m for m in sys.modules if m == 'trio' or m.startswith(('refwire.sim', 'refwire.pipeline'))]; "
+        "assert not bad, bad; "
+        "assert all(hasattr(p, name) for name in p.__all__)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -39,6 +39,7 @@ from refwire.sim.rand import SimRandom
 from refwire.sim.trace import Trace
 
 from refwire.drivers import client_ssl_context, open_stream, parse_hostport, server_ssl_context
+from refwire.errors import AckWaitExpired
 from refwire.lumberjack import V1, V2, Batch
 from refwire.lumberjack.client import ClientConfig, LumberjackClient, SendFailed
 from refwire.lumberjack.server import ConnectionInfo, LumberjackServer, ServerConfig
@@ -1017,6 +1018,7 @@ async def test_client_no_ack_times_out_and_reconnects(autojump_clock: trio.testi
     assert [p.windows[0].docs for p in fake.peers] == [events, events]
     assert acked == [events]
     assert client.stats["reconnects"] == 1 and client.stats["protocol_errors"] == 0
+    assert isinstance(client.last_error, AckWaitExpired) and client.last_error.waited >= 5.0
     assert "no ack" in str(client.last_error)
 
 

@@ -371,3 +371,18 @@ def test_server_gives_up_on_a_missing_offer() -> None:
     assert late.next_deadline() is None
     late.handle_timer(now=31.0)
     assert late.state is State.DECIDING
+
+
+def test_the_package_exports_the_core_only() -> None:
+    """``import refwire.seastar_rpc`` loads no trio, simulator or pipeline: the drivers are
+    imported from its ``client`` / ``server`` modules explicitly."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, refwire.seastar_rpc as p; "
+        "bad = [m for m in sys.modules if m == 'trio' or m.startswith(('refwire.sim', 'refwire.pipeline'))]; "
+        "assert not bad, bad; "
+        "assert all(hasattr(p, name) for name in p.__all__)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

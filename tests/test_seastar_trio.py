@@ -16,6 +16,7 @@ import trio
 import trio.testing
 from streams import PassThrough
 
+from refwire.errors import StreamingNotSupported
 from refwire.seastar_rpc import LZ4Compressor, make_compressor
 from refwire.seastar_rpc.client import (
     CallTimeout,
@@ -26,14 +27,17 @@ from refwire.seastar_rpc.client import (
     UnknownVerbError,
 )
 from refwire.seastar_rpc.demo import demo_registry
-from refwire.seastar_rpc.server import CallContext, SeastarServer, ServerConfig, VerbRegistry
+from refwire.seastar_rpc.registry import VerbRegistry
+from refwire.seastar_rpc.server import CallContext, SeastarServer, ServerConfig
 
 i32 = struct.Struct("<i").pack
 u32 = struct.Struct("<I").pack
 
 
 @asynccontextmanager
-async def running(config: ServerConfig | None = None, registry: VerbRegistry | None = None) -> AsyncIterator[tuple[SeastarServer, int]]:
+async def running(
+    config: ServerConfig | None = None, registry: VerbRegistry | None = None
+) -> AsyncIterator[tuple[SeastarServer, int]]:
     server = SeastarServer(registry or demo_registry(), config=config or ServerConfig())
     async with trio.open_nursery() as nursery:
         addrs = await nursery.start(server.serve_tcp, "127.0.0.1", 0)
@@ -163,7 +167,8 @@ async def test_cli_send_one_way_really_sends() -> None:
     with trio.fail_after(10):
         async with running(registry=demo_registry(notes)) as (_server, port):
             args = build_parser().parse_args(
-                ["send", "seastar-rpc", f"127.0.0.1:{port}", "note", "--int32", "7", "--one-way", "--repeat", "3"])
+                ["send", "seastar-rpc", f"127.0.0.1:{port}", "note", "--int32", "7", "--one-way", "--repeat", "3"]
+            )
             assert await args.func(args) == 0
             await _notes_reach(notes, 3)
             assert notes == [7, 7, 7]
@@ -244,7 +249,7 @@ async def test_streaming_disabled_means_no_connection_id() -> None:
     with trio.fail_after(10):
         async with running(ServerConfig(streaming=False)) as (_server, port), client_for(port) as client:
             assert client.connection_id is None
-            with pytest.raises(Exception, match="Streaming is not supported"):
+            with pytest.raises(StreamingNotSupported, match="Streaming is not supported"):
                 await client.open_stream()
 
 
@@ -321,14 +326,22 @@ def h(text: str) -> bytes:
 
 
 C1 = h("53 53 54 41 52 52 50 43 1b 00 00 00 01 00 00 00 00 00 00 00 04 00 00 00 03 00 00 00 73 67 31 05 00 00 00 00 00 00 00")
-C2 = h("53 53 54 41 52 52 50 43 2b 00 00 00 01 00 00 00 00 00 00 00 02 00 00 00 08 00 00 00 00 00 05 00 00 00 00 00 04 00 00 00 03 00 00 00 73 67 31 05 00 00 00 00 00 00 00")
+C2 = h(
+    "53 53 54 41 52 52 50 43 2b 00 00 00 01 00 00 00 00 00 00 00 02 00 00 00 08 00 00 00 00 00 05 00 00 00 00 00 04 00 00 00 03 00 00 00 73 67 31 05 00 00 00 00 00 00 00"
+)
 C3 = h("00 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00 08 00 00 00 02 00 00 00 03 00 00 00")
 C4 = h("01 00 00 00 00 00 00 00 04 00 00 00 00 00 00 00 05 00 00 00")
 C6Q = h("00 00 00 00 00 00 00 00 e7 03 00 00 00 00 00 00 04 00 00 00 00 00 00 00 00 00 00 00")
 C6R = h("fc ff ff ff ff ff ff ff 10 00 00 00 ff ff ff ff 01 00 00 00 08 00 00 00 e7 03 00 00 00 00 00 00")
-C9 = h("53 53 54 41 52 52 50 43 23 00 00 00 03 00 00 00 08 00 00 00 00 00 05 00 00 00 00 00 04 00 00 00 03 00 00 00 73 67 31 05 00 00 00 00 00 00 00")
-C10 = h("53 53 54 41 52 52 50 43 23 00 00 00 02 00 00 00 08 00 00 00 00 00 06 00 00 00 00 00 04 00 00 00 03 00 00 00 73 67 31 05 00 00 00 00 00 00 00")
-C11Q = h("00 00 00 00 00 00 00 00 06 00 00 00 00 00 00 00 09 00 00 00 00 00 00 00 0c 00 00 00 03 00 00 00 00 00 06 00 00 00 00 00")
+C9 = h(
+    "53 53 54 41 52 52 50 43 23 00 00 00 03 00 00 00 08 00 00 00 00 00 05 00 00 00 00 00 04 00 00 00 03 00 00 00 73 67 31 05 00 00 00 00 00 00 00"
+)
+C10 = h(
+    "53 53 54 41 52 52 50 43 23 00 00 00 02 00 00 00 08 00 00 00 00 00 06 00 00 00 00 00 04 00 00 00 03 00 00 00 73 67 31 05 00 00 00 00 00 00 00"
+)
+C11Q = h(
+    "00 00 00 00 00 00 00 00 06 00 00 00 00 00 00 00 09 00 00 00 00 00 00 00 0c 00 00 00 03 00 00 00 00 00 06 00 00 00 00 00"
+)
 C11R = h("09 00 00 00 00 00 00 00 08 00 00 00 00 00 00 00 00 00 06 00 00 00 00 00")
 C12 = h("05 00 00 00 01 00 00 00 61 06 00 00 00 02 00 00 00 62 62 07 00 00 00 03 00 00 00 63 63 63 ff ff ff ff")
 

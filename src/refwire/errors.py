@@ -147,6 +147,40 @@ class RemoteLimitExceeded(RemoteProtocolError):
 
 # --- Lumberjack (specs/lumberjack/README.md)
 
+__all__ += ["AckWaitExpired", "SendFailed", "WindowNotAcked"]
+
+
+class SendFailed(RefwireError):
+    """A Lumberjack client's ``send`` gave up (``max_attempts`` reached): the server
+    kept closing, resetting, timing out or breaking the protocol
+    (specs/lumberjack/README.md §3.7).
+
+    ``acked`` counts the events of that ``send`` call that were acked;
+    ``unacked`` holds the rest, in order (re-queue them for at-least-once).
+    """
+
+    def __init__(self, message: str, *, acked: int, unacked: list[Any]) -> None:
+        super().__init__(message)
+        self.acked = acked
+        self.unacked = unacked
+
+
+class WindowNotAcked(RefwireError):
+    """One attempt at a Lumberjack window ended before its last ack: the server
+    closed the connection (specs/lumberjack/README.md §3.7).  The client reconnects
+    and resends what is unacked; after ``max_attempts`` it raises :class:`SendFailed`
+    with this as the cause (also kept as the client's ``last_error``)."""
+
+
+class AckWaitExpired(WindowNotAcked):
+    """No ack and no keepalive for ``waited`` seconds (the client's ack timeout,
+    specs/lumberjack/README.md §3.9)."""
+
+    def __init__(self, waited: float) -> None:
+        self.waited = waited
+        super().__init__(f"no ack for {waited:.1f}s")
+
+
 # --- Pravega, current and 2017 draft (specs/pravega/README.md, specs/pravega-draft-2017/README.md)
 
 
@@ -289,3 +323,79 @@ class TruncatedBundle(LocalProtocolError):
 __all__ += ["ConnectionLost", "ConsumeError", "TankError", "TruncatedBundle"]
 
 # --- Seastar RPC (specs/seastar-rpc/README.md)
+
+__all__ += [
+    "BadArguments",
+    "CallTimeout",
+    "RemoteVerbError",
+    "RpcConnectionError",
+    "RpcError",
+    "StreamClosed",
+    "StreamClosedError",
+    "StreamingNotSupported",
+    "UnknownExceptionError",
+    "UnknownVerbError",
+]
+
+
+class RpcError(RefwireError):
+    """Base of the errors a Seastar RPC client call or stream can end with."""
+
+
+class RemoteVerbError(RpcError):
+    """The handler failed: a USER exception reply; ``message`` is Seastar's opaque
+    text (specs/seastar-rpc/README.md §3)."""
+
+    def __init__(self, message: bytes) -> None:
+        self.message = message
+        super().__init__(f"remote verb error: {message.decode('utf-8', 'replace')}")
+
+
+class UnknownVerbError(RpcError):
+    """The server has no handler for ``verb``: an UNKNOWN_VERB exception reply
+    (specs/seastar-rpc/README.md §3)."""
+
+    def __init__(self, verb: int) -> None:
+        self.verb = verb
+        super().__init__(f"unknown verb {verb}")
+
+
+class UnknownExceptionError(RpcError):
+    """An exception reply of a type Seastar never sends; ``type`` is its number
+    (specs/seastar-rpc/README.md §3)."""
+
+    def __init__(self, type_: int) -> None:
+        self.type = type_
+        super().__init__(f"unknown exception type {type_}")
+
+
+class CallTimeout(RpcError):
+    """No reply before the call's deadline; a late reply is ignored (specs/seastar-rpc/README.md §3)."""
+
+    def __init__(self, msg_id: int) -> None:
+        self.msg_id = msg_id
+        super().__init__(f"rpc call {msg_id} timed out")
+
+
+class RpcConnectionError(RpcError):
+    """The connection closed, broke or failed to negotiate before the call was answered."""
+
+
+class StreamingNotSupported(RpcError):
+    """The server gave no CONNECTION_ID (in its negotiation reply, or for the stream
+    connection itself), so no stream can be opened (specs/seastar-rpc/README.md §5)."""
+
+
+class StreamClosedError(RpcError):
+    """The client end of a stream is closed: its parent went away, or it ended
+    (specs/seastar-rpc/README.md §5)."""
+
+
+class BadArguments(RefwireError):
+    """Raised by a server handler whose arguments (the caller's payload) do not
+    deserialize: no reply is sent and the connection stays (specs/seastar-rpc/README.md §3)."""
+
+
+class StreamClosed(RefwireError):
+    """The server end of a stream ended: its parent closed, the connection was lost,
+    or it is already at end-of-stream (specs/seastar-rpc/README.md §5)."""

@@ -1,12 +1,16 @@
-"""Lumberjack v1/v2 (Beats / Logstash): codec, Sans-IO machines, trio client and server.
+"""Lumberjack v1/v2 (Beats / Logstash): the Sans-IO core -- frame codec
+(:mod:`.frames`, zlib ``C`` frames included), events (:mod:`.events`) and the client
+and server machines (:mod:`.connection`).
 
-See specs/lumberjack/README.md for the normalized protocol and the choices made
-where go-lumber and Logstash disagree.
+Importing this package imports no trio: the trio drivers are imported explicitly
+from :mod:`refwire.lumberjack.client` and :mod:`refwire.lumberjack.server`, and the
+errors a peer can cause live in :mod:`refwire.errors`.  See specs/lumberjack/README.md
+for the normalized protocol and the choices made where go-lumber and Logstash disagree.
 """
 
 from __future__ import annotations
 
-from .connection import NEED_DATA, ClientConnection, ServerConnection, State, encode_event, next_seq
+from .connection import NEED_DATA, ClientConnection, ServerConnection, State
 from .events import (
     Accept,
     AckReceived,
@@ -32,6 +36,8 @@ from .frames import (
     JsonFrame,
     Window,
     decode_all,
+    encode_event,
+    next_seq,
 )
 
 __all__ = [

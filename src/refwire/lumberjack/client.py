@@ -33,28 +33,15 @@ import attrs
 import trio
 
 from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream
-from ..errors import RefwireError, RemoteProtocolError
+from ..errors import AckWaitExpired, RemoteProtocolError, SendFailed, WindowNotAcked
 from ..wire import Limits
-from .connection import ClientConnection, State, encode_event
+from .connection import ClientConnection, State
 from .events import AckReceived, AckTimeout, ConnectionClosed, KeepAlive, SendWindow
-from .frames import DEFAULT_LIMITS, V2
+from .frames import DEFAULT_LIMITS, V2, encode_event
 
 __all__ = ["ClientConfig", "LumberjackClient", "SendFailed"]
 
 Connector = Callable[[], Awaitable[trio.abc.Stream]]
-
-
-class SendFailed(RefwireError):
-    """``send`` gave up (``max_attempts`` reached).
-
-    ``acked`` counts the events of that ``send`` call that were acked;
-    ``unacked`` holds the rest, in order (re-queue them for at-least-once).
-    """
-
-    def __init__(self, message: str, *, acked: int, unacked: list[Any]) -> None:
-        super().__init__(message)
-        self.acked = acked
-        self.unacked = unacked
 
 
 @attrs.frozen(kw_only=True)
@@ -226,9 +213,7 @@ class LumberjackClient:
         acked_before = self.stats["events_acked"]
         for i in range(0, len(events), cfg.window_size):
             try:
-                await self._send_window(
-                    list(events[i : i + cfg.window_size]), encoded[i : i + cfg.window_size], nursery
-                )
+                await self._send_window(list(events[i : i + cfg.window_size]), encoded[i : i + cfg.window_size], nursery)
             except SendFailed as exc:
                 # Everything after the failing window was never sent either.
                 raise SendFailed(
@@ -262,7 +247,14 @@ class LumberjackClient:
                 await link.wait()  # until the window's last ack, or the connection failed
                 self._next_seq = conn.next_seq
                 return
-            except (_Retry, OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, RemoteProtocolError) as exc:
+            except (
+                WindowNotAcked,
+                OSError,
+                trio.BrokenResourceError,
+                trio.ClosedResourceError,
+                trio.TooSlowError,
+                RemoteProtocolError,
+            ) as exc:
                 self.last_error = exc
                 if isinstance(exc, RemoteProtocolError):
                     self.stats["protocol_errors"] += 1
@@ -341,7 +333,7 @@ class _Link:
         if self.failure is not None:
             raise self.failure
         if self.conn.state is not State.IDLE:
-            raise _Retry(f"the connection ended ({self.conn.state.value})")
+            raise WindowNotAcked(f"the connection ended ({self.conn.state.value})")
 
     def begin(self, events: list[Any]) -> None:
         self.events = events
@@ -364,7 +356,7 @@ class _Link:
             self.failure = exc
         else:
             if self.failure is None and pump is not self._parked:
-                self.failure = _Retry(f"the connection ended ({ended})")
+                self.failure = WindowNotAcked(f"the connection ended ({ended})")
         finally:
             if self.pump is pump:
                 self.pump = None
@@ -384,7 +376,7 @@ class _Link:
         elif isinstance(ev, KeepAlive):
             self.stats["keepalives"] += 1
         elif isinstance(ev, AckTimeout):
-            self._failed(_Retry(f"no ack for {ev.waited:.1f}s"))
+            self._failed(AckWaitExpired(ev.waited))
         elif isinstance(ev, ConnectionClosed):
             pump = self.pump
             ended = pump.ended if pump is not None else None
@@ -393,7 +385,7 @@ class _Link:
             elif ended in (WRITE_FAILED, RESET):
                 self._failed(trio.BrokenResourceError(f"the connection broke ({ended})"))
             else:
-                self._failed(_Retry("server closed the connection"))
+                self._failed(WindowNotAcked("server closed the connection"))
 
     def _failed(self, exc: BaseException) -> None:
         if self.failure is None:
@@ -401,7 +393,3 @@ class _Link:
         if self.pump is not None:
             self.pump.stop()
         self._wake.set()
-
-
-class _Retry(Exception):
-    """Internal: this attempt failed; reconnect and resend what is unacked."""

@@ -18,14 +18,11 @@ waits for the application.  Sequence numbers are u32 and wrap at 2**32.
 from __future__ import annotations
 
 import enum
-import json
-import struct
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Final, Literal
 
 import attrs
-import orjson
 
 from ..errors import LimitExceeded, LocalProtocolError, ProtocolError
 from ..sansio import NEED_DATA, FrameMachine, NeedData, closed_inside
@@ -45,16 +42,11 @@ from .events import (
     SendWindow,
 )
 from .frames import (
-    ACK,
-    COMPRESSED,
-    DATA,
     DEFAULT_LIMITS,
-    JSON,
     MAX_U32,
     PROTOCOL,
     V1,
     V2,
-    WINDOW,
     Compressed,
     DataFrame,
     Frame,
@@ -63,7 +55,12 @@ from .frames import (
     Window,
     decode_all,
     encode_ack,
+    encode_event,
+    encode_window,
+    frame_size,
     inflate,
+    next_seq,
+    scan_acks,
 )
 
 __all__ = [
@@ -84,14 +81,7 @@ __all__ = [
     "SendWindow",
     "ServerConnection",
     "State",
-    "encode_event",
-    "next_seq",
 ]
-
-_PACK_J: Final = struct.Struct(">BBII").pack
-_PACK_D_HDR: Final = struct.Struct(">BBII").pack
-_PACK_U32: Final = struct.Struct(">I").pack
-_PACK_6: Final = struct.Struct(">BBI").pack
 
 
 class State(enum.Enum):
@@ -138,75 +128,6 @@ CLIENT_TRANSITIONS: Final[dict[tuple[State, str], frozenset[State]]] = {
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def next_seq(seq: int) -> int:
-    """The sequence number after ``seq``: u32, wrapping at 2**32 and skipping 0
-    (0 is the keepalive value of an ack, so no event is ever numbered 0)."""
-    return 1 if seq >= MAX_U32 else seq + 1
-
-
-def encode_event(event: Any, version: int) -> bytes | tuple[tuple[bytes, bytes], ...]:
-    """Prepare one application event for the wire, once (resends reuse it).
-
-    v2: ``bytes`` are taken as an already-encoded JSON object; a mapping is
-    JSON-encoded compactly.  v1: a mapping becomes ``D`` pairs (strings as
-    UTF-8, ``bytes`` as is, anything else JSON-encoded); ``str``/``bytes``
-    becomes the single pair ``line``.
-    """
-    if version == V2:
-        if isinstance(event, (bytes, bytearray, memoryview)):
-            return bytes(event)
-        if isinstance(event, str):
-            return event.encode("utf-8")
-        if isinstance(event, Mapping):
-            return _dumps(event)
-        raise LocalProtocolError(f"a v2 event must be a mapping or JSON bytes, got {type(event).__name__}", protocol=PROTOCOL, frame="J")
-    if isinstance(event, (bytes, bytearray, str)):
-        event = {"line": event}
-    if not isinstance(event, Mapping):
-        raise LocalProtocolError(f"a v1 event must be a mapping, got {type(event).__name__}", protocol=PROTOCOL, frame="D")
-    return tuple((_kv_bytes(k), _kv_bytes(v)) for k, v in event.items())
-
-
-def _dumps(obj: Any) -> bytes:
-    """Compact UTF-8 JSON; orjson for speed, the standard library for what orjson
-    refuses (non-string keys, integers beyond 64 bits)."""
-    try:
-        return orjson.dumps(obj)
-    except TypeError:
-        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def _kv_bytes(x: Any) -> bytes:
-    if isinstance(x, bytes):
-        return x
-    if isinstance(x, str):
-        return x.encode("utf-8")
-    return _dumps(x)
-
-
-def _encode_data(version: int, seq: int, payload: bytes | tuple[tuple[bytes, bytes], ...]) -> bytes:
-    if version == V2:
-        assert isinstance(payload, bytes)
-        return _PACK_J(V2, JSON, seq, len(payload)) + payload
-    assert isinstance(payload, tuple)
-    parts = [_PACK_D_HDR(V1, DATA, seq, len(payload))]
-    for k, v in payload:
-        parts.append(_PACK_U32(len(k)))
-        parts.append(k)
-        parts.append(_PACK_U32(len(v)))
-        parts.append(v)
-    return b"".join(parts)
-
-
-def frame_size(f: Frame) -> int:
-    """The encoded size of a decoded frame."""
-    if isinstance(f, (JsonFrame, Compressed)):
-        return (10 if isinstance(f, JsonFrame) else 6) + len(f.payload)
-    if isinstance(f, DataFrame):
-        return 10 + sum(8 + len(k) + len(v) for k, v in f.pairs)
-    return 6
 
 
 def _offset_of(frames: list[Frame], i: int, base: int) -> int:
@@ -373,9 +294,7 @@ class ServerConnection(FrameMachine):
     def _transition(self, inp: str, new: State | None = None, *, offset: int | None = None, frame: str | None = None) -> None:
         allowed = SERVER_TRANSITIONS.get((self.state, inp))
         if allowed is None:
-            raise LocalProtocolError(
-                f"{inp!r} is not allowed in state {self.state.value}", protocol=PROTOCOL, field="type"
-            )
+            raise LocalProtocolError(f"{inp!r} is not allowed in state {self.state.value}", protocol=PROTOCOL, field="type")
         target = new if new is not None else next(iter(allowed))
         assert target in allowed, (self.state, inp, target)
         self.transitions_seen.add((self.state.value, inp, target.value))
@@ -408,13 +327,25 @@ class ServerConnection(FrameMachine):
                         name = "J" if t is JsonFrame else "D"
                         raise self._error_at(
                             f"{name} frame in a version {chr(self._batch_version)!r} batch",
-                            frames, i, base, c_offset, name, "type", 1,
+                            frames,
+                            i,
+                            base,
+                            c_offset,
+                            name,
+                            "type",
+                            1,
                         )
                 elif f.version != self._batch_version:
                     name = "J" if t is JsonFrame else "D"
                     raise self._error_at(
                         f"version byte {chr(f.version)!r} on a version {chr(self._batch_version)!r} connection",
-                        frames, i, base, c_offset, name, "version", 0,
+                        frames,
+                        i,
+                        base,
+                        c_offset,
+                        name,
+                        "version",
+                        0,
                     )
                 cur.append(f)  # type: ignore[arg-type]
                 n = len(cur)
@@ -430,12 +361,25 @@ class ServerConnection(FrameMachine):
                 if self.state is State.IN_BATCH:
                     raise self._error_at(
                         f"W while the previous window still expects {self._cur_count - len(cur)} events",
-                        frames, i, base, c_offset, "W", "type", 1,
+                        frames,
+                        i,
+                        base,
+                        c_offset,
+                        "W",
+                        "type",
+                        1,
                     )
                 if f.count > self.limits.max_window:
                     raise self._error_at(
                         f"count {f.count} exceeds the limit max_window={self.limits.max_window}",
-                        frames, i, base, c_offset, "W", "count", 2, limit=True,
+                        frames,
+                        i,
+                        base,
+                        c_offset,
+                        "W",
+                        "count",
+                        2,
+                        limit=True,
                     )
                 if f.count == 0:
                     self._transition("W0")
@@ -479,15 +423,19 @@ class ServerConnection(FrameMachine):
             return cls(reason, protocol=PROTOCOL, frame=f"C>{frame}", field=field, offset=c_offset)
         return cls(reason, protocol=PROTOCOL, frame=frame, field=field, offset=_offset_of(frames, i, base) + rel)
 
-    def _check_version(
-        self, version: int, frames: list[Frame], i: int, base: int, c_offset: int | None, frame: str
-    ) -> None:
+    def _check_version(self, version: int, frames: list[Frame], i: int, base: int, c_offset: int | None, frame: str) -> None:
         if self.version is None:
             self.version = version
         elif version != self.version and not self.accept_mixed_versions:
             raise self._error_at(
                 f"version byte {chr(version)!r} on a version {chr(self.version)!r} connection",
-                frames, i, base, c_offset, frame, "version", 0,
+                frames,
+                i,
+                base,
+                c_offset,
+                frame,
+                "version",
+                0,
             )
 
     def _inflate_and_process(self, f: Compressed, depth: int, offset: int) -> None:
@@ -545,9 +493,7 @@ class ServerConnection(FrameMachine):
 
     def _accept(self, batch: Batch, now: float) -> None:
         if not self._pending or self._pending[0] is not batch:
-            raise LocalProtocolError(
-                "batches must be accepted in the order they were delivered", protocol=PROTOCOL, frame="A"
-            )
+            raise LocalProtocolError("batches must be accepted in the order they were delivered", protocol=PROTOCOL, frame="A")
         self._now = now
         self._pending.popleft()
         self._pending_since = now
@@ -708,9 +654,7 @@ class ClientConnection(FrameMachine):
     def _transition(self, inp: str, new: State | None = None, *, offset: int | None = None, frame: str | None = None) -> None:
         allowed = CLIENT_TRANSITIONS.get((self.state, inp))
         if allowed is None:
-            raise LocalProtocolError(
-                f"{inp!r} is not allowed in state {self.state.value}", protocol=PROTOCOL, frame="A"
-            )
+            raise LocalProtocolError(f"{inp!r} is not allowed in state {self.state.value}", protocol=PROTOCOL, frame="A")
         target = new if new is not None else next(iter(allowed))
         assert target in allowed
         self.transitions_seen.add((self.state.value, inp, target.value))
@@ -754,22 +698,7 @@ class ClientConnection(FrameMachine):
                 s = next_seq(s)
             self.next_seq = s
             index = {seq: i + 1 for i, seq in enumerate(seqs)}
-        if version == V2:
-            body = b"".join([_PACK_J(V2, JSON, seq, len(p)) + p for seq, p in zip(seqs, payloads, strict=True)])  # type: ignore[operator]
-        else:
-            body = b"".join([_encode_data(V1, seq, p) for seq, p in zip(seqs, payloads, strict=True)])
-        head = _PACK_6(version, WINDOW, n)
-        out = self._out
-        if self.compression_level:
-            import zlib
-
-            z = zlib.compress(body, self.compression_level)
-            out += head
-            out += _PACK_6(version, COMPRESSED, len(z))
-            out += z
-        else:
-            out += head
-            out += body
+        self._out += encode_window(version, seqs, payloads, compression_level=self.compression_level)
         self._transition("send")
         self._win = _OutstandingWindow(list(events), seqs, 0, index)
         self._last_activity = now
@@ -810,28 +739,10 @@ class ClientConnection(FrameMachine):
     def _pump(self) -> None:
         buf = self._buf
         pos = 0
-        base = self._consumed
         try:
-            # Check the version and type bytes as soon as they arrive, not once 6 bytes are in.
-            while len(buf) - pos >= 1:
-                ver = buf[pos]
-                if ver != V1 and ver != V2:
-                    raise LocalProtocolError(f"bad version byte 0x{ver:02x}", protocol=PROTOCOL, field="version", offset=base + pos)
-                if len(buf) - pos < 2:
-                    break
-                typ = buf[pos + 1]
-                if typ != ACK:
-                    raise LocalProtocolError(
-                        f"unexpected frame type 0x{typ:02x} from the server (only A is allowed)",
-                        protocol=PROTOCOL,
-                        field="type",
-                        offset=base + pos + 1,
-                    )
-                if len(buf) - pos < 6:
-                    break
-                (seq,) = struct.unpack_from(">I", buf, pos + 2)
-                pos += 6
-                self._on_ack(ver, seq, base + pos - 6)
+            for ver, seq, at in scan_acks(buf, base=self._consumed):
+                pos = at + 6
+                self._on_ack(ver, seq, self._consumed + at)
         finally:
             del buf[:pos]
             self._consumed += pos
@@ -866,7 +777,9 @@ class ClientConnection(FrameMachine):
                 offset=offset,
             )
         if w is None or self.state is not State.AWAITING_ACK:
-            raise LocalProtocolError(f"ack {seq} with no window outstanding", protocol=PROTOCOL, frame="A", field="seq", offset=offset + 2)
+            raise LocalProtocolError(
+                f"ack {seq} with no window outstanding", protocol=PROTOCOL, frame="A", field="seq", offset=offset + 2
+            )
         n = len(w.events)
         if self.ack_interpretation == "count":
             count = seq if seq <= n else -1

@@ -13,8 +13,11 @@ type    hex    direction  payload
 ``A``   0x41   server     ``seq:u32``
 ======  =====  =========  ==================================================
 
-This module knows the bytes of one frame and nothing about batches or acks
-(that is :mod:`refwire.lumberjack.connection`).  :class:`FrameDecoder` is
+This module knows the bytes of frames and nothing about batches or acks as
+state (that is :mod:`refwire.lumberjack.connection`); it also prepares
+application events for the wire (:func:`encode_event`, :func:`next_seq`) and
+lays out a client's whole window (:func:`encode_window`); the client reads
+its acks with :func:`scan_acks`.  :class:`FrameDecoder` is
 incremental and O(n) however the input is chunked; it checks every length
 against :class:`~refwire.wire.Limits` before reading or allocating for it.
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -47,10 +51,17 @@ __all__ = [
     "Frame",
     "FrameDecoder",
     "JsonFrame",
+    "EncodedEvent",
     "Window",
     "decode_all",
     "encode_ack",
+    "encode_data",
+    "encode_event",
+    "encode_window",
+    "frame_size",
     "inflate",
+    "next_seq",
+    "scan_acks",
 ]
 
 PROTOCOL: Final = "lumberjack"
@@ -90,9 +101,7 @@ def _check_u32(name: str, value: int) -> None:
 
 def _check_version(version: int) -> None:
     if version not in VERSIONS:
-        raise LocalProtocolError(
-            f"version must be 0x31 ('1') or 0x32 ('2'), got {version!r}", protocol=PROTOCOL, field="version"
-        )
+        raise LocalProtocolError(f"version must be 0x31 ('1') or 0x32 ('2'), got {version!r}", protocol=PROTOCOL, field="version")
 
 
 # --------------------------------------------------------------------------- frames
@@ -223,6 +232,133 @@ def encode_ack(seq: int, version: int = V2) -> bytes:
     return _PACK_6(version, ACK, seq)
 
 
+def scan_acks(buf: bytes | bytearray, *, base: int = 0) -> Iterator[tuple[int, int, int]]:
+    """The ``A`` frames at the start of ``buf`` (what a client reads), one at a
+    time as ``(version, seq, position in buf)``; stops at an incomplete frame.
+
+    The version and type bytes are checked as soon as they are there, not once
+    all 6 bytes are in: anything but ``1A`` / ``2A`` raises
+    :class:`~refwire.errors.LocalProtocolError` at ``base`` + its position, after
+    the good acks before it have been yielded.
+    """
+    pos = 0
+    while len(buf) - pos >= 1:
+        ver = buf[pos]
+        if ver != V1 and ver != V2:
+            raise LocalProtocolError(f"bad version byte 0x{ver:02x}", protocol=PROTOCOL, field="version", offset=base + pos)
+        if len(buf) - pos < 2:
+            return
+        typ = buf[pos + 1]
+        if typ != ACK:
+            raise LocalProtocolError(
+                f"unexpected frame type 0x{typ:02x} from the server (only A is allowed)",
+                protocol=PROTOCOL,
+                field="type",
+                offset=base + pos + 1,
+            )
+        if len(buf) - pos < 6:
+            return
+        (seq,) = U32BE.unpack_from(buf, pos + 2)
+        yield ver, seq, pos
+        pos += 6
+
+
+# --------------------------------------------------------------------------- encoding events
+
+#: One application event prepared for the wire by :func:`encode_event`: a ``J``
+#: payload (v2) or the ``D`` pairs (v1).
+EncodedEvent = bytes | tuple[tuple[bytes, bytes], ...]
+
+_PACK_U32: Final = U32BE.pack
+
+
+def next_seq(seq: int) -> int:
+    """The sequence number after ``seq``: u32, wrapping at 2**32 and skipping 0
+    (0 is the keepalive value of an ack, so no event is ever numbered 0; §3.2)."""
+    return 1 if seq >= MAX_U32 else seq + 1
+
+
+def encode_event(event: Any, version: int) -> EncodedEvent:
+    """Prepare one application event for the wire, once (resends reuse it).
+
+    v2: ``bytes`` are taken as an already-encoded JSON object; a mapping is
+    JSON-encoded compactly.  v1: a mapping becomes ``D`` pairs (strings as
+    UTF-8, ``bytes`` as is, anything else JSON-encoded); ``str``/``bytes``
+    becomes the single pair ``line``.
+    """
+    if version == V2:
+        if isinstance(event, (bytes, bytearray, memoryview)):
+            return bytes(event)
+        if isinstance(event, str):
+            return event.encode("utf-8")
+        if isinstance(event, Mapping):
+            return _dumps(event)
+        raise LocalProtocolError(
+            f"a v2 event must be a mapping or JSON bytes, got {type(event).__name__}", protocol=PROTOCOL, frame="J"
+        )
+    if isinstance(event, (bytes, bytearray, str)):
+        event = {"line": event}
+    if not isinstance(event, Mapping):
+        raise LocalProtocolError(f"a v1 event must be a mapping, got {type(event).__name__}", protocol=PROTOCOL, frame="D")
+    return tuple((_kv_bytes(k), _kv_bytes(v)) for k, v in event.items())
+
+
+def _dumps(obj: Any) -> bytes:
+    """Compact UTF-8 JSON; orjson for speed, the standard library for what orjson
+    refuses (non-string keys, integers beyond 64 bits)."""
+    try:
+        return orjson.dumps(obj)
+    except TypeError:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _kv_bytes(x: Any) -> bytes:
+    if isinstance(x, bytes):
+        return x
+    if isinstance(x, str):
+        return x.encode("utf-8")
+    return _dumps(x)
+
+
+def encode_data(version: int, seq: int, payload: EncodedEvent) -> bytes:
+    """The ``J`` (v2) or ``D`` (v1) frame of one event prepared by :func:`encode_event`."""
+    if version == V2:
+        assert isinstance(payload, bytes)
+        return _PACK_J_HDR(V2, JSON, seq, len(payload)) + payload
+    assert isinstance(payload, tuple)
+    parts = [_PACK_J_HDR(V1, DATA, seq, len(payload))]
+    for k, v in payload:
+        parts.append(_PACK_U32(len(k)))
+        parts.append(k)
+        parts.append(_PACK_U32(len(v)))
+        parts.append(v)
+    return b"".join(parts)
+
+
+def encode_window(version: int, seqs: Sequence[int], payloads: Sequence[EncodedEvent], *, compression_level: int = 0) -> bytes:
+    """A whole window as the client sends it: ``W n`` and the ``n`` data frames
+    numbered ``seqs``, those inside one ``C`` when ``compression_level`` is not 0
+    (specs/lumberjack/README.md §3.1, §3.6)."""
+    if version == V2:
+        body = b"".join([_PACK_J_HDR(V2, JSON, seq, len(p)) + p for seq, p in zip(seqs, payloads, strict=True)])  # type: ignore[operator]
+    else:
+        body = b"".join([encode_data(V1, seq, p) for seq, p in zip(seqs, payloads, strict=True)])
+    head = _PACK_6(version, WINDOW, len(seqs))
+    if compression_level:
+        z = zlib.compress(body, compression_level)
+        return b"".join((head, _PACK_6(version, COMPRESSED, len(z)), z))
+    return head + body
+
+
+def frame_size(f: Frame) -> int:
+    """The encoded size of a decoded frame."""
+    if isinstance(f, (JsonFrame, Compressed)):
+        return (10 if isinstance(f, JsonFrame) else 6) + len(f.payload)
+    if isinstance(f, DataFrame):
+        return 10 + sum(8 + len(k) + len(v) for k, v in f.pairs)
+    return 6
+
+
 # --------------------------------------------------------------------------- decoding
 
 
@@ -253,9 +389,7 @@ def inflate(payload: bytes, *, max_size: int, offset: int = 0) -> bytes:
     if not d.eof:
         raise _err("zlib stream is truncated (no end of stream)", frame="C", field="payload", offset=offset)
     if d.unused_data:
-        raise _err(
-            f"{len(d.unused_data)} bytes after the end of the zlib stream", frame="C", field="payload", offset=offset
-        )
+        raise _err(f"{len(d.unused_data)} bytes after the end of the zlib stream", frame="C", field="payload", offset=offset)
     return out
 
 
@@ -388,7 +522,9 @@ class FrameDecoder:
                         try:
                             doc = loads(payload)
                         except ValueError as exc:
-                            raise _err(f"J payload is not valid JSON: {exc}", frame="J", field="json", offset=pos + 10 + base) from None
+                            raise _err(
+                                f"J payload is not valid JSON: {exc}", frame="J", field="json", offset=pos + 10 + base
+                            ) from None
                         if type(doc) is not dict:
                             raise _err(
                                 f"J payload must be a JSON object, got {type(doc).__name__}",
@@ -422,7 +558,9 @@ class FrameDecoder:
                     return pos, 10
                 seq, ln = unpack8(data, pos + 2)
                 if ver != V2 and strict_versions:
-                    raise _err("J frame with version byte '1' (J exists only in v2)", frame="J", field="version", offset=pos + base)
+                    raise _err(
+                        "J frame with version byte '1' (J exists only in v2)", frame="J", field="version", offset=pos + base
+                    )
                 if ln == 0:
                     raise _err("J payload length is 0", frame="J", field="len", offset=pos + 6 + base)
                 if ln + 10 > max_frame:

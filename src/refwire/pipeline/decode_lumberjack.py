@@ -21,8 +21,7 @@ __all__ = ["decode"]
 
 
 def _lumberjack_rows(frames: list[Any], base: int, frame_no: int, parent: int | None, limits: Any) -> Iterator[FrameRow]:
-    from refwire.lumberjack.connection import frame_size
-    from refwire.lumberjack.frames import Ack, Compressed, DataFrame, FrameDecoder, JsonFrame, Window, inflate
+    from refwire.lumberjack.frames import Ack, Compressed, DataFrame, FrameDecoder, JsonFrame, Window, frame_size, inflate
 
     offset = base
     for f in frames:

@@ -1,8 +1,13 @@
-"""Seastar RPC (scylladb/seastar ``doc/rpc.md`` as the real Seastar behaves): codec,
-LZ4 / LZ4_FRAGMENTED compression, Sans-IO machines, trio client and server.
+"""Seastar RPC (scylladb/seastar ``doc/rpc.md`` as the real Seastar behaves): the
+Sans-IO core -- frame codec (:mod:`.frames`), LZ4 / LZ4_FRAGMENTED compression
+(:mod:`.compression`), events (:mod:`.events`) and the client and server machines
+(:mod:`.connection`).
 
-See specs/seastar-rpc/README.md for the normalized protocol and every place where
-refwire follows Seastar rather than its document.
+Importing this package imports no trio: the trio drivers are imported explicitly
+from :mod:`refwire.seastar_rpc.client` and :mod:`refwire.seastar_rpc.server`, and the
+errors a peer can cause live in :mod:`refwire.errors`.  See specs/seastar-rpc/README.md
+for the normalized protocol and every place where refwire follows Seastar rather
+than its document.
 """
 
 from __future__ import annotations
@@ -18,15 +23,13 @@ from .compression import (
     envelope,
     make_compressor,
 )
-from .connection import (
-    NEED_DATA,
-    NEGOTIATION_TIMED_OUT,
+from .connection import NEED_DATA, NEGOTIATION_TIMED_OUT, ClientConnection, ServerConnection, State
+from .events import (
     Accept,
     Call,
     CallFailed,
     CallReceived,
     CallTimedOut,
-    ClientConnection,
     ConnectionClosed,
     Negotiate,
     Negotiated,
@@ -36,8 +39,6 @@ from .connection import (
     Reply,
     Respond,
     RespondError,
-    ServerConnection,
-    State,
     StrayReply,
 )
 from .frames import (

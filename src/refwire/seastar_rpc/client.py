@@ -8,7 +8,7 @@
         await stream.send(b"..."); await stream.close(); async for msg in stream: ...
 
 A call completes exactly once: with the reply data, or by raising
-:class:`RemoteVerbError` (USER), :class:`UnknownVerbError`,
+:class:`~refwire.errors.RemoteVerbError` (USER), :class:`~refwire.errors.UnknownVerbError`,
 :class:`UnknownExceptionError`, :class:`CallTimeout` (the client gave up at its
 deadline; a late reply is ignored) or :class:`RpcConnectionError`.  A one-way
 call returns once its bytes are written; closing the client writes what is
@@ -33,7 +33,17 @@ import attrs
 import trio
 
 from ..drivers import EOF, STOPPED, Pump, open_stream
-from ..errors import RefwireError, RemoteProtocolError
+from ..errors import (
+    CallTimeout,
+    RemoteProtocolError,
+    RemoteVerbError,
+    RpcConnectionError,
+    RpcError,
+    StreamClosedError,
+    StreamingNotSupported,
+    UnknownExceptionError,
+    UnknownVerbError,
+)
 from ..wire import Limits
 from .connection import (
     NEGOTIATION_TIMED_OUT,
@@ -57,50 +67,13 @@ __all__ = [
     "RpcError",
     "SeastarClient",
     "StreamClosedError",
+    "StreamingNotSupported",
     "UnknownExceptionError",
     "UnknownVerbError",
 ]
 
 log = logging.getLogger("refwire.seastar_rpc")
 _U64 = struct.Struct("<Q")
-
-
-class RpcError(RefwireError):
-    """Base of the errors a call can end with."""
-
-
-class RemoteVerbError(RpcError):
-    """The handler failed: a USER exception; ``message`` is Seastar's opaque text."""
-
-    def __init__(self, message: bytes) -> None:
-        self.message = message
-        super().__init__(f"remote verb error: {message.decode('utf-8', 'replace')}")
-
-
-class UnknownVerbError(RpcError):
-    def __init__(self, verb: int) -> None:
-        self.verb = verb
-        super().__init__(f"unknown verb {verb}")
-
-
-class UnknownExceptionError(RpcError):
-    def __init__(self, type_: int) -> None:
-        self.type = type_
-        super().__init__(f"unknown exception type {type_}")
-
-
-class CallTimeout(RpcError):
-    def __init__(self, msg_id: int) -> None:
-        self.msg_id = msg_id
-        super().__init__(f"rpc call {msg_id} timed out")
-
-
-class RpcConnectionError(RpcError):
-    """The connection closed or broke before the call was answered."""
-
-
-class StreamClosedError(RpcError):
-    """The stream is closed (its parent went away, or it ended)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -129,8 +102,9 @@ class _Call:
 class _Link:
     """One connection (RPC or stream): its machine and the pump that runs it."""
 
-    def __init__(self, conn: ClientConnection, stream: trio.abc.Stream, on_event: Callable[[object], None],
-                 config: ClientConfig) -> None:
+    def __init__(
+        self, conn: ClientConnection, stream: trio.abc.Stream, on_event: Callable[[object], None], config: ClientConfig
+    ) -> None:
         self.conn = conn
         self.stream = stream
         self._handler = on_event
@@ -185,8 +159,15 @@ class SeastarClient:
         self._nursery: trio.Nursery | None = None
         self._cm: AbstractAsyncContextManager[SeastarClient] | None = None
         self._streams: list[ClientStream] = []
-        self.stats: dict[str, int] = {"calls": 0, "replies": 0, "exceptions": 0, "timeouts": 0, "stray": 0,
-                                      "unknown_stray": 0, "connection_errors": 0}
+        self.stats: dict[str, int] = {
+            "calls": 0,
+            "replies": 0,
+            "exceptions": 0,
+            "timeouts": 0,
+            "stray": 0,
+            "unknown_stray": 0,
+            "connection_errors": 0,
+        }
         self.transitions_seen: set[tuple[str, str, str]] = set()
 
     @classmethod
@@ -198,9 +179,15 @@ class SeastarClient:
 
     def _machine(self, stream_parent: int | None = None) -> ClientConnection:
         c = self.config
-        return ClientConnection(limits=c.limits, compressors=c.compressors, timeout=c.timeout,
-                                handler_duration=c.handler_duration, isolation=c.isolation, stream_parent=stream_parent,
-                                negotiation_timeout=c.negotiation_timeout)
+        return ClientConnection(
+            limits=c.limits,
+            compressors=c.compressors,
+            timeout=c.timeout,
+            handler_duration=c.handler_duration,
+            isolation=c.isolation,
+            stream_parent=stream_parent,
+            negotiation_timeout=c.negotiation_timeout,
+        )
 
     # -- lifecycle ----------------------------------------------------------------------
     @asynccontextmanager
@@ -370,14 +357,14 @@ class SeastarClient:
         """Open a stream connection under this one (§5)."""
         parent = self.connection_id
         if parent is None:
-            raise RpcError("Streaming is not supported by the server (no CONNECTION_ID)")
+            raise StreamingNotSupported("Streaming is not supported by the server (no CONNECTION_ID)")
         self._live_link()
         s = ClientStream(self)
         link = await self._open_link(self._machine(stream_parent=parent), s._on_event)
         s._link = link
         if link.conn.connection_id is None:
             await trio.aclose_forcefully(link.stream)
-            raise RpcError("the server sent no CONNECTION_ID for the stream connection")
+            raise StreamingNotSupported("the server sent no CONNECTION_ID for the stream connection")
         s.id = link.conn.connection_id
         self._streams.append(s)
         return s

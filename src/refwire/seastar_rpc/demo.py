@@ -2,7 +2,8 @@
 
 The verb numbers and which of them are one-way are plain data here, so the
 capture rules can use them without importing the trio server; the handlers
-themselves (:func:`demo_registry`) are built on :mod:`refwire.seastar_rpc.server`.
+themselves (:func:`demo_registry`) are a :class:`~refwire.seastar_rpc.registry.VerbRegistry`
+for :mod:`refwire.seastar_rpc.server`.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import struct
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from .server import CallContext, VerbRegistry
+    from .registry import VerbRegistry
+    from .server import CallContext
 
 __all__ = ["DEMO_ONE_WAY", "DEMO_VERBS", "demo_registry"]
-
 
 
 _I32: Final = struct.Struct("<i")
@@ -33,7 +34,8 @@ def demo_registry(notes: list[int] | None = None) -> VerbRegistry:
     """Built-in demo verbs (int32 = 4 bytes LE, as the rpc_demo serializer)."""
     import trio
 
-    from .server import BadArguments, StreamClosed, VerbRegistry
+    from ..errors import BadArguments, StreamClosed
+    from .registry import VerbRegistry
 
     reg = VerbRegistry()
     kept = notes if notes is not None else []

@@ -1,9 +1,10 @@
-"""trio Seastar RPC server: a verb registry, isolation groups, memory admission and
-streams (specs/seastar-rpc/README.md §2-§7).
+"""trio Seastar RPC server: dispatch through a verb registry, isolation groups, memory
+admission and streams (specs/seastar-rpc/README.md §2-§7).
 
-* Handlers are ``async def handler(ctx: CallContext, payload: bytes) -> bytes | None``.
+* Handlers (registered in a :class:`~refwire.seastar_rpc.registry.VerbRegistry`) are
+  ``async def handler(ctx: CallContext, payload: bytes) -> bytes | None``.
   Returning sends the reply (``None`` = empty data); raising
-  :class:`BadArguments` sends **nothing** and keeps the connection (Seastar's
+  :class:`~refwire.errors.BadArguments` sends **nothing** and keeps the connection (Seastar's
   behaviour when deserialization fails, §3); any other exception is a USER
   exception carrying ``str(exc)`` (Seastar 25.05 sends ``what()``).  One-way verbs
   never reply.  An unknown verb gets UNKNOWN_VERB, even if the caller meant it
@@ -36,7 +37,7 @@ import attrs
 import trio
 
 from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer, listener_address
-from ..errors import RemoteProtocolError
+from ..errors import BadArguments, RemoteProtocolError, StreamClosed
 from ..wire import Limits
 from .compression import COMPRESSOR_NAMES
 from .connection import (
@@ -52,6 +53,7 @@ from .connection import (
 )
 from .events import oversized_message
 from .frames import DEFAULT_LIMITS, UNMEASURED, StreamEnd, StreamMessage, UnknownVerb, UserError
+from .registry import Verb, VerbRegistry
 
 __all__ = [
     "BadArguments",
@@ -61,52 +63,12 @@ __all__ = [
     "ServerConfig",
     "ServerStream",
     "StreamClosed",
-    "VerbRegistry",
 ]
 
 log = logging.getLogger("refwire.seastar_rpc")
 
 SHARD: Final = 0
 NO_SHARD: Final = 0xFFFF
-
-
-class BadArguments(Exception):
-    """Raised by a handler whose arguments do not deserialize: no reply is sent."""
-
-
-class StreamClosed(Exception):
-    """The stream ended (parent closed, connection lost, or already at end-of-stream)."""
-
-
-Handler = Callable[["CallContext", bytes], Awaitable[bytes | None]]
-
-
-@attrs.frozen
-class _Verb:
-    handler: Handler
-    one_way: bool
-    name: str
-
-
-class VerbRegistry:
-    """Verb number -> async handler."""
-
-    def __init__(self) -> None:
-        self._verbs: dict[int, _Verb] = {}
-
-    def register(self, verb: int, handler: Handler, *, one_way: bool = False, name: str = "") -> None:
-        if not 0 <= verb < 2**64:
-            raise ValueError("a verb is a u64")
-        self._verbs[verb] = _Verb(handler, one_way, name or getattr(handler, "__name__", str(verb)))
-
-    def unregister(self, verb: int) -> None:
-        self._verbs.pop(verb, None)
-
-    def get(self, verb: int) -> _Verb | None:
-        return self._verbs.get(verb)
-
-    def names(self) -> dict[int, str]:
-        return {k: v.name for k, v in sorted(self._verbs.items())}
 
 
 class HandlerGroup:
@@ -159,7 +121,7 @@ class CallContext:
 
     def stream(self, stream_id: int) -> ServerStream:
         """The stream connection ``stream_id`` (a sink/source argument) of this
-        caller's connection; :class:`BadArguments` (so: no reply) if unknown."""
+        caller's connection; :class:`~refwire.errors.BadArguments` (so: no reply) if unknown."""
         s = self.server._streams.get(stream_id)
         if s is None or s.parent_id != self.connection_id:
             raise BadArguments(f"unknown stream {stream_id:#x} for connection {self.connection_id:#x}")
@@ -182,7 +144,7 @@ class ServerStream:
         self._scope: trio.CancelScope | None = None
 
     async def receive(self) -> bytes | None:
-        """The next message, ``None`` at end-of-stream; :class:`StreamClosed` after abort."""
+        """The next message, ``None`` at end-of-stream; :class:`~refwire.errors.StreamClosed` after abort."""
         try:
             return await self._in_recv.receive()
         except (trio.EndOfChannel, trio.ClosedResourceError):
@@ -268,9 +230,23 @@ class SeastarServer:
         self.default_group = HandlerGroup("default", config.default_concurrency)
         self.groups = {cookie: HandlerGroup(cookie.decode("latin-1"), n) for cookie, n in config.groups.items()}
         self.addresses: list[str] = []
-        self.stats: dict[str, int] = {k: 0 for k in (
-            "connections", "stream_connections", "rejected", "calls", "replies", "exceptions", "unknown_verbs",
-            "oversized", "dropped_expired", "bad_arguments", "protocol_errors", "one_way")}
+        self.stats: dict[str, int] = {
+            k: 0
+            for k in (
+                "connections",
+                "stream_connections",
+                "rejected",
+                "calls",
+                "replies",
+                "exceptions",
+                "unknown_verbs",
+                "oversized",
+                "dropped_expired",
+                "bad_arguments",
+                "protocol_errors",
+                "one_way",
+            )
+        }
         #: called just before a reply is sent: (connection id, call, now) -- simulation invariants.
         self.on_reply: Callable[[int, CallReceived | OversizedCall, float], None] | None = None
         self.transitions_seen: set[tuple[str, str, str]] = set()
@@ -279,8 +255,12 @@ class SeastarServer:
             raise ValueError("bloat_factor must be at least 1")
 
     # -- serving ---------------------------------------------------------------------
-    async def serve(self, listeners: Sequence[trio.abc.Listener[Any]], *,
-                    task_status: trio.TaskStatus[Sequence[trio.abc.Listener[Any]]] = trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(
+        self,
+        listeners: Sequence[trio.abc.Listener[Any]],
+        *,
+        task_status: trio.TaskStatus[Sequence[trio.abc.Listener[Any]]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
         async with trio.open_nursery() as tasks:
             self._tasks = tasks
             await self._stream_server.serve(listeners, task_status=task_status)
@@ -292,8 +272,9 @@ class SeastarServer:
             raise RuntimeError("the server is not serving")
         self._tasks.start_soon(fn)
 
-    async def serve_tcp(self, host: str = "127.0.0.1", port: int = 0, *,
-                        task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+    async def serve_tcp(
+        self, host: str = "127.0.0.1", port: int = 0, *, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         listeners = await trio.open_tcp_listeners(port, host=host)
 
         async def _serve(task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
@@ -318,9 +299,13 @@ class SeastarServer:
         self._counter += 1  # every accepted connection, streams included (§5)
         conn_id = (self._counter << 16) | (SHARD if cfg.streaming else NO_SHARD)
         timeout = cfg.negotiation_timeout
-        conn = ServerConnection(limits=cfg.limits, compressors=cfg.compressors, multi_algo=cfg.multi_algo,
-                                admit_len=self._admit_len(),
-                                negotiation_deadline=None if timeout is None else trio.current_time() + timeout)
+        conn = ServerConnection(
+            limits=cfg.limits,
+            compressors=cfg.compressors,
+            multi_algo=cfg.multi_algo,
+            admit_len=self._admit_len(),
+            negotiation_deadline=None if timeout is None else trio.current_time() + timeout,
+        )
         try:
             await _Session(self, conn, stream, conn_id).run()
         finally:
@@ -352,8 +337,9 @@ class SeastarServer:
         ctx = CallContext(self, session.conn_id, call.verb, call.msg_id, call.deadline, group.name, session.cookie)
         session.handlers.start_soon(self._run_handler, verb, ctx, call, session, group, need)
 
-    async def _run_handler(self, verb: _Verb, ctx: CallContext, call: CallReceived, session: _Session,
-                           group: HandlerGroup, need: int) -> None:
+    async def _run_handler(
+        self, verb: Verb, ctx: CallContext, call: CallReceived, session: _Session, group: HandlerGroup, need: int
+    ) -> None:
         try:
             if group.limiter is not None:
                 await group.limiter.acquire_on_behalf_of(ctx)
@@ -453,8 +439,11 @@ class _Session:
                 await self._start_rpc(ev)
         elif isinstance(ev, ConnectionClosed):
             if ev.reason == NEGOTIATION_TIMED_OUT:
-                log.info("seastar-rpc: connection %#x: no negotiation frame within %ss; closing", self.conn_id,
-                         self.server.config.negotiation_timeout)
+                log.info(
+                    "seastar-rpc: connection %#x: no negotiation frame within %ss; closing",
+                    self.conn_id,
+                    self.server.config.negotiation_timeout,
+                )
             if self.stream is not None:
                 self.stream.abort()
             self.pump.stop()  # after a reject or a negotiation timeout: read no more
@@ -505,8 +494,7 @@ class _Session:
             conn.reject(f"Unknown parent connection {parent_id:#x}", now=now)
         if conn.state is State.CLOSED:
             server.stats["rejected"] += 1
-            log.info("seastar-rpc: stream connection %#x refused (parent %#x); closing without a reply",
-                     self.conn_id, parent_id)
+            log.info("seastar-rpc: stream connection %#x refused (parent %#x); closing without a reply", self.conn_id, parent_id)
             return
         s = ServerStream(server, conn, self.pump, self.conn_id, parent_id)
         s._scope = self._scope
