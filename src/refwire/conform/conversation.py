@@ -10,8 +10,9 @@ them into tokens (``"A 2"``); it notices how the connection ends (FIN, RST).
 Everything goes into the wire log, in order: every chunk as hex (``tx``/``rx``)
 next to what the runner did (``action``: sent, split at offset, slept, closed)
 and the frames decoded (``frame``).  Memory is bounded: the testee's bytes are
-read up to ``max_rx_bytes`` per case (past it the case records ``flood`` and
-stops reading), and the hex of a chunk is kept up to ``max_hex_bytes``.
+read up to ``max_rx_bytes`` per case and decoded up to ``max_frames`` frames
+(past either the case records ``flood`` and stops reading), the hex of a chunk
+is kept up to ``max_hex_bytes``, and the log up to ``max_log`` entries.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class Conversation:
         max_rx_bytes: int = 16 << 20,
         max_hex_bytes: int = 4096,
         receive_size: int = 65536,
+        max_frames: int = 256,
+        max_log: int = 20_000,
     ) -> None:
         self.stream = stream
         self.observer = observer
@@ -69,6 +72,12 @@ class Conversation:
         self.max_rx_bytes = max_rx_bytes
         self.max_hex_bytes = max_hex_bytes
         self.receive_size = receive_size
+        #: most frames decoded per case (no case expects more than a few): a
+        #: testee sending more floods, like one past ``max_rx_bytes``.
+        self.max_frames = max_frames
+        #: most wire-log entries kept (a testee trickling tiny writes makes many).
+        self.max_log = max_log
+        self._flooded = False
         self.tokens: list[str] = []
         self.facts: list[str] = []
         self.frames: list[dict[str, Any]] = []
@@ -95,11 +104,20 @@ class Conversation:
         self.log.append({"t": round(self.now(), 6), "kind": "action", "text": text, **extra})
 
     def _chunk(self, kind: str, data: bytes) -> None:
+        if not self._log_room():
+            return
         shown = data[: self.max_hex_bytes].hex()
         entry: dict[str, Any] = {"t": round(self.now(), 6), "kind": kind, "len": len(data), "hex": shown}
         if len(data) > self.max_hex_bytes:
             entry["truncated"] = True
         self.log.append(entry)
+
+    def _log_room(self) -> bool:
+        if len(self.log) < self.max_log:
+            return True
+        if len(self.log) == self.max_log:
+            self.log.append({"t": round(self.now(), 6), "kind": "action", "text": f"wire log truncated at {self.max_log} entries"})
+        return False
 
     def note(self, fact: str) -> None:
         """Record a fact the case checks (part of the observation)."""
@@ -137,6 +155,8 @@ class Conversation:
                     self.tokens.append("flood")
                     return
                 self._add(self.observer.feed(data))
+                if self._flooded:
+                    return
         finally:
             self._reader_done.set()
             self._wake()
@@ -145,10 +165,17 @@ class Conversation:
         if not found:
             return
         for token, frame in found:
+            if len(self.frames) >= self.max_frames:
+                if not self._flooded:
+                    self._flooded = True
+                    self.note(f"flood: more than {self.max_frames} frames from the testee")
+                    self.tokens.append("flood")
+                break
             self.tokens.append(token)
             entry = {"t": round(self.now(), 6), "dir": "rx", "token": token, **frame}
             self.frames.append(entry)
-            self.log.append({"kind": "frame", **entry})
+            if self._log_room():
+                self.log.append({"kind": "frame", **entry})
         self._wake()
 
     async def wait_for(self, predicate: Callable[[Conversation], bool], timeout: float, *, label: str = "") -> bool:
