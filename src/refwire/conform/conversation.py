@@ -116,7 +116,9 @@ class Conversation:
         if len(self.log) < self.max_log:
             return True
         if len(self.log) == self.max_log:
-            self.log.append({"t": round(self.now(), 6), "kind": "action", "text": f"wire log truncated at {self.max_log} entries"})
+            self.log.append(
+                {"t": round(self.now(), 6), "kind": "action", "text": f"wire log truncated at {self.max_log} entries"}
+            )
         return False
 
     def note(self, fact: str) -> None:
