@@ -74,6 +74,24 @@ def test_lumberjack_server_fixture_receives_events_and_stops_at_teardown(pyteste
     result.assert_outcomes(passed=2)
 
 
+def test_lumberjack_server_sink_lets_the_delivery_case_be_judged(
+    pytester: pytest.Pytester, lumberjack_server: RunningServer
+) -> None:
+    result = pytester.runpytest(
+        *ARGS,
+        "--refwire-conform",
+        "lumberjack",
+        "--refwire-server",
+        lumberjack_server.address,
+        "--refwire-sink",
+        str(lumberjack_server.sink),
+        "--refwire-cases",
+        "ack-after-delivery",
+    )
+    result.assert_outcomes(passed=1)
+    assert len(lumberjack_server.sink.read_text().splitlines()) == 2 == len(lumberjack_server.events)
+
+
 def test_without_the_option_nothing_is_collected(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_plain():\n    pass\n")
     result = pytester.runpytest("-p", "no:cacheprovider")

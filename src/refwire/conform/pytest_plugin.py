@@ -9,7 +9,8 @@ it), and stops it at teardown::
         ship(["hello"], to=lumberjack_server.address)
         assert lumberjack_server.events == [{"message": "hello"}]
 
-Override the ``lumberjack_server_config`` fixture to return a
+``.sink`` is a JSON-lines file of the same events, each written before its
+batch is acked.  Override the ``lumberjack_server_config`` fixture to return a
 :class:`~refwire.lumberjack.server.ServerConfig` (``ack_mode="count"`` to
 behave like go-lumber, ...).
 
@@ -31,8 +32,10 @@ imports neither trio nor the runner.
 from __future__ import annotations
 
 import functools
+import json
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -192,9 +195,12 @@ def _id_key(case_id: str) -> tuple[Any, ...]:
 class RunningServer:
     """A refwire server running in a thread of its own (see the module docstring)."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, sink: Path) -> None:
         self.host = host
         self.port = port
+        #: a JSON-lines file holding every event, written before its batch is acked
+        #: (``--refwire-sink`` / ``refwire conform --sink`` can judge delivery with it).
+        self.sink = sink
         #: every event the application received, in order (JSON objects; v1 key/value pairs as dicts).
         self.events: list[Any] = []
         #: every batch, as its list of events.
@@ -217,7 +223,7 @@ def lumberjack_server_config() -> Any:
 
 
 @pytest.fixture
-def lumberjack_server(lumberjack_server_config: Any) -> Iterator[RunningServer]:
+def lumberjack_server(lumberjack_server_config: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     """refwire's Lumberjack server on 127.0.0.1 (a free port); events land in ``.events``
     before the batch is acked; stopped at teardown."""
     import trio
@@ -230,8 +236,13 @@ def lumberjack_server(lumberjack_server_config: Any) -> Iterator[RunningServer]:
     state: dict[str, Any] = {}
     box: list[RunningServer] = []
 
+    sink = tmp_path_factory.mktemp("lumberjack-server") / "events.jsonl"
+    sink.touch()
+
     async def handler(batch: Any, info: Any) -> None:
         events = [ev.fields() for ev in batch.events]
+        with sink.open("a", encoding="utf-8") as f:
+            f.writelines(json.dumps(ev) + "\n" for ev in events)
         box[0].batches.append(events)
         box[0].events.extend(events)
 
@@ -241,7 +252,7 @@ def lumberjack_server(lumberjack_server_config: Any) -> Iterator[RunningServer]:
             async with trio.open_nursery() as nursery:
                 addresses = await nursery.start(server.serve_tcp, "127.0.0.1", 0)
                 host, port = parse_hostport(addresses[0])
-                box.append(RunningServer(host, port))
+                box.append(RunningServer(host, port, sink))
                 box[0].server = server
                 state["token"] = trio.lowlevel.current_trio_token()
                 state["scope"] = nursery.cancel_scope
