@@ -42,7 +42,7 @@ async def test_seeded_splits_depend_only_on_the_rng() -> None:
 
 async def test_a_trickling_flood_is_bounded() -> None:
     ours, theirs = _pair()
-    conv = Conversation(ours, ServerObserver(), rng=random.Random(1), max_log_entries=50)
+    conv = Conversation(ours, ServerObserver(), rng=random.Random(1), max_log_entries=50, max_frames=10_000)
     ack = b"2A\x00\x00\x00\x01"
     async with trio.open_nursery() as nursery:
         nursery.start_soon(conv.reader)

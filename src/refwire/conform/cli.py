@@ -8,7 +8,9 @@
 
 Exit status: 0 no FAIL (NON-STRICT allowed unless ``--strict``); 1 a FAIL, a
 case whose testee was down, or a regression against ``--baseline``; 2 bad
-arguments, a harness error, or a testee that refused the first connection.
+arguments, a harness error, or a testee that refused the first connection;
+130 interrupted (Ctrl-C: the cases finished so far are reported, with
+``"interrupted": true`` in index.json).
 """
 
 from __future__ import annotations
@@ -19,10 +21,13 @@ import logging
 import math
 import secrets
 import shlex
+import signal
 import ssl
 import sys
+import threading
 import time
 import tomllib
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -263,14 +268,17 @@ async def _run(args: argparse.Namespace) -> int:
     run = RunResult(cat.protocol, cfg)
     argv = sys.argv[1:]
     try:
-        await run_cases(
-            cat,
-            cfg,
-            include=args.cases,
-            exclude=args.exclude,
-            tags=args.tags,
-            on_result=None if args.quiet else lambda r: _line(console, r),
-            run=run,
+        await _until_interrupted(
+            run,
+            lambda: run_cases(
+                cat,
+                cfg,
+                include=args.cases,
+                exclude=args.exclude,
+                tags=args.tags,
+                on_result=None if args.quiet else lambda r: _line(console, r),
+                run=run,
+            ),
         )
     except RunAborted as exc:
         console.print(escape(f"refwire: {exc}"), style="bold red")
@@ -283,7 +291,35 @@ async def _run(args: argparse.Namespace) -> int:
         written = write_reports(run, args.out, fmts, argv) if run.results else []
         if run.interrupted and written:
             console.print(f"interrupted: {len(run.results)} results written to {args.out}")
-    return _summary(console, run, args.out, strict=args.strict, baseline=baseline)
+    status = _summary(console, run, args.out, strict=args.strict, baseline=baseline)
+    return 130 if run.interrupted else status
+
+
+async def _until_interrupted(run: RunResult, body: Callable[[], Awaitable[object]]) -> None:
+    """Await ``body()``; Ctrl-C (SIGINT) cancels it and marks ``run`` interrupted,
+    so the results finished so far are still reported.  (A KeyboardInterrupt
+    would come out of the runner's nurseries wrapped in an exception group.)"""
+    if threading.current_thread() is not threading.main_thread():
+        await body()  # signals reach only the main thread
+        return
+    aborted: list[RunAborted] = []
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                async for _ in signals:
+                    run.interrupted = True
+                    nursery.cancel_scope.cancel()
+                    return
+
+            nursery.start_soon(watch)
+            try:
+                await body()
+            except RunAborted as exc:  # raised as it is, not inside an exception group
+                aborted.append(exc)
+            nursery.cancel_scope.cancel()
+    if aborted:
+        raise aborted[0]
 
 
 def escape(text: str) -> str:

@@ -60,6 +60,7 @@ class Conversation:
         max_hex_bytes: int = 4096,
         max_log_entries: int = 20000,
         receive_size: int = 65536,
+        max_frames: int = 256,
     ) -> None:
         self.stream = stream
         self.observer = observer
@@ -70,6 +71,9 @@ class Conversation:
         self.max_rx_bytes = max_rx_bytes
         self.max_hex_bytes = max_hex_bytes
         self.max_log_entries = max_log_entries
+        #: Most frames decoded per case (no case expects more than a few): a
+        #: testee sending more floods, like one past ``max_rx_bytes``.
+        self.max_frames = max_frames
         self.log_dropped = 0
         #: The testee sent more than the limits allow; reading stopped.
         self.flooded = False
@@ -173,8 +177,8 @@ class Conversation:
         if not found:
             return
         for token, frame in found:
-            if len(self.tokens) >= self.max_log_entries:
-                self._flood(f"more than {self.max_log_entries} frames from the testee")
+            if len(self.frames) >= self.max_frames:
+                self._flood(f"more than {self.max_frames} frames from the testee")
                 return
             self.tokens.append(token)
             entry = {"t": round(self.now(), 6), "dir": "rx", "token": token, **frame}

@@ -33,32 +33,41 @@ def _load(path: Path) -> dict[str, Any]:
     return rec
 
 
-def _script(rec: dict[str, Any]) -> list[tuple[str, str]]:
-    """What a run did, in order: ("tx", hex) per chunk written, ("rx", token) per frame seen, ("close", how)."""
-    out: list[tuple[str, str]] = []
+def _script(rec: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """What a run did: the hex of each chunk written, and what the testee did (a
+    token per frame, then how the connection ended).  Kept apart: how the two
+    interleave in the log depends on task scheduling, not on the testee."""
+    tx: list[str] = []
+    rx: list[str] = []
     for e in rec["wire_log"]:
         if e.get("kind") == "tx":
-            out.append(("tx", str(e.get("hex"))))
+            tx.append(str(e.get("hex")))
         elif e.get("kind") == "frame":
-            out.append(("rx", str(e.get("token"))))
+            rx.append(str(e.get("token")))
     close = rec.get("close") or {}
-    out.append(("close", f"{close.get('by')} {close.get('how')}"))
-    return out
+    rx.append(f"closed by {close.get('by')} ({close.get('how')})")
+    return tx, rx
+
+
+def _first_difference(a: list[str], b: list[str]) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 def diff_records(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Human-readable differences between two records of the same case (empty: none)."""
-    a, b = _script(old), _script(new)
+    (tx_a, rx_a), (tx_b, rx_b) = _script(old), _script(new)
     lines = []
-    if [x for x in a if x[0] == "tx"] != [x for x in b if x[0] == "tx"]:
-        lines.append("refwire sent different bytes (was the same seed used?)")
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            lines.append(f"step {i}: recorded {x[0]} {x[1][:80]!r}, now {y[0]} {y[1][:80]!r}")
-            break
-    else:
-        if len(a) != len(b):
-            lines.append(f"recorded {len(a)} steps, now {len(b)}")
+    i = _first_difference(tx_a, tx_b)
+    if i is not None:
+        lines.append(f"refwire sent different bytes (was the same seed used?): write {i} differs")
+    i = _first_difference(rx_a, rx_b)
+    if i is not None:
+        was = repr(rx_a[i][:80]) if i < len(rx_a) else "nothing"
+        now = repr(rx_b[i][:80]) if i < len(rx_b) else "nothing"
+        lines.append(f"first divergence at testee step {i}: recorded {was}, now {now}")
     if old.get("verdict") != new.get("verdict"):
         lines.append(f"verdict: recorded {old.get('verdict')}, now {new.get('verdict')}")
     return lines

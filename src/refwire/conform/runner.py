@@ -58,6 +58,9 @@ class Catalogue:
     #: ``serve(listener, sink_path)``: refwire's own server on a listener, for
     #: running the server cases inside the simulator (``--sim``).
     sim_server: Callable[[Any, str], Awaitable[None]] | None = None
+    #: Builds what the cases cache (large payloads) before a run whose timing
+    #: must not depend on it (the simulator: virtual time would jump meanwhile).
+    warm: Callable[[], object] | None = None
 
     def case(self, case_id: str) -> Case:
         for c in self.cases:

@@ -50,6 +50,8 @@ def run_in_simulator(
     if catalogue.sim_server is None:
         raise ValueError(f"{catalogue.protocol} has no server to run inside the simulator")
     serve = catalogue.sim_server
+    if catalogue.warm is not None:
+        catalogue.warm()
     trace = Trace(max_lines=2000)
 
     def record(r: CaseResult) -> None:

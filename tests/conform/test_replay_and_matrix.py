@@ -1,0 +1,96 @@
+"""``refwire conform replay`` and ``refwire conform matrix``.
+
+Replay re-runs one recorded case with the recorded run seed (so refwire sends
+the same bytes) and diffs what the testee did: 0 when nothing diverged, 1 with
+the first divergence.  Matrix merges several runs (agents) into one
+index.json and index.html.  The cases are specs/lumberjack/README.md §3.3's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import trio
+
+from refwire.cli import main
+from refwire.lumberjack.server import ServerConfig
+
+from .conftest import lumberjack_testee
+
+pytestmark = pytest.mark.timeout(60)
+
+CASES = "lj.S1.1,lj.S3.1,lj.S6.1"
+
+
+async def _conform(host: str, port: int, out: Path, agent: str) -> int:
+    argv = ["conform", "lumberjack", "--server", f"{host}:{port}", "--agent", agent, "--cases", CASES]
+    argv += ["--seed", "5", "--out", str(out), "--quiet", "--time-scale", "0.5"]
+    status: int = await trio.to_thread.run_sync(main, argv)
+    return status
+
+
+async def _replay(record: Path, *extra: str) -> int:
+    status: int = await trio.to_thread.run_sync(main, ["conform", "replay", str(record), "--time-scale", "0.5", *extra])
+    return status
+
+
+async def test_replay_same_server_is_exit_0_and_a_different_one_shows_the_first_divergence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record = tmp_path / "run" / "mine" / "lj.S3.1.json"
+    async with lumberjack_testee() as (host, port):
+        assert await _conform(host, port, tmp_path / "run", "mine") == 0
+        capsys.readouterr()
+        # the same server, named by the record's replay command
+        assert await _replay(record) == 0
+        out = capsys.readouterr().out
+        assert "lj.S3.1 ack-value-running-seq: recorded PASS, now PASS" in out
+        assert "same bytes sent, same frames and close observed" in out
+    # a server that acks the count, not the last seq (go-lumber's way)
+    async with lumberjack_testee(ServerConfig(ack_mode="count")) as (host, port):
+        assert await _replay(record, "--server", f"{host}:{port}") == 1
+        out = capsys.readouterr().out
+    assert "recorded PASS, now NON-STRICT" in out
+    assert "refwire sent different bytes" not in out  # the same seed: the same script
+    assert "first divergence at testee step 0: recorded 'A 102', now 'A 2'" in out
+    assert "verdict: recorded PASS, now NON-STRICT" in out
+
+
+async def test_replay_of_something_that_is_not_a_record_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "x.json"
+    bad.write_text("{}")
+    assert await _replay(bad) == 2
+    assert "not a case record" in capsys.readouterr().err
+
+
+async def test_matrix_merges_two_agents_into_one_index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    async with lumberjack_testee() as (host, port):
+        assert await _conform(host, port, tmp_path / "a", "strict-server") == 0
+    async with lumberjack_testee(ServerConfig(ack_mode="count")) as (host, port):
+        assert await _conform(host, port, tmp_path / "b", "counting-server") == 0  # NON-STRICT only
+    out = tmp_path / "m"
+    status = await trio.to_thread.run_sync(
+        main, ["conform", "matrix", str(tmp_path / "a" / "index.json"), str(tmp_path / "b" / "index.json"), "--out", str(out)]
+    )
+    assert status == 0
+    assert "2 agents, 3 cases" in capsys.readouterr().out
+    index = json.loads((out / "index.json").read_text())
+    agents = index["agents"]
+    assert set(agents) == {"strict-server", "counting-server"}
+    assert agents["strict-server"]["lj.S3.1"]["verdict"] == "PASS"
+    assert agents["counting-server"]["lj.S3.1"]["verdict"] == "NON-STRICT"
+    assert len(index["run"]["merged_runs"]) == 2
+    for cases in agents.values():
+        for entry in cases.values():
+            assert Path(entry["reportfile"]).is_file()  # the case records stay where each run wrote them
+    html = (out / "index.html").read_text()
+    assert "strict-server" in html and "counting-server" in html and "lj.S3.1" in html and "NON-STRICT" in html
+
+
+def test_matrix_of_a_file_that_is_not_an_index_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "index.json"
+    bad.write_text("[]")
+    assert main(["conform", "matrix", str(bad), "--out", str(tmp_path / "m")]) == 2
+    assert "not an index.json written by refwire conform" in capsys.readouterr().err
