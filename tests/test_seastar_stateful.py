@@ -15,11 +15,11 @@ pair starts.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
 
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+from stateful_wire import CHUNK, Pipe, moves_along, reachable, triples
 
 from refwire.seastar_rpc import (
     COMPRESSOR_NAMES,
@@ -45,48 +45,17 @@ from refwire.seastar_rpc.connection import CLIENT_TRANSITIONS, SERVER_TRANSITION
 
 # The server application's verbs: what it does with each is the oracle of the reply.
 ECHO, FAIL, NOTIFY, UNKNOWN = 1, 2, 3, 99
-CHUNK = st.one_of(st.integers(1, 12), st.integers(13, 4096), st.just(1 << 20))  # torn frames, and whole flights
 NEGOTIATION_TIMEOUT = 20.0
 PARENT_ID = 0x1000
 
 
-def reachable(table: Mapping[tuple[State, str], State]) -> dict[State, set[State]]:
-    """state -> every state the table can move it to in any number of steps."""
-    edges: dict[State, set[State]] = {}
-    for (src, _), dst in table.items():
-        edges.setdefault(src, set()).add(dst)
-    out: dict[State, set[State]] = {}
-    for s in State:
-        seen, todo = {s}, [s]
-        while todo:
-            for n in edges.get(todo.pop(), ()):
-                if n not in seen:
-                    seen.add(n)
-                    todo.append(n)
-        out[s] = seen
-    return out
-
-
 TABLES = {"client": CLIENT_TRANSITIONS, "server": SERVER_TRANSITIONS}
-TRIPLES = {role: {(s.value, inp, t.value) for (s, inp), t in table.items()} for role, table in TABLES.items()}
-REACHABLE = {role: reachable(table) for role, table in TABLES.items()}
+TRIPLES = {role: triples(table) for role, table in TABLES.items()}
+REACHABLE = {role: reachable(table, State) for role, table in TABLES.items()}
 
 
 def reply_payload(payload: bytes) -> bytes:
     return b"echo:" + payload
-
-
-class Pipe:
-    """One direction of the wire: bytes in flight, then (maybe) the writer's EOF."""
-
-    def __init__(self) -> None:
-        self.buf = bytearray()
-        self.closing = False  # the writer closed: EOF follows the buffered bytes
-        self.eof_delivered = False
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.buf) or (self.closing and not self.eof_delivered)
 
 
 class SeastarPair(RuleBasedStateMachine):
@@ -255,13 +224,7 @@ class SeastarPair(RuleBasedStateMachine):
         self.collect()
 
     def deliver(self, pipe: Pipe, machine: ClientConnection | ServerConnection, n: int) -> None:
-        if pipe.buf:
-            chunk = bytes(pipe.buf[:n])
-            del pipe.buf[:n]
-            machine.receive_data(chunk, now=self.now)
-        else:
-            pipe.eof_delivered = True
-            machine.receive_data(b"", now=self.now)
+        machine.receive_data(pipe.take(n), now=self.now)
 
     @property
     def open(self) -> bool:
@@ -387,10 +350,8 @@ class SeastarPair(RuleBasedStateMachine):
             else:
                 me.send_failed(now=self.now)
             # the transport is gone both ways: what was in flight is lost
-            out.buf.clear()
-            back.buf.clear()
-            out.closing = back.closing = True
-            out.eof_delivered = back.eof_delivered = True
+            out.cut()
+            back.cut()
             peer.connection_lost(now=self.now)
             assert me.data_to_send() == b""
         self.pump_client()
@@ -422,8 +383,7 @@ class SeastarPair(RuleBasedStateMachine):
     def states_move_along_the_tables(self) -> None:
         for role, m in (("client", self.client), ("server", self.server)):
             assert m.transitions_seen <= TRIPLES[role], m.transitions_seen - TRIPLES[role]
-            for a, b in zip(self.states[role], self.states[role][1:], strict=False):
-                assert b in REACHABLE[role][a], f"{role}: {a} -> {b} is not in the table"
+            moves_along(self.states[role], REACHABLE[role])
 
     @invariant()
     def pending_calls_are_the_model_s(self) -> None:
