@@ -453,5 +453,5 @@ class TankPair(RuleBasedStateMachine):
 def test_tank_client_and_broker_over_a_chunked_wire() -> None:
     run_state_machine_as_test(
         TankPair,
-        settings=settings(max_examples=150, stateful_step_count=40, deadline=None),
+        settings=settings(max_examples=120, stateful_step_count=40, deadline=None),
     )
