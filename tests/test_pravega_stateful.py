@@ -2,7 +2,8 @@
 WriterSessions on top) and a ServerConnection (specs/pravega/README.md §5, §7).
 
 The test is the segment store's application: it answers SetupAppend with
-AppendSetup (the writer's last stored event number), stores every reassembled
+AppendSetup (the writer's last stored event number; NoSuchSegment for a writer
+to a segment it does not have), stores every reassembled
 Append (checking the machine's ``previous_stored`` against its own writer
 attribute) and acks it at once or later through a reply slot.  The two machines
 are joined by byte pipes cut into hypothesis-chosen pieces; writers in both
@@ -63,7 +64,10 @@ def _commands() -> dict[str, Any]:
 
 CMD = _commands()
 SEGMENTS = ("scope/stream/0.#epoch.0", "scope/stream/1.#epoch.0")
-WRITERS = [(uuid.UUID(int=i + 1), SEGMENTS[i % 2]) for i in range(3)]  # two writers share a segment
+MISSING = "scope/stream/9.#epoch.0"  # a segment the store does not have: SetupAppend gets NoSuchSegment
+# two writers share a segment; the last one writes to the missing segment
+WRITERS = [(uuid.UUID(int=i + 1), SEGMENTS[i % 2]) for i in range(3)] + [(uuid.UUID(int=99), MISSING)]
+REFUSED = WRITERS[-1][0]
 TRIPLES = {"client": triples(CLIENT_TRANSITIONS), "server": triples(SERVER_TRANSITIONS)}
 REACHABLE = {"client": reachable(CLIENT_TRANSITIONS, State), "server": reachable(SERVER_TRANSITIONS, State)}
 
@@ -78,6 +82,7 @@ class PravegaPair(RuleBasedStateMachine):
         self.payloads: dict[uuid.UUID, list[bytes]] = {w: [] for w, _ in WRITERS}  # event n is payloads[n - 1]
         self.acked: dict[uuid.UUID, list[int]] = {w: [] for w, _ in WRITERS}  # event numbers acked to the application
         self.connections = 0
+        self.refused = 0
         self.timer_last = False
         self.steps = 0
 
@@ -98,6 +103,7 @@ class PravegaPair(RuleBasedStateMachine):
         self.client_closed: ConnectionClosed | None = None
         self.server_closed: ConnectionClosed | None = None
         self.hello = {"client": False, "server": False}
+        self.refused = 0  # NoSuchSegment replies on this connection
         self.keepalives_sent = 0
         self.keepalives_echoed = 0
         self.slots: deque[tuple[ReplySlot, Append]] = deque()  # acks the store has not released yet
@@ -145,6 +151,9 @@ class PravegaPair(RuleBasedStateMachine):
             elif isinstance(ev, RequestReceived):
                 cmd: Any = ev.command
                 assert type(cmd).__name__ == "SetupAppend" and self.setups[cmd.request_id] == cmd.writer_id
+                if cmd.segment == MISSING:
+                    self.server.send(CMD["NoSuchSegment"](request_id=cmd.request_id, segment=cmd.segment), now=self.now)
+                    continue
                 last = self.attribute.get(cmd.writer_id, NULL_VALUE)
                 reply = CMD["AppendSetup"](
                     request_id=cmd.request_id, segment=cmd.segment, writer_id=cmd.writer_id, last_event_number=last
@@ -205,6 +214,11 @@ class PravegaPair(RuleBasedStateMachine):
                     assert done and done[0] == (acked[-1] + 1 if acked else done[0]), "acks skipped an event"
                     assert done == list(range(done[0], done[-1] + 1))
                     acked.extend(done)
+                elif name == "NoSuchSegment":
+                    w = self.setups[cmd.request_id]
+                    assert dict(WRITERS)[w] == MISSING == cmd.segment
+                    assert not self.sessions[w].ready, "a refused writer is not set up"
+                    self.refused += 1
                 else:
                     raise AssertionError(f"unexpected reply {cmd!r}")
             elif isinstance(ev, ConnectionClosed):
@@ -352,15 +366,17 @@ class PravegaPair(RuleBasedStateMachine):
             elif self.s2c.busy:
                 self.move_s2c(1 << 20)
             elif self.client_closed is not None and self.server_closed is not None:
-                if any(s.unacked for s in self.sessions.values()) and self.connections < 50:
+                if any(s.unacked for w, s in self.sessions.items() if w != REFUSED) and self.connections < 50:
                     self.new_connection()  # the writers resend what the store lacks
                 else:
                     break
             elif self.client_closed is None and self.server_closed is None and self.hello["client"]:
                 # drained: every event was stored once and acked
                 for w, _ in WRITERS:
-                    assert self.acked[w] == list(range(1, len(self.payloads[w]) + 1)), (w, self.acked[w])
-                    assert self.sessions[w].unacked == 0
+                    if w != REFUSED:
+                        assert self.acked[w] == list(range(1, len(self.payloads[w]) + 1)), (w, self.acked[w])
+                        assert self.sessions[w].unacked == 0
+                assert self.refused == 1, "the SetupAppend to the missing segment was refused, once"
                 self.connection_ends("client", "eof")
             elif not self.c2s.closing:
                 self.c2s.closing = True
@@ -368,7 +384,10 @@ class PravegaPair(RuleBasedStateMachine):
                 self.s2c.closing = True
             else:
                 raise AssertionError("stuck")
-        for w, _ in WRITERS:
+        for w, seg in WRITERS:
+            if seg == MISSING:
+                assert w not in self.attribute and not self.acked[w], "a writer to a missing segment got something stored"
+                continue
             assert self.attribute.get(w, 0) == len(self.payloads[w]), "an event was never stored"
             assert self.acked[w] == list(range(1, len(self.payloads[w]) + 1))
 
