@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import uuid
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
-from stateful_wire import CHUNK, Pipe, moves_along, reachable, triples
+from hypothesis.stateful import initialize, invariant, precondition, rule, run_state_machine_as_test
+from stateful_wire import MachinePair, Pipe
 
 from refwire.pravega import (
     NEED_DATA,
@@ -68,11 +69,12 @@ MISSING = "scope/stream/9.#epoch.0"  # a segment the store does not have: SetupA
 # two writers share a segment; the last one writes to the missing segment
 WRITERS = [(uuid.UUID(int=i + 1), SEGMENTS[i % 2]) for i in range(3)] + [(uuid.UUID(int=99), MISSING)]
 REFUSED = WRITERS[-1][0]
-TRIPLES = {"client": triples(CLIENT_TRANSITIONS), "server": triples(SERVER_TRANSITIONS)}
-REACHABLE = {"client": reachable(CLIENT_TRANSITIONS, State), "server": reachable(SERVER_TRANSITIONS, State)}
 
 
-class PravegaPair(RuleBasedStateMachine):
+class PravegaPair(MachinePair):
+    STATE = State
+    TABLES = (CLIENT_TRANSITIONS, SERVER_TRANSITIONS)
+
     def __init__(self) -> None:
         super().__init__()
         self.now = 0.0
@@ -83,8 +85,6 @@ class PravegaPair(RuleBasedStateMachine):
         self.acked: dict[uuid.UUID, list[int]] = {w: [] for w, _ in WRITERS}  # event numbers acked to the application
         self.connections = 0
         self.refused = 0
-        self.timer_last = False
-        self.steps = 0
 
     @initialize(style=st.sampled_from(["rust", "java"]), block_sizes=st.lists(st.integers(20, 300), min_size=1, max_size=3))
     def connect(self, style: Any, block_sizes: list[int]) -> None:
@@ -119,17 +119,6 @@ class PravegaPair(RuleBasedStateMachine):
         self.collect()
 
     # -- plumbing -----------------------------------------------------------------
-    def collect(self) -> None:
-        for machine, pipe, closed in ((self.client, self.c2s, self.client_closed), (self.server, self.s2c, self.server_closed)):
-            out = machine.data_to_send()
-            if closed is not None:
-                assert out == b"", f"{type(machine).__name__} wrote {len(out)} bytes after its connection ended"
-            elif not pipe.closing:
-                pipe.buf += out
-        for role, m in (("client", self.client), ("server", self.server)):
-            if m.state is not self.states[role][-1]:
-                self.states[role].append(m.state)
-
     def send_appends(self) -> None:
         if self.client.state is not State.OPEN or self.c2s.closing:
             return
@@ -228,21 +217,6 @@ class PravegaPair(RuleBasedStateMachine):
                 raise AssertionError(f"client produced {ev!r}")
         self.collect()
 
-    # -- rules: the wire ----------------------------------------------------------
-    @precondition(lambda self: self.c2s.busy)
-    @rule(n=CHUNK)
-    def move_c2s(self, n: int) -> None:
-        self.timer_last = False
-        self.server.receive_data(self.c2s.take(n), now=self.now)
-        self.pump_server()
-
-    @precondition(lambda self: self.s2c.busy)
-    @rule(n=CHUNK)
-    def move_s2c(self, n: int) -> None:
-        self.timer_last = False
-        self.client.receive_data(self.s2c.take(n), now=self.now)
-        self.pump_client()
-
     # -- rules: the applications --------------------------------------------------
     @rule(writer=st.integers(0, len(WRITERS) - 1), payloads=st.lists(st.binary(max_size=90), min_size=1, max_size=5))
     def write_events(self, writer: int, payloads: list[bytes]) -> None:
@@ -284,56 +258,12 @@ class PravegaPair(RuleBasedStateMachine):
             assert m.next_event() is NEED_DATA or m.state is not State.OPEN
         self.collect()
 
-    # -- rules: the end of the connection ------------------------------------------
-    @precondition(lambda self: (self.client_closed is None or self.server_closed is None) and self.steps >= 6)
-    @rule(who=st.sampled_from(["client", "server"]), how=st.sampled_from(["eof", "reset", "send_failed"]))
-    def connection_ends(self, who: str, how: str) -> None:
-        self.timer_last = False
-        me, peer = (self.client, self.server) if who == "client" else (self.server, self.client)
-        out, back = (self.c2s, self.s2c) if who == "client" else (self.s2c, self.c2s)
-        if how == "eof":
-            out.closing = True
-        else:
-            if (self.client_closed if who == "client" else self.server_closed) is None:
-                if how == "reset":
-                    me.connection_lost(now=self.now)
-                else:
-                    me.send_failed(now=self.now)
-                assert me.data_to_send() == b""
-            out.cut()
-            back.cut()
-            if (self.server_closed if who == "client" else self.client_closed) is None:
-                peer.connection_lost(now=self.now)
-        self.pump_server()
-        self.pump_client()
-        if how != "eof":
-            assert self.client_closed is not None and self.server_closed is not None
-            assert self.client.state is State.CLOSED and self.server.state is State.CLOSED
-            assert not self.client_closed.clean or not self.server_closed.clean
-
-    @precondition(
-        lambda self: self.client_closed is not None and self.server_closed is not None and not self.c2s.busy and not self.s2c.busy
-    )
-    @rule()
-    def reconnect(self) -> None:
-        self.timer_last = False
-        self.new_connection()
+    def check_cut(self, was_open: Mapping[str, bool]) -> None:
+        assert self.client_closed is not None and self.server_closed is not None
+        assert self.client.state is State.CLOSED and self.server.state is State.CLOSED
+        assert not self.client_closed.clean or not self.server_closed.clean
 
     # -- invariants ---------------------------------------------------------------
-    @invariant()
-    def count_steps(self) -> None:
-        self.steps += 1
-
-    @invariant()
-    def nobody_is_in_error(self) -> None:
-        assert self.client.state is not State.ERROR and self.server.state is not State.ERROR
-
-    @invariant()
-    def states_move_along_the_tables(self) -> None:
-        for role, m in (("client", self.client), ("server", self.server)):
-            assert m.transitions_seen <= TRIPLES[role], m.transitions_seen - TRIPLES[role]
-            moves_along(self.states[role], REACHABLE[role])
-
     @invariant()
     def stored_exactly_once_in_order(self) -> None:
         for seg, entries in self.stored.items():

@@ -15,11 +15,12 @@ pair starts.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
-from stateful_wire import CHUNK, Pipe, moves_along, reachable, triples
+from hypothesis.stateful import initialize, invariant, precondition, rule, run_state_machine_as_test
+from stateful_wire import MachinePair, Pipe
 
 from refwire.seastar_rpc import (
     COMPRESSOR_NAMES,
@@ -49,24 +50,23 @@ NEGOTIATION_TIMEOUT = 20.0
 PARENT_ID = 0x1000
 
 
-TABLES = {"client": CLIENT_TRANSITIONS, "server": SERVER_TRANSITIONS}
-TRIPLES = {role: triples(table) for role, table in TABLES.items()}
-REACHABLE = {role: reachable(table, State) for role, table in TABLES.items()}
-
-
 def reply_payload(payload: bytes) -> bytes:
     return b"echo:" + payload
 
 
-class SeastarPair(RuleBasedStateMachine):
+class SeastarPair(MachinePair):
+    STATE = State
+    TABLES = (CLIENT_TRANSITIONS, SERVER_TRANSITIONS)
+    END_AFTER_STEPS = 8  # not always at once: let calls flow first
+    PUMP_ORDER = ("client", "server")
+    TELL_CLOSED = True  # the machines take a reset after their ConnectionClosed
+    WROTE_AFTER = "after its ConnectionClosed"
+
     def __init__(self) -> None:
         super().__init__()
         self.now = 0.0
         self.connections = 0
-        self.ends = 0
         self.late_answers = 0
-        self.timer_last = False
-        self.steps = 0
 
     # -- set-up -------------------------------------------------------------------
     @initialize(
@@ -120,20 +120,6 @@ class SeastarPair(RuleBasedStateMachine):
         self.collect()
 
     # -- plumbing -----------------------------------------------------------------
-    def collect(self) -> None:
-        """Move what each machine owes onto its pipe (nothing once that side closed its write)."""
-        for machine, pipe, closed in ((self.client, self.c2s, self.client_closed), (self.server, self.s2c, self.server_closed)):
-            out = machine.data_to_send()
-            if closed is not None:
-                assert out == b"", f"{type(machine).__name__} wrote {len(out)} bytes after its ConnectionClosed"
-            elif pipe.closing:
-                pass  # the application shut this side's write: the driver writes nothing more
-            else:
-                pipe.buf += out
-        for role, m in (("client", self.client), ("server", self.server)):
-            if m.state is not self.states[role][-1]:
-                self.states[role].append(m.state)
-
     def pump_server(self) -> None:
         self.collect()  # what the last action owed leaves before the events it leads to
         while (ev := self.server.next_event()) is not NEED_DATA:
@@ -223,28 +209,6 @@ class SeastarPair(RuleBasedStateMachine):
                 raise AssertionError(f"client produced {ev!r}")
         self.collect()
 
-    def deliver(self, pipe: Pipe, machine: ClientConnection | ServerConnection, n: int) -> None:
-        machine.receive_data(pipe.take(n), now=self.now)
-
-    @property
-    def open(self) -> bool:
-        return self.client_closed is None or self.server_closed is None
-
-    # -- rules: the wire ----------------------------------------------------------
-    @precondition(lambda self: self.c2s.busy)
-    @rule(n=CHUNK)
-    def move_c2s(self, n: int) -> None:
-        self.timer_last = False
-        self.deliver(self.c2s, self.server, n)
-        self.pump_server()
-
-    @precondition(lambda self: self.s2c.busy)
-    @rule(n=CHUNK)
-    def move_s2c(self, n: int) -> None:
-        self.timer_last = False
-        self.deliver(self.s2c, self.client, n)
-        self.pump_client()
-
     # -- rules: the client application --------------------------------------------
     @precondition(lambda self: not self.stream and not self.c2s.closing and self.client.state in (State.NEGOTIATING, State.READY))
     @rule(
@@ -333,58 +297,18 @@ class SeastarPair(RuleBasedStateMachine):
         if self.client_closed is not None and self.client_closed.reason == NEGOTIATION_TIMED_OUT:
             assert not self.negotiated
 
-    # -- rules: the end of the connection ------------------------------------------
-    @precondition(lambda self: self.open and self.steps >= 8)  # not always at once: let calls flow first
-    @rule(who=st.sampled_from(["client", "server"]), how=st.sampled_from(["eof", "reset", "send_failed"]))
-    def connection_ends(self, who: str, how: str) -> None:
-        self.timer_last = False
-        self.ends += 1
-        was_open = {"client": self.client_closed is None, "server": self.server_closed is None}
-        me, peer = (self.client, self.server) if who == "client" else (self.server, self.client)
-        out, back = (self.c2s, self.s2c) if who == "client" else (self.s2c, self.c2s)
-        if how == "eof":
-            out.closing = True  # this side shuts its write: EOF after the bytes in flight
-        else:
-            if how == "reset":
-                me.connection_lost(now=self.now)
-            else:
-                me.send_failed(now=self.now)
-            # the transport is gone both ways: what was in flight is lost
-            out.cut()
-            back.cut()
-            peer.connection_lost(now=self.now)
-            assert me.data_to_send() == b""
-        self.pump_client()
-        self.pump_server()
-        if how != "eof":
-            for role, m, closed in (("client", self.client, self.client_closed), ("server", self.server, self.server_closed)):
-                assert m.state is State.CLOSED and closed is not None
-                if was_open[role]:
-                    assert not closed.clean
-            assert self.client_closed is not None and not self.client.pending
+    # -- the end of the connection -------------------------------------------------
+    def check_cut(self, was_open: Mapping[str, bool]) -> None:
+        for role, m, closed in (("client", self.client, self.client_closed), ("server", self.server, self.server_closed)):
+            assert m.state is State.CLOSED and closed is not None
+            if was_open[role]:
+                assert not closed.clean
+        assert self.client_closed is not None and not self.client.pending
 
-    @precondition(lambda self: not self.open and not self.c2s.busy and not self.s2c.busy)
-    @rule()
-    def reconnect(self) -> None:
-        self.timer_last = False
+    def ended(self) -> None:
         self.check_ended()
-        self.new_connection()
 
     # -- invariants ---------------------------------------------------------------
-    @invariant()
-    def count_steps(self) -> None:
-        self.steps += 1
-
-    @invariant()
-    def nobody_is_in_error(self) -> None:
-        assert self.client.state is not State.ERROR and self.server.state is not State.ERROR
-
-    @invariant()
-    def states_move_along_the_tables(self) -> None:
-        for role, m in (("client", self.client), ("server", self.server)):
-            assert m.transitions_seen <= TRIPLES[role], m.transitions_seen - TRIPLES[role]
-            moves_along(self.states[role], REACHABLE[role])
-
     @invariant()
     def pending_calls_are_the_model_s(self) -> None:
         expected = {mid for mid, (_, _, one_way, _) in self.calls.items() if not one_way and mid not in self.completed}

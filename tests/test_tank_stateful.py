@@ -13,13 +13,13 @@ pair reads what the old ones stored.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
-from stateful_wire import CHUNK, Pipe, moves_along, reachable, triples
+from hypothesis.stateful import initialize, invariant, precondition, rule, run_state_machine_as_test
+from stateful_wire import MachinePair, Pipe
 
 import refwire.tank
 from refwire.tank import (
@@ -55,8 +55,6 @@ TOPIC, PARTITIONS = "events", 2
 ERR_UNKNOWN_PARTITION, ERR_UNKNOWN = 0x01, 0xFF  # produce errors (specs/tank/README.md §3)
 PING_INTERVAL, IDLE_TIMEOUT = 5.0, 16.0
 APP_CLOSED = ConnectionClosed(True, "the broker application closed the socket")
-TRIPLES = {"client": triples(CLIENT_TRANSITIONS), "broker": triples(BROKER_TRANSITIONS)}
-REACHABLE = {"client": reachable(CLIENT_TRANSITIONS, State), "broker": reachable(BROKER_TRANSITIONS, State)}
 
 messages_st = st.lists(
     st.builds(
@@ -70,7 +68,12 @@ messages_st = st.lists(
 )
 
 
-class TankPair(RuleBasedStateMachine):
+class TankPair(MachinePair):
+    ROLES = ("client", "broker")
+    PUMP_ORDER = ("broker", "client")
+    STATE = State
+    TABLES = (CLIENT_TRANSITIONS, BROKER_TRANSITIONS)
+
     def __init__(self) -> None:
         super().__init__()
         self.now = 0.0
@@ -80,8 +83,6 @@ class TankPair(RuleBasedStateMachine):
         #: the model of the storage: (topic, partition) -> message contents by seq - 1
         self.log: dict[tuple[str, int], list[Message]] = {(TOPIC, p): [] for p in range(PARTITIONS)}
         self.cid = 0
-        self.timer_last = False
-        self.steps = 0
         self.long_polls_answered = 0
         self.consumed = 0
 
@@ -111,17 +112,6 @@ class TankPair(RuleBasedStateMachine):
         self.collect()
 
     # -- plumbing -----------------------------------------------------------------
-    def collect(self) -> None:
-        for machine, pipe, closed in ((self.client, self.c2s, self.client_closed), (self.broker, self.s2c, self.broker_closed)):
-            out = machine.data_to_send()
-            if closed is not None:
-                assert out == b"", f"{type(machine).__name__} wrote {len(out)} bytes after its connection ended"
-            elif not pipe.closing:
-                pipe.buf += out
-        for role, m in (("client", self.client), ("broker", self.broker)):
-            if m.state is not self.states[role][-1]:
-                self.states[role].append(m.state)
-
     def dispatch(self, outbox: Sequence[tuple[int, object]]) -> None:
         """What the broker driver does with the core's answers (responses to old connections are dropped)."""
         for cid, resp in outbox:
@@ -239,21 +229,6 @@ class TankPair(RuleBasedStateMachine):
             assert isinstance(ev, DiscoverPartitionsResponse)
             assert [p.hwmark for p in ev.partitions] == expected
 
-    # -- rules: the wire ----------------------------------------------------------
-    @precondition(lambda self: self.c2s.busy)
-    @rule(n=CHUNK)
-    def move_c2s(self, n: int) -> None:
-        self.timer_last = False
-        self.broker.receive_data(self.c2s.take(n), now=self.now)
-        self.pump_broker()
-
-    @precondition(lambda self: self.s2c.busy)
-    @rule(n=CHUNK)
-    def move_s2c(self, n: int) -> None:
-        self.timer_last = False
-        self.client.receive_data(self.s2c.take(n), now=self.now)
-        self.pump_client()
-
     # -- rules: the client application --------------------------------------------
     def request(self, req: object) -> None:
         rid = req.request_id  # type: ignore[attr-defined]
@@ -332,62 +307,17 @@ class TankPair(RuleBasedStateMachine):
         self.pump_broker()
         self.pump_client()
 
-    # -- rules: the end of the connection ------------------------------------------
-    @precondition(lambda self: (self.client_closed is None or self.broker_closed is None) and self.steps >= 6)
-    @rule(who=st.sampled_from(["client", "broker"]), how=st.sampled_from(["eof", "reset", "send_failed"]))
-    def connection_ends(self, who: str, how: str) -> None:
-        self.timer_last = False
-        me, peer = (self.client, self.broker) if who == "client" else (self.broker, self.client)
-        out, back = (self.c2s, self.s2c) if who == "client" else (self.s2c, self.c2s)
-        if how == "eof":
-            if who == "broker" and self.broker_closed is None:
-                self.broker_closed = APP_CLOSED
-                self.broker_gone()
-            out.closing = True
-        else:
-            # a machine whose driver already closed the socket is not told again
-            me_done = (self.client_closed if who == "client" else self.broker_closed) is not None
-            peer_done = (self.broker_closed if who == "client" else self.client_closed) is not None
-            if not me_done:
-                if how == "reset":
-                    me.connection_lost(now=self.now)
-                else:
-                    me.send_failed(now=self.now)
-                assert me.data_to_send() == b""
-            out.cut()
-            back.cut()
-            if not peer_done:
-                peer.connection_lost(now=self.now)
-        self.pump_broker()
-        self.pump_client()
-        if how != "eof":
-            assert self.client_closed is not None and self.broker_closed is not None
-            assert self.client.state is State.CLOSED
-            assert self.broker.state is State.CLOSED or self.broker_closed == APP_CLOSED
+    # -- the end of the connection -------------------------------------------------
+    def app_shuts_write(self, who: str) -> None:
+        if who == "broker" and self.broker_closed is None:
+            self.broker_closed = APP_CLOSED
+            self.broker_gone()
 
-    @precondition(
-        lambda self: self.client_closed is not None and self.broker_closed is not None and not self.c2s.busy and not self.s2c.busy
-    )
-    @rule()
-    def reconnect(self) -> None:
-        self.timer_last = False
-        self.new_connection()
+    def check_cut(self, was_open: Mapping[str, bool]) -> None:
+        assert self.client.state is State.CLOSED
+        assert self.broker.state is State.CLOSED or self.broker_closed == APP_CLOSED
 
     # -- invariants ---------------------------------------------------------------
-    @invariant()
-    def count_steps(self) -> None:
-        self.steps += 1
-
-    @invariant()
-    def nobody_is_in_error(self) -> None:
-        assert self.client.state is not State.ERROR and self.broker.state is not State.ERROR
-
-    @invariant()
-    def states_move_along_the_tables(self) -> None:
-        for role, m in (("client", self.client), ("broker", self.broker)):
-            assert m.transitions_seen <= TRIPLES[role], m.transitions_seen - TRIPLES[role]
-            moves_along(self.states[role], REACHABLE[role])
-
     @invariant()
     def in_flight_is_the_model_s(self) -> None:
         assert self.client.pending == len(self.pending)
