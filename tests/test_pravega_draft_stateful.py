@@ -29,18 +29,14 @@ from hypothesis.stateful import initialize, invariant, precondition, rule, run_s
 from stateful_wire import MachinePair, Pipe
 
 from refwire.pravega import NEED_DATA, Command, encode_event
-from refwire.pravega.draft2017.connection import (
-    CLIENT_TRANSITIONS,
-    SERVER_TRANSITIONS,
+from refwire.pravega.draft2017.connection import CLIENT_TRANSITIONS, SERVER_TRANSITIONS, ClientConnection, ServerConnection, State
+from refwire.pravega.draft2017.events import (
     BlockAppend,
     Blocks,
-    ClientConnection,
     ConnectionClosed,
     KeepAliveReceived,
     ReplyReceived,
     RequestReceived,
-    ServerConnection,
-    State,
 )
 from refwire.pravega.draft2017.writer import DraftWriterSession
 

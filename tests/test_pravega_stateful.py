@@ -38,17 +38,8 @@ from refwire.pravega import (
     WriterSession,
     encode_event,
 )
-from refwire.pravega.connection import (
-    CLIENT_TRANSITIONS,
-    SERVER_TRANSITIONS,
-    ConnectionClosed,
-    HelloReceived,
-    KeepAliveReceived,
-    ReplyReceived,
-    ReplySlot,
-    RequestReceived,
-    State,
-)
+from refwire.pravega.connection import CLIENT_TRANSITIONS, SERVER_TRANSITIONS, State
+from refwire.pravega.events import ConnectionClosed, HelloReceived, KeepAliveReceived, ReplyReceived, ReplySlot, RequestReceived
 
 
 def _commands() -> dict[str, Any]:
