@@ -432,8 +432,9 @@ async def run_client_case(case: Case, catalogue: Catalogue, cfg: RunConfig, setu
         async with trio.open_nursery() as nursery:
             session = ClientSession(case, catalogue, cfg, wrapped, nursery, seed=seed, deadline=deadline, manual=manual)
             session.action(f"listening on {host}:{port}" + (" (TLS)" if tls else "") + f" (case seed {seed})")
-            if manual and not announced:
-                setup.announce(announce_line(case, host, port))
+            if manual:
+                if not announced:
+                    setup.announce(announce_line(case, host, port))
             else:
                 env = dict(
                     os.environ,

@@ -19,6 +19,7 @@ import socket
 import ssl
 import sys
 
+import orjson
 import trio
 
 from refwire.lumberjack.client import ClientConfig, LumberjackClient, SendFailed
@@ -30,7 +31,8 @@ def events(n: int) -> list[dict[str, object]]:
 
 
 def raw_window(host: str, port: int, n: int) -> None:
-    data = Window(n).encode() + Compressed.wrap(b"".join(JsonFrame(i + 1, b'{"n":%d}' % i).encode() for i in range(n))).encode()
+    evs = events(n)
+    data = Window(n).encode() + Compressed.wrap(b"".join(JsonFrame(i + 1, orjson.dumps(evs[i])).encode() for i in range(n))).encode()
     with socket.create_connection((host, port), timeout=5) as sock:
         sock.sendall(data)
 
