@@ -31,7 +31,9 @@ def command(*extra: str) -> str:
     return shlex.join([sys.executable, str(PEER)]) + " {host} {port} {events} --tls-ca {tls_ca} " + " ".join(extra)
 
 
-async def _run(template: str | None, *, include: str | None = None, profile: str = "strict", tags: str | None = None) -> RunResult:
+async def _run(
+    template: str | None, *, include: str | None = None, profile: str = "strict", tags: str | None = None
+) -> RunResult:
     cfg = RunConfig(role="client", agent="refwire-client", profile=profile, seed=5, jobs=4)
     setup = ClientSetup(exec_template=template)
 
@@ -100,7 +102,17 @@ async def test_exit_127_is_unsupported() -> None:
 
 def test_exec_that_cannot_start_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     status = main(
-        ["conform", "lumberjack", "--client", "--exec", "/nonexistent/client {port}", "--cases", "lj.C1.1", "--out", str(tmp_path)]
+        [
+            "conform",
+            "lumberjack",
+            "--client",
+            "--exec",
+            "/nonexistent/client {port}",
+            "--cases",
+            "lj.C1.1",
+            "--out",
+            str(tmp_path),
+        ]
     )
     assert status == 2
     doc = json.loads((tmp_path / "index.json").read_text())
@@ -110,7 +122,19 @@ def test_exec_that_cannot_start_exits_2(tmp_path: Path, capsys: pytest.CaptureFi
 
 def test_cli_exec_run_passes(tmp_path: Path) -> None:
     status = main(
-        ["conform", "lumberjack", "--client", "--exec", command(), "--cases", "lj.C1.2,lj.C4.4", "--out", str(tmp_path), "--seed", "3"]
+        [
+            "conform",
+            "lumberjack",
+            "--client",
+            "--exec",
+            command(),
+            "--cases",
+            "lj.C1.2,lj.C4.4",
+            "--out",
+            str(tmp_path),
+            "--seed",
+            "3",
+        ]
     )
     assert status == 0
     doc = json.loads((tmp_path / "index.json").read_text())

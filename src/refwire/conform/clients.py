@@ -323,7 +323,7 @@ class ClientSession:
         return entries
 
     def frames(self) -> list[dict[str, Any]]:
-        out = []
+        out: list[dict[str, Any]] = []
         for i, (conv, offset) in enumerate(zip(self.conversations, self._offsets, strict=True), start=1):
             out.extend(dict(f, conn=i, t=round(f.get("t", 0.0) + offset, 6)) for f in conv.frames)
         return out
@@ -445,7 +445,12 @@ async def run_client_case(case: Case, catalogue: Catalogue, cfg: RunConfig, setu
                 )
                 try:
                     proc = await trio.lowlevel.open_process(
-                        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
+                        argv,
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        env=env,
+                        start_new_session=True,
                     )
                 except OSError as exc:
                     result.reason = f"harness error: --exec cannot start {argv[0]!r}: {exc.strerror or exc}"

@@ -837,7 +837,9 @@ class ClientObserver:
                 self._broken = True
                 return
             try:
-                inner = decode_all(inflate(f.payload, max_size=64 << 20), self._limits, validate_json=False, strict_versions=False)
+                inner = decode_all(
+                    inflate(f.payload, max_size=64 << 20), self._limits, validate_json=False, strict_versions=False
+                )
             except ProtocolError as exc:
                 self._broken = True
                 out.append(_invalid(exc))
@@ -910,6 +912,10 @@ async def normal(st: LjState, c: Conversation, win: ClientWindow) -> None:
     await st.ack(c, win, len(win.events))
 
 
+def _window_or_close(obs: ClientObserver, k: int) -> Callable[[Conversation], bool]:
+    return lambda cv: len(obs.done) > k or cv.closed_by_testee is not None
+
+
 async def serve(s: ClientSession, answer: Answer) -> None:
     """Accept the client's connections one after the other and answer each
     complete window with ``answer`` (acking is up to it) until the testee
@@ -925,7 +931,7 @@ async def serve(s: ClientSession, answer: Answer) -> None:
         assert isinstance(obs, ClientObserver)
         k = 0
         while True:
-            await c.wait_for(lambda cv: len(obs.done) > k or cv.closed_by_testee is not None, 60.0)
+            await c.wait_for(_window_or_close(obs, k), 60.0)
             if len(obs.done) > k:
                 win = obs.done[k]
                 k += 1

@@ -32,7 +32,9 @@ def events(n: int) -> list[dict[str, object]]:
 
 def raw_window(host: str, port: int, n: int) -> None:
     evs = events(n)
-    data = Window(n).encode() + Compressed.wrap(b"".join(JsonFrame(i + 1, orjson.dumps(evs[i])).encode() for i in range(n))).encode()
+    data = (
+        Window(n).encode() + Compressed.wrap(b"".join(JsonFrame(i + 1, orjson.dumps(evs[i])).encode() for i in range(n))).encode()
+    )
     with socket.create_connection((host, port), timeout=5) as sock:
         sock.sendall(data)
 
