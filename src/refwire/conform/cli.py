@@ -230,7 +230,7 @@ async def _run(args: argparse.Namespace) -> int:
     if args.exec_template or args.listen or args.from_port:
         raise UsageError("--exec, --listen and --from-port need --client")
     if args.server is None:
-        raise UsageError("say what to test: --server HOST:PORT (a server) or --client [--exec CMD] (a client)")
+        raise UsageError("say which server to test: --server HOST:PORT (or test a client: --client [--exec CMD])")
     if args.profile not in cat.profiles:
         raise UsageError(f"--profile {args.profile!r} is unknown; {cat.protocol} has: {', '.join(cat.profiles)}")
     fmts = _formats(args.format)

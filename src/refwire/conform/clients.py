@@ -442,6 +442,7 @@ async def run_client_case(case: Case, catalogue: Catalogue, cfg: RunConfig, setu
                     REFWIRE_PORT=str(port),
                     REFWIRE_SEED=str(seed),
                     REFWIRE_EVENTS=str(case.events),
+                    REFWIRE_TLS_CA=values["tls_ca"],
                 )
                 try:
                     proc = await trio.lowlevel.open_process(

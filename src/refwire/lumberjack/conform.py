@@ -939,7 +939,7 @@ async def serve(s: ClientSession, answer: Answer) -> None:
                 if win.events:
                     await answer(st, c, win)
                 elif win.count == 0:
-                    await c.send(Ack(0, win.version).encode(), label="A 0 (empty window)")
+                    await c.send(Ack(0, win.version).encode(), split="whole", label="A 0 (empty window)")
                 continue
             break
         if c.closed_by_testee is None:
@@ -962,9 +962,8 @@ async def bad_then_normal(
         await normal(st, c, win)
         return
     st.bad_sent = True
-    if not await c.send(data, label=label):
-        return
-    if await c.wait_close(3.0):
+    await c.send(data, label=label, split="whole")
+    if c.closed_by_testee is not None or await c.wait_close(3.0):
         st.s.note(CLOSED_ON_BAD)
     else:
         st.s.note("kept the connection open after the bad frame")
@@ -1053,7 +1052,7 @@ def _bad_case_expects(n: int, what: str) -> list[Expect]:
 )
 async def c1_1(st: LjState, c: Conversation, win: ClientWindow) -> None:
     n = len(win.events)
-    if not await c.send(Ack(n, win.version).encode(), label=f"A {n} (count)"):
+    if not await c.send(Ack(n, win.version).encode(), split="whole", label=f"A {n} (count)"):
         return
     if win.events[-1][0] == n:
         st.acked.update(key for _, key in win.events)
@@ -1114,7 +1113,7 @@ async def c1_3(st: LjState, c: Conversation, win: ClientWindow) -> None:
 )
 async def c2_1(st: LjState, c: Conversation, win: ClientWindow) -> None:
     for _ in range(3):
-        if not await c.send(Ack(0, win.version).encode(), label="A 0 (keepalive)"):
+        if not await c.send(Ack(0, win.version).encode(), split="whole", label="A 0 (keepalive)"):
             return
         await c.sleep(0.5, quiet=True)
     if c.closed_by_testee is None:
@@ -1137,7 +1136,9 @@ async def c2_1(st: LjState, c: Conversation, win: ClientWindow) -> None:
 async def c2_2(st: LjState, c: Conversation, win: ClientWindow) -> None:
     if st.windows == 1:
         for _ in range(20):
-            if c.closed_by_testee is not None or not await c.send(Ack(0, win.version).encode(), label="A 0 (keepalive)"):
+            if c.closed_by_testee is not None or not await c.send(
+                Ack(0, win.version).encode(), split="whole", label="A 0 (keepalive)"
+            ):
                 return
             await c.sleep(2.0, quiet=True)
     await normal(st, c, win)
@@ -1164,7 +1165,7 @@ async def c2_3(st: LjState, c: Conversation, win: ClientWindow) -> None:
         st.s.note("the client sent v2 windows: the case needs v1")
     else:
         for _ in range(2):
-            if not await c.send(Ack(0, V2).encode(), label="2A 0 (Logstash's keepalive on v1)"):
+            if not await c.send(Ack(0, V2).encode(), split="whole", label="2A 0 (Logstash's keepalive on v1)"):
                 return
             await c.sleep(0.5, quiet=True)
     if c.closed_by_testee is None:
