@@ -963,7 +963,7 @@ async def bad_then_normal(
         return
     st.bad_sent = True
     await c.send(data, label=label, split="whole")
-    if c.closed_by_testee is not None or await c.wait_close(3.0):
+    if c.closed_by_testee is not None or await c.wait_close(1.0):
         st.s.note(CLOSED_ON_BAD)
     else:
         st.s.note("kept the connection open after the bad frame")
