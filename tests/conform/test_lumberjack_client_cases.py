@@ -75,6 +75,11 @@ async def test_v1_client_and_never_ack_with_a_short_ack_timeout() -> None:
     assert verdicts(run) == {"lj.C3.1": Verdict.PASS}, [(r.observed, r.reason) for r in run.results]
 
 
+async def test_a_v1_client_takes_logstashs_v2_keepalive() -> None:
+    run = await _run(command("--v1"), include="lj.C2.3,lj.C4.3")
+    assert verdicts(run) == {"lj.C2.3": Verdict.PASS, "lj.C4.3": Verdict.PASS}, [(r.observed, r.reason) for r in run.results]
+
+
 async def test_a_client_that_never_reads_acks_fails() -> None:
     run = await _run(command("--mode no-acks"), include="lj.C1.2,lj.C1.3,lj.C2.1,lj.C4.1,lj.C4.3")
     got = verdicts(run)

@@ -2,7 +2,7 @@
 own Lumberjack client, or a deliberately broken one (specs/lumberjack/README.md §9).
 
     python refwire_client.py HOST PORT EVENTS [--mode good|no-acks|resend-acked|unsupported]
-        [--tls-ca PEM] [--window N] [--ack-timeout S] [--sequence window|running]
+        [--tls-ca PEM] [--window N] [--ack-timeout S] [--sequence window|running] [--v1]
 
 good: ``LumberjackClient`` (windows of ``--window``, at most 5 attempts per
 window); exit 0 once every event is acked, 1 when it gave up.
@@ -23,7 +23,7 @@ import orjson
 import trio
 
 from refwire.lumberjack.client import ClientConfig, LumberjackClient, SendFailed
-from refwire.lumberjack.frames import Compressed, JsonFrame, Window
+from refwire.lumberjack.frames import V1, V2, Compressed, JsonFrame, Window
 
 
 def events(n: int) -> list[dict[str, object]]:
@@ -50,6 +50,7 @@ async def good(args: argparse.Namespace) -> int:
         backoff_initial=0.05,
         backoff_max=0.5,
         sequence=args.sequence,
+        version=V1 if args.v1 else V2,
     )
     client = LumberjackClient.connect_tcp(args.host, args.port, ssl_context=ctx, config=cfg)
     try:
@@ -72,6 +73,7 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=3)
     ap.add_argument("--ack-timeout", type=float, default=30.0)
     ap.add_argument("--sequence", default="window", choices=("window", "running"))
+    ap.add_argument("--v1", action="store_true", help="protocol version 1 (D frames)")
     args = ap.parse_args()
     if args.mode == "unsupported":
         return 127
