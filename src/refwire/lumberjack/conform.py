@@ -942,8 +942,8 @@ async def serve(s: ClientSession, answer: Answer) -> None:
                     await c.send(Ack(0, win.version).encode(), split="whole", label="A 0 (empty window)")
                 continue
             break
-        if c.closed_by_testee is None:
-            await c.close("FIN")
+        # Close our side too, at once: a TLS client may wait for our close_notify.
+        await c.close("FIN")
         if s.manual and len(st.acked) >= s.events:
             return
 
