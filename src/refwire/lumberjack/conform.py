@@ -859,7 +859,7 @@ class ClientObserver:
 EXIT_OK = "exit [0u]*"
 #: The client reported a failure (or was killed at the budget end).
 EXIT_FAILED = "exit [!0u]*"
-CLOSED_ON_BAD = "closed the connection on the bad frame"
+CLOSED_ON_BAD = "closed the connection after the bad frame"
 
 
 class LjState:
