@@ -1,6 +1,7 @@
 """``refwire conform``: test your own implementation of a protocol.
 
     refwire conform lumberjack --server HOST:PORT [options]     test a server
+    refwire conform lumberjack --client [--exec CMD] [options]  test a client (refwire plays the server)
     refwire conform list [PROTOCOL] [--role server|client] [--tags T]
     refwire conform show CASE
     refwire conform replay RECORD.json [--server HOST:PORT]
@@ -8,9 +9,9 @@
 
 Exit status: 0 no FAIL (NON-STRICT allowed unless ``--strict``); 1 a FAIL, a
 case whose testee was down, or a regression against ``--baseline``; 2 bad
-arguments, a harness error, or a testee that refused the first connection;
-130 interrupted (Ctrl-C: the cases finished so far are reported, with
-``"interrupted": true`` in index.json).
+arguments, a harness error, or a testee that refused the first connection
+(client mode: an ``--exec`` that cannot start); 130 interrupted (Ctrl-C: the
+cases finished so far are reported, with ``"interrupted": true`` in index.json).
 """
 
 from __future__ import annotations
@@ -121,6 +122,25 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run the server cases against refwire's own server inside the deterministic simulator (virtual time; prints the trace hash)",
     )
+    p.add_argument(
+        "--client",
+        action="store_true",
+        help="test a CLIENT: refwire plays the server (with --exec, or print a port per case and wait)",
+    )
+    p.add_argument(
+        "--exec",
+        dest="exec_template",
+        metavar="CMD",
+        help="client mode: run CMD once per case; placeholders {host} {port} {case} {slug} {events} {seed} {tls_ca}",
+    )
+    p.add_argument("--listen", type=hostport, metavar="HOST:PORT", help="client mode: listen here (default 127.0.0.1:0)")
+    p.add_argument("--from-port", type=positive_int, metavar="N", help="client mode: case i listens on port N+i")
+    p.add_argument(
+        "--select",
+        choices=("port", "sequential"),
+        default="port",
+        help="client mode without --exec: a port per case, all listening at once (default), or one port, cases in connection order",
+    )
     p.add_argument("--tls", action="store_true", help="connect with TLS")
     p.add_argument("--tls-ca", metavar="FILE", help="CA bundle to verify the server's certificate (default: system CAs)")
     p.add_argument("--tls-insecure", action="store_true", help="do not verify the server's certificate")
@@ -220,16 +240,20 @@ def _run_entry(args: argparse.Namespace) -> int:
     """``refwire conform PROTOCOL``: against a real testee under trio, or (``--sim``)
     against refwire's own server in the simulator, which runs its own trio loop."""
     if args.sim:
-        if args.server is not None:
-            raise UsageError("--sim tests refwire's own server inside the simulator: leave out --server")
+        if args.server is not None or args.client:
+            raise UsageError("--sim tests refwire's own server inside the simulator: leave out --server and --client")
         return run_sim_command(args)
     return int(trio.run(_run, args))
 
 
 async def _run(args: argparse.Namespace) -> int:
     cat = _catalogue(args.protocol)
+    if args.client:
+        return await _run_client(args, cat)
+    if args.exec_template or args.listen or args.from_port:
+        raise UsageError("--exec, --listen and --from-port need --client")
     if args.server is None:
-        raise UsageError("say which server to test: --server HOST:PORT (testing clients is not available yet)")
+        raise UsageError("say which server to test: --server HOST:PORT (or test a client: --client [--exec CMD])")
     if args.profile not in cat.profiles:
         raise UsageError(f"--profile {args.profile!r} is unknown; {cat.protocol} has: {', '.join(cat.profiles)}")
     fmts = _formats(args.format)
@@ -320,6 +344,96 @@ async def _until_interrupted(run: RunResult, body: Callable[[], Awaitable[object
             nursery.cancel_scope.cancel()
     if aborted:
         raise aborted[0]
+
+
+async def _run_client(args: argparse.Namespace, cat: Catalogue) -> int:
+    """``--client``: refwire plays the server (:mod:`refwire.conform.clients`)."""
+    from .clients import ClientSetup, close_listeners, prepare_listeners, run_client_case
+    from .model import select
+
+    if args.server is not None:
+        raise UsageError("--client and --server exclude each other")
+    if args.profile not in cat.profiles:
+        raise UsageError(f"--profile {args.profile!r} is unknown; {cat.protocol} has: {', '.join(cat.profiles)}")
+    fmts = _formats(args.format)
+    baseline = _load_index(args.baseline) if args.baseline else None
+    host, port = args.listen or ("127.0.0.1", 0)
+    if args.from_port and port:
+        raise UsageError("--listen HOST:PORT with a port and --from-port exclude each other")
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    agent = args.agent or (args.exec_template.split()[0] if args.exec_template else "client")
+    replay = ["refwire", "conform", cat.protocol, "--client", "--agent", agent, "--profile", args.profile]
+    if args.exec_template:
+        replay += ["--exec", args.exec_template]
+    console = _console()
+    setup = ClientSetup(
+        exec_template=args.exec_template,
+        listen_host=host,
+        listen_port=port,
+        from_port=args.from_port,
+        select=args.select,
+        announce=lambda line: print(line, flush=True),
+    )
+    mine = [c for c in cat.cases if c.role == "client"]
+    chosen, _ = select(mine, include=args.cases, exclude=args.exclude, tags=args.tags)
+    index = {c.id: i for i, c in enumerate(chosen)}
+    manual = args.exec_template is None
+    shared_port = bool(port) and not args.from_port
+    jobs = len(chosen) if manual and args.select == "port" else (1 if shared_port or args.select == "sequential" else args.jobs)
+    cfg = RunConfig(
+        role="client",
+        host=host,
+        port=port,
+        agent=agent,
+        profile=args.profile,
+        declared_off=_declared(args.declare, cat),
+        seed=seed,
+        time_scale=args.time_scale,
+        timeout=args.timeout,
+        jobs=max(1, jobs),
+        max_rx_bytes=args.max_rx_bytes,
+        replay_base=shlex.join(replay),
+    )
+    console.print(
+        escape(
+            f"refwire conform {cat.protocol}: testing a client as {agent!r} ("
+            + (f"--exec {args.exec_template}" if args.exec_template else f"connect it by hand, --select {args.select}")
+            + f"), profile {args.profile}, seed {seed}"
+        )
+    )
+    run = RunResult(cat.protocol, cfg)
+    argv = sys.argv[1:]
+    try:
+        if manual:
+            try:
+                await prepare_listeners(chosen, setup)
+            except OSError as exc:
+                console.print(escape(f"refwire: cannot listen on {host}: {exc.strerror or exc}"), style="bold red")
+                return 2
+
+        async def one(case: Any, first: bool) -> CaseResult:
+            return await run_client_case(case, cat, cfg, setup, index.get(case.id, 0))
+
+        await run_cases(
+            cat,
+            cfg,
+            include=args.cases,
+            exclude=args.exclude,
+            tags=args.tags,
+            on_result=None if args.quiet else lambda r: _line(console, r),
+            run=run,
+            run_one=one,
+        )
+    except KeyboardInterrupt:
+        run.interrupted = True
+        raise
+    finally:
+        await close_listeners(setup)
+        run.ended = time.time()
+        written = write_reports(run, args.out, fmts, argv) if run.results else []
+        if run.interrupted and written:
+            console.print(f"interrupted: {len(run.results)} results written to {args.out}")
+    return _summary(console, run, args.out, strict=args.strict, baseline=baseline)
 
 
 def escape(text: str) -> str:

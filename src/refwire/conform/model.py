@@ -118,7 +118,8 @@ class Expect:
 
     ``events``: the tokens expected, in order; a token may be an ``fnmatch``
     pattern (``"A *"``), and ``"..."`` matches any run of tokens.  ``close``:
-    the acceptable ways the connection ends.  ``profiles``: the behaviours
+    the acceptable ways the connection ends; ``facts``: facts that must have
+    been noted (``fnmatch`` patterns too: ``"exit [!0]*"``).  ``profiles``: the behaviours
     this outcome belongs to (``"*"``: every profile).  ``verdict``: what
     matching it means for those profiles; FAIL marks a documented bug, INFO an
     implementation-defined choice.
@@ -132,7 +133,11 @@ class Expect:
     note: str = ""
 
     def matches(self, obs: Observation) -> bool:
-        return obs.close in self.close and _match(self.events, obs.events) and all(f in obs.facts for f in self.facts)
+        return (
+            obs.close in self.close
+            and _match(self.events, obs.events)
+            and all(any(fnmatch.fnmatchcase(o, f) for o in obs.facts) for f in self.facts)
+        )
 
     def describe(self) -> str:
         ev = ", ".join(self.events) if self.events else "nothing"

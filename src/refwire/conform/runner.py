@@ -275,10 +275,14 @@ async def run_cases(
             return await run_one(case, first)
         return await run_server_case(case, catalogue, cfg, first=first)
 
-    # The first case runs alone: a testee that is not there aborts the run.
-    _done(run, await one(chosen[0], True), on_result)
-    parallel = [c for c in chosen[1:] if "serial" not in c.tags]
-    serial = [c for c in chosen[1:] if "serial" in c.tags]
+    # Server role: the first case runs alone (a testee that is not there aborts
+    # the run).  Client role: refwire listens, so no case is special.
+    rest = chosen
+    if cfg.role != "client":
+        _done(run, await one(chosen[0], True), on_result)
+        rest = chosen[1:]
+    parallel = [c for c in rest if "serial" not in c.tags]
+    serial = [c for c in rest if "serial" in c.tags]
     if cfg.jobs <= 1:
         for case in parallel + serial:
             _done(run, await one(case, False), on_result)

@@ -19,21 +19,23 @@ from __future__ import annotations
 
 import functools
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import orjson
 import trio
 
+from ..conform.clients import ClientSession
 from ..conform.conversation import Conversation
 from ..conform.model import Case, Expect, Procedure, Verdict, expect
 from ..conform.runner import Catalogue
 from ..errors import ProtocolError
 from ..wire import Limits
-from .frames import V1, V2, Ack, Compressed, DataFrame, FrameDecoder, JsonFrame, Window
+from .frames import V1, V2, Ack, Compressed, DataFrame, FrameDecoder, JsonFrame, Window, decode_all, inflate
 
-__all__ = ["CATALOGUE", "ServerObserver"]
+__all__ = ["CATALOGUE", "ClientObserver", "ServerObserver"]
 
 SPEC = "specs/lumberjack/README.md"
 PASS, NON_STRICT, INFO, FAIL = Verdict.PASS, Verdict.NON_STRICT, Verdict.INFO, Verdict.FAIL
@@ -44,7 +46,8 @@ CLOSED = "FIN RST"
 
 PROFILES = {
     "strict": f"the behaviour {SPEC} specifies (refwire's defaults)",
-    "go-lumber": "go-lumber's server (Beats' library): count acks, W 0 ignored, FIN on errors (§3.3, §6)",
+    "go-lumber": "go-lumber's server (Beats' library): count acks, W 0 ignored, FIN on errors (§3.3, §6); "
+    "as a client, Beats' go-lumber client: forgets a partial ack after an I/O error (§3.7)",
     "logstash": "Logstash's beats input: highest-seq acks with a signed compare, lenient framing, RST on errors (§3.3, §6, §7)",
 }
 
@@ -54,6 +57,7 @@ FEATURES = {
     "compression.nested": "C frames inside C frames",
     "compression.window-inside": "a W inside a C frame",
     "empty-window": "answering W 0",
+    "tls": "TLS (client cases: refwire serves TLS with a CA made for the run, passed as {tls_ca})",
 }
 
 
@@ -776,6 +780,572 @@ async def s6_10(c: Conversation) -> None:
         await _send_and_wait_close(c, W(10001), label="W10001")
 
 
+# --------------------------------------------------------------------------- client cases
+#
+# refwire plays the server; the testee client is asked (``{events}``) to send
+# N distinct events and to exit 0 only once it believes all were acked.  An
+# event is known by its payload bytes, so a resent event (renumbered or not)
+# is recognised.  See specs/lumberjack/README.md §9 for the testee contract.
+
+
+@attrs.define
+class ClientWindow:
+    """One window a client sent: its version, announced count and events (seq, payload key)."""
+
+    version: int
+    count: int
+    events: list[tuple[int, bytes]] = attrs.field(factory=list)
+
+    @property
+    def full(self) -> bool:
+        return len(self.events) >= self.count
+
+
+class ClientObserver:
+    """Tokens for what a client sends: ``W n`` (``1W n`` on v1), ``J seq`` /
+    ``D seq`` per event (the events inside a ``C`` are inflated and shown the
+    same way), ``invalid <field>`` at the first byte that does not decode.
+    Complete windows collect in :attr:`done`."""
+
+    def __init__(self) -> None:
+        self._limits = Limits(max_window=2**32 - 1, max_frame_size=64 << 20)
+        self._dec = FrameDecoder(self._limits, validate_json=False, strict_versions=False)
+        self._broken = False
+        self.current: ClientWindow | None = None
+        self.done: list[ClientWindow] = []
+        self.stray = 0
+
+    def feed(self, data: bytes) -> list[tuple[str, dict[str, Any]]]:
+        if self._broken:
+            return []
+        self._dec.feed(data)
+        frames, err = self._dec.frames_before_error()
+        out: list[tuple[str, dict[str, Any]]] = []
+        for f in frames:
+            self._frame(f, out, 0)
+        if err is not None:
+            self._broken = True
+            out.append(_invalid(err))
+        return out
+
+    def _frame(self, f: Any, out: list[tuple[str, dict[str, Any]]], depth: int) -> None:
+        v = "" if getattr(f, "version", V2) == V2 else chr(f.version)
+        if isinstance(f, Window):
+            self.current = ClientWindow(f.version, f.count)
+            out.append((f"{v}W {f.count}", {"type": "W", "version": chr(f.version), "count": f.count}))
+            if f.count == 0:
+                self.done.append(self.current)
+                self.current = None
+        elif isinstance(f, (JsonFrame, DataFrame)):
+            key = f.payload if isinstance(f, JsonFrame) else repr(f.pairs).encode()
+            letter = "J" if isinstance(f, JsonFrame) else "D"
+            out.append((f"{v}{letter} {f.seq}", {"type": letter, "version": chr(f.version), "seq": f.seq}))
+            if self.current is None:
+                self.stray += 1
+                return
+            self.current.events.append((f.seq, bytes(key)))
+            if self.current.full:
+                self.done.append(self.current)
+                self.current = None
+        elif isinstance(f, Compressed):
+            if depth >= 4:
+                out.append(("invalid C nesting", {"type": "invalid", "field": "payload"}))
+                self._broken = True
+                return
+            try:
+                inner = decode_all(
+                    inflate(f.payload, max_size=64 << 20), self._limits, validate_json=False, strict_versions=False
+                )
+            except ProtocolError as exc:
+                self._broken = True
+                out.append(_invalid(exc))
+                return
+            for g in inner:
+                self._frame(g, out, depth + 1)
+        else:
+            out.append((f"{v}{type(f).__name__[0]}", {"type": type(f).__name__}))
+
+    def eof(self) -> list[tuple[str, dict[str, Any]]]:
+        if self._broken or not self._dec.buffered:
+            return []
+        return [("truncated", {"type": "truncated", "bytes": self._dec.buffered})]
+
+
+#: The client's exit status said "all acked" (or manual mode, where it is unknown).
+EXIT_OK = "exit [0u]*"
+#: The client reported a failure (or was killed at the budget end).
+EXIT_FAILED = "exit [!0u]*"
+CLOSED_ON_BAD = "closed the connection after the bad frame"
+
+
+class LjState:
+    """What refwire (as the server) acked and saw across a client case's connections."""
+
+    def __init__(self, s: ClientSession) -> None:
+        self.s = s
+        self.windows = 0
+        self.acked: set[bytes] = set()
+        self.seen: set[bytes] = set()
+        self.resent = 0
+        self.resent_acked = 0
+        self.bad_sent = False
+
+    def arrived(self, win: ClientWindow) -> None:
+        self.windows += 1
+        for _, key in win.events:
+            if key in self.seen:
+                self.resent += 1
+                if key in self.acked:
+                    self.resent_acked += 1
+            self.seen.add(key)
+
+    async def ack(
+        self, c: Conversation, win: ClientWindow, k: int, *, split: Any = "whole", gap: float | None = None, label: str = ""
+    ) -> bool:
+        """Ack the first ``k`` events of ``win`` the strict way: ``A <seq of event k>``."""
+        seq = win.events[k - 1][0] if k else 0
+        ok = await c.send(Ack(seq, win.version).encode(), label=label or f"A {seq}", split=split, gap=gap)
+        if ok and k:
+            self.acked.update(key for _, key in win.events[:k])
+        return ok
+
+    def finish(self, s: ClientSession) -> None:
+        n = s.events
+        got = len(self.acked)
+        s.note(f"all {n} events acked" if got >= n else f"{got} of {n} events acked")
+        s.note(f"resent {self.resent} event{'s' if self.resent > 1 else ''}" if self.resent else "no event resent")
+        s.note("resent an acked event" if self.resent_acked else "no acked event resent")
+        if len(s.conversations) > 1:
+            s.note("reconnected")
+        if s.exit_status == 0 and got < n:
+            s.note(f"claims success with {n - got} of {n} events unacked")
+
+
+Answer = Callable[[LjState, Conversation, ClientWindow], Awaitable[None]]
+
+
+async def normal(st: LjState, c: Conversation, win: ClientWindow) -> None:
+    await st.ack(c, win, len(win.events))
+
+
+def _window_or_close(obs: ClientObserver, k: int) -> Callable[[Conversation], bool]:
+    return lambda cv: len(obs.done) > k or cv.closed_by_testee is not None
+
+
+async def serve(s: ClientSession, answer: Answer) -> None:
+    """Accept the client's connections one after the other and answer each
+    complete window with ``answer`` (acking is up to it) until the testee
+    exits, the budget ends or (manual mode) every event was acked and the
+    client closed."""
+    st = LjState(s)
+    s.after_exit.append(st.finish)
+    while True:
+        c = await s.accept(10.0 if not s.conversations else 5.0)
+        if c is None:
+            return
+        obs = c.observer
+        assert isinstance(obs, ClientObserver)
+        k = 0
+        while True:
+            await c.wait_for(_window_or_close(obs, k), 60.0)
+            if len(obs.done) > k:
+                win = obs.done[k]
+                k += 1
+                st.arrived(win)
+                if win.events:
+                    await answer(st, c, win)
+                elif win.count == 0:
+                    await c.send(Ack(0, win.version).encode(), split="whole", label="A 0 (empty window)")
+                continue
+            break
+        # Close our side too, at once: a TLS client may wait for our close_notify.
+        await c.close("FIN")
+        if s.manual and len(st.acked) >= s.events:
+            return
+
+
+async def bad_then_normal(
+    st: LjState, c: Conversation, win: ClientWindow, bad: Callable[[ClientWindow], bytes | None], label: str
+) -> None:
+    """The first window gets ``bad(win)`` (None: not possible for this window,
+    ack it normally); the client must close that connection.  Later windows
+    are acked normally, so a client that reconnects and resends completes."""
+    if st.bad_sent:
+        await normal(st, c, win)
+        return
+    data = bad(win)
+    if data is None:
+        await normal(st, c, win)
+        return
+    st.bad_sent = True
+    await c.send(data, label=label, split="whole")
+    if c.closed_by_testee is not None or await c.wait_close(1.0):
+        st.s.note(CLOSED_ON_BAD)
+    else:
+        st.s.note("kept the connection open after the bad frame")
+        await c.close("FIN")
+
+
+CLIENT: list[Case] = []
+
+_DELIVERED = ("all {n} events acked", "no acked event resent", EXIT_OK)
+
+
+def _delivered(n: int, *extra: str) -> tuple[str, ...]:
+    return tuple(f.format(n=n) for f in _DELIVERED) + extra
+
+
+def client_case(
+    id: str,
+    slug: str,
+    title: str,
+    section: str,
+    procedure: str,
+    expects: Sequence[Expect],
+    *,
+    events: int,
+    vectors: Sequence[str] = (),
+    tags: Sequence[str] = (),
+    features: Sequence[str] = (),
+    budget: float = 15.0,
+) -> Callable[[Answer], Answer]:
+    def register(fn: Answer) -> Answer:
+        async def run(s: ClientSession) -> None:
+            await serve(s, fn)
+
+        CLIENT.append(
+            Case(
+                id=id,
+                slug=slug,
+                title=title,
+                role="client",
+                requirement=f"{SPEC} {section}",
+                procedure_text=procedure,
+                expects=tuple(expects),
+                run=run,
+                vectors=tuple(vectors),
+                tags=frozenset(tags),
+                features=tuple(features),
+                budget=budget,
+                events=events,
+            )
+        )
+        return fn
+
+    return register
+
+
+def _bad_case_expects(n: int, what: str) -> list[Expect]:
+    return [
+        expect(PASS, "*", ["..."], facts=[CLOSED_ON_BAD, *_delivered(n)], note=f"closed on {what}, reconnected and resent"),
+        expect(PASS, "*", ["..."], facts=[CLOSED_ON_BAD, EXIT_FAILED], note=f"closed on {what} and reported the failure"),
+    ]
+
+
+# C1 acks ------------------------------------------------------------------
+
+
+@client_case(
+    "lj.C1.1",
+    "count-acks",
+    "Acks carrying the window's event count (go-lumber's server)",
+    "§3.3",
+    "Ack every window with `A <number of its events>`, as go-lumber does. A client numbering 1..n per window "
+    "reads that as its last seq and completes; a running-counter client must at least close and report the "
+    "failure at once, never hang nor claim success.",
+    [
+        expect(PASS, "*", ["..."], facts=_delivered(6)),
+        expect(
+            INFO,
+            "*",
+            ["..."],
+            facts=["closed at once on the count ack", EXIT_FAILED],
+            note="a running-counter client cannot work with a count-acking server (§3.3)",
+        ),
+    ],
+    events=6,
+    vectors=["ack-count-running"],
+)
+async def c1_1(st: LjState, c: Conversation, win: ClientWindow) -> None:
+    n = len(win.events)
+    if not await c.send(Ack(n, win.version).encode(), split="whole", label=f"A {n} (count)"):
+        return
+    if win.events[-1][0] == n:
+        st.acked.update(key for _, key in win.events)
+        return
+    st.acked.update(key for _, key in win.events)  # go-lumber means: the whole window
+    if await c.wait_close(3.0):
+        st.s.note("closed at once on the count ack")
+
+
+@client_case(
+    "lj.C1.2",
+    "partial-acks",
+    "Partial acks: `A 1` then `A 2` for `W 2`",
+    "§3.3, §3.7",
+    "Ack each window of n >= 2 events first up to event n/2 (`A 1` for `W2`), then, 0.3 s later, in full. "
+    "The client must keep waiting after the partial ack, not resend the acked events, and complete.",
+    [expect(PASS, "*", ["..."], facts=_delivered(4, "no event resent"))],
+    events=4,
+    vectors=["partial-acks"],
+)
+async def c1_2(st: LjState, c: Conversation, win: ClientWindow) -> None:
+    n = len(win.events)
+    if n >= 2 and win.events[n // 2 - 1][0] != 0:
+        if not await st.ack(c, win, n // 2, label=f"A {win.events[n // 2 - 1][0]} (partial: {n // 2} of {n})"):
+            return
+        await c.sleep(0.3)
+        if c.closed_by_testee is not None:
+            return
+    await normal(st, c, win)
+
+
+@client_case(
+    "lj.C1.3",
+    "ack-split-bytes",
+    "An ack arriving one byte per TCP segment",
+    "§1, §2.5",
+    "Write each ack one byte at a time, 50 ms apart; the client must reassemble it and complete.",
+    [expect(PASS, "*", ["..."], facts=_delivered(3))],
+    events=3,
+)
+async def c1_3(st: LjState, c: Conversation, win: ClientWindow) -> None:
+    await st.ack(c, win, len(win.events), split="bytes", gap=0.05)
+
+
+# C2 keepalives ------------------------------------------------------------
+
+
+@client_case(
+    "lj.C2.1",
+    "keepalives-then-ack",
+    "Keepalives (`A 0`) before the ack are not acks",
+    "§3.4",
+    "Answer each window with three `A 0` keepalives 0.5 s apart, then the ack. The client must wait for the "
+    "real ack (a keepalive is not success), not resend, and complete.",
+    [expect(PASS, "*", ["..."], facts=_delivered(3, "no event resent"))],
+    events=3,
+    vectors=["keepalives-then-ack"],
+)
+async def c2_1(st: LjState, c: Conversation, win: ClientWindow) -> None:
+    for _ in range(3):
+        if not await c.send(Ack(0, win.version).encode(), split="whole", label="A 0 (keepalive)"):
+            return
+        await c.sleep(0.5, quiet=True)
+    if c.closed_by_testee is None:
+        await normal(st, c, win)
+
+
+@client_case(
+    "lj.C2.2",
+    "keepalives-40s",
+    "Keepalives every 2 s for 40 s re-arm the ack timeout",
+    "§3.4, §3.9",
+    "Answer the first window with `A 0` every 2 s for 40 s, then the ack (later windows at once). A client "
+    "with a 30 s ack timeout re-armed by keepalives must neither time out nor resend.",
+    [expect(PASS, "*", ["..."], facts=_delivered(2, "no event resent"))],
+    events=2,
+    tags=["slow", "serial"],
+    budget=60.0,
+    vectors=["keepalives-then-ack"],
+)
+async def c2_2(st: LjState, c: Conversation, win: ClientWindow) -> None:
+    if st.windows == 1:
+        for _ in range(20):
+            if c.closed_by_testee is not None or not await c.send(
+                Ack(0, win.version).encode(), split="whole", label="A 0 (keepalive)"
+            ):
+                return
+            await c.sleep(2.0, quiet=True)
+    await normal(st, c, win)
+
+
+@client_case(
+    "lj.C2.3",
+    "v2-keepalive-on-v1",
+    "Logstash's `2A 0` keepalive on a v1 connection",
+    "§3.4",
+    "When the client sends a v1 window, answer with `2A 0` twice (as Logstash does), then `1A <last seq>`. "
+    "The client must take the keepalive as one and complete. A v2 client has nothing to show here (UNSUPPORTED).",
+    [
+        expect(Verdict.UNSUPPORTED, "*", ["..."], facts=["the client sent v2*"], note="the case needs a v1 client"),
+        expect(PASS, "*", ["..."], facts=_delivered(2, "no event resent")),
+    ],
+    events=2,
+    features=["v1"],
+    tags=["v1"],
+    vectors=["logstash-keepalive-on-v1"],
+)
+async def c2_3(st: LjState, c: Conversation, win: ClientWindow) -> None:
+    if win.version == V2:
+        st.s.note("the client sent v2 windows: the case needs v1")
+    else:
+        for _ in range(2):
+            if not await c.send(Ack(0, V2).encode(), split="whole", label="2A 0 (Logstash's keepalive on v1)"):
+                return
+            await c.sleep(0.5, quiet=True)
+    if c.closed_by_testee is None:
+        await normal(st, c, win)
+
+
+# C3 failures: at-least-once -----------------------------------------------
+
+
+@client_case(
+    "lj.C3.1",
+    "never-ack",
+    "A server that never acks: time out, reconnect, resend",
+    "§3.7, §3.9",
+    "Never answer the first window (no ack, no keepalive) and wait up to 40 s; the client must time out, "
+    "close, reconnect and resend the whole window (at-least-once), which is then acked.",
+    [expect(PASS, "*", ["..."], facts=[*_delivered(2), "reconnected", "resent [1-9]* event*"])],
+    events=2,
+    tags=["slow", "serial"],
+    budget=60.0,
+)
+async def c3_1(st: LjState, c: Conversation, win: ClientWindow) -> None:
+    if st.bad_sent:
+        await normal(st, c, win)
+        return
+    st.bad_sent = True
+    c.action("never answer this window")
+    if not await c.wait_close(40.0):
+        await c.close("FIN")
+
+
+@client_case(
+    "lj.C3.2",
+    "rst-mid-window",
+    "A connection reset with the window half acked",
+    "§3.7",
+    "Ack the first window up to event n/2 (when n >= 2), then reset the connection (RST); the client must "
+    "reconnect and resend the unacked events, which are then acked. strict: only the unacked ones; "
+    "go-lumber's client forgets the partial ack and resends the whole window.",
+    [
+        expect(PASS, "strict logstash", ["..."], facts=[*_delivered(4), "reconnected"]),
+        expect(
+            PASS,
+            "go-lumber",
+            ["..."],
+            facts=["all 4 events acked", "resent an acked event", EXIT_OK, "reconnected"],
+            note="go-lumber's client forgets a partial ack after an I/O error (§3.7)",
+        ),
+    ],
+    events=4,
+)
+async def c3_2(st: LjState, c: Conversation, win: ClientWindow) -> None:
+    if st.bad_sent:
+        await normal(st, c, win)
+        return
+    st.bad_sent = True
+    n = len(win.events)
+    if n >= 2 and win.events[n // 2 - 1][0] != 0:
+        if not await st.ack(c, win, n // 2, label="partial ack"):
+            return
+        await c.sleep(0.2)
+    await c.close("RST")
+
+
+# C4 invalid frames from the server ----------------------------------------
+
+
+def _beyond(win: ClientWindow) -> bytes:
+    seq = (win.events[-1][0] + 5) % 2**32 or 5
+    return Ack(seq, win.version).encode()
+
+
+@client_case(
+    "lj.C4.1",
+    "ack-beyond-window",
+    "An ack naming no event of the window",
+    "§3.3, §4",
+    "Answer the first window with `A <last seq + 5>`; the client must close that connection (then it may "
+    "reconnect and resend, or report the failure); it must not take the ack as success.",
+    _bad_case_expects(2, "an ack beyond its window"),
+    events=2,
+    vectors=["ack-beyond-window"],
+)
+async def c4_1(st: LjState, c: Conversation, win: ClientWindow) -> None:
+    await bad_then_normal(st, c, win, _beyond, "A beyond the window")
+
+
+def _backwards(win: ClientWindow) -> bytes | None:
+    if len(win.events) < 3:
+        return None
+    return Ack(win.events[1][0], win.version).encode() + Ack(win.events[0][0], win.version).encode()
+
+
+@client_case(
+    "lj.C4.2",
+    "ack-goes-backwards",
+    "An ack going backwards",
+    "§3.3, §4",
+    "Answer the first window of 3 or more events with `A <seq of event 2>` then `A <seq of event 1>`; the "
+    "client must close that connection.",
+    [
+        *_bad_case_expects(6, "an ack going backwards"),
+        expect(Verdict.UNSUPPORTED, "*", ["..."], facts=[*_delivered(6)], note="no window had 3 or more events"),
+    ],
+    events=6,
+    vectors=["ack-goes-backwards"],
+)
+async def c4_2(st: LjState, c: Conversation, win: ClientWindow) -> None:
+    if not st.bad_sent and len(win.events) >= 3:
+        st.acked.update(key for _, key in win.events[:2])  # the first `A` is a valid partial ack
+    await bad_then_normal(st, c, win, _backwards, "A 2 then A 1 (backwards)")
+
+
+@client_case(
+    "lj.C4.3",
+    "ack-wrong-version",
+    "An ack with the other version byte",
+    "§3.3, §4",
+    "Answer the first window with its ack carrying the other version byte (`1A` on v2, `2A` on v1); "
+    "the client must close that connection.",
+    _bad_case_expects(2, "an ack with the wrong version byte"),
+    events=2,
+    vectors=["ack-wrong-version"],
+)
+async def c4_3(st: LjState, c: Conversation, win: ClientWindow) -> None:
+    def wrong(w: ClientWindow) -> bytes:
+        return Ack(w.events[-1][0], V1 if w.version == V2 else V2).encode()
+
+    await bad_then_normal(st, c, win, wrong, "ack with the wrong version byte")
+
+
+@client_case(
+    "lj.C4.4",
+    "unknown-server-frame",
+    "An unknown frame type from the server",
+    "§2, §4",
+    "Answer the first window with `2Z` and four bytes; the client must close that connection, not hang.",
+    _bad_case_expects(2, "an unknown frame"),
+    events=2,
+    vectors=["server-sends-unknown-type"],
+)
+async def c4_4(st: LjState, c: Conversation, win: ClientWindow) -> None:
+    await bad_then_normal(st, c, win, lambda w: b"2Z" + bytes(4), "2Z (unknown frame type)")
+
+
+# C5 TLS -------------------------------------------------------------------
+
+
+@client_case(
+    "lj.C5.1",
+    "tls-window",
+    "Events over TLS",
+    "§1",
+    "Serve TLS with a certificate for 127.0.0.1/localhost from a CA made for the run (`{tls_ca}`); ack "
+    "normally; the client must verify, send and complete.",
+    [expect(PASS, "*", ["..."], facts=_delivered(3))],
+    events=3,
+    tags=["tls"],
+    features=["tls"],
+)
+async def c5_1(st: LjState, c: Conversation, win: ClientWindow) -> None:
+    await normal(st, c, win)
+
+
 # --------------------------------------------------------------------------- catalogue
 
 
@@ -795,10 +1365,11 @@ async def serve_for_simulation(listener: Any, sink: str) -> None:
 CATALOGUE = Catalogue(
     protocol="lumberjack",
     prefix="lj",
-    cases=tuple(SERVER),
+    cases=(*SERVER, *CLIENT),
     profiles=PROFILES,
     features=FEATURES,
     server_observer=ServerObserver,
+    client_observer=ClientObserver,
     spec=SPEC,
     sim_server=serve_for_simulation,
     warm=_bomb_body,
