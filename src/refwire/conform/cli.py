@@ -107,6 +107,7 @@ def register(cmds: Commands) -> None:
         "--server", type=hostport, metavar="HOST:PORT", help="the testee (default: the one recorded in the replay command)"
     )
     rp.add_argument("--time-scale", type=_scale, default=1.0, metavar="X")
+    rp.add_argument("--exec", dest="exec_template", metavar="CMD", help="a client case: the client command (default: the recorded --exec)")
     rp.set_defaults(func=_replay)
 
     mx = sub.add_parser("matrix", help="merge several runs' index.json into one agent x case matrix")
@@ -635,7 +636,7 @@ async def _replay(args: argparse.Namespace) -> int:
     from .replay import replay_record
 
     try:
-        return await replay_record(args.record, server=args.server, time_scale=args.time_scale)
+        return await replay_record(args.record, server=args.server, time_scale=args.time_scale, exec_template=args.exec_template)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

@@ -73,7 +73,12 @@ def diff_records(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return lines
 
 
-async def replay_record(path: Path, *, server: tuple[str, int] | None = None, time_scale: float = 1.0) -> int:
+async def replay_record(
+    path: Path, *, server: tuple[str, int] | None = None, time_scale: float = 1.0, exec_template: str | None = None
+) -> int:
+    """Run the recorded case again (a server case against ``server`` or the
+    recorded one; a client case with ``exec_template`` or the recorded
+    ``--exec``, or, with neither, by announcing its port and waiting) and diff."""
     rec = _load(path)
     case_id = rec["case"]["id"]
     cat: Catalogue | None = None
@@ -84,6 +89,9 @@ async def replay_record(path: Path, *, server: tuple[str, int] | None = None, ti
     if cat is None:
         raise ValueError(f"{path}: case {case_id} is not in any catalogue")
     case = cat.case(case_id)
+    if case.role == "client":
+        new = await _replay_client(rec, case, cat, time_scale=time_scale, exec_template=exec_template)
+        return _report(rec, new, case.id, case.slug)
     if server is None:
         argv = shlex.split(rec.get("replay") or "")
         if "--server" not in argv:
@@ -99,9 +107,33 @@ async def replay_record(path: Path, *, server: tuple[str, int] | None = None, ti
         replay_base=str(rec.get("replay", "")),
     )
     result = await run_server_case(case, cat, cfg, first=False)
-    new = result.to_json()
+    return _report(rec, result.to_json(), case_id, case.slug)
+
+
+async def _replay_client(
+    rec: dict[str, Any], case: Any, cat: Catalogue, *, time_scale: float, exec_template: str | None
+) -> dict[str, Any]:
+    from .clients import ClientSetup, run_client_case
+
+    argv = shlex.split(rec.get("replay") or "")
+    if exec_template is None and "--exec" in argv:
+        exec_template = argv[argv.index("--exec") + 1]
+    cfg = RunConfig(
+        role="client",
+        agent=str(rec.get("agent", "testee")),
+        profile=str(rec.get("profile", "strict")),
+        seed=int(rec.get("run_seed", 0)),
+        time_scale=time_scale,
+        replay_base=str(rec.get("replay", "")),
+    )
+    setup = ClientSetup(exec_template=exec_template, announce=lambda line: print(line, flush=True))
+    result = await run_client_case(case, cat, cfg, setup, 0)
+    return result.to_json()
+
+
+def _report(rec: dict[str, Any], new: dict[str, Any], case_id: str, slug: str) -> int:
     lines = diff_records(rec, new)
-    print(f"{case_id} {case.slug}: recorded {rec.get('verdict')}, now {new['verdict']}")
+    print(f"{case_id} {slug}: recorded {rec.get('verdict')}, now {new['verdict']}")
     for line in lines:
         print(f"  {line}")
     if not lines:
