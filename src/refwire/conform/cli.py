@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 
 from ..cliutil import Commands, UsageError, hostport, positive_int
@@ -107,7 +108,9 @@ def register(cmds: Commands) -> None:
         "--server", type=hostport, metavar="HOST:PORT", help="the testee (default: the one recorded in the replay command)"
     )
     rp.add_argument("--time-scale", type=_scale, default=1.0, metavar="X")
-    rp.add_argument("--exec", dest="exec_template", metavar="CMD", help="a client case: the client command (default: the recorded --exec)")
+    rp.add_argument(
+        "--exec", dest="exec_template", metavar="CMD", help="a client case: the client command (default: the recorded --exec)"
+    )
     rp.set_defaults(func=_replay)
 
     mx = sub.add_parser("matrix", help="merge several runs' index.json into one agent x case matrix")
@@ -237,6 +240,29 @@ def _formats(text: str) -> list[str]:
     return fmts
 
 
+@attrs.frozen
+class _Common:
+    """What every run of cases reads from its arguments the same way."""
+
+    formats: list[str]
+    baseline: dict[str, Any] | None
+    seed: int
+    declared_off: frozenset[str]
+
+
+def _common(args: argparse.Namespace, cat: Catalogue) -> _Common:
+    """Check ``--profile``, ``--format``, ``--baseline`` and ``--declare``, and draw the
+    run seed when none was given (server, client and ``--sim`` runs alike)."""
+    if args.profile not in cat.profiles:
+        raise UsageError(f"--profile {args.profile!r} is unknown; {cat.protocol} has: {', '.join(cat.profiles)}")
+    return _Common(
+        formats=_formats(args.format),
+        baseline=_load_index(args.baseline) if args.baseline else None,
+        seed=args.seed if args.seed is not None else secrets.randbelow(2**31),
+        declared_off=_declared(args.declare, cat),
+    )
+
+
 def _run_entry(args: argparse.Namespace) -> int:
     """``refwire conform PROTOCOL``: against a real testee under trio, or (``--sim``)
     against refwire's own server in the simulator, which runs its own trio loop."""
@@ -255,12 +281,9 @@ async def _run(args: argparse.Namespace) -> int:
         raise UsageError("--exec, --listen and --from-port need --client")
     if args.server is None:
         raise UsageError("say which server to test: --server HOST:PORT (or test a client: --client [--exec CMD])")
-    if args.profile not in cat.profiles:
-        raise UsageError(f"--profile {args.profile!r} is unknown; {cat.protocol} has: {', '.join(cat.profiles)}")
-    fmts = _formats(args.format)
-    baseline = _load_index(args.baseline) if args.baseline else None
+    common = _common(args, cat)
+    fmts, baseline, seed = common.formats, common.baseline, common.seed
     host, port = args.server
-    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     agent = args.agent or f"{host}:{port}"
     replay = ["refwire", "conform", cat.protocol, "--server", f"{host}:{port}", "--agent", agent, "--profile", args.profile]
     if args.tls:
@@ -275,7 +298,7 @@ async def _run(args: argparse.Namespace) -> int:
         server_hostname=args.server_name,
         agent=agent,
         profile=args.profile,
-        declared_off=_declared(args.declare, cat),
+        declared_off=common.declared_off,
         seed=seed,
         time_scale=args.time_scale,
         timeout=args.timeout,
@@ -354,14 +377,11 @@ async def _run_client(args: argparse.Namespace, cat: Catalogue) -> int:
 
     if args.server is not None:
         raise UsageError("--client and --server exclude each other")
-    if args.profile not in cat.profiles:
-        raise UsageError(f"--profile {args.profile!r} is unknown; {cat.protocol} has: {', '.join(cat.profiles)}")
-    fmts = _formats(args.format)
-    baseline = _load_index(args.baseline) if args.baseline else None
+    common = _common(args, cat)
+    fmts, baseline, seed = common.formats, common.baseline, common.seed
     host, port = args.listen or ("127.0.0.1", 0)
     if args.from_port and port:
         raise UsageError("--listen HOST:PORT with a port and --from-port exclude each other")
-    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     agent = args.agent or (args.exec_template.split()[0] if args.exec_template else "client")
     replay = ["refwire", "conform", cat.protocol, "--client", "--agent", agent, "--profile", args.profile]
     if args.exec_template:
@@ -387,7 +407,7 @@ async def _run_client(args: argparse.Namespace, cat: Catalogue) -> int:
         port=port,
         agent=agent,
         profile=args.profile,
-        declared_off=_declared(args.declare, cat),
+        declared_off=common.declared_off,
         seed=seed,
         time_scale=args.time_scale,
         timeout=args.timeout,
@@ -448,16 +468,15 @@ def run_sim_command(args: argparse.Namespace) -> int:
     from .simulated import run_in_simulator
 
     cat = _catalogue(args.protocol)
-    if args.profile not in cat.profiles:
-        raise UsageError(f"--profile {args.profile!r} is unknown; {cat.protocol} has: {', '.join(cat.profiles)}")
     if cat.sim_server is None:
         raise UsageError(f"{cat.protocol} cannot run its cases inside the simulator")
-    fmts = _formats(args.format)
-    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    common = _common(args, cat)
+    fmts, seed = common.formats, common.seed
     replay = ["refwire", "conform", cat.protocol, "--sim", "--profile", args.profile]
     cfg = RunConfig(
         agent=args.agent or "refwire-sim",
         profile=args.profile,
+        declared_off=common.declared_off,
         seed=seed,
         time_scale=args.time_scale,
         timeout=args.timeout,
@@ -488,9 +507,7 @@ def run_sim_command(args: argparse.Namespace) -> int:
     sim.result.ended = time.time()
     write_reports(sim.result, args.out, fmts, sys.argv[1:])
     console.print(f"trace hash {sim.trace_hash}")
-    return _summary(
-        console, sim.result, args.out, strict=args.strict, baseline=_load_index(args.baseline) if args.baseline else None
-    )
+    return _summary(console, sim.result, args.out, strict=args.strict, baseline=common.baseline)
 
 
 def _console() -> Any:
