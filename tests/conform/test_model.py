@@ -104,3 +104,23 @@ def test_facts_must_all_be_observed() -> None:
     c = _case(expects=(expect(PASS, "strict", ["A 2"], "open", facts=["sink: 2 of 2"]),))
     assert judge(c, Observation(events=("A 2",), close="open", facts=("sink: 2 of 2",)), "strict")[0] is PASS
     assert judge(c, Observation(events=("A 2",), close="open", facts=("sink: 0 of 2",)), "strict")[0] is FAIL
+
+
+def test_case_book_registers_both_roles_and_refuses_a_reused_id_or_slug() -> None:
+    from refwire.conform.model import CaseBook
+
+    book = CaseBook("specs/x/README.md", server_ignore=("ka",), client_budget=9.0, client_wrap=lambda fn: fn)
+
+    @book.server("x.S1.1", "one", "One", "§1", "p", [expect(Verdict.PASS, "*")])
+    async def s(c: object) -> None: ...
+
+    @book.client("x.C1.1", "two", "Two", "§2", "p", [expect(Verdict.PASS, "*")], events=3)
+    async def c(c: object) -> None: ...
+
+    server, client = book.cases
+    assert (server.role, server.requirement, server.ignore, server.budget) == ("server", "specs/x/README.md §1", ("ka",), 5.0)
+    assert (client.role, client.events, client.budget, client.ignore) == ("client", 3, 9.0, ())
+    with pytest.raises(ValueError, match="'x.S1.1' registered twice"):
+        book.server("x.S1.1", "three", "Three", "§1", "p", [])(s)
+    with pytest.raises(ValueError, match="'two' registered twice"):
+        book.client("x.C9.1", "two", "Two", "§1", "p", [], events=1)(c)

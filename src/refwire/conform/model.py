@@ -32,6 +32,7 @@ import attrs
 __all__ = [
     "CLOSE_KINDS",
     "Case",
+    "CaseBook",
     "CaseResult",
     "Expect",
     "Observation",
@@ -230,6 +231,134 @@ class Case:
                 for e in self.expects
             ],
         }
+
+
+class CaseBook:
+    """One protocol's cases, registered by decorating their procedures.
+
+    Every catalogue builds its cases the same way::
+
+        BOOK = CaseBook("specs/tank/README.md", server_ignore=("ping",))
+
+        @BOOK.server("tk.S1.1", "ping-on-accept", "The broker pings first", "§3.1",
+                     "Connect and wait.", [expect(PASS, "*", ["ping"], "open")])
+        async def s1_1(c: Conversation) -> None: ...
+
+    ``section`` is joined to the spec path into the case's requirement.
+    ``client_wrap`` turns a client case's decorated function into the
+    procedure the runner calls with a
+    :class:`~refwire.conform.clients.ClientSession` (Lumberjack wraps an
+    answering function in its serving loop); without it the function is the
+    procedure.  An id or slug registered twice is a programming error.
+    """
+
+    def __init__(
+        self,
+        spec: str,
+        *,
+        server_ignore: Sequence[str] = (),
+        server_budget: float = 5.0,
+        client_budget: float = 15.0,
+        client_wrap: Callable[[Any], Procedure] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.server_ignore = tuple(server_ignore)
+        self.server_budget = server_budget
+        self.client_budget = client_budget
+        self.client_wrap = client_wrap
+        self.cases: list[Case] = []
+        self._names: set[str] = set()
+
+    def add(self, case: Case) -> Case:
+        for name in (case.id, case.slug):
+            if name in self._names:
+                raise ValueError(f"conformance case {name!r} registered twice")
+            self._names.add(name)
+        self.cases.append(case)
+        return case
+
+    def server(
+        self,
+        id: str,
+        slug: str,
+        title: str,
+        section: str,
+        procedure: str,
+        expects: Sequence[Expect],
+        *,
+        vectors: Sequence[str] = (),
+        tags: Sequence[str] = (),
+        features: Sequence[str] = (),
+        budget: float | None = None,
+        ignore: Sequence[str] | None = None,
+        needs_sink: bool = False,
+    ) -> Callable[[Procedure], Procedure]:
+        """Register the decorated procedure as a server case (refwire plays the client)."""
+
+        def register(fn: Procedure) -> Procedure:
+            self.add(
+                Case(
+                    id=id,
+                    slug=slug,
+                    title=title,
+                    role="server",
+                    requirement=f"{self.spec} {section}",
+                    procedure_text=procedure,
+                    expects=tuple(expects),
+                    run=fn,
+                    vectors=tuple(vectors),
+                    tags=frozenset(tags),
+                    features=tuple(features),
+                    budget=self.server_budget if budget is None else budget,
+                    ignore=self.server_ignore if ignore is None else tuple(ignore),
+                    needs_sink=needs_sink,
+                )
+            )
+            return fn
+
+        return register
+
+    def client(
+        self,
+        id: str,
+        slug: str,
+        title: str,
+        section: str,
+        procedure: str,
+        expects: Sequence[Expect],
+        *,
+        events: int,
+        vectors: Sequence[str] = (),
+        tags: Sequence[str] = (),
+        features: Sequence[str] = (),
+        budget: float | None = None,
+        ignore: Sequence[str] = (),
+    ) -> Callable[[Any], Any]:
+        """Register the decorated function as a client case (refwire plays the server)."""
+
+        def register(fn: Any) -> Any:
+            run: Procedure = self.client_wrap(fn) if self.client_wrap is not None else fn
+            self.add(
+                Case(
+                    id=id,
+                    slug=slug,
+                    title=title,
+                    role="client",
+                    requirement=f"{self.spec} {section}",
+                    procedure_text=procedure,
+                    expects=tuple(expects),
+                    run=run,
+                    vectors=tuple(vectors),
+                    tags=frozenset(tags),
+                    features=tuple(features),
+                    budget=self.client_budget if budget is None else budget,
+                    events=events,
+                    ignore=tuple(ignore),
+                )
+            )
+            return fn
+
+        return register
 
 
 @attrs.define(kw_only=True)

@@ -31,12 +31,13 @@ imports neither trio nor the runner.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -226,14 +227,10 @@ def lumberjack_server_config() -> Any:
 def lumberjack_server(lumberjack_server_config: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     """refwire's Lumberjack server on 127.0.0.1 (a free port); events land in ``.events``
     before the batch is acked; stopped at teardown."""
-    import trio
-
     from ..drivers import parse_hostport
     from ..lumberjack.server import LumberjackServer, ServerConfig
 
     config = lumberjack_server_config or ServerConfig()
-    started = threading.Event()
-    state: dict[str, Any] = {}
     box: list[RunningServer] = []
 
     sink = tmp_path_factory.mktemp("lumberjack-server") / "events.jsonl"
@@ -246,21 +243,48 @@ def lumberjack_server(lumberjack_server_config: Any, tmp_path_factory: pytest.Te
         box[0].batches.append(events)
         box[0].events.extend(events)
 
-    async def main() -> None:
+    async def start(nursery: Any) -> RunningServer:
         server = LumberjackServer(handler, config=config)
+        addresses = await nursery.start(server.serve_tcp, "127.0.0.1", 0)
+        host, port = parse_hostport(addresses[0])
+        box.append(RunningServer(host, port, sink))
+        box[0].server = server
+        return box[0]
+
+    def close() -> None:
+        for listener in box[0].server.listeners if box else ():  # a cancelled server leaves them open
+            listener.socket.close()
+
+    with serve_in_thread("Lumberjack", start, close) as running:
+        yield running
+
+
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def serve_in_thread(
+    name: str, start: Callable[[Any], Awaitable[T]], close: Callable[[], None] = lambda: None, *, timeout: float = 10.0
+) -> Iterator[T]:
+    """Run a refwire server on a trio loop in a thread of its own for the
+    ``with`` block: ``start(nursery)`` starts it (``nursery.start`` its serving
+    task) and returns what the fixture yields; leaving the block cancels the
+    loop, calls ``close()`` in it and joins the thread (within ``timeout``)."""
+    import trio
+
+    started = threading.Event()
+    state: dict[str, Any] = {}
+
+    async def main() -> None:
         try:
             async with trio.open_nursery() as nursery:
-                addresses = await nursery.start(server.serve_tcp, "127.0.0.1", 0)
-                host, port = parse_hostport(addresses[0])
-                box.append(RunningServer(host, port, sink))
-                box[0].server = server
+                state["value"] = await start(nursery)
                 state["token"] = trio.lowlevel.current_trio_token()
                 state["scope"] = nursery.cancel_scope
                 started.set()
         finally:
             started.set()
-            for listener in server.listeners:  # a cancelled server leaves them open
-                listener.socket.close()  # type: ignore[attr-defined]
+            close()
 
     def thread_main() -> None:
         try:
@@ -268,12 +292,13 @@ def lumberjack_server(lumberjack_server_config: Any, tmp_path_factory: pytest.Te
         except BaseException as exc:  # reported to the test below
             state["error"] = exc
 
-    thread = threading.Thread(target=thread_main, name="refwire-lumberjack-server", daemon=True)
+    thread = threading.Thread(target=thread_main, name=f"refwire-{name.lower()}-server", daemon=True)
     thread.start()
-    if not started.wait(10) or not box:
-        raise RuntimeError(f"refwire's Lumberjack server did not start: {state.get('error')!r}")
+    if not started.wait(timeout) or "scope" not in state:
+        thread.join(timeout)
+        raise RuntimeError(f"refwire's {name} server did not start: {state.get('error')!r}")
     try:
-        yield box[0]
+        yield state["value"]
     finally:
         trio.from_thread.run_sync(state["scope"].cancel, trio_token=state["token"])
-        thread.join(10)
+        thread.join(timeout)

@@ -29,7 +29,7 @@ import trio
 
 from ..conform.clients import ClientSession
 from ..conform.conversation import Conversation
-from ..conform.model import Case, Expect, Procedure, Verdict, expect
+from ..conform.model import CaseBook, Expect, Verdict, expect
 from ..conform.runner import Catalogue
 from ..errors import ProtocolError
 from ..wire import Limits
@@ -150,46 +150,10 @@ def field_cuts(frames: Sequence[bytes]) -> list[int]:
 
 # --------------------------------------------------------------------------- server cases
 
-SERVER: list[Case] = []
-
-
-def server_case(
-    id: str,
-    slug: str,
-    title: str,
-    section: str,
-    procedure: str,
-    expects: Sequence[Expect],
-    *,
-    vectors: Sequence[str] = (),
-    tags: Sequence[str] = (),
-    features: Sequence[str] = (),
-    budget: float = 5.0,
-    ignore: Sequence[str] = KEEPALIVES,
-    needs_sink: bool = False,
-) -> Callable[[Procedure], Procedure]:
-    def register(fn: Procedure) -> Procedure:
-        SERVER.append(
-            Case(
-                id=id,
-                slug=slug,
-                title=title,
-                role="server",
-                requirement=f"{SPEC} {section}",
-                procedure_text=procedure,
-                expects=tuple(expects),
-                run=fn,
-                vectors=tuple(vectors),
-                tags=frozenset(tags),
-                features=tuple(features),
-                budget=budget,
-                ignore=tuple(ignore),
-                needs_sink=needs_sink,
-            )
-        )
-        return fn
-
-    return register
+#: Every case of this catalogue; client cases' functions answer windows and are
+#: wrapped in :func:`serve`, the serving loop.
+BOOK = CaseBook(SPEC, server_ignore=KEEPALIVES, client_wrap=lambda fn: functools.partial(serve, answer=fn))
+server_case = BOOK.server
 
 
 async def _send_and_wait_acks(
@@ -986,7 +950,6 @@ async def bad_then_normal(
         await c.close("FIN")
 
 
-CLIENT: list[Case] = []
 
 _DELIVERED = ("all {n} events acked", "no acked event resent", EXIT_OK)
 
@@ -995,44 +958,7 @@ def _delivered(n: int, *extra: str) -> tuple[str, ...]:
     return tuple(f.format(n=n) for f in _DELIVERED) + extra
 
 
-def client_case(
-    id: str,
-    slug: str,
-    title: str,
-    section: str,
-    procedure: str,
-    expects: Sequence[Expect],
-    *,
-    events: int,
-    vectors: Sequence[str] = (),
-    tags: Sequence[str] = (),
-    features: Sequence[str] = (),
-    budget: float = 15.0,
-) -> Callable[[Answer], Answer]:
-    def register(fn: Answer) -> Answer:
-        async def run(s: ClientSession) -> None:
-            await serve(s, fn)
-
-        CLIENT.append(
-            Case(
-                id=id,
-                slug=slug,
-                title=title,
-                role="client",
-                requirement=f"{SPEC} {section}",
-                procedure_text=procedure,
-                expects=tuple(expects),
-                run=run,
-                vectors=tuple(vectors),
-                tags=frozenset(tags),
-                features=tuple(features),
-                budget=budget,
-                events=events,
-            )
-        )
-        return fn
-
-    return register
+client_case = BOOK.client
 
 
 def _bad_case_expects(n: int, what: str) -> list[Expect]:
@@ -1365,7 +1291,7 @@ async def serve_for_simulation(listener: Any, sink: str) -> None:
 CATALOGUE = Catalogue(
     protocol="lumberjack",
     prefix="lj",
-    cases=(*SERVER, *CLIENT),
+    cases=tuple(BOOK.cases),
     profiles=PROFILES,
     features=FEATURES,
     server_observer=ServerObserver,
