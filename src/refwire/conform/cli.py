@@ -124,7 +124,8 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--sim",
         action="store_true",
-        help="run the server cases against refwire's own server inside the deterministic simulator (virtual time; prints the trace hash)",
+        help="run the cases inside the deterministic simulator against refwire's own server (with --client: refwire's own client "
+        "as the testee); virtual time, prints the trace hash",
     )
     p.add_argument(
         "--client",
@@ -267,8 +268,11 @@ def _run_entry(args: argparse.Namespace) -> int:
     """``refwire conform PROTOCOL``: against a real testee under trio, or (``--sim``)
     against refwire's own server in the simulator, which runs its own trio loop."""
     if args.sim:
-        if args.server is not None or args.client:
-            raise UsageError("--sim tests refwire's own server inside the simulator: leave out --server and --client")
+        if args.server is not None or args.exec_template or args.listen or args.from_port:
+            raise UsageError(
+                "--sim tests refwire's own server (or, with --client, its own client) inside the simulator: "
+                "leave out --server, --exec, --listen and --from-port"
+            )
         return run_sim_command(args)
     return int(trio.run(_run, args))
 
@@ -465,16 +469,18 @@ def escape(text: str) -> str:
 
 def run_sim_command(args: argparse.Namespace) -> int:
     """The body of ``refwire conform PROTOCOL --sim`` (outside any trio run)."""
-    from .simulated import run_in_simulator
+    from .simulated import run_clients_in_simulator, run_in_simulator
 
     cat = _catalogue(args.protocol)
-    if cat.sim_server is None:
-        raise UsageError(f"{cat.protocol} cannot run its cases inside the simulator")
+    role = "client" if args.client else "server"
+    if (cat.sim_client if args.client else cat.sim_server) is None:
+        raise UsageError(f"{cat.protocol} cannot run its {role} cases inside the simulator")
     common = _common(args, cat)
     fmts, seed = common.formats, common.seed
-    replay = ["refwire", "conform", cat.protocol, "--sim", "--profile", args.profile]
+    replay = ["refwire", "conform", cat.protocol, "--sim", "--profile", args.profile] + (["--client"] if args.client else [])
     cfg = RunConfig(
-        agent=args.agent or "refwire-sim",
+        role=role,
+        agent=args.agent or ("refwire-client-sim" if args.client else "refwire-sim"),
         profile=args.profile,
         declared_off=common.declared_off,
         seed=seed,
@@ -485,7 +491,7 @@ def run_sim_command(args: argparse.Namespace) -> int:
     console = _console()
     console.print(
         escape(
-            f"refwire conform {cat.protocol} --sim: refwire's own server inside the simulator, profile {args.profile}, seed {seed}"
+            f"refwire conform {cat.protocol} --sim: refwire's own {role} inside the simulator, profile {args.profile}, seed {seed}"
         )
     )
     # The server's own warnings (each refused case is one) would bury the verdicts; -v shows them.
@@ -494,7 +500,7 @@ def run_sim_command(args: argparse.Namespace) -> int:
     if not getattr(args, "verbose", 0):
         log.setLevel(logging.ERROR)
     try:
-        sim = run_in_simulator(
+        sim = (run_clients_in_simulator if args.client else run_in_simulator)(
             cat,
             cfg,
             include=args.cases,

@@ -28,7 +28,7 @@ import ssl
 import subprocess
 import tempfile
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +104,12 @@ class ClientSetup:
     listeners: dict[str, trio.SocketListener] = attrs.field(factory=dict)
     #: One shared listener (``--select sequential``).
     shared: trio.SocketListener | None = None
+    #: Opens a case's listener instead of TCP -- the simulator's network:
+    #: case -> (listener, host, port).  TLS cases are SKIPPED with it.
+    open_listener: Callable[[Case], Awaitable[tuple[trio.abc.Listener[Any], str, int]]] | None = None
+    #: Runs the testee in this process instead of ``--exec`` (refwire's own
+    #: client inside the simulator): the placeholders' values -> exit status.
+    in_process: Callable[[Mapping[str, str]], Awaitable[int]] | None = None
     _next_port: int = 0
 
     def tls_for(self, case: Case) -> TlsMaterial | None:
@@ -375,6 +381,27 @@ async def _kill(proc: trio.Process) -> None:
             return
 
 
+async def _run_in_process(
+    testee: Callable[[Mapping[str, str]], Awaitable[int]], values: Mapping[str, str], s: ClientSession, scope: trio.CancelScope
+) -> None:
+    """The testee as a task of this process: its return value is its exit
+    status; an exception is exit status 1 (noted in the log); cancelled at the
+    budget's end like a killed process."""
+    status: int | None = None
+    with scope:
+        s.action("started refwire's own client in this process")
+        try:
+            status = await testee(values)
+        except Exception as exc:
+            s.action(f"the in-process testee raised {type(exc).__name__}: {exc}")
+            status = 1
+    if status is None:
+        return  # cancelled: the caller notes "exit killed"
+    s.exit_status = status
+    s.action(f"the testee exited with status {status}")
+    s.exited.set()
+
+
 async def run_client_case(case: Case, catalogue: Catalogue, cfg: RunConfig, setup: ClientSetup, index: int) -> CaseResult:
     """Run one client case: listen, start the testee (or announce the port),
     run the procedure on the client's connections, judge."""
@@ -385,25 +412,34 @@ async def run_client_case(case: Case, catalogue: Catalogue, cfg: RunConfig, setu
     if reason is not None:
         result.verdict, result.reason = Verdict.UNSUPPORTED, reason
         return result
-    manual = setup.exec_template is None
+    if setup.open_listener is not None and "tls" in case.tags:
+        result.verdict, result.reason = Verdict.SKIPPED, "TLS cases do not run inside the simulator"
+        return result
+    manual = setup.exec_template is None and setup.in_process is None
     t0 = trio.current_time()
     budget = cfg.budget(case)
     deadline = t0 + budget if math.isfinite(budget) else math.inf
     own_listener = announced = False
+    listener: trio.abc.Listener[Any]
     try:
-        if setup.select == "sequential" and setup.shared is not None:
-            listener: trio.SocketListener = setup.shared
+        if setup.open_listener is not None:
+            listener, host, port = await setup.open_listener(case)
+            own_listener = True
+        elif setup.select == "sequential" and setup.shared is not None:
+            listener = setup.shared
         elif case.id in setup.listeners:
             listener = setup.listeners.pop(case.id)
             own_listener = announced = True
         else:
             listener = await open_case_listener(setup.listen_host, setup.port_for(index))
             own_listener = True
+        if setup.open_listener is None:
+            assert isinstance(listener, trio.SocketListener)
+            host, port = setup.listen_host, _port(listener)
         tls = setup.tls_for(case)
     except OSError as exc:
         result.reason, result.harness_fault = f"harness error: cannot listen: {exc.strerror or exc}", True
         return result
-    host, port = setup.listen_host, _port(listener)
     wrapped: trio.abc.Listener[Any] = listener if tls is None else trio.SSLListener(listener, tls.server_context)
     values = {
         "host": host,
@@ -415,7 +451,7 @@ async def run_client_case(case: Case, catalogue: Catalogue, cfg: RunConfig, setu
         "tls_ca": tls.ca_file if tls else "",
     }
     argv: list[str] = []
-    if not manual:
+    if setup.exec_template is not None:
         try:
             argv = expand_command(setup.exec_template or "", values)
         except ValueError as exc:
@@ -428,6 +464,7 @@ async def run_client_case(case: Case, catalogue: Catalogue, cfg: RunConfig, setu
     crashed: str | None = None
     session: ClientSession | None = None
     proc: trio.Process | None = None
+    in_process = trio.CancelScope()
     try:
         async with trio.open_nursery() as nursery:
             session = ClientSession(case, catalogue, cfg, wrapped, nursery, seed=seed, deadline=deadline, manual=manual)
@@ -435,6 +472,8 @@ async def run_client_case(case: Case, catalogue: Catalogue, cfg: RunConfig, setu
             if manual:
                 if not announced:
                     setup.announce(announce_line(case, host, port))
+            elif setup.in_process is not None:
+                nursery.start_soon(_run_in_process, setup.in_process, values, session, in_process)
             else:
                 env = dict(
                     os.environ,
@@ -478,12 +517,14 @@ async def run_client_case(case: Case, catalogue: Catalogue, cfg: RunConfig, setu
                 session.action("case budget ran out")
             if own_listener:
                 await session.stop_listening()
-            if proc is not None:
+            if not manual:
                 with trio.move_on_at(deadline):
                     await session.exited.wait()
                 if not session.exited.is_set():
                     session.action("the budget ran out: killing the testee")
-                    await _kill(proc)
+                    if proc is not None:
+                        await _kill(proc)
+                    in_process.cancel()
                     session.note("exit killed (still running at the budget end)")
                     session.exited.set()
                 # Let the output pumps drain what the process wrote.
@@ -500,8 +541,8 @@ async def run_client_case(case: Case, catalogue: Catalogue, cfg: RunConfig, setu
                 await _kill(proc)
     assert session is not None
     result.duration = trio.current_time() - t0
-    exit_status = None if proc is None else proc.returncode
-    if proc is not None and exit_status is not None and not any(f.startswith("exit killed") for f in session.facts):
+    exit_status = proc.returncode if proc is not None else session.exit_status
+    if not manual and exit_status is not None and not any(f.startswith("exit killed") for f in session.facts):
         session.note(f"exit {exit_status}")
     elif manual:
         session.note("exit unknown (no --exec)")

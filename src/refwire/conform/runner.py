@@ -61,6 +61,12 @@ class Catalogue:
     #: Builds what the cases cache (large payloads) before a run whose timing
     #: must not depend on it (the simulator: virtual time would jump meanwhile).
     warm: Callable[[], object] | None = None
+    #: ``client(connect, values)``: refwire's own client as the testee of the
+    #: client cases inside the simulator (``--client --sim``): ``connect()``
+    #: opens a connection to the case's server, ``values`` are the ``--exec``
+    #: placeholders' values (events, seed, case ...); returns the exit status
+    #: the testee contract defines (0: it believes every event was acked).
+    sim_client: Callable[[Callable[[], Awaitable[trio.abc.Stream]], Mapping[str, str]], Awaitable[int]] | None = None
 
     def case(self, case_id: str) -> Case:
         for c in self.cases:

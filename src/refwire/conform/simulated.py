@@ -1,4 +1,4 @@
-"""Server cases against refwire's own server inside the deterministic simulator.
+"""Cases against refwire's own server or client inside the deterministic simulator.
 
 Where the testee is refwire's own machine, a case can run inside the
 simulator: the same procedures, the same seeds, over
@@ -11,8 +11,9 @@ that a case's bytes depend on nothing but (run seed, case id).
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 import trio
@@ -23,10 +24,11 @@ from refwire.sim.rand import SimRandom
 from refwire.sim.runtime import run_deterministic
 from refwire.sim.trace import Trace
 
-from .model import CaseResult
+from .clients import ClientSetup, run_client_case
+from .model import Case, CaseResult
 from .runner import Catalogue, RunConfig, RunResult, run_cases
 
-__all__ = ["SimRun", "run_in_simulator"]
+__all__ = ["SimRun", "run_clients_in_simulator", "run_in_simulator"]
 
 ADDRESS = "testee:conform"
 
@@ -53,15 +55,7 @@ def run_in_simulator(
     if catalogue.warm is not None:
         catalogue.warm()
     trace = Trace(max_lines=2000)
-
-    def record(r: CaseResult) -> None:
-        for e in r.wire_log:
-            trace.record(
-                float(e.get("t", 0.0)), r.case.id, e.get("kind"), e.get("hex") or e.get("text") or e.get("token") or e.get("how")
-            )
-        trace.record(0.0, r.case.id, "verdict", r.verdict.value)
-        if on_result is not None:
-            on_result(r)
+    record = _recorder(trace, on_result)
 
     async def main() -> RunResult:
         net = SimNet(SimRandom(cfg.seed).child("conform-net"), Faults.none(), trace)
@@ -74,6 +68,62 @@ def run_in_simulator(
                 result = await run_cases(catalogue, run_cfg, include=include, exclude=exclude, tags=tags, on_result=record)
                 nursery.cancel_scope.cancel()
         return result
+
+    result = run_deterministic(main, cfg.seed)
+    return SimRun(result, trace.hash())
+
+
+def _recorder(trace: Trace, on_result: Callable[[CaseResult], None] | None) -> Callable[[CaseResult], None]:
+    """Every result's wire log and verdict into the trace (its hash is the run's fingerprint)."""
+
+    def record(r: CaseResult) -> None:
+        for e in r.wire_log:
+            trace.record(
+                float(e.get("t", 0.0)), r.case.id, e.get("kind"), e.get("hex") or e.get("text") or e.get("token") or e.get("how")
+            )
+        trace.record(0.0, r.case.id, "verdict", r.verdict.value)
+        if on_result is not None:
+            on_result(r)
+
+    return record
+
+
+def run_clients_in_simulator(
+    catalogue: Catalogue,
+    cfg: RunConfig,
+    *,
+    include: str | Sequence[str] | None = None,
+    exclude: str | Sequence[str] | None = None,
+    tags: str | Sequence[str] | None = None,
+    on_result: Callable[[CaseResult], None] | None = None,
+) -> SimRun:
+    """Run ``catalogue``'s client cases with refwire's own client as the testee,
+    in the simulator: each case listens on an address of its own on the
+    simulated network and the client (``catalogue.sim_client``) runs as a task
+    where ``--exec`` would start a process; its return value is the exit status."""
+    if catalogue.sim_client is None:
+        raise ValueError(f"{catalogue.protocol} has no client to run inside the simulator")
+    client = catalogue.sim_client
+    trace = Trace(max_lines=2000)
+    record = _recorder(trace, on_result)
+
+    async def main() -> RunResult:
+        net = SimNet(SimRandom(cfg.seed).child("conform-net"), Faults.none(), trace)
+
+        async def open_listener(case: Case) -> tuple[trio.abc.Listener[Any], str, int]:
+            return net.listen(f"conform:{case.id}"), f"conform:{case.id}", 0
+
+        async def in_process(values: Mapping[str, str]) -> int:
+            address = values["host"]
+            return await client(lambda: net.connect(address), values)
+
+        setup = ClientSetup(open_listener=open_listener, in_process=in_process)
+        run_cfg = attrs.evolve(cfg, role="client", host="sim", port=0, jobs=1)
+
+        async def one(case: Case, first: bool) -> CaseResult:
+            return await run_client_case(case, catalogue, run_cfg, setup, 0)
+
+        return await run_cases(catalogue, run_cfg, include=include, exclude=exclude, tags=tags, on_result=record, run_one=one)
 
     result = run_deterministic(main, cfg.seed)
     return SimRun(result, trace.hash())

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import zlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -1288,6 +1288,26 @@ async def serve_for_simulation(listener: Any, sink: str) -> None:
     await LumberjackServer(write).serve([listener])
 
 
+async def client_for_simulation(connect: Callable[[], Awaitable[trio.abc.Stream]], values: Mapping[str, str]) -> int:
+    """refwire's own client as a client-case testee (the §9 contract) for
+    ``--client --sim``: v2, windows of 3, at most 5 attempts per window, the
+    backoff jitter seeded from ``{seed}``; 0 once every one of ``{events}``
+    events is acked, 1 when it gave up."""
+    import random
+
+    from .client import ClientConfig, LumberjackClient, SendFailed
+
+    n = int(values["events"])
+    cfg = ClientConfig(window_size=3, ack_timeout=30.0, max_attempts=5, backoff_initial=0.05, backoff_max=0.5)
+    client = LumberjackClient(connect, config=cfg, rng=random.Random(int(values["seed"])))
+    try:
+        async with client:
+            await client.send([{"message": f"conform event {i}", "n": i} for i in range(n)])
+    except SendFailed:
+        return 1
+    return 0
+
+
 CATALOGUE = Catalogue(
     protocol="lumberjack",
     prefix="lj",
@@ -1299,4 +1319,5 @@ CATALOGUE = Catalogue(
     spec=SPEC,
     sim_server=serve_for_simulation,
     warm=_bomb_body,
+    sim_client=client_for_simulation,
 )
