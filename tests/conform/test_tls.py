@@ -61,3 +61,15 @@ async def test_cases_over_tls(tmp_path: Path) -> None:
 def test_tls_options_need_tls(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["conform", "lumberjack", "--server", "127.0.0.1:1", "--tls-ca", str(tmp_path / "ca.pem")]) == 2
     assert "--tls-ca and --tls-insecure need --tls" in capsys.readouterr().err
+
+
+async def test_the_runs_tls_material_is_removed_at_its_end() -> None:
+    from refwire.conform.clients import ClientSetup, close_listeners
+    from refwire.lumberjack.conform import CATALOGUE
+
+    setup = ClientSetup(exec_template="true")
+    material = setup.tls_for(CATALOGUE.case("lj.C5.1"))
+    assert material is not None and material.temporary is not None and Path(material.ca_file).is_file()
+    assert setup.tls_for(CATALOGUE.case("lj.C1.1")) is None
+    await close_listeners(setup)
+    assert not Path(material.temporary).exists() and setup.tls is None

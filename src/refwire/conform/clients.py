@@ -20,10 +20,12 @@ means the testee does not support the case (UNSUPPORTED).
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import random
 import shlex
+import shutil
 import ssl
 import subprocess
 import tempfile
@@ -63,10 +65,20 @@ EXIT_UNSUPPORTED = 127
 
 @attrs.frozen
 class TlsMaterial:
-    """A CA and a server certificate for 127.0.0.1/localhost, made at run time."""
+    """A CA and a server certificate for 127.0.0.1/localhost, made at run time.
+
+    Made in a temporary directory unless one is given; :meth:`remove` deletes
+    that directory (the run's end does, and the interpreter's exit at the latest).
+    """
 
     ca_file: str
     server_context: ssl.SSLContext
+    #: The temporary directory this material made (None: the caller's directory).
+    temporary: str | None = None
+
+    def remove(self) -> None:
+        if self.temporary is not None:
+            shutil.rmtree(self.temporary, ignore_errors=True)
 
     @classmethod
     def create(cls, directory: str | None = None) -> TlsMaterial:
@@ -75,13 +87,16 @@ class TlsMaterial:
 
         ca = trustme.CA()
         cert = ca.issue_cert("127.0.0.1", "localhost")
-        d = Path(directory or tempfile.mkdtemp(prefix="refwire-conform-tls-"))
+        temporary = None if directory else tempfile.mkdtemp(prefix="refwire-conform-tls-")
+        if temporary is not None:
+            atexit.register(shutil.rmtree, temporary, True)
+        d = Path(directory or temporary or ".")
         d.mkdir(parents=True, exist_ok=True)
         ca_file = d / "ca.pem"
         ca.cert_pem.write_to_path(str(ca_file))
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         cert.configure_cert(ctx)
-        return cls(str(ca_file), ctx)
+        return cls(str(ca_file), ctx, temporary)
 
 
 @attrs.define(kw_only=True)
@@ -608,6 +623,10 @@ async def prepare_listeners(cases: Sequence[Case], setup: ClientSetup) -> None:
 
 
 async def close_listeners(setup: ClientSetup) -> None:
+    """Close every listener the setup opened and remove its TLS material."""
+    if setup.tls is not None:
+        setup.tls.remove()
+        setup.tls = None
     for lst in list(setup.listeners.values()) + ([setup.shared] if setup.shared else []):
         with trio.move_on_after(1.0) as scope:
             scope.shield = True

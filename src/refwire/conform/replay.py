@@ -113,7 +113,7 @@ async def replay_record(
 async def _replay_client(
     rec: dict[str, Any], case: Any, cat: Catalogue, *, time_scale: float, exec_template: str | None
 ) -> dict[str, Any]:
-    from .clients import ClientSetup, run_client_case
+    from .clients import ClientSetup, close_listeners, run_client_case
 
     argv = shlex.split(rec.get("replay") or "")
     if exec_template is None and "--exec" in argv:
@@ -127,7 +127,10 @@ async def _replay_client(
         replay_base=str(rec.get("replay", "")),
     )
     setup = ClientSetup(exec_template=exec_template, announce=lambda line: print(line, flush=True))
-    result = await run_client_case(case, cat, cfg, setup, 0)
+    try:
+        result = await run_client_case(case, cat, cfg, setup, 0)
+    finally:
+        await close_listeners(setup)
     return result.to_json()
 
 
