@@ -43,6 +43,9 @@ def test_unknown_names_and_missing_pieces_are_clear_errors() -> None:
         ValueError, match=r"no capture decoder for 'pravega-draft-2017'; known: lumberjack, pravega, tank, seastar-rpc"
     ):
         descriptor("pravega-draft-2017", "decoder")
+    for piece, words in (("conform", "conformance cases"), ("machines", "state machines"), ("cli", "commands")):
+        with pytest.raises(ValueError, match=f"no {words} for 'nope'; known: "):
+            descriptor("nope", piece)
     with pytest.raises(LookupError, match="pravega-draft-2017 has no rules"):
         descriptor("pravega-draft-2017").load("rules")
     with pytest.raises(ValueError, match="not a 'module:attribute'"):

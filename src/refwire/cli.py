@@ -17,8 +17,11 @@ import argparse
 import inspect
 import json
 import logging
+import socket
+import ssl
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 
 import trio
@@ -128,6 +131,69 @@ def _sim(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- main
 
+#: What a user can cause (a peer that is down, resets or speaks another
+#: protocol, a bad file, a timeout): reported in one line, exit status 1.
+_EXPECTED: tuple[type[BaseException], ...] = (
+    OSError,
+    RefwireError,
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    trio.TooSlowError,
+    EOFError,
+)
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups, in order."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for e in exc.exceptions for leaf in _leaves(e)]
+    return [exc]
+
+
+def describe_error(exc: BaseException) -> str:
+    """One plain line for an error a user caused: the cause's words, not a repr."""
+    if isinstance(exc, trio.TooSlowError):
+        return "timed out"
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"TLS certificate verification failed: {exc.verify_message or exc.reason}"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS error: {exc.reason or exc}"
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve the host name: {exc.strerror or exc}"
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror}{where}"
+    text = str(exc).strip()
+    if isinstance(exc, (trio.BrokenResourceError, trio.ClosedResourceError, EOFError)):
+        cause = exc.__cause__ or exc.__context__
+        if not text and cause is not None and not isinstance(cause, type(exc)):
+            return describe_error(cause)
+        return text or "the connection was closed"
+    return text or type(exc).__name__
+
+
+def _report(exc: BaseException, *, verbose: int = 0) -> int:
+    """Exit status for an exception out of a command, after one line per cause
+    on stderr: 130 Ctrl-C, 2 bad usage, 1 what a user can cause, and for a
+    bug of refwire's own a line that says so (``-v`` adds the traceback)."""
+    leaves = _leaves(exc)
+    if any(isinstance(e, KeyboardInterrupt) for e in leaves):
+        return 130
+    status = 2 if all(isinstance(e, UsageError) for e in leaves) else 1
+    seen: set[str] = set()
+    for e in leaves:
+        if isinstance(e, (UsageError, *_EXPECTED)):
+            line = f"refwire: {describe_error(e)}"
+        else:
+            line = f"refwire: internal error ({type(e).__name__}: {e}); this is a bug in refwire, please report it"
+            if verbose:
+                traceback.print_exception(e, file=sys.stderr)
+        if line not in seen:
+            seen.add(line)
+            print(line, file=sys.stderr)
+    return status
+
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
@@ -150,14 +216,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if inspect.iscoroutinefunction(func):
             return int(trio.run(func, args))
         return int(func(args))
-    except UsageError as exc:
-        print(f"refwire: {exc}", file=sys.stderr)
-        return 2
-    except (OSError, RefwireError) as exc:
-        print(f"refwire: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    except SystemExit:
+        raise
+    except BaseException as exc:  # one plain line per cause, never a traceback
+        return _report(exc, verbose=args.verbose)
     parser.print_help()
     return 2
 

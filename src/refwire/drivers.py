@@ -15,6 +15,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
@@ -84,6 +86,33 @@ def client_ssl_context(
     return ctx
 
 
+def permanent_error(exc: BaseException, *, protocol_errors: bool = False) -> bool:
+    """Whether retrying cannot fix ``exc`` (its causes included): the host name
+    does not resolve, or the peer's TLS certificate fails verification -- and,
+    with ``protocol_errors``, the peer broke the protocol (not a plain EOF).
+    Clients give up at once on these instead of spending their attempts."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, socket.gaierror | ssl.SSLCertVerificationError):
+            return True
+        if protocol_errors and isinstance(e, RemoteProtocolError) and e.field != "(eof)":
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _first_cause(exc: BaseException) -> str:
+    """The first OS-level reason inside trio's "all attempts failed" error."""
+    group = exc.__cause__
+    if isinstance(group, BaseExceptionGroup):
+        for e in group.exceptions:
+            if isinstance(e, OSError) and e.errno is not None:
+                return os.strerror(e.errno).lower()
+    return str(exc)
+
+
 async def open_stream(
     host: str,
     port: int,
@@ -94,7 +123,14 @@ async def open_stream(
 ) -> trio.abc.Stream:
     """Connect over TCP, then TLS if a context is given, within ``timeout`` seconds."""
     with trio.fail_after(timeout):
-        stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+        try:
+            stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+        except socket.gaierror as exc:  # name the host: the resolver's words alone do not
+            raise OSError(f"cannot resolve {host!r}: {exc.strerror or exc}") from exc
+        except OSError as exc:
+            if exc.strerror or not str(exc):
+                raise
+            raise OSError(f"cannot connect to {host}:{port}: {_first_cause(exc)}") from exc
         if ssl_context is not None:
             tls = trio.SSLStream(stream, ssl_context, server_hostname=server_hostname or host, https_compatible=False)
             try:

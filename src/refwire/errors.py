@@ -255,8 +255,24 @@ class RequestFailed(RefwireError):
     ``refwire.pravega.frames.Command``)."""
 
     def __init__(self, reply: PravegaCommand) -> None:
-        super().__init__(f"{reply.NAME}: {reply}")
+        super().__init__(_describe_reply(reply))
         self.reply = reply
+
+
+def _describe_reply(reply: Any) -> str:
+    """``the segment store answered NoSuchSegment (segment 's/t/0', offset 0)``:
+    the reply's fields in words, without the request id or an empty stack trace."""
+    import attrs
+
+    parts = []
+    if attrs.has(type(reply)):
+        for f in attrs.fields(type(reply)):
+            value = getattr(reply, f.name)
+            if f.name in ("request_id", "type") or value in ("", b"", None):
+                continue
+            parts.append(f"{f.name.replace('_', ' ')} {value!r}")
+    detail = f" ({', '.join(parts)})" if parts else ""
+    return f"the segment store answered {getattr(reply, 'NAME', type(reply).__name__)}{detail}"
 
 
 class WriteFailed(RefwireError):

@@ -129,7 +129,9 @@ def descriptor(name: str, piece: Piece | None = None) -> Descriptor:
             "scenario": "simulation scenario",
             "decoder": "capture decoder",
             "rules": "capture rules",
+            "conform": "conformance cases",
+            "machines": "state machines",
             None: "protocol",
-        }[piece]
+        }.get(piece, str(piece))
         raise ValueError(f"no {what} for {name!r}; known: {', '.join(names(piece))}")
     return d

@@ -32,7 +32,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream
+from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream, permanent_error
 from ..errors import AckWaitExpired, RemoteProtocolError, SendFailed, WindowNotAcked
 from ..wire import Limits
 from .connection import ClientConnection, State
@@ -61,6 +61,10 @@ class ClientConfig:
     backoff_max: float = 10.0
     #: give up after this many failed attempts at one window (None: never).
     max_attempts: int | None = None
+    #: reconnect and resend after the server broke the protocol (Beats does);
+    #: False gives up at once.  A host name that does not resolve or a TLS
+    #: certificate that fails verification always gives up at once.
+    retry_protocol_errors: bool = True
     recv_size: int = 65536
 
 
@@ -269,9 +273,13 @@ class LumberjackClient:
                     return
                 attempts += 1
                 self.stats["failures"] += 1
+                if permanent_error(exc, protocol_errors=not cfg.retry_protocol_errors):
+                    raise SendFailed(
+                        f"gave up: {_plain(exc)} (retrying cannot fix it)", acked=self.stats["events_acked"], unacked=events
+                    ) from exc
                 if cfg.max_attempts is not None and attempts >= cfg.max_attempts:
                     raise SendFailed(
-                        f"gave up after {attempts} attempts: {exc!r}", acked=self.stats["events_acked"], unacked=events
+                        f"gave up after {attempts} attempts: {_plain(exc)}", acked=self.stats["events_acked"], unacked=events
                     ) from exc
                 delay = min(backoff, cfg.backoff_max)
                 await trio.sleep(delay * (0.5 + self._rng.random() / 2))
@@ -281,6 +289,14 @@ class LumberjackClient:
                 # Cancelled mid-write or mid-wait: the wire state is unknown; drop it.
                 await self._drop()
                 raise
+
+
+def _plain(exc: BaseException) -> str:
+    """An error in words for a person (its text, or its class when it has none)."""
+    text = str(exc)
+    if isinstance(exc, trio.TooSlowError):
+        return "timed out"
+    return text or type(exc).__name__
 
 
 class _Link:

@@ -156,7 +156,7 @@ async def _send(args: argparse.Namespace) -> int:
         return await _send_draft(args, payloads)
     if args.create:
         await create_segment(host, port, args.segment)
-    writer = EventWriter(host, port, args.segment, config=WriterConfig(style=args.style, max_attempts=args.max_attempts))
+    writer = EventWriter(host, port, args.segment, config=WriterConfig(style=args.style, max_attempts=args.max_attempts, retry_protocol_errors=False))
     t0 = time.perf_counter()
     try:
         await writer.write(payloads)
@@ -181,7 +181,7 @@ async def _send_draft(args: argparse.Namespace, payloads: list[bytes]) -> int:
             "--create is not available in the draft-2017 dialect (it has no CreateSegment); create it with the current dialect"
         )
     host, port = args.address
-    writer = DraftWriter(host, port, args.segment, config=DraftWriterConfig(max_attempts=args.max_attempts))
+    writer = DraftWriter(host, port, args.segment, config=DraftWriterConfig(max_attempts=args.max_attempts, retry_protocol_errors=False))
     t0 = time.perf_counter()
     try:
         level = await writer.write(payloads)

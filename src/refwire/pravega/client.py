@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import trio
 
-from ..drivers import WRITE_FAILED, WRITE_TIMEOUT, Pump, first_error, open_stream
+from ..drivers import WRITE_FAILED, WRITE_TIMEOUT, Pump, first_error, open_stream, permanent_error
 from ..errors import LocalProtocolError, ProtocolError, RequestFailed, WriteFailed
 from ..wire import Limits
 from .connection import ClientConnection, State
@@ -229,6 +229,9 @@ async def seal_segment(host: str, port: int, segment: str, *, timeout: float = 1
 class WriterConfig:
     style: Style = "rust"
     max_attempts: int | None = 10  #: consecutive failed connections before giving up (None = forever)
+    #: reconnect after the store broke the protocol; False gives up at once (a host
+    #: name that does not resolve or a TLS certificate that fails always does).
+    retry_protocol_errors: bool = True
     backoff: tuple[float, float] = (0.05, 2.0)  #: first and largest reconnect delay (jittered)
     connect_timeout: float = 10.0
     ack_timeout: float = 30.0  #: reconnect when nothing is acked for this long while events are unacked
@@ -343,6 +346,8 @@ class EventWriter:
                     raise WriteFailed(
                         f"segment {self.session.segment!r} does not exist", [e.number for e in self.session.pending]
                     ) from exc
+                if permanent_error(exc, protocol_errors=not self.config.retry_protocol_errors):
+                    raise WriteFailed(f"gave up: {exc} (retrying cannot fix it)", [e.number for e in self.session.pending]) from exc
                 if self.config.max_attempts is not None and failures >= self.config.max_attempts:
                     raise WriteFailed(
                         f"gave up after {failures} failed attempts: {exc}", [e.number for e in self.session.pending]

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import attrs
 import trio
 
-from ...drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, first_error, open_stream
+from ...drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, first_error, open_stream, permanent_error
 from ...errors import DraftWriteFailed, ProtocolError
 from ..frames import Command
 from .connection import ClientConnection
@@ -130,6 +130,8 @@ class DraftConnection:
 @attrs.frozen(kw_only=True)
 class DraftWriterConfig:
     max_attempts: int | None = 10
+    #: reconnect after the store broke the protocol; False gives up at once.
+    retry_protocol_errors: bool = True
     backoff: tuple[float, float] = (0.05, 2.0)
     connect_timeout: float = 10.0
     ack_timeout: float = 30.0
@@ -178,6 +180,8 @@ class DraftWriter:
                 if isinstance(exc, ProtocolError) and exc.field != "(eof)":
                     self.stats["protocol_errors"] += 1
                     self.last_protocol_error = exc
+                if permanent_error(exc, protocol_errors=not self.config.retry_protocol_errors):
+                    raise DraftWriteFailed(f"gave up: {exc} (retrying cannot fix it)", self.session.acked) from exc
                 if self.config.max_attempts is not None and failures >= self.config.max_attempts:
                     raise DraftWriteFailed(f"gave up after {failures} failed attempts: {exc}", self.session.acked) from exc
                 await trio.sleep(delay * (0.5 + self._rng.random()))

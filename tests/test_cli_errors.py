@@ -1,0 +1,247 @@
+"""No ``refwire`` command shows a person a traceback.
+
+Every subcommand is run with bad input, against a peer that is not there
+(127.0.0.1:1), and against a peer that speaks another protocol (an HTTP
+error page); each ends with one plain line on stderr and exit status 1 (what
+a user can cause) or 2 (bad usage).  Ctrl-C on a command that waits is exit
+status 130 without a traceback (a server stops as asked, exit status 0).  A new subcommand must add its bad
+invocations here (a test checks every subcommand is covered).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_cli import REFWIRE
+
+from refwire.cli import build_parser, describe_error, main
+
+pytestmark = pytest.mark.timeout(120)
+
+#: An address no local socket can bind (TEST-NET-3, RFC 5737).
+NOWHERE = "203.0.113.1:0"
+DOWN = "127.0.0.1:1"
+
+
+@pytest.fixture(scope="module")
+def http_peer() -> Iterator[str]:
+    """A peer that answers anything with an HTTP error page and closes."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    sock.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(2)
+                try:
+                    conn.recv(4096)
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(5)
+        sock.close()
+
+
+def bad_invocations(peer: str, tmp: Path) -> dict[str, list[list[str]]]:
+    """Subcommand -> argument lists that must fail cleanly."""
+    missing = str(tmp / "missing")
+    return {
+        "serve lumberjack": [
+            ["serve", "lumberjack", "--listen", NOWHERE],
+            ["serve", "lumberjack", "--listen", "127.0.0.1:0", "--tls-cert", missing, "--tls-key", missing],
+        ],
+        "serve pravega": [["serve", "pravega", "--listen", NOWHERE]],
+        "serve tank": [["serve", "tank", "--listen", NOWHERE]],
+        "serve seastar-rpc": [["serve", "seastar-rpc", "--listen", NOWHERE]],
+        "send lumberjack": [
+            ["send", "lumberjack", DOWN, "--count", "1", "--max-attempts", "1"],
+            ["send", "lumberjack", peer, "--count", "1"],
+            ["send", "lumberjack", "nowhere.invalid:5044", "--count", "1"],
+        ],
+        "send pravega": [
+            ["send", "pravega", DOWN, "--segment", "s/t/0", "--count", "1", "--max-attempts", "1"],
+            ["send", "pravega", peer, "--segment", "s/t/0", "--count", "1"],
+            ["send", "pravega", peer, "--segment", "s/t/0", "--count", "1", "--dialect", "draft-2017"],
+        ],
+        "read pravega": [
+            ["read", "pravega", DOWN, "--segment", "s/t/0"],
+            ["read", "pravega", peer, "--segment", "s/t/0"],
+        ],
+        "send tank create-topic": [["send", "tank", DOWN, "create-topic", "t"], ["send", "tank", peer, "create-topic", "t"]],
+        "send tank produce": [["send", "tank", DOWN, "produce", "t", "m"], ["send", "tank", peer, "produce", "t", "m"]],
+        "send tank consume": [["send", "tank", DOWN, "consume", "t"], ["send", "tank", peer, "consume", "t"]],
+        "send tank status": [["send", "tank", DOWN, "status"], ["send", "tank", peer, "status"]],
+        "send tank discover": [["send", "tank", DOWN, "discover"], ["send", "tank", peer, "discover"]],
+        "send seastar-rpc": [
+            ["send", "seastar-rpc", DOWN, "echo"],
+            ["send", "seastar-rpc", peer, "echo"],
+            ["send", "seastar-rpc", peer, "no-such-verb"],
+        ],
+        "campaign": [["campaign", "--protocols", "nosuch"], ["campaign", "--seeds", "0"]],
+        "record": [["record", "--upstream", DOWN, "--out", str(tmp / "cap"), "--listen", NOWHERE]],
+        "decode": [["decode", missing]],
+        "analyze": [["analyze", missing, "--out", str(tmp / "out")]],
+        "conform lumberjack": [["conform", "lumberjack", "--server", DOWN], ["conform", "lumberjack"]],
+        "conform list": [["conform", "list", "nosuch"]],
+        "conform show": [["conform", "show", "nosuch"]],
+        "conform replay": [["conform", "replay", missing]],
+        "conform matrix": [["conform", "matrix", missing, "--out", str(tmp / "m")]],
+        "sim": [["sim", "nosuch"], ["sim", "lumberjack", "--seeds", "0"]],
+    }
+
+
+def _leaf_commands() -> set[str]:
+    out: set[str] = set()
+
+    def walk(parser: argparse.ArgumentParser, prefix: list[str]) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, [*prefix, name])
+                return
+        out.add(" ".join(prefix))
+
+    walk(build_parser(), [])
+    return out
+
+
+def test_every_subcommand_has_bad_invocations(tmp_path: Path) -> None:
+    table = bad_invocations("127.0.0.1:9", tmp_path)
+    # conform's per-protocol commands share one code path: one of them stands for all
+    leaves = {
+        c
+        for c in _leaf_commands()
+        if not (c.startswith("conform ") and c.split()[1] not in ("list", "show", "replay", "matrix", "lumberjack"))
+    }
+    assert leaves - set(table) == set(), "add bad invocations for these subcommands"
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    try:
+        status = main(argv)
+    except SystemExit as exc:  # argparse's own usage errors
+        status = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return status, captured.err + captured.out
+
+
+def test_bad_input_down_and_wrong_protocol_peers_give_one_plain_line(
+    http_peer: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    failures = []
+    for command, runs in bad_invocations(http_peer, tmp_path).items():
+        for argv in runs:
+            t0 = time.monotonic()
+            status, text = _run(argv, capsys)
+            took = time.monotonic() - t0
+            problem = None
+            if status not in (1, 2):
+                problem = f"exit status {status}"
+            elif "Traceback" in text or "internal error" in text:
+                problem = "traceback"
+            elif not any(line.startswith(("refwire: ", "refwire ", "usage: ")) for line in text.splitlines()):
+                problem = "no plain error line"
+            elif took > 15:
+                problem = f"took {took:.1f}s"
+            if problem:
+                failures.append(f"{command}: {' '.join(argv)}: {problem}\n{text[-2000:]}")
+    assert not failures, "\n\n".join(failures)
+
+
+def test_describe_error_names_the_file_and_the_host() -> None:
+    with pytest.raises(OSError) as info:
+        Path("/nonexistent/cert.pem").read_bytes()
+    assert describe_error(info.value) == "No such file or directory: /nonexistent/cert.pem"
+    assert describe_error(socket.gaierror(-2, "Name or service not known")).startswith("cannot resolve the host name")
+
+
+def test_json_with_nan_on_stdin_is_refused_with_its_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"a": 1}\n{"a": NaN}\n'))
+    status, text = _run(["send", "lumberjack", DOWN], capsys)
+    assert status == 2 and "stdin line 2 is not JSON" in text and "Traceback" not in text
+
+
+def _interrupted(args: list[str], after: float) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.Popen([*REFWIRE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(after)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _serve(args: list[str]) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [*REFWIRE, *args, "--listen", "127.0.0.1:0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        found = re.search(r"listening on (\S+:\d+)", line)
+        if found:
+            return proc, found.group(1)
+    proc.kill()
+    raise AssertionError("the server did not start")
+
+
+def test_ctrl_c_on_commands_that_wait_is_130_without_a_traceback() -> None:
+    store, store_addr = _serve(["serve", "pravega", "--no-controller"])
+    rpc, rpc_addr = _serve(["serve", "seastar-rpc"])
+    try:
+        done = subprocess.run(
+            [*REFWIRE, "send", "pravega", store_addr, "--segment", "s/t/0", "--create", "--count", "2"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert done.returncode == 0, done.stderr
+        for args, status in (
+            (["read", "pravega", store_addr, "--segment", "s/t/0", "--follow"], 130),
+            (["send", "seastar-rpc", rpc_addr, "sleep", "--int32", "20000", "--timeout", "60"], 130),
+            # a server stops on SIGINT/SIGTERM as asked: its summary, exit status 0
+            (["serve", "lumberjack", "--listen", "127.0.0.1:0"], 0),
+        ):
+            proc = _interrupted(args, 1.5)
+            assert proc.returncode == status, (args, proc.returncode, proc.stderr)
+            assert "Traceback" not in proc.stderr + proc.stdout, (args, proc.stderr)
+    finally:
+        for p in (store, rpc):
+            p.send_signal(signal.SIGINT)
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
