@@ -91,6 +91,22 @@ def draw(protocol: str, seed: int) -> tuple[Scenario, Faults, dict[str, Any]]:
     return found, faults, workload
 
 
+def check_workload(protocol: str, overrides: dict[str, Any]) -> None:
+    """Refuse workload overrides a scenario would ignore: a knob it does not
+    have, or a planted ``bug`` it does not know (:class:`ValueError` naming
+    them and the known ones), so a misspelling never runs a campaign without
+    the bug it meant to plant."""
+    scenario = _scenario(protocol)
+    known = scenario.draw_workload(SimRandom(0).child("workload"))
+    unknown = sorted(k for k in overrides if k not in known)
+    if unknown:
+        raise ValueError(f"unknown workload knobs for {protocol}: {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    bug = overrides.get("bug")
+    bugs: tuple[str, ...] = tuple(getattr(scenario, "BUGS", ()))
+    if bug and bug not in bugs:
+        raise ValueError(f"unknown planted bug {bug!r} for {protocol}; known: {', '.join(bugs) or 'none'}")
+
+
 class WallClockExceeded(Exception):
     """A seed ran longer in real time than ``wall_limit``: a livelock (a loop
     that keeps virtual time from ending the run), reported as a crash."""
@@ -131,6 +147,7 @@ def run_seed(
     faults = faults if faults is not None else drawn_faults
     wl = dict(drawn_workload)
     if workload:
+        check_workload(protocol, workload)
         wl.update(workload)
     trace = Trace()
     rng = SimRandom(seed).child("run")

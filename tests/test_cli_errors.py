@@ -102,7 +102,12 @@ def bad_invocations(peer: str, tmp: Path) -> dict[str, list[list[str]]]:
             ["send", "seastar-rpc", peer, "echo"],
             ["send", "seastar-rpc", peer, "no-such-verb"],
         ],
-        "campaign": [["campaign", "--protocols", "nosuch"], ["campaign", "--seeds", "0"]],
+        "campaign": [
+            ["campaign", "--protocols", "nosuch"],
+            ["campaign", "--seeds", "0"],
+            ["campaign", "--runner", "loop", "--workload", '{"bug": "ack-befor-deliver"}'],
+            ["campaign", "--runner", "loop", "--workload", '{"windw": 3}'],
+        ],
         "record": [["record", "--upstream", DOWN, "--out", str(tmp / "cap"), "--listen", NOWHERE]],
         "decode": [["decode", missing]],
         "analyze": [["analyze", missing, "--out", str(tmp / "out")]],
@@ -111,7 +116,12 @@ def bad_invocations(peer: str, tmp: Path) -> dict[str, list[list[str]]]:
         "conform show": [["conform", "show", "nosuch"]],
         "conform replay": [["conform", "replay", missing]],
         "conform matrix": [["conform", "matrix", missing, "--out", str(tmp / "m")]],
-        "sim": [["sim", "nosuch"], ["sim", "lumberjack", "--seeds", "0"]],
+        "sim": [
+            ["sim", "nosuch"],
+            ["sim", "lumberjack", "--seeds", "0"],
+            ["sim", "lumberjack", "--knobs", '{"workload": {"bug": "nope"}}'],
+            ["sim", "tank", "--knobs", '{"faults": {"latncy": 1}}'],
+        ],
     }
 
 

@@ -48,6 +48,9 @@ def liveness_bound(wl: dict[str, Any]) -> float:
 
 
 class LumberjackScenario:
+    #: Planted bugs a workload can ask for (``{"bug": NAME}``).
+    BUGS = ("ack-before-deliver",)
+
     name = "lumberjack"
 
     def draw_workload(self, rng: SimRandom) -> dict[str, Any]:

@@ -193,6 +193,9 @@ class _Run(PravegaRun[EventWriter]):
 
 
 class PravegaScenario(PravegaScenarioBase):
+    #: Planted bugs a workload can ask for (``{"bug": NAME}``).
+    BUGS = ("fsync-lies",)
+
     name = "pravega"
     run_class = _Run
 

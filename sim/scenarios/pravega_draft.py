@@ -210,6 +210,9 @@ class _Run(PravegaRun[DraftWriter]):
 
 
 class PravegaDraftScenario(PravegaScenarioBase):
+    #: Planted bugs a workload can ask for (``{"bug": NAME}``).
+    BUGS = ("forget-level",)
+
     name = "pravega-draft-2017"
     run_class = _Run
 

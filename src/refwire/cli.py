@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _sim(args: argparse.Namespace) -> int:
     from refwire.sim.faults import Faults
-    from refwire.sim.runner import run_seed, shrink
+    from refwire.sim.runner import check_workload, run_seed, shrink
 
     known = _sim_protocols()
     protocols = list(known) if args.protocol == "all" else [args.protocol]
@@ -92,6 +92,11 @@ def _sim(args: argparse.Namespace) -> int:
             if "faults" in knobs:
                 faults = Faults.from_dict(knobs["faults"])
             workload = knobs.get("workload")
+            if workload is not None:
+                if not isinstance(workload, dict):
+                    raise ValueError("the workload must be a JSON object")
+                for proto in protocols:
+                    check_workload(proto, workload)
         except (ValueError, TypeError, KeyError) as exc:
             raise UsageError(f"--knobs is not valid: {exc}") from None
     seeds = [args.seed] if args.seed is not None else list(range(args.first_seed, args.first_seed + args.seeds))

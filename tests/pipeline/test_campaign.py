@@ -106,3 +106,15 @@ def test_lumberjack_catalog_parses_reported_transitions() -> None:
     assert reached <= set(known), reached - set(known)
     assert catalog("no-such-protocol") is None
     assert campaign.KNOB_NAMES and all(f"knob_{k}" in dict(CAMPAIGN_COLUMNS) for k in campaign.KNOB_NAMES)
+
+
+def test_campaign_exits_1_on_a_failing_seed_unless_failures_are_allowed(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from refwire.cli import main
+
+    args = ["campaign", "--runner", "loop", "--protocols", "lumberjack", "--first-seed", "3", "--seeds", "1"]
+    args += ["--out", str(tmp_path), "--workload", json.dumps(PLANTED)]
+    assert main(args) == 1
+    assert main([*args, "--allow-failures"]) == 0
+    assert main([*args, "--strict"]) == 1  # the default, still accepted
+    assert main([*args[:-1], '{"bug": "ack-before-delivery"}']) == 2
+    assert "unknown planted bug 'ack-before-delivery' for lumberjack; known: ack-before-deliver" in capsys.readouterr().err
