@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_cli import REFWIRE
@@ -255,3 +256,13 @@ def test_ctrl_c_on_commands_that_wait_is_130_without_a_traceback() -> None:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+def test_v1_says_once_that_non_string_values_go_as_json_text(
+    lumberjack_server: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"a": "x"}\n{"a": 1, "b": true}\n{"a": 2}\n'))
+    status, text = _run(["send", "lumberjack", lumberjack_server.address, "--lj-version", "1"], capsys)
+    assert status == 0, text
+    assert text.count("sends every value as a string") == 1 and "event 2, key 'a': 1 becomes the string \"1\"" in text
+    assert lumberjack_server.events == [{"a": "x"}, {"a": "1", "b": "true"}, {"a": "2"}]

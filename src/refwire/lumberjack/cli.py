@@ -145,6 +145,20 @@ def _read_events(stream: TextIO) -> list[Any]:
     return events
 
 
+def _warn_v1_strings(events: list[Any]) -> None:
+    """v1 ``D`` frames carry strings only (spec §2.2): say once, on stderr, that
+    other values go as their JSON text -- never silently."""
+    for n, event in enumerate(events, 1):
+        for key, value in event.items() if isinstance(event, dict) else ():
+            if not isinstance(value, str):
+                print(
+                    f"refwire: protocol version 1 sends every value as a string: non-string values go as their JSON text "
+                    f"(first: event {n}, key {key!r}: {json.dumps(value)} becomes the string {json.dumps(json.dumps(value))})",
+                    file=sys.stderr,
+                )
+                return
+
+
 async def _send_lumberjack(args: argparse.Namespace) -> int:
     from .client import ClientConfig, LumberjackClient, SendFailed
 
@@ -155,6 +169,8 @@ async def _send_lumberjack(args: argparse.Namespace) -> int:
     if not events:
         print("nothing to send", file=sys.stderr)
         return 0
+    if args.lj_version == 1:
+        _warn_v1_strings(events)
     if args.window > 10_000:
         raise UsageError("--window above 10000 is refused by go-lumber-based servers; use at most 10000")
     tls = args.tls or args.tls_ca or args.tls_cert or args.tls_no_verify
