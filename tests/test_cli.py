@@ -324,7 +324,7 @@ def test_send_to_a_closed_port_fails_quickly() -> None:
         (["send", "lumberjack", "127.0.0.1", "--count", "1"], None, "the port must be a number"),
         (["send", "lumberjack", "127.0.0.1:70000", "--count", "1"], None, "out of range"),
         (["send", "lumberjack", "127.0.0.1:5044", "--window", "0", "--count", "1"], None, "--window: 0 must be at least 1"),
-        (["send", "lumberjack", "127.0.0.1:5044", "--window", "20000", "--count", "1"], None, "--window above 10000"),
+        (["send", "lumberjack", "127.0.0.1:5044", "--window", "20000", "--count", "1"], None, "--window 20000 is above --max-window 10000"),
         (["send", "lumberjack", "127.0.0.1:5044", "--count", "0"], None, "must be at least 1"),
         (["send", "lumberjack", "127.0.0.1:5044", "--compression", "10", "--count", "1"], None, "--compression"),
         (["send", "lumberjack", "127.0.0.1:5044", "--lj-version", "3", "--count", "1"], None, "invalid choice"),
@@ -429,3 +429,56 @@ def test_console_script_is_used() -> None:
     exe = Path(REFWIRE[0])
     assert exe.name == "refwire" or REFWIRE[1:] == ["-m", "refwire.cli"]
     assert os.access(REFWIRE[0], os.X_OK)
+
+
+# --------------------------------------------------------------------------- streaming stdin, ack modes, windows
+
+
+def test_send_streams_stdin_lines_as_they_arrive(serve: Any) -> None:
+    """`tail -f app.log | refwire send lumberjack`: a line is shipped within
+    --linger of its arrival, long before stdin ends."""
+    srv = serve()
+    proc = subprocess.Popen(
+        [*REFWIRE, "send", "lumberjack", srv.address, "--window", "100", "--linger", "0.1"],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None
+    try:
+        for i in range(3):
+            proc.stdin.write(json.dumps({"line": i}) + "\n")
+            proc.stdin.flush()
+            deadline = time.monotonic() + 10
+            while len(srv.stdout_docs()) < i + 1:
+                assert time.monotonic() < deadline, f"line {i} was not shipped while stdin stayed open"
+                time.sleep(0.05)
+        proc.stdin.write('{"line": NaN}\n{"line": 9}\n')
+        proc.stdin.close()
+        err = proc.stderr.read() if proc.stderr else ""
+        assert proc.wait(timeout=TIMEOUT) == 2, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "stdin line 4 is not JSON" in err and "the 3 events before it were sent and acked" in err, err
+    assert srv.stdout_docs() == [{"line": 0}, {"line": 1}, {"line": 2}]
+
+
+def test_send_ack_mode_count_reads_go_lumbers_acks(serve: Any) -> None:
+    srv = serve("--ack-mode", "count")
+    # running sequence numbers from 101: a count-style ack (A 5) is not the last seq (A 105)
+    args = ["send", "lumberjack", srv.address, "--count", "5", "--sequence", "running", "--first-seq", "101"]
+    sent = refwire(*args, "--ack-mode", "count", "--ack-timeout", "2", "--max-attempts", "1")
+    assert sent.returncode == 0, sent.stderr
+    wrong = refwire(*args, "--ack-timeout", "1", "--max-attempts", "1")
+    assert wrong.returncode == 1 and "gave up" in wrong.stderr, wrong.stderr
+
+
+def test_send_window_limit_is_max_window(serve: Any) -> None:
+    srv = serve("--max-window", "20000")
+    over = refwire("send", "lumberjack", srv.address, "--count", "1", "--window", "10001")
+    assert_clean_failure(over, 2, "--window 10001 is above --max-window 10000 (raise --max-window to allow it)")
+    raised = refwire("send", "lumberjack", srv.address, "--count", "3", "--window", "10001", "--max-window", "10001")
+    assert raised.returncode == 0, raised.stderr
+    assert raised.stderr.count("is above 10000: go-lumber and Logstash refuse such windows") == 1

@@ -193,11 +193,13 @@ def test_describe_error_names_the_file_and_the_host() -> None:
 
 
 def test_json_with_nan_on_stdin_is_refused_with_its_line(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    lumberjack_server: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sys, "stdin", io.StringIO('{"a": 1}\n{"a": NaN}\n'))
-    status, text = _run(["send", "lumberjack", DOWN], capsys)
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"a": 1}\n{"a": NaN}\n{"a": 3}\n'))
+    status, text = _run(["send", "lumberjack", lumberjack_server.address], capsys)
     assert status == 2 and "stdin line 2 is not JSON" in text and "Traceback" not in text
+    # the line before it was shipped; nothing after it was
+    assert lumberjack_server.events == [{"a": 1}]
 
 
 def _interrupted(args: list[str], after: float) -> subprocess.CompletedProcess[str]:

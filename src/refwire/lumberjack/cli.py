@@ -6,7 +6,8 @@ import argparse
 import json
 import sys
 import time
-from typing import Any, TextIO
+from collections.abc import AsyncIterator
+from typing import Any, TextIO, TypeVar
 
 import orjson
 import trio
@@ -42,7 +43,28 @@ def register(cmds: Commands) -> None:
     c = send_sub.add_parser("lumberjack", help="send events to a Lumberjack server")
     c.add_argument("address", type=hostport, metavar="HOST:PORT")
     c.add_argument("--count", type=positive_int, metavar="N", help="send N generated events instead of JSON lines from stdin")
-    c.add_argument("--window", type=positive_int, default=2048, metavar="N", help="events per window (default 2048)")
+    c.add_argument("--window", type=positive_int, default=2048, metavar="N", help="events per window (default 2048; at most --max-window)")
+    c.add_argument(
+        "--max-window",
+        type=positive_int,
+        default=10_000,
+        metavar="N",
+        help="largest --window allowed (default 10000, the limit of go-lumber and Logstash; raising it warns once)",
+    )
+    c.add_argument(
+        "--linger",
+        type=nonneg_float,
+        default=0.2,
+        metavar="S",
+        help="stdin: send a window once it is full or S seconds after its first line arrived (default 0.2), "
+        "so `tail -f app.log | refwire send lumberjack ...` ships lines as they come",
+    )
+    c.add_argument(
+        "--ack-mode",
+        choices=("last-seq", "count"),
+        default="last-seq",
+        help="read acks as the last sequence number (Logstash, refwire; default) or as an event count (go-lumber)",
+    )
     c.add_argument("--compression", type=int, choices=range(10), default=3, metavar="0-9", help="zlib level of the C frame (0 = plain frames; default 3)")
     c.add_argument("--protocol-version", "--lj-version", dest="lj_version", type=int, choices=(1, 2), default=2, help="1 (D frames) or 2 (J frames, default)")
     c.add_argument("--sequence", choices=("window", "running"), default="window", help="number events 1..n per window (default) or with a running u32 counter")
@@ -127,28 +149,64 @@ async def _serve_lumberjack(args: argparse.Namespace) -> int:
 
 
 
-def _read_events(stream: TextIO) -> list[Any]:
-    events = []
-    for n, line in enumerate(stream, 1):
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            # Strict RFC 8259 (orjson), as Logstash parses: NaN and Infinity are
-            # refused, never turned into something else on the way (§4).
-            doc = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise UsageError(f"stdin line {n} is not JSON: {exc}") from None
-        if not isinstance(doc, dict):
-            raise UsageError(f"stdin line {n} is not a JSON object")
-        events.append(doc)
-    return events
+def _parse_line(n: int, line: str) -> dict[str, Any] | None:
+    """One stdin line as an event (None for a blank line)."""
+    line = line.strip()
+    if not line:
+        return None
+    try:
+        # Strict RFC 8259 (orjson), as Logstash parses: NaN and Infinity are
+        # refused, never turned into something else on the way (§4).
+        doc = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(f"stdin line {n} is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"stdin line {n} is not a JSON object")
+    return doc
 
 
-def _warn_v1_strings(events: list[Any]) -> None:
+async def _read_stdin(out: trio.MemorySendChannel[dict[str, Any]], v1: bool, bad: list[UsageError]) -> None:
+    """Parse stdin line by line as it arrives (a thread reads; the bounded
+    channel holds the reader back while the server is slow).  A bad line ends
+    the input there (noted in ``bad``): the lines before it are still sent."""
+    warned = not v1
+    n = 0
+    async with out:
+        async for line in trio.wrap_file(sys.stdin):
+            n += 1
+            try:
+                doc = _parse_line(n, line)
+            except UsageError as exc:
+                bad.append(exc)
+                return
+            if doc is None:
+                continue
+            if not warned:
+                warned = _warn_v1_strings([doc], n)
+            await out.send(doc)
+
+
+async def _windows(events: trio.MemoryReceiveChannel[dict[str, Any]], size: int, linger: float) -> AsyncIterator[list[dict[str, Any]]]:
+    """Windows of stdin events: full ones, or what came within ``linger`` s of a window's first event."""
+    async with events:
+        while True:
+            try:
+                batch = [await events.receive()]
+            except trio.EndOfChannel:
+                return
+            with trio.move_on_after(linger):
+                while len(batch) < size:
+                    try:
+                        batch.append(await events.receive())
+                    except trio.EndOfChannel:
+                        break
+            yield batch
+
+
+def _warn_v1_strings(events: list[Any], first: int = 1) -> bool:
     """v1 ``D`` frames carry strings only (spec §2.2): say once, on stderr, that
-    other values go as their JSON text -- never silently."""
-    for n, event in enumerate(events, 1):
+    other values go as their JSON text -- never silently.  True once said."""
+    for n, event in enumerate(events, first):
         for key, value in event.items() if isinstance(event, dict) else ():
             if not isinstance(value, str):
                 print(
@@ -156,23 +214,41 @@ def _warn_v1_strings(events: list[Any]) -> None:
                     f"(first: event {n}, key {key!r}: {json.dumps(value)} becomes the string {json.dumps(json.dumps(value))})",
                     file=sys.stderr,
                 )
-                return
+                return True
+    return False
+
+
+E = TypeVar("E", bound=BaseException)
+
+
+def _first(exc: BaseException, kind: type[E]) -> E | None:
+    """The first ``kind`` in ``exc`` or, nested, in its exception groups."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for e in exc.exceptions:
+            found = _first(e, kind)
+            if found is not None:
+                return found
+    return None
 
 
 async def _send_lumberjack(args: argparse.Namespace) -> int:
-    from .client import ClientConfig, LumberjackClient, SendFailed
+    """``refwire send lumberjack``: ``--count`` generated events, or JSON lines
+    from stdin sent as they arrive (a window closes when full or ``--linger``
+    seconds after its first line)."""
+    import attrs
 
-    if args.count:
-        events: list[Any] = [{"message": f"event {i}", "seq": i} for i in range(args.count)]
-    else:
-        events = _read_events(sys.stdin)
-    if not events:
-        print("nothing to send", file=sys.stderr)
-        return 0
-    if args.lj_version == 1:
-        _warn_v1_strings(events)
-    if args.window > 10_000:
-        raise UsageError("--window above 10000 is refused by go-lumber-based servers; use at most 10000")
+    from .client import ClientConfig, LumberjackClient, SendFailed
+    from .frames import DEFAULT_LIMITS
+
+    if args.max_window > 10_000:
+        print(
+            f"refwire: --max-window {args.max_window} is above 10000: go-lumber and Logstash refuse such windows",
+            file=sys.stderr,
+        )
+    if args.window > args.max_window:
+        raise UsageError(f"--window {args.window} is above --max-window {args.max_window} (raise --max-window to allow it)")
     tls = args.tls or args.tls_ca or args.tls_cert or args.tls_no_verify
     ctx = (
         client_ssl_context(args.tls_ca, certfile=args.tls_cert, keyfile=args.tls_key, verify=not args.tls_no_verify)
@@ -188,22 +264,46 @@ async def _send_lumberjack(args: argparse.Namespace) -> int:
         sequence=args.sequence,
         first_seq=args.first_seq,
         ack_timeout=args.ack_timeout or None,
+        ack_interpretation="count" if args.ack_mode == "count" else "seq",
+        limits=attrs.evolve(DEFAULT_LIMITS, max_window=args.max_window),
         max_attempts=args.max_attempts,
         retry_protocol_errors=False,
     )
     host, port = args.address
     client = LumberjackClient.connect_tcp(host, port, ssl_context=ctx, server_hostname=args.server_name, config=config)
     t0 = time.perf_counter()
+    sent = 0
     try:
         async with client:
-            await client.send(events)
-    except SendFailed as exc:
-        print(f"refwire: {exc} ({exc.acked} acked, {len(exc.unacked)} not)", file=sys.stderr)
-        return 1
+            if args.count:
+                events: list[Any] = [{"message": f"event {i}", "seq": i} for i in range(args.count)]
+                if args.lj_version == 1:
+                    _warn_v1_strings(events)
+                await client.send(events)
+                sent = len(events)
+            else:
+                send, receive = trio.open_memory_channel[dict[str, Any]](2 * args.window)
+                bad: list[UsageError] = []
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_read_stdin, send, args.lj_version == 1, bad)
+                    async for batch in _windows(receive, args.window, args.linger):
+                        await client.send(batch)
+                        sent += len(batch)
+                if bad:
+                    raise UsageError(f"{bad[0]} (the {sent} events before it were sent and acked)")
+    except (SendFailed, BaseExceptionGroup) as exc:
+        failed = _first(exc, SendFailed)
+        if failed is not None:
+            print(f"refwire: {failed} ({sent + failed.acked} acked, {len(failed.unacked)} not)", file=sys.stderr)
+            return 1
+        raise
+    if not sent:
+        print("nothing to send", file=sys.stderr)
+        return 0
     dt = time.perf_counter() - t0
     st = client.stats
     print(
-        f"sent {len(events)} events, all acked, in {dt:.3f}s ({len(events) / dt:.0f} events/s; "
+        f"sent {sent} events, all acked, in {dt:.3f}s ({sent / dt:.0f} events/s; "
         f"{st['windows']} windows, {st['reconnects']} reconnects)",
         file=sys.stderr,
     )
