@@ -120,7 +120,7 @@ def test_case_book_registers_both_roles_and_refuses_a_reused_id_or_slug() -> Non
     server, client = book.cases
     assert (server.role, server.requirement, server.ignore, server.budget) == ("server", "specs/x/README.md §1", ("ka",), 5.0)
     assert (client.role, client.events, client.budget, client.ignore) == ("client", 3, 9.0, ())
-    with pytest.raises(ValueError, match="'x.S1.1' registered twice"):
+    with pytest.raises(ValueError, match=r"'x\.S1\.1' registered twice"):
         book.server("x.S1.1", "three", "Three", "§1", "p", [])(s)
     with pytest.raises(ValueError, match="'two' registered twice"):
         book.client("x.C9.1", "two", "Two", "§1", "p", [], events=1)(c)
