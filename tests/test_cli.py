@@ -482,3 +482,35 @@ def test_send_window_limit_is_max_window(serve: Any) -> None:
     raised = refwire("send", "lumberjack", srv.address, "--count", "3", "--window", "10001", "--max-window", "10001")
     assert raised.returncode == 0, raised.stderr
     assert raised.stderr.count("is above 10000: go-lumber and Logstash refuse such windows") == 1
+
+
+def test_serve_metadata_as_logstash_names_it(serve: Any, tls_files: dict[str, str]) -> None:
+    """--metadata: ip_address and tls_peer as Logstash's beats input names them
+    (spec §6.1): verified with the client certificate's subject, unverified
+    without one, absent without TLS."""
+    tls = ["--tls-cert", tls_files["server.crt"], "--tls-key", tls_files["server.key"]]
+    verified = serve("--metadata", "--exit-after", "1", *tls, "--tls-client-ca", tls_files["ca.pem"])
+    sent = refwire(
+        "send", "lumberjack", verified.address, "--count", "1", "--tls-ca", tls_files["ca.pem"],
+        "--tls-cert", tls_files["client.pem"], "--server-name", "localhost",
+    )  # fmt: skip
+    assert sent.returncode == 0, sent.stderr
+    assert verified.wait() == 0, verified.stderr
+    (doc,) = verified.stdout_docs()
+    meta = doc.pop("@metadata")
+    assert doc == generated(1)[0]
+    assert meta["ip_address"] == LOCAL and meta["refwire"] == {"version": "2", "seq": 1, "connection": 1}
+    peer = meta["tls_peer"]
+    assert peer["status"] == "verified" and peer["protocol"].startswith("TLSv") and peer["cipher_suite"]
+    assert "O=trustme" in peer["subject"] and peer["subject"].index("OU=") < peer["subject"].index("O=trustme")
+
+    unverified = serve("--metadata", "--exit-after", "1", *tls)
+    assert refwire("send", "lumberjack", unverified.address, "--count", "1", "--tls-no-verify", "--lj-version", "1").returncode == 0
+    assert unverified.wait() == 0
+    (doc,) = unverified.stdout_docs()
+    assert doc["@metadata"]["tls_peer"] == {"status": "unverified"} and doc["@metadata"]["refwire"]["version"] == "1"
+
+    plain = serve("--metadata", "--exit-after", "1")
+    assert refwire("send", "lumberjack", plain.address, "--count", "1").returncode == 0
+    assert plain.wait() == 0
+    assert "tls_peer" not in plain.stdout_docs()[0]["@metadata"]

@@ -37,6 +37,12 @@ def register(cmds: Commands) -> None:
     s.add_argument("--no-validate-json", action="store_true", help="pass J payloads on unparsed (faster; no JSON check)")
     s.add_argument("--accept-mixed-versions", action="store_true", help="accept frames whose version byte differs from the connection's (as Logstash)")
     s.add_argument("--exit-after", type=positive_int, metavar="N", help="shut down after N events")
+    s.add_argument(
+        "--metadata",
+        action="store_true",
+        help="add an @metadata object to each line: ip_address and tls_peer as Logstash's beats input names them, "
+        "plus refwire.version, refwire.seq and refwire.connection",
+    )
 
     s.set_defaults(func=_serve_lumberjack)
 
@@ -92,6 +98,27 @@ def _write_event(out: TextIO, event: Any) -> None:
     out.write(line + "\n")
 
 
+def _metadata(info: Any) -> dict[str, Any]:
+    """``@metadata`` as Logstash's beats input fills it (spec §6.1): the peer's
+    ``ip_address`` and, over TLS, ``tls_peer``."""
+    meta: dict[str, Any] = {"ip_address": info.ip_address}
+    tls = info.tls_peer()
+    if tls is not None:
+        meta["tls_peer"] = tls
+    return meta
+
+
+def _write_with_metadata(out: TextIO, event: Any, meta: dict[str, Any], version: int, connection: int) -> None:
+    try:
+        doc = event.fields()
+    except ValueError:  # --no-validate-json let a payload that is not JSON through
+        doc = None
+    if not isinstance(doc, dict):
+        doc = {"message": getattr(event, "payload", b"").decode("utf-8", "replace")}
+    doc["@metadata"] = {**meta, "refwire": {"version": chr(version), "seq": event.seq, "connection": connection}}
+    out.write(json.dumps(doc, separators=(",", ":"), ensure_ascii=False) + "\n")
+
+
 async def _serve_lumberjack(args: argparse.Namespace) -> int:
     import attrs
 
@@ -109,8 +136,13 @@ async def _serve_lumberjack(args: argparse.Namespace) -> int:
 
     async def handler(batch: Batch, info: ConnectionInfo) -> None:
         nonlocal received
-        for ev in batch.events:
-            _write_event(out, ev)
+        if args.metadata:
+            meta = _metadata(info)
+            for ev in batch.events:
+                _write_with_metadata(out, ev, meta, batch.version, info.id)
+        else:
+            for ev in batch.events:
+                _write_event(out, ev)
         out.flush()
         received += len(batch.events)
         if args.exit_after and received >= args.exit_after:

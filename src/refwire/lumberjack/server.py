@@ -85,6 +85,68 @@ class ConnectionInfo:
 
     id: int
     peer: str
+    #: The connection's stream (for :meth:`tls_peer`); not part of equality.
+    stream: trio.abc.Stream | None = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def ip_address(self) -> str:
+        """The peer's IP address (Logstash's ``[@metadata][ip_address]``), or ``?``."""
+        host = self.peer.rsplit(":", 1)[0] if ":" in self.peer else self.peer
+        return host.strip("[]")
+
+    def tls_peer(self) -> dict[str, str] | None:
+        """What Logstash's beats input puts in ``[@metadata][tls_peer]``
+        (``specs/lumberjack/README.md`` §6.1): None without TLS; ``status``
+        ``verified`` (with ``protocol``, ``cipher_suite`` and the client
+        certificate's ``subject`` in RFC 2253 order) when the client presented
+        a certificate the server verified, else ``unverified``."""
+        stream = self.stream
+        if not isinstance(stream, trio.SSLStream):
+            return None
+        try:
+            cert = stream.getpeercert()
+            version, cipher = stream.version(), stream.cipher()
+        except (ValueError, AttributeError, trio.NeedHandshakeError):
+            return {"status": "unverified"}
+        if not cert:
+            return {"status": "unverified"}
+        return {
+            "status": "verified",
+            "protocol": str(version or ""),
+            "cipher_suite": cipher[0] if cipher else "",
+            "subject": _rfc2253(cert.get("subject", ())),
+        }
+
+
+#: Attribute names as RFC 2253 writes them (Python's ``getpeercert`` spells them out).
+_RDN_NAMES = {
+    "commonName": "CN",
+    "countryName": "C",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "organizationName": "O",
+    "organizationalUnitName": "OU",
+    "streetAddress": "STREET",
+    "domainComponent": "DC",
+    "userId": "UID",
+}
+
+
+def _rfc2253(subject: Any) -> str:
+    """A certificate subject as ``CN=...,OU=...,O=...,C=...`` (most specific first, as Java prints it)."""
+    parts = []
+    for rdn in reversed(subject):
+        parts.append("+".join(f"{_RDN_NAMES.get(k, k)}={_rfc2253_escape(str(v))}" for k, v in rdn))
+    return ",".join(parts)
+
+
+def _rfc2253_escape(value: str) -> str:
+    out = "".join("\\" + ch if ch in ',+"\\<>;' else ch for ch in value)
+    if out.startswith((" ", "#")):
+        out = "\\" + out
+    if out.endswith(" "):
+        out = out[:-1] + "\\ "
+    return out
 
 
 Handler = Callable[[Batch, ConnectionInfo], Awaitable[None]]
@@ -206,7 +268,7 @@ class LumberjackServer:
         cfg = self.config
         conn = cfg.machine(now=trio.current_time())
         self._next_id += 1
-        info = ConnectionInfo(self._next_id, _peer_name(stream))
+        info = ConnectionInfo(self._next_id, _peer_name(stream), stream)
         self.stats["connections"] += 1
         queue_send, queue_recv = trio.open_memory_channel[Batch](max(0, cfg.pipeline_depth - 1))
         closing = self._stream_server.closing
