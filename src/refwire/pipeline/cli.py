@@ -18,6 +18,7 @@ from typing import Any
 import trio
 
 from ..cliutil import Commands, UsageError, hostport, positive_int, stop_on_signal
+from .progress import CampaignProgress
 
 __all__ = ["register"]
 
@@ -69,21 +70,6 @@ def register(cmds: Commands) -> None:
 # --------------------------------------------------------------------------- campaign
 
 
-class _Ticker:
-    def __init__(self, what: str) -> None:
-        self.what = what
-        self.tty = sys.stderr.isatty()
-        self.last = -1.0
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if done != total and now - self.last < (0.2 if self.tty else 5.0):
-            return
-        self.last = now
-        end = "\r" if self.tty and done != total else "\n"
-        print(f"  {self.what}: {done}/{total}", end=end, file=sys.stderr, flush=True)
-
-
 def _spark(master: str | None, app: str) -> tuple[Any, bool]:
     """The session, and whether this command started it (and so stops it)."""
     from .session import SparkUnavailable, local_spark
@@ -130,10 +116,19 @@ def _campaign(args: argparse.Namespace) -> int:
     t_start = time.perf_counter() - t0
     try:
         t1 = time.perf_counter()
-        runs = sc.run_campaign(
-            spark, protocols, args.seeds, out, campaign=campaign, first_seed=args.first_seed, workload=workload,
-            partitions=args.partitions, progress=_Ticker("tasks done"),
-        )
+        shown = CampaignProgress(protocols, estimate=True)
+        runs_total = args.seeds * len(protocols)
+
+        def tasks_done(done: int, total: int) -> None:  # Spark counts tasks; each holds an even slice of the runs
+            shown(runs_total * done // total, runs_total)
+
+        try:
+            runs = sc.run_campaign(
+                spark, protocols, args.seeds, out, campaign=campaign, first_seed=args.first_seed, workload=workload,
+                partitions=args.partitions, progress=tasks_done,
+            )
+        finally:
+            shown.close()
         t_run = time.perf_counter() - t1
         tables = sc.write_tables(spark, runs, out, campaign)
         print(_summary(runs, tables, campaign, out, t_start, t_run, spark.sparkContext.master))
@@ -211,7 +206,11 @@ def _campaign_local(args: argparse.Namespace, protocols: tuple[str, ...], worklo
 
     t0 = time.perf_counter()
     runner = run_pool if args.runner == "pool" else run_loop
-    rows = runner(protocols, args.first_seed, args.seeds, campaign=campaign, workload=workload, progress=_Ticker("runs done"))
+    shown = CampaignProgress(protocols)
+    try:
+        rows = runner(protocols, args.first_seed, args.seeds, campaign=campaign, workload=workload, progress=shown)
+    finally:
+        shown.close()
     dt = time.perf_counter() - t0
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"runs-{campaign}.jsonl"
