@@ -118,3 +118,17 @@ def test_decode_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     errors = [r for r in rows if r["type"] == "error"]
     assert len(errors) == 1 and errors[0]["conn"] == "conn00002"
     assert main(["decode", str(tmp_path / "missing")]) == 2
+
+
+async def test_tap_logs_an_upstream_that_is_down(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with trio.fail_after(10):
+        async with open_tap(("127.0.0.1", 0), ("127.0.0.1", 1), tmp_path) as tap:
+            host, port = tap.addresses[0].rsplit(":", 1)
+            stream = await trio.open_tcp_stream(host, int(port))
+            assert await stream.receive_some(10) == b""  # the client's connection is closed at once
+            await stream.aclose()
+            await tap.wait_finished(1)
+    meta = json.loads((tmp_path / "conn00001.json").read_text())
+    assert meta["error"].startswith("cannot connect upstream")
+    (record,) = [r for r in caplog.records if r.name == "refwire.record"]
+    assert record.levelname == "WARNING" and "cannot connect to the upstream 127.0.0.1:1" in record.getMessage()

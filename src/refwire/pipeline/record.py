@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -25,6 +26,8 @@ import trio
 from ..drivers import listener_address
 
 __all__ = ["Tap", "open_tap"]
+
+log = logging.getLogger("refwire.record")
 
 @attrs.define
 class Tap:
@@ -59,6 +62,13 @@ class Tap:
             upstream = await trio.open_tcp_stream(*self.upstream)
         except OSError as exc:
             meta["error"] = f"cannot connect upstream: {exc}"
+            log.warning(
+                "record: %s from %s: cannot connect to the upstream %s:%s (%s); closed the client's connection",
+                name,
+                peer,
+                *self.upstream,
+                exc,
+            )
             await client.aclose()
             self._finish(name, meta, times)
             return
