@@ -268,3 +268,42 @@ def test_v1_says_once_that_non_string_values_go_as_json_text(
     assert status == 0, text
     assert text.count("sends every value as a string") == 1 and "event 2, key 'a': 1 becomes the string \"1\"" in text
     assert lumberjack_server.events == [{"a": "x"}, {"a": "1", "b": "true"}, {"a": "2"}]
+
+
+def test_tls_files_that_cannot_be_used_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import trustme
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    other = ca.issue_cert("127.0.0.1")
+    files = {name: str(tmp_path / name) for name in ("cert.pem", "key.pem", "other-key.pem", "ca.pem")}
+    cert.cert_chain_pems[0].write_to_path(files["cert.pem"])
+    cert.private_key_pem.write_to_path(files["key.pem"])
+    other.private_key_pem.write_to_path(files["other-key.pem"])
+    ca.cert_pem.write_to_path(files["ca.pem"])
+    missing = str(tmp_path / "missing.pem")
+    serve = ["serve", "lumberjack", "--listen", "127.0.0.1:0"]
+    cases = [
+        ([*serve, "--tls-cert", missing], f"the certificate file {missing!r} cannot be read: No such file or directory"),
+        ([*serve, "--tls-cert", files["cert.pem"]], f"{files['cert.pem']!r} holds no private key (give it with the key option)"),
+        (
+            [*serve, "--tls-cert", files["cert.pem"], "--tls-key", files["ca.pem"]],
+            f"the key file {files['ca.pem']!r} holds no private key",
+        ),
+        (
+            [*serve, "--tls-cert", files["key.pem"], "--tls-key", files["key.pem"]],
+            f"the certificate file {files['key.pem']!r} holds no PEM certificate",
+        ),
+        (
+            [*serve, "--tls-cert", files["cert.pem"], "--tls-key", files["other-key.pem"]],
+            f"the private key does not belong to the certificate in {files['cert.pem']!r}",
+        ),
+        (
+            [*serve, "--tls-cert", files["cert.pem"], "--tls-key", files["key.pem"], "--tls-client-ca", files["key.pem"]],
+            f"the CA file {files['key.pem']!r} holds no usable PEM certificate",
+        ),
+        (["send", "lumberjack", DOWN, "--count", "1", "--tls-ca", missing], f"the CA file {missing!r} cannot be read"),
+    ]
+    for argv, message in cases:
+        status, text = _run(argv, capsys)
+        assert status == 1 and message in text and "Traceback" not in text, (argv, text)

@@ -19,6 +19,7 @@ import os
 import socket
 import ssl
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any, Final
 
 import trio
@@ -61,11 +62,54 @@ def server_ssl_context(
     """A TLS server context; with ``client_ca``, client certificates are required
     and verified against it."""
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.load_cert_chain(certfile, keyfile)
+    _load_cert_chain(ctx, certfile, keyfile)
     if client_ca:
-        ctx.load_verify_locations(client_ca)
+        _load_ca(ctx, client_ca)
         ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
+
+
+class TlsFileError(OSError):
+    """A certificate, key or CA file that cannot be used; the message names the file and why."""
+
+
+def _readable(path: str, what: str) -> None:
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise TlsFileError(f"the {what} {path!r} cannot be read: {exc.strerror or exc}") from None
+
+
+def _load_cert_chain(ctx: ssl.SSLContext, certfile: str, keyfile: str | None) -> None:
+    """``load_cert_chain`` with errors that say which file is wrong and how
+    (OpenSSL's own is ``[SSL] PEM lib``)."""
+    _readable(certfile, "certificate file")
+    if keyfile:
+        _readable(keyfile, "key file")
+    try:
+        ctx.load_cert_chain(certfile, keyfile)
+    except ssl.SSLError as exc:
+        text = Path(certfile).read_bytes()
+        key_text = Path(keyfile).read_bytes() if keyfile else text
+        if b"CERTIFICATE-----" not in text:
+            why = f"the certificate file {certfile!r} holds no PEM certificate"
+        elif b"PRIVATE KEY-----" not in key_text:
+            where = f"the key file {keyfile!r} holds" if keyfile else f"{certfile!r} holds"
+            why = f"{where} no private key" + ("" if keyfile else " (give it with the key option)")
+        elif "KEY_VALUES_MISMATCH" in str(exc) or "key values mismatch" in str(exc):
+            why = f"the private key does not belong to the certificate in {certfile!r}"
+        else:
+            why = f"cannot use the certificate {certfile!r}" + (f" with the key {keyfile!r}" if keyfile else "") + f": {exc.reason or exc}"
+        raise TlsFileError(why) from None
+
+
+def _load_ca(ctx: ssl.SSLContext, cafile: str) -> None:
+    _readable(cafile, "CA file")
+    try:
+        ctx.load_verify_locations(cafile)
+    except ssl.SSLError as exc:
+        raise TlsFileError(f"the CA file {cafile!r} holds no usable PEM certificate ({exc.reason or exc})") from None
 
 
 def client_ssl_context(
@@ -77,9 +121,11 @@ def client_ssl_context(
 ) -> ssl.SSLContext:
     """A TLS client context trusting ``ca`` (or the system store); optionally
     presenting a client certificate."""
-    ctx = ssl.create_default_context(cafile=ca)
+    ctx = ssl.create_default_context()
+    if ca:
+        _load_ca(ctx, ca)
     if certfile:
-        ctx.load_cert_chain(certfile, keyfile)
+        _load_cert_chain(ctx, certfile, keyfile)
     if not verify:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
