@@ -10,7 +10,8 @@ keeps the JVM quiet, and, for short local runs, the C1-only JIT and serial GC
 
 The same builder takes ``master`` (``spark://…``, ``yarn``, ``k8s://…``) to run
 on a cluster; refwire must then be installed on the executors (a wheel via
-``spark.submit.pyFiles`` or a packed venv via ``spark.archives``, §6(a) "Scaling").
+``spark.submit.pyFiles`` or a packed venv via ``spark.archives``) and their
+Python named by ``PYSPARK_PYTHON`` (see the README's "Running on a cluster").
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def local_spark(
     fast_jvm: bool = True,
     conf: dict[str, str] | None = None,
 ) -> Any:
-    """Build (or return the running) SparkSession with the note's settings.
+    """Build (or return the running) SparkSession with the settings above.
 
     ``master`` defaults to ``local[cores]`` (cores defaults to the CPU count).
 
@@ -109,7 +110,7 @@ def local_spark(
         "spark.sql.execution.arrow.maxRecordsPerBatch": "2000",
     }
     settings.update(conf or {})
-    # SparkSession.builder is a new Builder on every access: chain in one expression (§3).
+    # SparkSession.builder is a new Builder on every access: chain in one expression.
     builder = SparkSession.builder.master(master or f"local[{n}]").appName(app)
     for key, value in settings.items():
         builder = builder.config(key, value)
