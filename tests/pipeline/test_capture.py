@@ -13,6 +13,7 @@ import trio
 from refwire.cli import main
 from refwire.lumberjack import Batch
 from refwire.lumberjack.client import ClientConfig, LumberjackClient
+from refwire.lumberjack.frames import JsonFrame, Window
 from refwire.lumberjack.server import ConnectionInfo, LumberjackServer
 from refwire.pipeline.capture import decode_capture, list_streams, read_pcap, write_capture
 from refwire.pipeline.record import open_tap
@@ -112,7 +113,7 @@ def test_decode_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     write_lumberjack_capture(tmp_path, ["", "garbage"], windows=2, window_size=3)
     assert main(["decode", str(tmp_path / "conn00001.c2s")]) == 0
     out = capsys.readouterr().out
-    assert "conn00001 c2s" in out and " W " in out and '"seq":1001' in out
+    assert "conn00001 (lumberjack; c2s 274 bytes)" in out and " W " in out and '"seq":1001' in out
     assert main(["decode", str(tmp_path), "--json", "--protocol", "lumberjack"]) == 1  # the garbage is an error
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     errors = [r for r in rows if r["type"] == "error"]
@@ -132,3 +133,26 @@ async def test_tap_logs_an_upstream_that_is_down(tmp_path: Path, caplog: pytest.
     assert meta["error"].startswith("cannot connect upstream")
     (record,) = [r for r in caplog.records if r.name == "refwire.record"]
     assert record.levelname == "WARNING" and "cannot connect to the upstream 127.0.0.1:1" in record.getMessage()
+
+
+async def test_decode_interleaves_both_directions_in_arrival_order(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A recorded session prints like tshark: each window, then its ack, with
+    the time since the connection's first frame, never decreasing."""
+    assert await record_refwire_session(tmp_path, events=30, window=10, compression=0) == 30
+    assert main(["decode", str(tmp_path)]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("   ")]
+    arrows = "".join("<" if " <- " in ln else ">" for ln in lines)
+    # W + 10 J per window, then its A (a keepalive A 0 may come first): never all c2s before all s2c
+    assert arrows.startswith(">" * 11 + "<") and arrows.count("<") >= 3 and not arrows.endswith(">" * 11), arrows
+    times = [float(ln.split()[0]) for ln in lines]
+    assert times[0] == 0.0 and times == sorted(times)
+
+
+def test_decode_says_when_it_cuts_a_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "conn00001.c2s").write_bytes(Window(1).encode() + JsonFrame(1, b'{"m":"' + b"x" * 500 + b'"}').encode())
+    assert main(["decode", str(tmp_path), "--protocol", "lumberjack"]) == 0
+    out = capsys.readouterr().out
+    assert "more characters; --full shows them" in out and "x" * 500 not in out
+    assert main(["decode", str(tmp_path), "--protocol", "lumberjack", "--full"]) == 0
+    out = capsys.readouterr().out
+    assert "x" * 500 in out and "more characters" not in out

@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,8 @@ def register(cmds: Commands) -> None:
     d.add_argument("--protocol", metavar="NAME", help="decoder to use (default: guessed)")
     d.add_argument("--server-port", type=int, action="append", default=[], metavar="PORT", help="server port (tcpflow and pcap inputs)")
     d.add_argument("--json", action="store_true", help="one JSON object per frame")
-    d.add_argument("--limit", type=positive_int, metavar="N", help="print at most N frames per stream")
+    d.add_argument("--limit", type=positive_int, metavar="N", help="print at most N frames per connection")
+    d.add_argument("--full", action="store_true", help="print every frame's fields whole (default: the first 160 characters, saying how many more)")
     d.set_defaults(func=_decode)
 
     a = top.add_parser("analyze", help="decode captures on Spark into a frames table and check conformance rules")
@@ -253,7 +255,15 @@ async def _set_after(tap: Any, n: int, done: trio.Event) -> None:
     done.set()
 
 
+#: Characters of a frame's fields shown per line without ``--full``.
+FIELDS_SHOWN = 160
+
+
 def _decode(args: argparse.Namespace) -> int:
+    """``refwire decode``: per connection, both directions interleaved in the
+    order their bytes arrived (the capture's time index), each frame with its
+    time since the connection's first frame, like tshark."""
+    import heapq
     import tempfile
 
     from .capture import connection_protocols, decode_stream_file, is_pcap, list_streams, read_pcap, write_capture
@@ -276,26 +286,44 @@ def _decode(args: argparse.Namespace) -> int:
                     guess_protocol(p, server_ports=args.server_port)  # raises the "no decoder recognises" error
             except (ValueError, FileNotFoundError) as exc:
                 raise UsageError(str(exc)) from None
+            by_conn: dict[str, list[Any]] = {}
             for s in streams:
-                proto = args.protocol or guessed.get(s.conn)
+                by_conn.setdefault(s.conn, []).append(s)
+            for conn, conn_streams in by_conn.items():
+                sizes = ", ".join(f"{s.direction} {s.size} bytes" for s in conn_streams)
+                proto = args.protocol or guessed.get(conn)
                 if proto is None:
-                    print(f"== {raw}: {s.conn} {s.direction} ({s.size} bytes): no decoder recognises this connection")
+                    print(f"== {raw}: {conn} ({sizes}): no decoder recognises this connection")
                     errors += 1
                     continue
                 if not args.json:
-                    print(f"== {raw}: {s.conn} {s.direction} ({s.size} bytes, {proto})")
-                for n, row in enumerate(decode_stream_file(proto, s)):
+                    print(f"== {raw}: {conn} ({proto}; {sizes})")
+                order = {"c2s": 0, "s2c": 1}
+
+                def keyed(s: Any, rank: int, proto: str = proto) -> Iterator[tuple[float, int, int, dict[str, Any]]]:
+                    for n, row in enumerate(decode_stream_file(proto, s)):
+                        yield (row["ts"] if row["ts"] is not None else -1.0, rank, n, row)
+
+                merged = heapq.merge(*(keyed(s, order.get(s.direction, 2)) for s in conn_streams))
+                t0: float | None = None
+                for n, (_, _, _, row) in enumerate(merged):
                     if args.limit and n >= args.limit:
                         if not args.json:
-                            print("   ...")
+                            print(f"   ... (--limit {args.limit}: the rest of {conn} is not shown)")
                         break
                     errors += row["type"] == "error"
                     if args.json:
                         print(json.dumps(row, sort_keys=True))
-                    else:
-                        indent = "      " if row["parent_offset"] is not None else "   "
-                        fields = row["error"] if row["type"] == "error" else row["fields_json"]
-                        print(f"{indent}#{row['frame_no']:<5} @{row['offset']:<8} {row['type']:<5} {row['size']:>6} B  {fields[:160]}")
+                        continue
+                    if t0 is None and row["ts"] is not None:
+                        t0 = row["ts"]
+                    when = f"+{row['ts'] - t0:.6f}" if row["ts"] is not None and t0 is not None else "         ?"
+                    arrow = {"c2s": "->", "s2c": "<-"}.get(row["direction"], "  ")
+                    indent = "   " if row["parent_offset"] is not None else ""
+                    fields = row["error"] if row["type"] == "error" else row["fields_json"]
+                    if not args.full and len(fields) > FIELDS_SHOWN:
+                        fields = f"{fields[:FIELDS_SHOWN]} ... ({len(fields) - FIELDS_SHOWN} more characters; --full shows them)"
+                    print(f"   {when:>10} {arrow} {indent}#{row['frame_no']:<5} @{row['offset']:<8} {row['type']:<5} {row['size']:>6} B  {fields}")
     return 1 if errors else 0
 
 
