@@ -40,9 +40,9 @@ def test_unknown_names_and_missing_pieces_are_clear_errors() -> None:
     with pytest.raises(ValueError, match=r"no protocol for 'nope'; known: lumberjack, pravega"):
         descriptor("nope")
     with pytest.raises(
-        ValueError, match=r"no capture decoder for 'pravega-draft-2017'; known: lumberjack, pravega, tank, seastar-rpc"
+        ValueError, match=r"no capture rules for 'pravega-draft-2017'; known: lumberjack, pravega, tank, seastar-rpc"
     ):
-        descriptor("pravega-draft-2017", "decoder")
+        descriptor("pravega-draft-2017", "rules")
     for piece, words in (("conform", "conformance cases"), ("machines", "state machines"), ("cli", "commands")):
         with pytest.raises(ValueError, match=f"no {words} for 'nope'; known: "):
             descriptor("nope", piece)

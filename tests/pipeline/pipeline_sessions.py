@@ -65,6 +65,47 @@ async def record_pravega(out: Path, *, events: int = 40) -> dict[str, Any]:
     return {"read": got, "written": payloads, "write_offset": info.write_offset}
 
 
+async def record_pravega_draft(out: Path, *, events: int = 40) -> dict[str, Any]:
+    """Two connections of the 2017 draft dialect: a writer (append blocks of
+    Events), then a reader in pieces small enough that replies come in
+    PartialMessage parts (specs/pravega-draft-2017/README.md §5)."""
+    import uuid
+
+    from refwire.pravega.draft2017.client import DraftConnection, DraftReader, DraftWriter
+    from refwire.pravega.draft2017.server import DraftConfig, DraftFrontend
+    from refwire.pravega.server import SegmentStoreServer
+
+    seg = "draft/stream/0.#epoch.0"
+    store = SegmentStoreServer()
+    store.store.create(seg)
+    front = DraftFrontend(store, config=DraftConfig(reply_part_size=64))
+    payloads = [f"draft-{i:04d}".encode() * (1 + i % 5) for i in range(events)]
+
+    async def serve(listeners: Any, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as n:
+            await n.start(store.sync_forever)
+            await n.start(front.serve, listeners)
+            task_status.started()
+
+    with trio.fail_after(20):
+        async with _tapped(serve, lambda: front.shutdown(grace=1.0), out) as (tap, host, port):
+            level = await DraftWriter(host, port, seg, connection_id=uuid.uuid4()).write(payloads)
+            conn = DraftConnection(await trio.open_tcp_stream(host, port))
+            data = b""
+            async with trio.open_nursery() as nursery:
+                await nursery.start(conn.run)
+                reader = DraftReader(conn, seg, read_size=150)
+                while True:
+                    r = await reader.read(timeout=5)
+                    data += r.data
+                    if r.at_tail or r.end_of_segment:
+                        break
+                nursery.cancel_scope.cancel()
+            await conn.stream.aclose()
+            await tap.wait_finished(2)
+    return {"level": level, "read": data, "stored": bytes(store.store.segments[seg].data)}
+
+
 async def record_tank(out: Path, *, messages: int = 30) -> dict[str, Any]:
     """One connection: CreateTopic, produces (plain and Snappy), consumes from 0 in
     small fetches (several responses per partition), a sparse produce, Status."""

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pipeline_sessions import record_pravega, record_seastar, record_tank
+from pipeline_sessions import record_pravega, record_pravega_draft, record_seastar, record_tank
 
 from refwire.pipeline.capture import connection_protocols, decode_capture
 from refwire.pipeline.decoders import decode_bytes
@@ -107,6 +107,30 @@ async def test_pravega_session_decodes_cleanly_and_breaks_are_flagged(tmp_path: 
     assert rules_hit(broken) == {"PR-HELLO-FIRST"}
 
     garbage_is_a_decode_error(cap, tmp_path / "garbage", "conn00002", "PR-DECODES")
+
+
+# --------------------------------------------------------------------------- pravega 2017 draft
+
+
+async def test_pravega_draft_session_decodes_with_its_partial_messages(tmp_path: Path) -> None:
+    cap = tmp_path / "cap"
+    seen = await record_pravega_draft(cap)
+    assert seen["read"] == seen["stored"] and seen["level"] == len(seen["stored"])
+    assert set(connection_protocols(cap).values()) == {"pravega-draft-2017"}
+    rows = rows_of(cap)
+    assert not [r for r in rows if r["type"] == "error"]
+    types = {(r["direction"], r["type"]) for r in rows}
+    assert {("c2s", "SetupAppend"), ("c2s", "BeginAppendBlock"), ("c2s", "Event"), ("c2s", "EndAppendBlock")} <= types
+    assert {("s2c", "AppendSetup"), ("s2c", "DataAppended"), ("s2c", "PartialMessage"), ("s2c", "SegmentRead")} <= types
+    # a reply sent in parts is one more row, under its Begin part, holding the whole message
+    whole = [r for r in rows if r["type"] == "SegmentRead" and r["parent_offset"] is not None]
+    assert whole and all(first(rows, "s2c", "PartialMessage", offset=r["parent_offset"], conn=r["conn"]) for r in whole)
+    acks = [r["seq"] for r in rows if r["type"] == "DataAppended"]
+    assert acks == sorted(acks) and acks[-1] == seen["level"]
+    # today's dialect is still told apart from the draft
+    v17 = tmp_path / "v17"
+    await record_pravega(v17, events=6)
+    assert set(connection_protocols(v17).values()) == {"pravega"}
 
 
 # --------------------------------------------------------------------------- tank

@@ -13,6 +13,7 @@ DESCRIPTOR = Descriptor(
     spec="pravega-draft-2017",
     package="refwire.pravega.draft2017",
     scenario="refwire.sim.scenarios.pravega_draft:SCENARIO",
+    decoder="refwire.pipeline.decode_pravega_draft:decode",
     machines=(
         ("client", "refwire.pravega.draft2017.connection:CLIENT_TRANSITIONS"),
         ("server", "refwire.pravega.draft2017.connection:SERVER_TRANSITIONS"),
