@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import zlib
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -509,3 +510,83 @@ def test_json_edge_values_keep_exact_payload() -> None:
     ev = batches[0].events[0]
     assert ev.payload == payload  # byte-exact, whatever the parser does with huge integers
     assert ev.fields()["u"] == "é" and ev.fields()["nested"]["a"][2] == {"b": None}
+
+
+# --------------------------------------------------------------------------- max_batch_bytes (§4)
+
+
+def _big_j(seq: int, size: int) -> JsonFrame:
+    """A J frame whose payload is exactly ``size`` bytes."""
+    return JsonFrame(seq, b'{"m":"' + b"x" * (size - 8) + b'"}')
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_batch_budget_at_the_line_and_one_past(compressed: bool) -> None:
+    """The events a connection holds for one batch are capped by
+    max_batch_bytes, plain or inside C frames, each under every other limit."""
+    budget = 100_000
+    limits = attrs.evolve(DEFAULT_LIMITS, max_batch_bytes=budget)
+    sizes = [30_000, 30_000, 40_000]  # exactly the budget
+
+    def window(extra: int) -> bytes:
+        frames = [_big_j(i + 1, n + (extra if i == 2 else 0)) for i, n in enumerate(sizes)]
+        if compressed:
+            return enc(W(3), *(C(f) for f in frames))
+        return enc(W(3), *frames)
+
+    batches, err, _ = drain(ServerConnection(limits=limits), [window(0)])
+    assert err is None and [len(b) for b in batches] == [3]
+    batches, err, _ = drain(ServerConnection(limits=limits), [window(1)])
+    assert batches == [] and isinstance(err, RemoteLimitExceeded)
+    assert f"max_batch_bytes={budget}" in str(err) and err.field == "payload"
+    if compressed:
+        third_c = len(enc(W(3), C(_big_j(1, 30_000)), C(_big_j(2, 30_000))))
+        assert (err.frame, err.offset) == ("C", third_c)
+    else:
+        third_j = len(enc(W(3), _big_j(1, 30_000), _big_j(2, 30_000)))
+        assert (err.frame, err.offset) == ("J", third_j + 10)
+
+
+def test_the_budget_is_per_batch() -> None:
+    limits = attrs.evolve(DEFAULT_LIMITS, max_batch_bytes=50_000)
+    windows = [enc(W(1), C(_big_j(1, 40_000))) for _ in range(5)]  # 200 KB in all, 40 KB per batch
+    batches, err, _ = drain(ServerConnection(limits=limits), windows)
+    assert err is None and len(batches) == 5
+
+
+def test_many_compressed_frames_cannot_grow_a_batch_without_bound() -> None:
+    """Thousands of small C frames, each inflating under max_decompressed_size:
+    refused once the batch holds max_batch_bytes, long before the window ends."""
+    limits = attrs.evolve(DEFAULT_LIMITS, max_batch_bytes=1 << 20)
+    one = C(_big_j(1, 64 * 1024), level=9)  # ~100 bytes on the wire, 64 KiB held
+    conn = ServerConnection(limits=limits)
+    conn.receive_data(enc(W(10_000)) + one * 10_000, now=0.0)
+    with pytest.raises(RemoteLimitExceeded, match="max_batch_bytes=1048576") as info:
+        while conn.next_event() is not NEED_DATA:
+            pass
+    assert info.value.offset == len(enc(W(10_000))) + 16 * len(one)  # the 17th frame passes 1 MiB
+
+
+def test_a_large_compressed_frame_costs_about_its_inflated_size_not_twice() -> None:
+    """The inflated payload streams into the frame decoder: the peak is the
+    events it holds plus one inflate step, not the whole inflated payload and
+    the frames cut from it too."""
+    import tracemalloc
+
+    events = 24
+    inner = b"".join(_big_j(i + 1, 1 << 20).encode() for i in range(events))  # 24 MiB inflated
+    wire = enc(W(events), Compressed(zlib.compress(inner, 1)))
+    del inner
+    conn = ServerConnection(validate_json=False)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base, _ = tracemalloc.get_traced_memory()
+        conn.receive_data(wire, now=0.0)
+        batch = conn.next_event()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert isinstance(batch, Batch) and len(batch) == events
+    held = events << 20
+    assert peak - base < held * 1.3, f"peak {(peak - base) >> 20} MiB for {held >> 20} MiB of events"

@@ -70,6 +70,9 @@ class Limits:
     max_string_size: int = 1024 * 1024
     #: most bytes buffered for one incomplete frame (and most bytes queued by a parser).
     max_buffered: int = 64 * 1024 * 1024
+    #: most bytes of events one connection holds for the batch it is receiving
+    #: (Lumberjack: the payloads of its events, plain or inflated), bytes.
+    max_batch_bytes: int = 128 * 1024 * 1024
 
     def __attrs_post_init__(self) -> None:
         for field in attrs.fields(type(self)):

@@ -34,6 +34,13 @@ def register(cmds: Commands) -> None:
     s.add_argument("--idle-timeout", type=nonneg_float, default=60.0, metavar="S", help="close connections idle for S seconds (0 = never; default 60)")
     s.add_argument("--batch-timeout", type=nonneg_float, default=30.0, metavar="S", help="close connections that stall S seconds inside a batch (0 = never; default 30, as go-lumber)")
     s.add_argument("--max-window", type=positive_int, default=10_000, metavar="N", help="largest W accepted (default 10000, as go-lumber)")
+    s.add_argument(
+        "--max-batch-bytes",
+        type=positive_int,
+        default=128 << 20,
+        metavar="N",
+        help="most bytes of events a connection holds for the batch it receives (default 128 MiB)",
+    )
     s.add_argument("--no-validate-json", action="store_true", help="pass J payloads on unparsed (faster; no JSON check)")
     s.add_argument("--accept-mixed-versions", action="store_true", help="accept frames whose version byte differs from the connection's (as Logstash)")
     s.add_argument("--exit-after", type=positive_int, metavar="N", help="shut down after N events")
@@ -149,7 +156,7 @@ async def _serve_lumberjack(args: argparse.Namespace) -> int:
             done.set()
 
     config = ServerConfig(
-        limits=attrs.evolve(DEFAULT_LIMITS, max_window=args.max_window),
+        limits=attrs.evolve(DEFAULT_LIMITS, max_window=args.max_window, max_batch_bytes=args.max_batch_bytes),
         validate_json=not args.no_validate_json,
         ack_mode=args.ack_mode,
         keepalive_interval=args.keepalive or None,

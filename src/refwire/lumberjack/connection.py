@@ -24,7 +24,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from ..errors import LimitExceeded, LocalProtocolError, ProtocolError
+from ..errors import LimitExceeded, LocalProtocolError
 from ..sansio import NEED_DATA, FrameMachine, NeedData, closed_inside
 from ..wire import Limits
 from .events import (
@@ -53,12 +53,12 @@ from .frames import (
     FrameDecoder,
     JsonFrame,
     Window,
-    decode_all,
     encode_ack,
     encode_event,
     encode_window,
     frame_size,
-    inflate,
+    held_bytes,
+    inflate_frames,
     next_seq,
     scan_acks,
 )
@@ -226,6 +226,8 @@ class ServerConnection(FrameMachine):
         self._batch_version = V2
         self._cur: list[Event] = []
         self._cur_count = 0
+        #: bytes of events held for the batch being received (``max_batch_bytes``, §4)
+        self._cur_bytes = 0
         self._batches = 0
         self._pending: deque[Batch] = deque()  # delivered, not yet acked
         # A 0 answers to W 0 frames that came after a pending batch: (that batch's
@@ -348,6 +350,19 @@ class ServerConnection(FrameMachine):
                         0,
                     )
                 cur.append(f)  # type: ignore[arg-type]
+                self._cur_bytes += held_bytes(f)
+                if self._cur_bytes > self.limits.max_batch_bytes:
+                    raise self._error_at(
+                        f"the batch's events exceed the limit max_batch_bytes={self.limits.max_batch_bytes}",
+                        frames,
+                        i,
+                        base,
+                        c_offset,
+                        "J" if t is JsonFrame else "D",
+                        "payload",
+                        10 if t is JsonFrame else 6,
+                        limit=True,
+                    )
                 n = len(cur)
                 if n == self._cur_count:
                     self._finish_batch()
@@ -448,17 +463,14 @@ class ServerConnection(FrameMachine):
                 field="payload",
                 offset=offset,
             )
-        inner = inflate(f.payload, max_size=limits.max_decompressed_size, offset=offset)
-        try:
-            frames = decode_all(
-                inner, limits, validate_json=self._decoder.validate_json, strict_versions=self._decoder.strict_versions
-            )
-        except ProtocolError as exc:
-            exc.reason = f"{exc.reason} (at offset {exc.offset} of the inflated payload)"
-            exc.frame = f"C>{exc.frame}" if exc.frame and not exc.frame.startswith("C") else (exc.frame or "C")
-            exc.offset = offset
-            exc.args = (exc._render(),)
-            raise
+        frames = inflate_frames(
+            f.payload,
+            limits,
+            validate_json=self._decoder.validate_json,
+            strict_versions=self._decoder.strict_versions,
+            offset=offset,
+            budget=limits.max_batch_bytes - self._cur_bytes,
+        )
         state_before = self.state
         self._process(frames, depth + 1, offset)
         self.transitions_seen.add((state_before.value, "C", self.state.value))
@@ -468,6 +480,7 @@ class ServerConnection(FrameMachine):
         self._batches += 1
         self._cur = []
         self._cur_count = 0
+        self._cur_bytes = 0
         self._transition("data", State.AWAIT_WINDOW)
         if not self._pending:
             self._pending_since = self._now

@@ -59,7 +59,9 @@ __all__ = [
     "encode_event",
     "encode_window",
     "frame_size",
+    "held_bytes",
     "inflate",
+    "inflate_frames",
     "next_seq",
     "scan_acks",
 ]
@@ -79,13 +81,15 @@ VERSIONS: Final = (V1, V2)
 MAX_U32: Final = 0xFFFFFFFF
 
 #: Defaults: window 10000 as go-lumber's ``MaxWindowSize``; 64 MiB frames and
-#: inflated payloads; compressed frames nested at most 4 deep.
+#: inflated payloads; compressed frames nested at most 4 deep; 128 MiB of
+#: events held per connection for the batch being received (§4).
 DEFAULT_LIMITS: Final = Limits(
     max_frame_size=64 * 1024 * 1024,
     max_decompressed_size=64 * 1024 * 1024,
     max_window=10_000,
     max_nesting_depth=4,
     max_buffered=64 * 1024 * 1024,
+    max_batch_bytes=128 * 1024 * 1024,
 )
 
 _HDR8: Final = struct.Struct(">II")
@@ -391,6 +395,107 @@ def inflate(payload: bytes, *, max_size: int, offset: int = 0) -> bytes:
     if d.unused_data:
         raise _err(f"{len(d.unused_data)} bytes after the end of the zlib stream", frame="C", field="payload", offset=offset)
     return out
+
+
+#: Inflated bytes produced per step of :func:`inflate_frames`.
+INFLATE_STEP: Final = 256 * 1024
+
+
+def held_bytes(frame: Frame) -> int:
+    """The bytes of events a frame makes a server hold (§4 ``max_batch_bytes``):
+    a ``J``'s payload, a ``D``'s keys and values, a ``C``'s compressed payload
+    (its inflated frames count once they are decoded)."""
+    if isinstance(frame, JsonFrame | Compressed):
+        return len(frame.payload)
+    if isinstance(frame, DataFrame):
+        return sum(len(k) + len(v) for k, v in frame.pairs)
+    return 0
+
+
+def inflate_frames(
+    payload: bytes,
+    limits: Limits = DEFAULT_LIMITS,
+    *,
+    validate_json: bool = True,
+    strict_versions: bool = True,
+    offset: int = 0,
+    budget: int | None = None,
+) -> list[Frame]:
+    """The frames inside a ``C`` payload (§2.4), inflated a step at a time into
+    the frame decoder: what is held at once is the decoded frames plus one
+    step, not the whole inflated payload *and* the frames cut from it.
+
+    Refuses, like :func:`inflate` then :func:`decode_all`, an inflated size
+    over ``max_decompressed_size``, a stream that is not zlib, truncated or
+    followed by bytes, a bad frame inside (its offset counts in the inflated
+    bytes), or an incomplete frame at the end.  ``budget``: the most bytes of
+    events (:func:`held_bytes`) the frames may hold, past which
+    :class:`~refwire.errors.LimitExceeded` names ``max_batch_bytes`` at once.
+    """
+    max_size = limits.max_decompressed_size
+    d = zlib.decompressobj()
+    dec = FrameDecoder(limits, validate_json=validate_json, strict_versions=strict_versions)
+    frames: list[Frame] = []
+    inner_error: ProtocolError | None = None
+    total = held = 0
+    data = payload
+    while True:
+        try:
+            chunk = d.decompress(data, INFLATE_STEP)
+        except zlib.error as exc:
+            raise _err(f"bad zlib stream: {exc}", frame="C", field="payload", offset=offset) from None
+        data = d.unconsumed_tail
+        total += len(chunk)
+        if total > max_size:
+            raise _limit(
+                f"inflated payload exceeds the limit max_decompressed_size={max_size}",
+                frame="C",
+                field="payload",
+                offset=offset,
+            )
+        if chunk and inner_error is None:
+            dec.feed(chunk)
+            try:
+                new = dec.frames()
+            except ProtocolError as exc:
+                # What is wrong with the C frame itself (size, zlib) is reported
+                # first, as when the payload was inflated whole: keep inflating,
+                # without decoding or keeping anything, to find out.
+                inner_error = _inside(exc, offset)
+                continue
+            if budget is not None:
+                for f in new:
+                    held += held_bytes(f)
+                if held > budget:
+                    raise _limit(
+                        f"the batch's events exceed the limit max_batch_bytes={limits.max_batch_bytes}",
+                        frame="C",
+                        field="payload",
+                        offset=offset,
+                    )
+            frames.extend(new)
+        if d.eof or not chunk:  # the end, or no progress: what is left is judged below
+            break
+    if not d.eof:
+        raise _err("zlib stream is truncated (no end of stream)", frame="C", field="payload", offset=offset)
+    if d.unused_data:
+        raise _err(f"{len(d.unused_data)} bytes after the end of the zlib stream", frame="C", field="payload", offset=offset)
+    if inner_error is not None:
+        raise inner_error
+    if dec.buffered:
+        end = _err(f"{dec.buffered} bytes of an incomplete frame at the end", frame=None, field="(end)", offset=dec.offset)
+        raise _inside(end, offset)
+    return frames
+
+
+def _inside(exc: ProtocolError, offset: int) -> ProtocolError:
+    """An error about a frame inside a ``C``: named ``C>X`` at the ``C``'s stream
+    offset (inflated bytes have none), the offset inside the inflated bytes in the reason."""
+    exc.reason = f"{exc.reason} (at offset {exc.offset} of the inflated payload)"
+    exc.frame = f"C>{exc.frame}" if exc.frame and not exc.frame.startswith("C") else (exc.frame or "C")
+    exc.offset = offset
+    exc.args = (exc._render(),)
+    return exc
 
 
 class FrameDecoder:
