@@ -140,6 +140,26 @@ class RemoteLimitExceeded(RemoteProtocolError):
     """The peer's input went past a configured limit (the remote face of LimitExceeded)."""
 
 
+# --------------------------------------------------------------------------- durable logs
+
+__all__ += ["CorruptLog"]
+
+
+class CorruptLog(RefwireError):
+    """A durable log is damaged in its middle (intact records follow the damage):
+    starting would silently drop what the damaged records held, so the store
+    refuses; ``path``, ``offset`` and ``resume`` say where (Pravega's and TANK's logs,
+    specs/pravega/README.md §13 and specs/tank/README.md)."""
+
+    def __init__(self, path: str, offset: int, resume: int, *, hint: str = "") -> None:
+        self.path, self.offset, self.resume = path, offset, resume
+        super().__init__(
+            f"{path} is damaged at offset {offset}: {resume - offset} bytes hold no intact record, and intact "
+            f"records follow at offset {resume}, so this is not a torn write from a crash; refusing to start "
+            f"rather than lose what the damaged records held" + (f" ({hint})" if hint else "")
+        )
+
+
 # --------------------------------------------------------------------------- per protocol
 # Errors a remote input can cause that are particular to one protocol (a store's
 # refusal, an RPC status, a bad argument list) live here too, so a caller can

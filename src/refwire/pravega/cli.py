@@ -45,6 +45,12 @@ def register(cmds: Commands) -> None:
         help="keep segments (and the controller's state) in DIR; survives restarts (default: in memory)",
     )
     s.add_argument(
+        "--repair",
+        action="store_true",
+        help="start even when the log in --data-dir is damaged in its middle: move each damaged part aside "
+        "(segments.log.damaged-OFFSET, never deleted), continue without it and log what was lost",
+    )
+    s.add_argument(
         "--tail-wait",
         type=nonneg_float,
         default=10.0,
@@ -99,7 +105,11 @@ async def _serve(args: argparse.Namespace) -> int:
 
     config = ServerConfig(tail_wait=args.tail_wait or None, stack_traces=args.stack_traces)
     data_dir = Path(args.data_dir) if args.data_dir else None
-    server = SegmentStoreServer.open_dir(data_dir, config=config) if data_dir else SegmentStoreServer(config=config)
+    if args.repair and not data_dir:
+        raise UsageError("--repair needs --data-dir")
+    server = (
+        SegmentStoreServer.open_dir(data_dir, config=config, repair=args.repair) if data_dir else SegmentStoreServer(config=config)
+    )
     host, port = args.listen
     listeners = await open_listeners(host, port)
     ctl_listeners = [] if args.no_controller else await open_listeners(*args.controller)

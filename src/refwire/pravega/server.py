@@ -92,9 +92,13 @@ class SegmentStoreServer:
         self._now = now  # a callable giving ms since the epoch; default the wall clock
 
     @classmethod
-    def open_dir(cls, path: str | os.PathLike[str], **kwargs: Any) -> SegmentStoreServer:
-        """A store whose log lives in ``path/segments.log`` (created if missing)."""
-        return cls(log=FileLog(Path(path) / "segments.log"), **kwargs)
+    def open_dir(cls, path: str | os.PathLike[str], *, repair: bool = False, **kwargs: Any) -> SegmentStoreServer:
+        """A store whose log lives in ``path/segments.log`` (created if missing).
+
+        A torn tail is cut (and logged); damage with intact records after it
+        raises :class:`~refwire.errors.CorruptLog` unless ``repair`` moves it
+        aside (specs/pravega/README.md §13)."""
+        return cls(log=FileLog(Path(path) / "segments.log", repair=repair), **kwargs)
 
     def _time_ms(self) -> int:
         if self._now is not None:

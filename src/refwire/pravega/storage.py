@@ -1,11 +1,14 @@
-"""Durable operation logs for the segment store (specs/pravega/README.md §11):
+"""Durable operation logs for the segment store (specs/pravega/README.md §13):
 the :class:`Log` protocol, the record format and the in-memory log.  A core: no
 file I/O here; the log in a directory is :class:`refwire.pravega.disk.FileLog`.
 
 The store writes every mutating operation as one record; a record is durable
 once the log is synced, and only then is its append acked or its data visible
 to readers (as Pravega acks only what its durable log holds).  On start the
-store replays the log; a torn or corrupt tail (a crash in mid-write) is cut off.
+store replays the log.  Damage with no intact record after it is a torn tail
+(a crash in mid-write, which nothing acknowledged can be in): it is cut off.
+Damage *followed* by an intact record is corruption (:func:`scan_log` says
+where): the store refuses to start rather than silently drop acknowledged data.
 
 Record: ``u32 length, u32 crc32(body), body``; body = ``u8 kind, u32 meta_len,
 meta (JSON), data``.
@@ -18,9 +21,10 @@ import zlib
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+import attrs
 import orjson
 
-__all__ = ["Log", "MemoryLog", "decode_records", "encode_record"]
+__all__ = ["Damage", "Log", "LogScan", "MemoryLog", "decode_records", "encode_record", "scan_log"]
 
 _REC = struct.Struct(">II")
 _BODY = struct.Struct(">BI")
@@ -59,25 +63,71 @@ def decode_records(buf: bytes | bytearray) -> tuple[list[tuple[int, dict[str, An
     """The complete, intact records at the start of ``buf`` and the length they span."""
     out: list[tuple[int, dict[str, Any], bytes]] = []
     pos = 0
-    n = len(buf)
-    while pos + 8 <= n:
-        length, crc = _REC.unpack_from(buf, pos)
-        end = pos + 8 + length
-        if length < _BODY.size or length > MAX_RECORD or end > n:
-            break
-        body = bytes(buf[pos + 8 : end])
-        if zlib.crc32(body) != crc:
-            break
-        kind, mlen = _BODY.unpack_from(body, 0)
-        if _BODY.size + mlen > len(body):
-            break
-        try:
-            meta = orjson.loads(body[_BODY.size : _BODY.size + mlen])
-        except orjson.JSONDecodeError:
-            break
-        out.append((kind, meta, body[_BODY.size + mlen :]))
-        pos = end
+    while (found := _record_at(buf, pos)) is not None:
+        pos, record = found
+        out.append(record)
     return out, pos
+
+
+def _record_at(buf: bytes | bytearray, pos: int) -> tuple[int, tuple[int, dict[str, Any], bytes]] | None:
+    """The end of an intact record starting at ``pos`` and the record (kind,
+    meta, data), or None: too short, a length out of bounds, a CRC-32 that
+    does not match, or a meta that is not JSON."""
+    n = len(buf)
+    if pos + 8 > n:
+        return None
+    length, crc = _REC.unpack_from(buf, pos)
+    end: int = pos + 8 + length
+    if length < _BODY.size or length > MAX_RECORD or end > n:
+        return None
+    body = bytes(buf[pos + 8 : end])
+    if zlib.crc32(body) != crc:
+        return None
+    kind, mlen = _BODY.unpack_from(body, 0)
+    if _BODY.size + mlen > len(body):
+        return None
+    try:
+        meta = orjson.loads(body[_BODY.size : _BODY.size + mlen])
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(meta, dict):
+        return None
+    return end, (kind, meta, body[_BODY.size + mlen :])
+
+
+@attrs.frozen
+class Damage:
+    """Bytes of a log that hold no intact record: from ``start`` to ``resume``
+    (the next intact record), or to the end (``resume`` None: a torn tail)."""
+
+    start: int
+    resume: int | None
+    size: int
+
+    @property
+    def torn_tail(self) -> bool:
+        return self.resume is None
+
+
+@attrs.frozen
+class LogScan:
+    """The intact records before the first damage, where they end, and the damage."""
+
+    records: list[tuple[int, dict[str, Any], bytes]]
+    end: int
+    damage: Damage | None
+
+
+def scan_log(buf: bytes | bytearray) -> LogScan:
+    """:func:`decode_records`, and whether what follows the intact prefix is a
+    torn tail or damage with intact records after it (searched byte by byte:
+    an intact record needs a matching CRC-32, a sane length and a JSON meta)."""
+    records, end = decode_records(buf)
+    if end == len(buf):
+        return LogScan(records, end, None)
+    resume = next((pos for pos in range(end + 1, len(buf) - 7) if _record_at(buf, pos) is not None), None)
+    size = (resume if resume is not None else len(buf)) - end
+    return LogScan(records, end, Damage(end, resume, size))
 
 
 class MemoryLog:

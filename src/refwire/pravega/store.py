@@ -106,9 +106,14 @@ class SegmentStore:
         self.segments: dict[str, Segment] = {}
         self.on_visible = on_visible
         self._replaying = False
+        #: records a repaired log still held for segments whose creation was lost (skipped)
+        self.orphan_records = 0
         if log is not None:
             self._replaying = True
             for kind, meta, data in log.replay():
+                if kind != _CREATE and meta.get("s") not in self.segments:
+                    self.orphan_records += 1  # only after a repair moved the segment's creation aside
+                    continue
                 self._apply(kind, meta, data, now=int(meta.get("t", 0)))
             self._replaying = False
             for seg in self.segments.values():
