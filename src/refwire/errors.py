@@ -149,7 +149,7 @@ class CorruptLog(RefwireError):
     """A durable log is damaged in its middle (intact records follow the damage):
     starting would silently drop what the damaged records held, so the store
     refuses; ``path``, ``offset`` and ``resume`` say where (Pravega's and TANK's logs,
-    specs/pravega/README.md §13 and specs/tank/README.md)."""
+    specs/pravega/README.md §13 and specs/tank/README.md §11)."""
 
     def __init__(self, path: str, offset: int, resume: int, *, hint: str = "") -> None:
         self.path, self.offset, self.resume = path, offset, resume

@@ -31,6 +31,12 @@ def register(cmds: Commands) -> None:
         help="keep topics in DIR/<topic>/<partition>/data.log (survives a restart); default: in memory",
     )
     s.add_argument("--fsync", action="store_true", help="fsync every append before acknowledging it (with --data-dir)")
+    s.add_argument(
+        "--repair",
+        action="store_true",
+        help="start even when a data.log is damaged in its middle: move the damaged entries aside "
+        "(data.log.damaged-OFFSET, never deleted), continue without them and log what was lost",
+    )
     s.add_argument("--read-only", action="store_true", help="refuse produces (0xfe) and topic creation, as 'tank -r'")
     s.add_argument(
         "--idle-timeout",
@@ -96,7 +102,11 @@ async def _serve(args: argparse.Namespace) -> int:
     from .service import BrokerConfig, is_valid_topic_name
     from .storage import MemoryStorage, Storage
 
-    storage: Storage = DirectoryStorage(args.data_dir, fsync=args.fsync) if args.data_dir else MemoryStorage()
+    if args.repair and not args.data_dir:
+        raise UsageError("--repair needs --data-dir")
+    storage: Storage = (
+        DirectoryStorage(args.data_dir, fsync=args.fsync, repair=args.repair) if args.data_dir else MemoryStorage()
+    )
     for spec in args.topic:
         name, _, n = spec.partition(":")
         if not is_valid_topic_name(name) or (n and not n.isdigit()):
