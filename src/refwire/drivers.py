@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import ssl
@@ -188,6 +189,10 @@ async def open_stream(
     return stream
 
 
+#: Connections a refwire server serves at once unless told otherwise (``--max-connections``).
+DEFAULT_MAX_CONNECTIONS: Final = 1024
+
+
 class StreamServer:
     """Serve ``handler(stream)`` for every connection accepted on ``listeners``.
 
@@ -195,6 +200,11 @@ class StreamServer:
     ``await server.shutdown(grace)`` stops accepting, waits up to ``grace``
     seconds for open connections to finish (handlers can watch
     :attr:`closing`), then cancels them.
+
+    At most ``max_connections`` are served at once (None: no limit); one past
+    it is accepted and closed at once, so a flood of idle connections cannot
+    take every file descriptor and the server's memory.  Refusals are logged
+    at most once per ``log_interval`` seconds, with their count.
     """
 
     def __init__(
@@ -204,7 +214,17 @@ class StreamServer:
         ssl_context: ssl.SSLContext | None = None,
         handshake_timeout: float = 10.0,
         name: str = "refwire",
+        max_connections: int | None = DEFAULT_MAX_CONNECTIONS,
+        log_interval: float = 10.0,
     ) -> None:
+        if max_connections is not None and max_connections < 1:
+            raise ValueError("max_connections must be at least 1 (or None for no limit)")
+        self.max_connections = max_connections
+        self.log_interval = log_interval
+        #: connections closed at once because ``max_connections`` were open
+        self.refused_connections = 0
+        self._refused_unlogged = 0
+        self._refused_logged_at = -math.inf
         self._handler = handler
         self._ssl_context = ssl_context
         self._handshake_timeout = handshake_timeout
@@ -250,10 +270,29 @@ class StreamServer:
                 continue
             except (trio.ClosedResourceError, trio.BrokenResourceError):
                 return
+            if self.max_connections is not None and self.open_connections >= self.max_connections:
+                self._refuse()
+                await trio.aclose_forcefully(stream)
+                continue
+            self.open_connections += 1  # counted here, so a burst of accepts sees the limit
             handler_nursery.start_soon(self._run_handler, stream)
 
+    def _refuse(self) -> None:
+        self.refused_connections += 1
+        self._refused_unlogged += 1
+        now = trio.current_time()
+        if now - self._refused_logged_at >= self.log_interval:
+            log.warning(
+                "%s: %d connection(s) refused: %d open, the limit max_connections=%d",
+                self.name,
+                self._refused_unlogged,
+                self.open_connections,
+                self.max_connections,
+            )
+            self._refused_logged_at = now
+            self._refused_unlogged = 0
+
     async def _run_handler(self, stream: trio.abc.Stream) -> None:
-        self.open_connections += 1
         self.total_connections += 1
         try:
             if self._ssl_context is not None:
