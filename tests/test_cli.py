@@ -514,3 +514,23 @@ def test_serve_metadata_as_logstash_names_it(serve: Any, tls_files: dict[str, st
     assert refwire("send", "lumberjack", plain.address, "--count", "1").returncode == 0
     assert plain.wait() == 0
     assert "tls_peer" not in plain.stdout_docs()[0]["@metadata"]
+
+
+def test_serve_max_connections(serve: Any) -> None:
+    srv = serve("--max-connections", "1")
+    first = socket.create_connection((srv.host, srv.port), timeout=5)
+    try:
+        time.sleep(0.3)  # the server has it
+        second = socket.create_connection((srv.host, srv.port), timeout=5)
+        with second:
+            assert second.recv(10) == b""  # closed at once: the limit is 1
+        sent = refwire("send", "lumberjack", srv.address, "--count", "1", "--max-attempts", "1")
+        assert sent.returncode == 1
+    finally:
+        first.close()
+    time.sleep(0.3)
+    sent = refwire("send", "lumberjack", srv.address, "--count", "1")
+    assert sent.returncode == 0, sent.stderr
+    srv.proc.send_signal(signal.SIGINT)
+    assert srv.wait() == 0
+    assert "connection(s) refused: 1 open, the limit max_connections=1" in srv.stderr

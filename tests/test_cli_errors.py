@@ -76,9 +76,9 @@ def bad_invocations(peer: str, tmp: Path) -> dict[str, list[list[str]]]:
             ["serve", "lumberjack", "--listen", NOWHERE],
             ["serve", "lumberjack", "--listen", "127.0.0.1:0", "--tls-cert", missing, "--tls-key", missing],
         ],
-        "serve pravega": [["serve", "pravega", "--listen", NOWHERE]],
-        "serve tank": [["serve", "tank", "--listen", NOWHERE]],
-        "serve seastar-rpc": [["serve", "seastar-rpc", "--listen", NOWHERE]],
+        "serve pravega": [["serve", "pravega", "--listen", NOWHERE], ["serve", "pravega", "--max-connections", "-1"]],
+        "serve tank": [["serve", "tank", "--listen", NOWHERE], ["serve", "tank", "--max-connections", "-1"]],
+        "serve seastar-rpc": [["serve", "seastar-rpc", "--listen", NOWHERE], ["serve", "seastar-rpc", "--max-connections", "-1"]],
         "send lumberjack": [
             ["send", "lumberjack", DOWN, "--count", "1", "--max-attempts", "1"],
             ["send", "lumberjack", peer, "--count", "1"],

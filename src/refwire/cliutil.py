@@ -21,6 +21,7 @@ __all__ = [
     "Commands",
     "UsageError",
     "hostport",
+    "max_connections",
     "nonneg_float",
     "open_listeners",
     "positive_int",
@@ -61,6 +62,14 @@ def nonneg_float(text: str) -> float:
     if v < 0:
         raise argparse.ArgumentTypeError(f"{v} must not be negative")
     return v
+
+
+def max_connections(args: argparse.Namespace) -> int | None:
+    """``--max-connections N`` as a server takes it: 0 means no limit; a negative number is a usage error."""
+    n: int = args.max_connections
+    if n < 0:
+        raise UsageError(f"--max-connections must be 0 (no limit) or more, got {n}")
+    return n or None
 
 
 def hostport(text: str) -> tuple[str, int]:

@@ -12,7 +12,7 @@ from typing import Any, TextIO, TypeVar
 import orjson
 import trio
 
-from ..cliutil import Commands, UsageError, hostport, nonneg_float, open_listeners, positive_int, stop_on_signal
+from ..cliutil import Commands, UsageError, hostport, max_connections, nonneg_float, open_listeners, positive_int, stop_on_signal
 from ..drivers import client_ssl_context, listener_address, server_ssl_context
 
 __all__ = ["register"]
@@ -51,6 +51,13 @@ def register(cmds: Commands) -> None:
         "plus refwire.version, refwire.seq and refwire.connection",
     )
 
+    s.add_argument(
+        "--max-connections",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="connections served at once; one more is closed at once (default 1024; 0 = no limit)",
+    )
     s.set_defaults(func=_serve_lumberjack)
 
     c = send_sub.add_parser("lumberjack", help="send events to a Lumberjack server")
@@ -156,6 +163,7 @@ async def _serve_lumberjack(args: argparse.Namespace) -> int:
             done.set()
 
     config = ServerConfig(
+        max_connections=max_connections(args),
         limits=attrs.evolve(DEFAULT_LIMITS, max_window=args.max_window, max_batch_bytes=args.max_batch_bytes),
         validate_json=not args.no_validate_json,
         ack_mode=args.ack_mode,

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer, listener_address
+from ..drivers import DEFAULT_MAX_CONNECTIONS, RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer, listener_address
 from ..errors import RemoteProtocolError
 from ..wire import Limits
 from .connection import ServerConnection
@@ -58,6 +58,8 @@ class ServerConfig:
     #: frame) for this long (go-lumber allows 30 s for a whole batch); None = never.
     batch_timeout: float | None = 30.0
     handshake_timeout: float = 10.0
+    #: connections served at once; one past it is closed at once (None: no limit)
+    max_connections: int | None = DEFAULT_MAX_CONNECTIONS
     #: batches decoded ahead of the application per connection.
     pipeline_depth: int = 2
     recv_size: int = 256 * 1024
@@ -177,7 +179,11 @@ class LumberjackServer:
         self.config = config
         self._handler = handler
         self._stream_server = StreamServer(
-            self.handle_stream, ssl_context=ssl_context, handshake_timeout=config.handshake_timeout, name="lumberjack"
+            self.handle_stream,
+            ssl_context=ssl_context,
+            handshake_timeout=config.handshake_timeout,
+            name="lumberjack",
+            max_connections=config.max_connections,
         )
         self._next_id = 0
         self._chan_send: trio.MemorySendChannel[tuple[Batch, ConnectionInfo]] | None = None

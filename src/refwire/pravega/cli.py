@@ -9,7 +9,7 @@ from pathlib import Path
 
 import trio
 
-from ..cliutil import Commands, UsageError, hostport, nonneg_float, open_listeners, positive_int, stop_on_signal
+from ..cliutil import Commands, UsageError, hostport, max_connections, nonneg_float, open_listeners, positive_int, stop_on_signal
 from ..drivers import listener_address
 
 __all__ = ["register"]
@@ -58,6 +58,13 @@ def register(cmds: Commands) -> None:
         help="answer a read parked at the tail with an empty atTail read after S seconds (0 = wait forever, as Java; default 10)",
     )
     s.add_argument("--stack-traces", action="store_true", help="fill serverStackTrace in error replies")
+    s.add_argument(
+        "--max-connections",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="connections served at once; one more is closed at once (default 1024; 0 = no limit)",
+    )
     s.set_defaults(func=_serve)
 
     w = cmds.send.add_parser("pravega", help="write events to a segment")
@@ -103,7 +110,9 @@ async def _serve(args: argparse.Namespace) -> int:
     from .controller import PravegaController
     from .server import SegmentStoreServer, ServerConfig
 
-    config = ServerConfig(tail_wait=args.tail_wait or None, stack_traces=args.stack_traces)
+    config = ServerConfig(
+        tail_wait=args.tail_wait or None, stack_traces=args.stack_traces, max_connections=max_connections(args)
+    )
     data_dir = Path(args.data_dir) if args.data_dir else None
     if args.repair and not data_dir:
         raise UsageError("--repair needs --data-dir")
@@ -130,7 +139,7 @@ async def _serve(args: argparse.Namespace) -> int:
         if draft_listeners:
             from .draft2017.server import DraftConfig, DraftFrontend
 
-            draft = DraftFrontend(server, config=DraftConfig(tail_wait=args.tail_wait or None))
+            draft = DraftFrontend(server, config=DraftConfig(tail_wait=args.tail_wait or None, max_connections=max_connections(args)))
             await nursery.start(draft.serve, draft_listeners)
             for lst in draft_listeners:
                 print(f"listening on {listener_address(lst)} (segment store, draft-2017 dialect)", file=sys.stderr, flush=True)

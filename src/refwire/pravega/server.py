@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 import trio
 
-from ..drivers import Pump, StreamServer, listener_address
+from ..drivers import DEFAULT_MAX_CONNECTIONS, Pump, StreamServer, listener_address
 from ..errors import NoSuchSegmentError, RemoteProtocolError, SegmentExistsError
 from ..wire import Limits
 from .connection import ServerConnection
@@ -54,6 +54,8 @@ class ServerConfig:
     #: reads parked at the tail per connection; beyond it the oldest is answered empty at once (spec §11)
     max_parked_reads: int = 1000
     handshake_timeout: float = 10.0
+    #: connections served at once; one past it is closed at once (None: no limit)
+    max_connections: int | None = DEFAULT_MAX_CONNECTIONS
     receive_size: int = 256 * 1024
 
 
@@ -81,7 +83,11 @@ class SegmentStoreServer:
             self.store, verifier=config.verifier, read_only=config.read_only, stack_traces=config.stack_traces
         )
         self._server = StreamServer(
-            self.handle_stream, ssl_context=ssl_context, handshake_timeout=config.handshake_timeout, name="pravega"
+            self.handle_stream,
+            ssl_context=ssl_context,
+            handshake_timeout=config.handshake_timeout,
+            name="pravega",
+            max_connections=config.max_connections,
         )
         self._durable = trio.Event()  # replaced after every sync
         self._dirty = trio.Event()

@@ -8,7 +8,7 @@ import sys
 
 import trio
 
-from ..cliutil import Commands, UsageError, hostport, nonneg_float, open_listeners, positive_int, stop_on_signal
+from ..cliutil import Commands, UsageError, hostport, max_connections, nonneg_float, open_listeners, positive_int, stop_on_signal
 from ..drivers import listener_address
 
 __all__ = ["register"]
@@ -51,6 +51,13 @@ def register(cmds: Commands) -> None:
     s.add_argument("--group", type=_group, action="append", default=[], metavar="COOKIE[=N]", help="an isolation group (cookie) with at most N concurrent handlers; repeatable")
     s.add_argument("--reject-unknown-cookie", action="store_true", help="close connections whose isolation cookie names no --group (as a throwing isolate_connection)")
     s.add_argument("--exit-after", type=positive_int, metavar="N", help="shut down after N calls")
+    s.add_argument(
+        "--max-connections",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="connections served at once; one more is closed at once (default 1024; 0 = no limit)",
+    )
     s.set_defaults(func=_serve)
 
     c = cmds.send.add_parser("seastar-rpc", help="call a Seastar RPC verb", description=f"Call VERB (a number, or a demo verb: {demo}).")
@@ -77,6 +84,7 @@ async def _serve(args: argparse.Namespace) -> int:
     if args.reject_unknown_cookie and not args.group:
         raise UsageError("--reject-unknown-cookie needs at least one --group")
     config = ServerConfig(
+        max_connections=max_connections(args),
         compressors=args.compress,
         streaming=not args.no_streaming,
         max_memory=args.max_memory,

@@ -36,7 +36,7 @@ from typing import Any, Final, Literal
 import attrs
 import trio
 
-from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer, listener_address
+from ..drivers import DEFAULT_MAX_CONNECTIONS, RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer, listener_address
 from ..errors import BadArguments, RemoteProtocolError, StreamClosed
 from ..wire import Limits
 from .compression import COMPRESSOR_NAMES
@@ -84,6 +84,8 @@ class HandlerGroup:
 @attrs.frozen(kw_only=True)
 class ServerConfig:
     limits: Limits = DEFAULT_LIMITS
+    #: connections served at once; one past it is closed at once (None: no limit)
+    max_connections: int | None = DEFAULT_MAX_CONNECTIONS
     #: compressors accepted (the client's order decides which).
     compressors: Sequence[str] = COMPRESSOR_NAMES
     multi_algo: bool = True
@@ -222,7 +224,7 @@ class SeastarServer:
     def __init__(self, registry: VerbRegistry, *, config: ServerConfig = ServerConfig()) -> None:
         self.registry = registry
         self.config = config
-        self._stream_server = StreamServer(self.handle_stream, name="seastar-rpc")
+        self._stream_server = StreamServer(self.handle_stream, name="seastar-rpc", max_connections=config.max_connections)
         self._counter = 0
         self._rpc: dict[int, list[ServerStream]] = {}  # live RPC connection id -> its streams
         self._streams: dict[int, ServerStream] = {}

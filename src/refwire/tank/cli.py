@@ -9,7 +9,7 @@ import time
 
 import trio
 
-from ..cliutil import Commands, UsageError, hostport, nonneg_float, open_listeners, positive_int, stop_on_signal
+from ..cliutil import Commands, UsageError, hostport, max_connections, nonneg_float, open_listeners, positive_int, stop_on_signal
 from ..drivers import listener_address
 
 __all__ = ["register"]
@@ -51,6 +51,13 @@ def register(cmds: Commands) -> None:
         default=[],
         metavar="NAME[:PARTITIONS]",
         help="create this topic at start if missing (repeatable)",
+    )
+    s.add_argument(
+        "--max-connections",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="connections served at once; one more is closed at once (default 1024; 0 = no limit)",
     )
     s.set_defaults(func=_serve)
 
@@ -114,7 +121,7 @@ async def _serve(args: argparse.Namespace) -> int:
         if name not in storage.topics:
             storage.create_topic(name, int(n or 1))
     config = BrokerConfig(read_only=args.read_only, idle_timeout=args.idle_timeout or None, startup_ts=int(time.time()))
-    broker = TankBroker(storage, config)
+    broker = TankBroker(storage, config, max_connections=max_connections(args))
     host, port = args.listen
     listeners = await open_listeners(host, port)
     done = trio.Event()

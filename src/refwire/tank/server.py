@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import trio
 
-from ..drivers import Pump, StreamServer
+from ..drivers import DEFAULT_MAX_CONNECTIONS, Pump, StreamServer
 from ..errors import ProtocolError
 from ..sansio import to_remote
 from .connection import BrokerConnection
@@ -53,11 +53,18 @@ class TankBroker:
     for a log that survives a restart.
     """
 
-    def __init__(self, storage: Storage | None = None, config: BrokerConfig = _DEFAULT_CONFIG, *, recv_size: int = 65536) -> None:
+    def __init__(
+        self,
+        storage: Storage | None = None,
+        config: BrokerConfig = _DEFAULT_CONFIG,
+        *,
+        recv_size: int = 65536,
+        max_connections: int | None = DEFAULT_MAX_CONNECTIONS,
+    ) -> None:
         self.storage = storage if storage is not None else MemoryStorage()
         self.config = config
         self.service = BrokerService(self.storage, config)
-        self._server = StreamServer(self._handle, name="tank")
+        self._server = StreamServer(self._handle, name="tank", max_connections=max_connections)
         self._conns: dict[int, _Conn] = {}
         self._ids = itertools.count(1)
         self._timer_changed = trio.Event()

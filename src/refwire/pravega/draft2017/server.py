@@ -37,7 +37,7 @@ from typing import Any, Final
 import attrs
 import trio
 
-from ...drivers import PROTOCOL_ERROR, RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer
+from ...drivers import DEFAULT_MAX_CONNECTIONS, PROTOCOL_ERROR, RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer
 from ...errors import (
     IllegalArgumentError,
     LocalProtocolError,
@@ -70,6 +70,8 @@ def level_attribute(connection_id: uuid.UUID) -> uuid.UUID:
 @attrs.frozen(kw_only=True)
 class DraftConfig:
     limits: Limits = DEFAULT_LIMITS
+    #: connections served at once; one past it is closed at once (None: no limit)
+    max_connections: int | None = DEFAULT_MAX_CONNECTIONS
     #: replies longer than this go out as partial messages of this many data bytes (§5)
     reply_part_size: int = REPLY_PART_SIZE
     tail_wait: float | None = 10.0  #: §7: a parked read is answered empty after this long (None = never)
@@ -190,7 +192,9 @@ class DraftFrontend:
     def __init__(self, store: SegmentStoreServer, *, config: DraftConfig = DraftConfig()) -> None:
         self.server = store
         self.config = config
-        self._stream_server = StreamServer(self.handle_stream, name="pravega-draft-2017")
+        self._stream_server = StreamServer(
+            self.handle_stream, name="pravega-draft-2017", max_connections=config.max_connections
+        )
         self.stats: dict[str, int] = {
             "connections": 0,
             "blocks": 0,
