@@ -21,6 +21,10 @@ JOBS=${JOBS:-1}   # the machine is shared: one worker unless told otherwise
 case "$MODULE" in
     src/refwire/wire.py)   TESTS=(tests/test_wire.py) ;;
     src/refwire/sansio.py) TESTS=(tests/test_sansio.py tests/test_pump.py tests/test_machine_contract.py) ;;
+    src/refwire/lumberjack/frames.py) TESTS=(tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py) ;;
+    src/refwire/lumberjack/connection.py) TESTS=(tests/test_lumberjack_machines.py tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py) ;;
+    src/refwire/tank/bundles.py) TESTS=(tests/test_tank_codec.py tests/test_tank_vectors.py) ;;
+    src/refwire/seastar_rpc/compression.py) TESTS=(tests/test_seastar_codec.py tests/test_seastar_vectors.py) ;;
     *) echo "no unit-test mapping for $MODULE (add one in $0)" >&2; exit 2 ;;
 esac
 [ -f "$MODULE" ] || { echo "$MODULE: no such file" >&2; exit 2; }
@@ -35,6 +39,7 @@ rm -rf "$WORK"/tests/.hypothesis
     echo
     echo "[tool.mutmut]"
     echo 'source_paths = ["src"]'
+    echo 'also_copy = ["specs", "sim"]'
     echo "only_mutate = [\"$MODULE\"]"
     printf 'pytest_add_cli_args_test_selection = ['; printf '"%s", ' "${TESTS[@]}"; echo ']'
     echo 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]'

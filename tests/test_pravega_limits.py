@@ -25,6 +25,7 @@ from refwire.pravega.frames import (
     encode_event,
 )
 from refwire.pravega.server import SegmentStoreServer, ServerConfig
+from refwire.sansio import NEED_DATA
 
 
 async def test_too_many_parked_reads_answer_the_oldest_empty_at_once() -> None:
@@ -86,3 +87,61 @@ async def test_ignored_block_end_data_is_logged(caplog: pytest.LogCaptureFixture
         await raw.aclose()
     assert bytes(server.store.segments[SEG].data) == ev
     assert any("7 bytes of AppendBlockEnd data ignored" in r.getMessage() for r in caplog.records)
+
+
+# --------------------------------------------------------------------------- frame timeout (spec §11)
+
+
+def _hello() -> bytes:
+    from refwire.pravega.frames import Hello, encode_command
+
+    return encode_command(Hello(high_version=17, low_version=5))
+
+
+def test_a_frame_begun_and_not_finished_fails_at_the_frame_timeout() -> None:
+    conn = ServerConnection(frame_timeout=30.0)
+    conn.receive_data(_hello(), now=0.0)
+    assert conn.next_event() is not None and conn.next_event() is NEED_DATA
+    assert conn.next_deadline() is None  # idle between frames: no deadline (the real server has none)
+    conn.receive_data(_hello()[:6], now=100.0)  # 6 bytes of a header
+    assert conn.next_event() is NEED_DATA and conn.next_deadline() == 130.0
+    conn.receive_data(_hello()[6:9], now=120.0)  # the same frame trickling: the deadline does not move
+    assert conn.next_event() is NEED_DATA and conn.next_deadline() == 130.0
+    conn.handle_timer(now=129.9)
+    assert conn.next_event() is NEED_DATA
+    conn.handle_timer(now=130.0)
+    with pytest.raises(RemoteLimitExceeded, match=r"still incomplete \(9 bytes of it received\): the limit frame_timeout=30s") as info:
+        conn.next_event()
+    assert (info.value.field, info.value.offset, info.value.frame) == ("(timeout)", len(_hello()), "Hello")
+    assert conn.must_close and conn.next_deadline() is None
+
+
+def test_a_new_frame_restarts_the_clock_and_none_turns_it_off() -> None:
+    conn = ServerConnection(frame_timeout=10.0)
+    conn.receive_data(_hello()[:5], now=0.0)
+    assert conn.next_event() is NEED_DATA and conn.next_deadline() == 10.0
+    conn.receive_data(_hello()[5:] + _hello()[:3], now=8.0)  # the first completes, a second begins
+    assert conn.next_event() is not None and conn.next_event() is NEED_DATA
+    assert conn.next_deadline() == 18.0
+    off = ServerConnection(frame_timeout=None)
+    off.receive_data(_hello()[:5], now=0.0)
+    assert off.next_event() is NEED_DATA and off.next_deadline() is None
+
+
+async def test_the_store_closes_a_connection_stuck_inside_a_frame() -> None:
+    server = SegmentStoreServer(config=ServerConfig(frame_timeout=0.3))
+    with trio.fail_after(10):
+        async with running(server) as (host, port):
+            idle = await trio.open_tcp_stream(host, port)  # never sends: stays open
+            stuck = await trio.open_tcp_stream(host, port)
+            await stuck.send_all(_hello()[:6])
+            t0 = trio.current_time()
+            assert await stuck.receive_some(100) == b""  # closed by the store
+            assert 0.2 < trio.current_time() - t0 < 3
+            with trio.move_on_after(0.5):
+                assert await idle.receive_some(100) != b"", "an idle connection must stay open"
+            await idle.send_all(_hello())
+            assert await idle.receive_some(100)  # still served: the Hello reply
+            assert server.stats["protocol_errors"] == 1
+            await idle.aclose()
+            await stuck.aclose()

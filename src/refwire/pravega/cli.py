@@ -59,6 +59,14 @@ def register(cmds: Commands) -> None:
     )
     s.add_argument("--stack-traces", action="store_true", help="fill serverStackTrace in error replies")
     s.add_argument(
+        "--frame-timeout",
+        type=nonneg_float,
+        default=30.0,
+        metavar="S",
+        help="close a connection whose frame stays incomplete S seconds after it began (default 30; 0 = never); "
+        "idle connections between frames stay open, as with the real server",
+    )
+    s.add_argument(
         "--max-connections",
         type=int,
         default=1024,
@@ -111,7 +119,10 @@ async def _serve(args: argparse.Namespace) -> int:
     from .server import SegmentStoreServer, ServerConfig
 
     config = ServerConfig(
-        tail_wait=args.tail_wait or None, stack_traces=args.stack_traces, max_connections=max_connections(args)
+        tail_wait=args.tail_wait or None,
+        stack_traces=args.stack_traces,
+        max_connections=max_connections(args),
+        frame_timeout=args.frame_timeout or None,
     )
     data_dir = Path(args.data_dir) if args.data_dir else None
     if args.repair and not data_dir:

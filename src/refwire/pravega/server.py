@@ -54,6 +54,9 @@ class ServerConfig:
     #: reads parked at the tail per connection; beyond it the oldest is answered empty at once (spec §11)
     max_parked_reads: int = 1000
     handshake_timeout: float = 10.0
+    #: seconds a frame may stay incomplete once begun (None: never); between frames a
+    #: connection may stay idle for ever, as with the real server (spec §11)
+    frame_timeout: float | None = 30.0
     #: connections served at once; one past it is closed at once (None: no limit)
     max_connections: int | None = DEFAULT_MAX_CONNECTIONS
     receive_size: int = 256 * 1024
@@ -205,7 +208,7 @@ class _StoreConnection:
     def __init__(self, server: SegmentStoreServer, stream: trio.abc.Stream) -> None:
         self.server = server
         cfg = server.config
-        self.conn = ServerConnection(cfg.limits)
+        self.conn = ServerConnection(cfg.limits, frame_timeout=cfg.frame_timeout)
         self.pump = Pump(stream, self.conn, self.on_event, receive_size=cfg.receive_size, write_timeout=None)
         self._waiting_tx, self._waiting_rx = trio.open_memory_channel[_Waiting](cfg.max_queued_replies)
         self._waiting = 0  #: replies queued for the replier and not yet filled
