@@ -377,27 +377,43 @@ def _limit(reason: str, *, frame: str, field: str, offset: int) -> LimitExceeded
 def inflate(payload: bytes, *, max_size: int, offset: int = 0) -> bytes:
     """Inflate a ``C`` payload, refusing (without allocating it) anything larger
     than ``max_size`` bytes, a stream that is not zlib, a truncated stream, or
-    bytes after the end of the zlib stream."""
+    bytes after the end of the zlib stream (errors at ``offset``)."""
+    return b"".join(_inflate_steps(payload, max_size=max_size, offset=offset))
+
+
+def _inflate_steps(payload: bytes, *, max_size: int, offset: int, step: int | None = None) -> Iterator[bytes]:
+    """The inflated bytes of a ``C`` payload, ``step`` bytes at a time (default
+    :data:`INFLATE_STEP`), checked as :func:`inflate` says; the checks that need
+    the end of the stream run after the last step."""
     d = zlib.decompressobj()
-    try:
-        out = d.decompress(payload, max_size + 1)
-    except zlib.error as exc:
-        raise _err(f"bad zlib stream: {exc}", frame="C", field="payload", offset=offset) from None
-    if len(out) > max_size or d.unconsumed_tail:
-        raise _limit(
-            f"inflated payload exceeds the limit max_decompressed_size={max_size}",
-            frame="C",
-            field="payload",
-            offset=offset,
-        )
+    total = 0
+    data = payload
+    step = step or INFLATE_STEP
+    while True:
+        try:
+            chunk = d.decompress(data, step)
+        except zlib.error as exc:
+            raise _err(f"bad zlib stream: {exc}", frame="C", field="payload", offset=offset) from None
+        data = d.unconsumed_tail
+        total += len(chunk)
+        if total > max_size:
+            raise _limit(
+                f"inflated payload exceeds the limit max_decompressed_size={max_size}",
+                frame="C",
+                field="payload",
+                offset=offset,
+            )
+        if chunk:
+            yield chunk
+        if d.eof or not chunk:  # the end, or no progress: what is left is judged below
+            break
     if not d.eof:
         raise _err("zlib stream is truncated (no end of stream)", frame="C", field="payload", offset=offset)
     if d.unused_data:
         raise _err(f"{len(d.unused_data)} bytes after the end of the zlib stream", frame="C", field="payload", offset=offset)
-    return out
 
 
-#: Inflated bytes produced per step of :func:`inflate_frames`.
+#: Inflated bytes produced per step of :func:`inflate` and :func:`inflate_frames`.
 INFLATE_STEP: Final = 256 * 1024
 
 
@@ -428,58 +444,34 @@ def inflate_frames(
     Refuses, like :func:`inflate` then :func:`decode_all`, an inflated size
     over ``max_decompressed_size``, a stream that is not zlib, truncated or
     followed by bytes, a bad frame inside (its offset counts in the inflated
-    bytes), or an incomplete frame at the end.  ``budget``: the most bytes of
-    events (:func:`held_bytes`) the frames may hold, past which
+    bytes), or an incomplete frame at the end; what is wrong with the ``C``
+    itself is reported first.  ``budget``: the most bytes of events
+    (:func:`held_bytes`) the frames may hold, past which
     :class:`~refwire.errors.LimitExceeded` names ``max_batch_bytes`` at once.
     """
-    max_size = limits.max_decompressed_size
-    d = zlib.decompressobj()
     dec = FrameDecoder(limits, validate_json=validate_json, strict_versions=strict_versions)
     frames: list[Frame] = []
     inner_error: ProtocolError | None = None
-    total = held = 0
-    data = payload
-    while True:
+    held = 0
+    for chunk in _inflate_steps(payload, max_size=limits.max_decompressed_size, offset=offset):
+        if inner_error is not None:
+            continue  # only the C's own checks are left to run
+        dec.feed(chunk)
         try:
-            chunk = d.decompress(data, INFLATE_STEP)
-        except zlib.error as exc:
-            raise _err(f"bad zlib stream: {exc}", frame="C", field="payload", offset=offset) from None
-        data = d.unconsumed_tail
-        total += len(chunk)
-        if total > max_size:
-            raise _limit(
-                f"inflated payload exceeds the limit max_decompressed_size={max_size}",
-                frame="C",
-                field="payload",
-                offset=offset,
-            )
-        if chunk and inner_error is None:
-            dec.feed(chunk)
-            try:
-                new = dec.frames()
-            except ProtocolError as exc:
-                # What is wrong with the C frame itself (size, zlib) is reported
-                # first, as when the payload was inflated whole: keep inflating,
-                # without decoding or keeping anything, to find out.
-                inner_error = _inside(exc, offset)
-                continue
-            if budget is not None:
-                for f in new:
-                    held += held_bytes(f)
-                if held > budget:
-                    raise _limit(
-                        f"the batch's events exceed the limit max_batch_bytes={limits.max_batch_bytes}",
-                        frame="C",
-                        field="payload",
-                        offset=offset,
-                    )
-            frames.extend(new)
-        if d.eof or not chunk:  # the end, or no progress: what is left is judged below
-            break
-    if not d.eof:
-        raise _err("zlib stream is truncated (no end of stream)", frame="C", field="payload", offset=offset)
-    if d.unused_data:
-        raise _err(f"{len(d.unused_data)} bytes after the end of the zlib stream", frame="C", field="payload", offset=offset)
+            new = dec.frames()
+        except ProtocolError as exc:
+            inner_error = _inside(exc, offset)
+            continue
+        if budget is not None:
+            held += sum(held_bytes(f) for f in new)
+            if held > budget:
+                raise _limit(
+                    f"the batch's events exceed the limit max_batch_bytes={limits.max_batch_bytes}",
+                    frame="C",
+                    field="payload",
+                    offset=offset,
+                )
+        frames.extend(new)
     if inner_error is not None:
         raise inner_error
     if dec.buffered:
