@@ -51,6 +51,17 @@ def test_the_wheel_carries_the_specs(tmp_path: Path) -> None:
     )
     [wheel] = dist.glob("refwire-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
+    # Every package of the source tree is in the wheel (the pytest plugin's entry
+    # point names refwire.conform; the simulator's scenarios are a package too).
+    packages = {
+        f"refwire/{p.parent.relative_to(REPO / 'src' / 'refwire').as_posix()}/__init__.py".replace("/./", "/")
+        for p in (REPO / "src" / "refwire").rglob("__init__.py")
+    }
+    packages |= {
+        f"refwire/sim/{p.parent.relative_to(REPO / 'sim').as_posix()}/__init__.py".replace("/./", "/")
+        for p in (REPO / "sim").rglob("__init__.py")
+    }
+    assert packages - names == set(), "packages missing from [tool.setuptools] packages in pyproject.toml"
     for name in PROTOCOLS:
         assert f"refwire/_specs/{name}/README.md" in names
         for stem in refwire.specs.vector_files(name):
