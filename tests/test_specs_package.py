@@ -4,6 +4,7 @@ wheel installed into a fresh venv reads a vector through it."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import venv
@@ -44,8 +45,16 @@ def test_accessor_names_what_is_missing() -> None:
 @pytest.mark.timeout(300)
 def test_the_wheel_carries_the_specs(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
+    # Built from a clean copy: a build/ directory left in the checkout would lend
+    # the wheel files the package list does not name.
+    clean = tmp_path / "src-copy"
+    clean.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, clean / name)
+    for name in ("src", "sim", "specs"):
+        shutil.copytree(REPO / name, clean / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(clean)],
         check=True,
         capture_output=True,
     )
