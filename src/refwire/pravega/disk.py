@@ -1,6 +1,6 @@
 """The segment store's log in a directory (specs/pravega/README.md §11): the
-file-backed :class:`~.storage.Log`.  The only Pravega module that touches files;
-the record format and the protocol it implements are in :mod:`.storage`.
+file-backed :class:`~refwire.pravega.storage.Log`.  The only Pravega module that touches files;
+the record format and the protocol it implements are in :mod:`~refwire.pravega.storage`.
 """
 
 from __future__ import annotations

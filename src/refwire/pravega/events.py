@@ -1,6 +1,6 @@
 """Events of the Pravega Sans-IO connections (specs/pravega/README.md §4-§7): what
-:meth:`~.connection.ServerConnection.next_event` and
-:meth:`~.connection.ClientConnection.next_event` give, and the framed append
+:meth:`~refwire.pravega.connection.ServerConnection.next_event` and
+:meth:`~refwire.pravega.connection.ClientConnection.next_event` give, and the framed append
 bytes (:class:`AppendBytes`) and reply places (:class:`ReplySlot`) the
 machines take."""
 
@@ -73,7 +73,7 @@ class ReplyReceived:
 
 @attrs.define(eq=False)
 class ReplySlot:
-    """A place in a server connection's reply order (:meth:`~.connection.ServerConnection.reserve`):
+    """A place in a server connection's reply order (:meth:`~refwire.pravega.connection.ServerConnection.reserve`):
     replies queued after it wait until it is filled."""
 
     data: bytes | None = None
@@ -82,7 +82,7 @@ class ReplySlot:
 @attrs.frozen
 class AppendBytes:
     """What a client sends for a writer: the append commands a
-    :class:`~.writer.WriterSession` encoded (``WriterSession.take()``), already
+    :class:`~refwire.pravega.writer.WriterSession` encoded (``WriterSession.take()``), already
     framed (§5.1)."""
 
     data: bytes

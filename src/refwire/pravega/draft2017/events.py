@@ -1,7 +1,7 @@
 """Events of the 2017 draft dialect's Sans-IO connections
 (specs/pravega-draft-2017/README.md §5-§7): what
-:meth:`~.connection.ServerConnection.next_event` and
-:meth:`~.connection.ClientConnection.next_event` give, and the append blocks
+:meth:`~refwire.pravega.draft2017.connection.ServerConnection.next_event` and
+:meth:`~refwire.pravega.draft2017.connection.ClientConnection.next_event` give, and the append blocks
 (:class:`Blocks`) a client machine sends."""
 
 from __future__ import annotations
