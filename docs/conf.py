@@ -31,7 +31,7 @@ autodoc_default_options = {
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
 autodoc_typehints_format = "short"
-autodoc_preserve_defaults = True
+autodoc_preserve_defaults = False
 add_module_names = False
 
 html_theme = "alabaster"
@@ -63,3 +63,4 @@ def _drop_foreign_docstrings(app: object, what: str, name: str, obj: object, opt
 
 def setup(app: object) -> None:
     app.connect("autodoc-process-docstring", _drop_foreign_docstrings)  # type: ignore[attr-defined]
+smartquotes = False
