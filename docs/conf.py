@@ -10,6 +10,9 @@ refwire only.
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 project = "refwire"
 author = "the refwire authors"
 copyright = "the refwire authors"
@@ -33,13 +36,15 @@ autodoc_typehints = "signature"
 autodoc_typehints_format = "short"
 autodoc_preserve_defaults = False
 add_module_names = False
+# Docstrings quote wire text and code ("``A 0``", '2A'): keep quotes straight.
+smartquotes = False
 
 html_theme = "alabaster"
 html_title = "refwire"
 html_static_path: list[str] = []
 
 
-def _drop_foreign_docstrings(app: object, what: str, name: str, obj: object, options: object, lines: list[str]) -> None:
+def _drop_foreign_docstrings(app: Any, what: str, name: str, obj: object, options: Any, lines: list[str]) -> None:
     """A method refwire overrides without a docstring of its own would show the
     docstring of the class it overrides; when that class is not refwire's (a
     ``pytest.Item`` hook, a trio ABC method) its text is about that library, in
@@ -48,8 +53,6 @@ def _drop_foreign_docstrings(app: object, what: str, name: str, obj: object, opt
         return
     owner_name, _, attr = name.rpartition(".")
     module_name, _, cls_name = owner_name.rpartition(".")
-    import importlib
-
     try:
         cls = getattr(importlib.import_module(module_name), cls_name)
     except (ImportError, AttributeError):
@@ -61,6 +64,23 @@ def _drop_foreign_docstrings(app: object, what: str, name: str, obj: object, opt
             return
 
 
-def setup(app: object) -> None:
-    app.connect("autodoc-process-docstring", _drop_foreign_docstrings)  # type: ignore[attr-defined]
-smartquotes = False
+def _napoleon_except_attributes(app: Any, what: str, name: str, obj: object, options: Any, lines: list[str]) -> None:
+    """napoleon reads the first line of an attribute's docstring as ``type:
+    description``, so ``#: server: between batches`` would render "server" as
+    the attribute's type.  refwire's attribute docstrings are plain sentences:
+    napoleon only sees the others (its "Args:" and "Attributes:" sections)."""
+    if what in ("attribute", "data", "property"):
+        return
+    from sphinx.ext.napoleon import _process_docstring
+
+    _process_docstring(app, what, name, obj, options, lines)
+
+
+def setup(app: Any) -> None:
+    from sphinx.ext.napoleon import _process_docstring
+
+    listeners = app.events.listeners["autodoc-process-docstring"]
+    [napoleon] = [listener for listener in listeners if listener.handler is _process_docstring]
+    app.disconnect(napoleon.id)
+    app.connect("autodoc-process-docstring", _napoleon_except_attributes)
+    app.connect("autodoc-process-docstring", _drop_foreign_docstrings)
