@@ -42,6 +42,10 @@ log = logging.getLogger("refwire.pravega.server")
 
 @attrs.frozen(kw_only=True)
 class ServerConfig:
+    """Segment store settings: ``limits``, tail reads, the delegation-token
+    ``verifier``, ``read_only``, whether error replies carry ``stack_traces``,
+    and per-connection bounds."""
+
     limits: Limits = DEFAULT_LIMITS
     #: answer a read parked at the tail with an empty atTail SegmentRead after
     #: this many seconds (None = wait forever, as Java does)
@@ -161,6 +165,7 @@ class SegmentStoreServer:
             nursery.cancel_scope.cancel()
 
     async def shutdown(self, grace: float = 5.0) -> None:
+        """Stop accepting, give open connections ``grace`` seconds, then close them."""
         await self._server.shutdown(grace)
 
     @property
