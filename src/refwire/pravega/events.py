@@ -28,6 +28,9 @@ __all__ = [
 
 @attrs.frozen
 class HelloReceived:
+    """The peer's Hello: the wire versions it speaks, and whether they overlap
+    this side's (an incompatible peer is refused after this event)."""
+
     high_version: int
     low_version: int
     compatible: bool
@@ -35,6 +38,8 @@ class HelloReceived:
 
 @attrs.frozen
 class KeepAliveReceived:
+    """A KeepAlive arrived (the machine answers a client's KeepAlive itself)."""
+
     pass
 
 
@@ -68,6 +73,8 @@ class Append:
 
 @attrs.frozen
 class ReplyReceived:
+    """A reply from the segment store (a client machine's event)."""
+
     command: Command
 
 
@@ -90,6 +97,9 @@ class AppendBytes:
 
 @attrs.frozen
 class ConnectionClosed:
+    """The connection is over.  ``clean`` is False after a reset, an EOF inside
+    an append block or a failed write (``reason`` says which)."""
+
     clean: bool = True
     reason: str = ""
 
