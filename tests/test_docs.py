@@ -67,6 +67,13 @@ def test_every_example_is_in_a_guide() -> None:
     assert len(RUNNABLE) >= 8
 
 
+def test_the_guides_have_no_inline_python() -> None:
+    """Python in a guide is a file of docs/examples/ (which runs), never a block of text."""
+    for page in (DOCS / "guides").glob("*.rst"):
+        text = page.read_text()
+        assert not re.search(r"^\.\. (code-block|code|sourcecode):: (python|pycon)", text, re.M), page.name
+
+
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_example_runs(name: str, tmp_path: Path) -> None:
     out = subprocess.run(
