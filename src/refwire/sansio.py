@@ -12,31 +12,31 @@ dialects).  Time is an input like bytes: every method that can depend on it
 takes ``now`` (seconds, any monotonic origin) as a required keyword, so a
 forgotten clock is a ``TypeError``, never time 0.
 
-=============================  ==============================================
-``receive_data(data, *, now)``  bytes the peer sent; ``b""`` means it closed
-                                its side (EOF)
-``connection_lost(*, now)``     the transport broke (reset): no more input
-``next_event()``                the next event, or :data:`NEED_DATA`; raises
-                                :class:`~refwire.errors.RemoteProtocolError`
-                                once the events before a bad byte are out
-``send(event, *, now)``         the application's event (a reply, a request,
-                                an ack); returns ``None``: the bytes go to
-                                ``data_to_send()``.  Verb helpers (``accept``,
-                                ``call``, ``append_*`` ...) build an event and
-                                call ``send``
-``data_to_send()``              every byte the machine owes, once
-``next_deadline()``             when ``handle_timer`` must next be called
-                                (``None``: no timer armed)
-``handle_timer(*, now)``        run what is due at ``now`` (keepalives,
-                                timeouts); returns ``None``: it only queues
-                                events and bytes.  Calling it early is harmless
-``send_failed(*, now)``         the driver could not write what
-                                ``data_to_send()`` gave it; the connection is
-                                over and the machine decides what is lost and
-                                what is kept for resending (table below)
+===============================  ===============================================
+``receive_data(data, *, now)``   bytes the peer sent; ``b""`` means it closed
+                                 its side (EOF)
+``connection_lost(*, now)``      the transport broke (reset): no more input
+``next_event()``                 the next event, or :data:`NEED_DATA`; raises
+                                 :class:`~refwire.errors.RemoteProtocolError`
+                                 once the events before a bad byte are out
+``send(event, *, now)``          the application's event (a reply, a request,
+                                 an ack); returns ``None``: the bytes go to
+                                 ``data_to_send()``.  Verb helpers (``accept``,
+                                 ``call``, ``append_*`` ...) build an event and
+                                 call ``send``
+``data_to_send()``               every byte the machine owes, once
+``next_deadline()``              when ``handle_timer`` must next be called
+                                 (``None``: no timer armed)
+``handle_timer(*, now)``         run what is due at ``now`` (keepalives,
+                                 timeouts); returns ``None``: it only queues
+                                 events and bytes.  Calling it early is harmless
+``send_failed(*, now)``          the driver could not write what
+                                 ``data_to_send()`` gave it; the connection is
+                                 over and the machine decides what is lost and
+                                 what is kept for resending (table below)
 ``state``, ``transitions_seen``  the state, and the (state, input, new state)
-                                triples reached, for coverage reports
-=============================  ==============================================
+                                 triples reached, for coverage reports
+===============================  ===============================================
 
 A driver (:func:`refwire.drivers.pump` is the one every refwire client and
 server uses) does only this::

@@ -46,6 +46,10 @@ Connector = Callable[[], Awaitable[trio.abc.Stream]]
 
 @attrs.frozen(kw_only=True)
 class ClientConfig:
+    """Client settings; see :class:`~refwire.lumberjack.connection.ClientConnection`
+    for the protocol switches (``version``, ``compression_level``, ``sequence``,
+    ``ack_timeout``, ``ack_interpretation``) and below for the driver's own."""
+
     version: int = V2
     window_size: int = 2048  #: events per window (Beats' bulk_max_size default)
     compression_level: int = 3  #: zlib level for the C frame; 0 sends plain frames
@@ -155,6 +159,7 @@ class LumberjackClient:
                 await stack.aclose()
 
     async def aclose(self) -> None:
+        """Close the connection (the next :meth:`send` opens a new one)."""
         await self._drop()
 
     async def _drop(self) -> None:

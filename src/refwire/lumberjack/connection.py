@@ -2,9 +2,9 @@
 
 Both follow :mod:`refwire.sansio`'s contract on :class:`~refwire.sansio.FrameMachine`:
 ``receive_data(data, now=...)`` (``b""`` is EOF), ``connection_lost(now=...)``
-(reset), ``next_event()`` returning an event (:mod:`.events`) or
-:data:`NEED_DATA`, ``send(event, now=...)`` (:class:`~.events.Accept`,
-:class:`~.events.SendWindow`) with the bytes in ``data_to_send()``, and
+(reset), ``next_event()`` returning an event (:mod:`~refwire.lumberjack.events`) or
+:data:`NEED_DATA`, ``send(event, now=...)`` (:class:`~refwire.lumberjack.events.Accept`,
+:class:`~refwire.lumberjack.events.SendWindow`) with the bytes in ``data_to_send()``, and
 ``next_deadline()`` / ``handle_timer(now=...)`` for keepalives and timeouts.
 No I/O, no clock, no randomness: time comes in as ``now``.
 

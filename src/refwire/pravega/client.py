@@ -91,6 +91,8 @@ class PravegaConnection:
 
     @classmethod
     async def connect(cls, host: str, port: int, *, timeout: float = 10.0, **kwargs: Any) -> PravegaConnection:
+        """Open a TCP connection to a segment store; start it with
+        ``await nursery.start(conn.run)``."""
         stream = await open_stream(host, port, timeout=timeout)
         return cls(stream, **kwargs)
 
@@ -186,6 +188,7 @@ class PravegaConnection:
             self._waiters.pop(rid, None)
 
     async def aclose(self) -> None:
+        """Close the connection at once."""
         await trio.aclose_forcefully(self.stream)
 
 
@@ -217,6 +220,8 @@ async def create_segment(host: str, port: int, segment: str, *, timeout: float =
 
 
 async def seal_segment(host: str, port: int, segment: str, *, timeout: float = 10.0) -> None:
+    """Seal ``segment`` on the store at ``host:port`` (already sealed is fine)."""
+
     async def go(conn: PravegaConnection) -> None:
         reply = await conn.request(SealSegment(request_id=next_request_id(), segment=segment), timeout=timeout)
         if not isinstance(reply, SegmentSealed | SegmentIsSealed):
@@ -227,6 +232,11 @@ async def seal_segment(host: str, port: int, segment: str, *, timeout: float = 1
 
 @attrs.frozen(kw_only=True)
 class WriterConfig:
+    """:class:`EventWriter` settings: the append ``style`` (``"rust"``: one bare
+    AppendBlockEnd per batch; ``"java"``: Java's streamed blocks; see
+    :mod:`refwire.pravega.writer` and specs/pravega/README.md §5.2), reconnecting,
+    timeouts and the delegation ``token`` sent in SetupAppend."""
+
     style: Style = "rust"
     max_attempts: int | None = 10  #: consecutive failed connections before giving up (None = forever)
     #: reconnect after the store broke the protocol; False gives up at once (a host
@@ -286,6 +296,7 @@ class EventWriter:
 
     @property
     def writer_id(self) -> uuid.UUID:
+        """The writer id this writer's appends carry (the store keys event numbers by it)."""
         return self.session.writer_id
 
     async def __aenter__(self) -> EventWriter:
@@ -301,6 +312,8 @@ class EventWriter:
         return await self._nursery_cm.__aexit__(*exc)  # type: ignore[no-any-return]
 
     async def write(self, payloads: Sequence[bytes]) -> None:
+        """Queue ``payloads`` as events and :meth:`flush`: returns once the store
+        holds every one durably, each exactly once."""
         for p in payloads:
             self.session.add(p)
         await self.flush()
@@ -513,6 +526,8 @@ class SegmentReader:
 
 
 async def segment_info(conn: PravegaConnection, segment: str) -> StreamSegmentInfo:
+    """GetStreamSegmentInfo over a running connection (length, sealed, ...);
+    raises :class:`~refwire.errors.RequestFailed` with any other reply."""
     reply = await conn.request(GetStreamSegmentInfo(request_id=next_request_id(), segment_name=segment))
     if not isinstance(reply, StreamSegmentInfo):
         raise RequestFailed(reply)

@@ -12,11 +12,11 @@ The server machine is the protocol half of a segment store: Java's
 ``AppendDecoder`` (block reassembly, specs/pravega/README.md §5.3) and the
 per-writer ``WriterState`` of ``AppendProcessor`` (§5.4: event numbers must not
 go backwards, acks chain ``previousEventNumber``).  Storing, reading and
-answering requests is the application's (:mod:`.store`).  Every violation that
+answering requests is the application's (:mod:`~refwire.pravega.store`).  Every violation that
 makes real Pravega close the connection without a reply raises a
 :class:`RemoteProtocolError` naming the field and offset; the machine is then
 in the ERROR state and the driver closes the connection.  The events they give
-and take are in :mod:`.events`.
+and take are in :mod:`~refwire.pravega.events`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The segment store's log in a directory (specs/pravega/README.md §13): the
-file-backed :class:`~.storage.Log`.  The only Pravega module that touches files;
-the record format and the protocol it implements are in :mod:`.storage`.
+file-backed :class:`~refwire.pravega.storage.Log`.  The only Pravega module that
+touches files; the record format and the protocol it implements are in
+:mod:`~refwire.pravega.storage`.
 
 On start (:meth:`FileLog.replay`): a torn tail (damage with no intact record
 after it: a crash in mid-write) is cut, and the cut is logged; damage followed

@@ -1,6 +1,6 @@
 """Events of the Pravega Sans-IO connections (specs/pravega/README.md §4-§7): what
-:meth:`~.connection.ServerConnection.next_event` and
-:meth:`~.connection.ClientConnection.next_event` give, and the framed append
+:meth:`~refwire.pravega.connection.ServerConnection.next_event` and
+:meth:`~refwire.pravega.connection.ClientConnection.next_event` give, and the framed append
 bytes (:class:`AppendBytes`) and reply places (:class:`ReplySlot`) the
 machines take."""
 
@@ -28,6 +28,9 @@ __all__ = [
 
 @attrs.frozen
 class HelloReceived:
+    """The peer's Hello: the wire versions it speaks, and whether they overlap
+    this side's (an incompatible peer is refused after this event)."""
+
     high_version: int
     low_version: int
     compatible: bool
@@ -35,6 +38,8 @@ class HelloReceived:
 
 @attrs.frozen
 class KeepAliveReceived:
+    """A KeepAlive arrived (the machine answers a client's KeepAlive itself)."""
+
     pass
 
 
@@ -68,12 +73,14 @@ class Append:
 
 @attrs.frozen
 class ReplyReceived:
+    """A reply from the segment store (a client machine's event)."""
+
     command: Command
 
 
 @attrs.define(eq=False)
 class ReplySlot:
-    """A place in a server connection's reply order (:meth:`~.connection.ServerConnection.reserve`):
+    """A place in a server connection's reply order (:meth:`~refwire.pravega.connection.ServerConnection.reserve`):
     replies queued after it wait until it is filled."""
 
     data: bytes | None = None
@@ -82,7 +89,7 @@ class ReplySlot:
 @attrs.frozen
 class AppendBytes:
     """What a client sends for a writer: the append commands a
-    :class:`~.writer.WriterSession` encoded (``WriterSession.take()``), already
+    :class:`~refwire.pravega.writer.WriterSession` encoded (``WriterSession.take()``), already
     framed (§5.1)."""
 
     data: bytes
@@ -90,6 +97,9 @@ class AppendBytes:
 
 @attrs.frozen
 class ConnectionClosed:
+    """The connection is over.  ``clean`` is False after a reset, an EOF inside
+    an append block or a failed write (``reason`` says which)."""
+
     clean: bool = True
     reason: str = ""
 

@@ -1,8 +1,8 @@
 """The segment store on trio (specs/pravega/README.md §5-§8).
 
 A :class:`~refwire.drivers.Pump` runs each connection's Sans-IO
-:class:`~.connection.ServerConnection`; requests go to the pure
-:class:`~.service.SegmentStoreService`; replies leave in arrival order, each
+:class:`~refwire.pravega.connection.ServerConnection`; requests go to the pure
+:class:`~refwire.pravega.service.SegmentStoreService`; replies leave in arrival order, each
 once the log holds its operation durably (a group commit task syncs the log):
 a reply that must wait keeps its place in the machine's reply order and a
 replier task fills it.  Reads at the tail wait in their own task until
@@ -42,6 +42,10 @@ log = logging.getLogger("refwire.pravega.server")
 
 @attrs.frozen(kw_only=True)
 class ServerConfig:
+    """Segment store settings: ``limits``, tail reads, the delegation-token
+    ``verifier``, ``read_only``, whether error replies carry ``stack_traces``,
+    and per-connection bounds."""
+
     limits: Limits = DEFAULT_LIMITS
     #: answer a read parked at the tail with an empty atTail SegmentRead after
     #: this many seconds (None = wait forever, as Java does)
@@ -66,8 +70,8 @@ class SegmentStoreServer:
     """A Pravega segment store.
 
     ``log`` selects durability: None keeps everything in memory; a
-    :class:`~.disk.FileLog` (see :meth:`open_dir`) survives restarts; a
-    :class:`~.storage.MemoryLog` is what the simulator crashes.
+    :class:`~refwire.pravega.disk.FileLog` (see :meth:`open_dir`) survives restarts; a
+    :class:`~refwire.pravega.storage.MemoryLog` is what the simulator crashes.
     """
 
     def __init__(
@@ -118,7 +122,7 @@ class SegmentStoreServer:
 
     @property
     def admin(self) -> StoreAdmin:
-        """This store as the controller's :class:`~.controller.SegmentAdmin`."""
+        """This store as the controller's :class:`~refwire.pravega.controller.SegmentAdmin`."""
         return StoreAdmin(self)
 
     def _wake(self, segment: str) -> None:
@@ -174,6 +178,7 @@ class SegmentStoreServer:
             nursery.cancel_scope.cancel()
 
     async def shutdown(self, grace: float = 5.0) -> None:
+        """Stop accepting, give open connections ``grace`` seconds, then close them."""
         await self._server.shutdown(grace)
 
     @property

@@ -78,6 +78,10 @@ _U64 = struct.Struct("<Q")
 
 @attrs.frozen(kw_only=True)
 class ClientConfig:
+    """Client settings: the features offered in the negotiation (``compressors``
+    in preference order, ``timeout``, ``handler_duration``, an ``isolation``
+    cookie), the connect and negotiation time limits, and the read size."""
+
     limits: Limits = DEFAULT_LIMITS
     compressors: Sequence[str] = ()
     timeout: bool = True
@@ -172,6 +176,9 @@ class SeastarClient:
 
     @classmethod
     def connect_tcp(cls, host: str, port: int, *, config: ClientConfig = ClientConfig()) -> SeastarClient:
+        """A client of the server at ``host:port``; it connects and negotiates on
+        entering ``async with``."""
+
         async def connect() -> trio.abc.Stream:
             return await open_stream(host, port, timeout=config.connect_timeout)
 
@@ -261,14 +268,17 @@ class SeastarClient:
 
     @property
     def connection_id(self) -> int | None:
+        """The CONNECTION_ID the server assigned (streaming servers only), else None."""
         return None if self._link is None else self._link.conn.connection_id
 
     @property
     def compressor(self) -> str | None:
+        """The compressor negotiated (``"LZ4"``, ``"LZ4_FRAGMENTED"``), or None."""
         return None if self._link is None else self._link.conn.compressor
 
     @property
     def closed(self) -> bool:
+        """Whether the connection is closed (or was never opened)."""
         return self._link is None or self._link.closed.is_set()
 
     # -- events ---------------------------------------------------------------------------

@@ -41,15 +41,20 @@ class VerbRegistry:
         self._verbs: dict[int, Verb] = {}
 
     def register(self, verb: int, handler: Handler, *, one_way: bool = False, name: str = "") -> None:
+        """Serve ``verb`` (a u64) with ``handler``; a ``one_way`` verb never
+        replies.  ``name`` (default: the handler's) is for logs and listings."""
         if not 0 <= verb < 2**64:
             raise ValueError("a verb is a u64")
         self._verbs[verb] = Verb(handler, one_way, name or getattr(handler, "__name__", str(verb)))
 
     def unregister(self, verb: int) -> None:
+        """Stop serving ``verb`` (calls to it then get UNKNOWN_VERB)."""
         self._verbs.pop(verb, None)
 
     def get(self, verb: int) -> Verb | None:
+        """The registered verb, or None."""
         return self._verbs.get(verb)
 
     def names(self) -> dict[int, str]:
+        """Verb number -> name, in number order."""
         return {k: v.name for k, v in sorted(self._verbs.items())}

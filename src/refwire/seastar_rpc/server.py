@@ -83,6 +83,11 @@ class HandlerGroup:
 
 @attrs.frozen(kw_only=True)
 class ServerConfig:
+    """Server settings: the compressors accepted, streaming, the memory
+    admission of requests (``max_memory``, ``basic_request_size``,
+    ``bloat_factor``: specs/seastar-rpc/README.md §3, §6), the isolation groups and
+    their concurrency, and the time limits."""
+
     limits: Limits = DEFAULT_LIMITS
     #: connections served at once; one past it is closed at once (None: no limit)
     max_connections: int | None = DEFAULT_MAX_CONNECTIONS
@@ -263,6 +268,7 @@ class SeastarServer:
         *,
         task_status: trio.TaskStatus[Sequence[trio.abc.Listener[Any]]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
+        """Accept on ``listeners`` until :meth:`shutdown` (start it with ``nursery.start``)."""
         async with trio.open_nursery() as tasks:
             self._tasks = tasks
             await self._stream_server.serve(listeners, task_status=task_status)
@@ -277,6 +283,7 @@ class SeastarServer:
     async def serve_tcp(
         self, host: str = "127.0.0.1", port: int = 0, *, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED
     ) -> None:
+        """Listen on ``host:port`` (0: any free port); ``task_status.started`` gets the bound ``HOST:PORT`` list."""
         listeners = await trio.open_tcp_listeners(port, host=host)
 
         async def _serve(task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
@@ -288,6 +295,7 @@ class SeastarServer:
             task_status.started(self.addresses)
 
     async def shutdown(self, grace: float = 5.0) -> None:
+        """Stop accepting, give open connections ``grace`` seconds, then close them."""
         await self._stream_server.shutdown(grace)
 
     def _admit_len(self) -> int:

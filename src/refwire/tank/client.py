@@ -67,6 +67,11 @@ T = TypeVar("T")
 
 @attrs.frozen(kw_only=True)
 class ClientConfig:
+    """Client settings: ``limits``, the keepalive ``ping_interval`` (None: no
+    Pings), the default ``fetch_size`` of a consume, the ``client_id`` sent with
+    produce requests, ``request_timeout`` (None: wait as long as the connection
+    lives) and the read size."""
+
     limits: Limits = DEFAULT_LIMITS
     ping_interval: float | None = 5.0
     fetch_size: int = 128 * 1024 * 1024  #: tank-cli's default; the broker clamps to 64 MiB
@@ -105,6 +110,8 @@ class TankClient:
 
     @classmethod
     def connect_tcp(cls, host: str, port: int, *, config: ClientConfig = ClientConfig(), **kw: Any) -> TankClient:
+        """A client that connects (lazily, on the first request) to ``host:port``;
+        ``kw`` goes to :func:`refwire.drivers.open_stream`."""
         return cls(lambda: open_stream(host, port, **kw), config=config)
 
     async def __aenter__(self) -> TankClient:
@@ -144,6 +151,8 @@ class TankClient:
         return self._seen | (self._conn.transitions_seen if self._conn is not None else set())
 
     async def aclose(self) -> None:
+        """Close the connection; requests still waiting for an answer raise
+        :class:`~refwire.errors.ConnectionLost`."""
         self._drop("client closed")
         if self._stream is not None:
             await trio.aclose_forcefully(self._stream)
@@ -262,6 +271,9 @@ class TankClient:
     async def produce(
         self, topic: str, partition: int, messages: Sequence[Message], *, compress: bool | None = None
     ) -> ProduceResult:
+        """Append ``messages`` to one partition as one bundle (§4, §6); the broker
+        numbers them.  ``compress=None`` lets :func:`~refwire.tank.bundles.encode_bundle`
+        decide on Snappy.  The result's ``error`` is 0 when they were stored."""
         bundle = encode_bundle(messages, compress=compress)
         r = await self.produce_bundles({topic: {partition: bundle}})
         return r.results[0]
@@ -277,6 +289,9 @@ class TankClient:
     async def produce_bundles(
         self, bundles: dict[str, dict[int, bytes]], *, base_seqs: dict[tuple[str, int], int] | None = None
     ) -> ProduceResponse:
+        """One Produce request carrying already encoded bundles:
+        ``bundles[topic][partition] = bundle``.  With ``base_seqs`` it is a
+        ProduceWithSeqnum (0x05) and each bundle's first sequence number is given."""
         topics = tuple(
             ProduceTopic(
                 t,
@@ -337,21 +352,27 @@ class TankClient:
         return pd
 
     async def discover_partitions(self, topic: str, partitions: Sequence[int] = ()) -> tuple[PartitionInfo, ...]:
+        """First available sequence number and high water mark of ``topic``'s
+        partitions (all of them when ``partitions`` is empty)."""
         r: DiscoverPartitionsResponse = await self.request(lambda rid: DiscoverPartitionsRequest(rid, topic, tuple(partitions)))
         return r.partitions
 
     async def status(self) -> StatusResponse:
+        """The broker's status: its numbers of topics and partitions (§3)."""
         r: StatusResponse = await self.request(StatusRequest)
         return r
 
     async def discover_topics(self) -> DiscoverTopicsResponse:
+        """Every topic with its number of partitions."""
         r: DiscoverTopicsResponse = await self.request(DiscoverTopicsRequest)
         return r
 
     async def discover_topology(self) -> DiscoverTopologyResponse:
+        """The cluster topology; a stand-alone broker answers that it is one."""
         r: DiscoverTopologyResponse = await self.request(DiscoverTopologyRequest)
         return r
 
     async def reload_conf(self, topic: str, partition: int) -> int:
+        """Ask the broker to reload one partition's configuration; its error code (0: done)."""
         r: ReloadConfResponse = await self.request(lambda rid: ReloadConfRequest(rid, topic, partition))
         return r.error

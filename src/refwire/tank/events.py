@@ -61,6 +61,9 @@ class PartitionData:
 
 @attrs.frozen
 class ConsumeResult:
+    """A Consume response with every partition's chunk walked into messages
+    (:class:`PartitionData`), and the topics the broker did not know."""
+
     request_id: int
     partitions: tuple[PartitionData, ...]
     unknown_topics: tuple[str, ...]

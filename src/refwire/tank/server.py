@@ -75,11 +75,13 @@ class TankBroker:
 
     @property
     def open_connections(self) -> int:
+        """How many client connections are open now."""
         return len(self._conns)
 
     async def serve(
         self, listeners: Sequence[trio.abc.Listener[Any]], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
+        """Accept on ``listeners`` until :meth:`shutdown` (start it with ``nursery.start``)."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._timer_loop)
             async with trio.open_nursery() as inner:  # returns when the server has shut down
@@ -88,6 +90,7 @@ class TankBroker:
             nursery.cancel_scope.cancel()
 
     async def shutdown(self, grace: float = 1.0) -> None:
+        """Stop accepting, give open connections ``grace`` seconds to finish, then close them."""
         await self._server.shutdown(grace)
 
     # -- dispatch -----------------------------------------------------------

@@ -129,6 +129,9 @@ class DraftConnection:
 
 @attrs.frozen(kw_only=True)
 class DraftWriterConfig:
+    """:class:`DraftWriter` settings: reconnect attempts (None: forever), the
+    reconnect delays (first and largest), and the connect and ack time limits."""
+
     max_attempts: int | None = 10
     #: reconnect after the store broke the protocol; False gives up at once.
     retry_protocol_errors: bool = True

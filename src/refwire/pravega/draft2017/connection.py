@@ -38,7 +38,7 @@ through ``data_to_send``), ``next_deadline``/``handle_timer`` and ``send_failed`
 * **Replies** (§5 "Sending"): a server reply longer than ``reply_part_size``
   goes out as parts of exactly that many data bytes, the last one shorter.
 
-The events the machines give and take are in :mod:`.events`.
+The events the machines give and take are in :mod:`~refwire.pravega.draft2017.events`.
 """
 
 from __future__ import annotations

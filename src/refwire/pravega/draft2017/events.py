@@ -1,7 +1,7 @@
 """Events of the 2017 draft dialect's Sans-IO connections
 (specs/pravega-draft-2017/README.md §5-§7): what
-:meth:`~.connection.ServerConnection.next_event` and
-:meth:`~.connection.ClientConnection.next_event` give, and the append blocks
+:meth:`~refwire.pravega.draft2017.connection.ServerConnection.next_event` and
+:meth:`~refwire.pravega.draft2017.connection.ClientConnection.next_event` give, and the append blocks
 (:class:`Blocks`) a client machine sends."""
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ __all__ = ["BlockAppend", "Blocks", "ConnectionClosed", "KeepAliveReceived", "Re
 
 @attrs.frozen
 class RequestReceived:
+    """A request the application answers (a server machine's event)."""
+
     command: Command
     #: stream offset of the request's frame; None when it arrived as a partial message
     offset: int | None = None
@@ -35,16 +37,23 @@ class BlockAppend:
 
 @attrs.frozen
 class ReplyReceived:
+    """A reply from the server (a client machine's event)."""
+
     command: Command
 
 
 @attrs.frozen
 class KeepAliveReceived:
+    """A KeepAlive arrived, with the bytes it carries."""
+
     data: bytes
 
 
 @attrs.frozen
 class ConnectionClosed:
+    """The connection is over.  ``clean`` is False after a reset, a failed write
+    or too long a silence (``reason`` says which)."""
+
     clean: bool = True
     reason: str = ""
 

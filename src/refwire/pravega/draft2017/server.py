@@ -69,6 +69,8 @@ def level_attribute(connection_id: uuid.UUID) -> uuid.UUID:
 
 @attrs.frozen(kw_only=True)
 class DraftConfig:
+    """:class:`DraftFrontend` settings (specs/pravega-draft-2017/README.md §5-§7)."""
+
     limits: Limits = DEFAULT_LIMITS
     #: connections served at once; one past it is closed at once (None: no limit)
     max_connections: int | None = DEFAULT_MAX_CONNECTIONS
@@ -220,6 +222,7 @@ class DraftFrontend:
         await self._stream_server.serve(listeners, task_status=task_status)
 
     async def shutdown(self, grace: float = 5.0) -> None:
+        """Stop accepting, give open connections ``grace`` seconds, then close them."""
         await self._stream_server.shutdown(grace)
 
     def _level(self, segment: str, connection_id: uuid.UUID) -> int:
