@@ -145,3 +145,38 @@ async def test_the_store_closes_a_connection_stuck_inside_a_frame() -> None:
             assert server.stats["protocol_errors"] == 1
             await idle.aclose()
             await stuck.aclose()
+
+
+async def test_a_client_that_asks_but_never_reads_cannot_grow_the_store() -> None:
+    """300 reads of 2 MiB each, none of the replies read: the store stops
+    reading once Pump.max_unwritten (16 MiB) is owed, instead of queueing 600 MB."""
+    import gc
+    import socket
+    import tracemalloc
+
+    from refwire.pravega.client import EventWriter, create_segment
+    from refwire.pravega.frames import Hello, ReadSegment, encode_command
+
+    server = SegmentStoreServer()
+    with trio.fail_after(30):
+        async with running(server) as (host, port):
+            await create_segment(host, port, SEG)
+            async with EventWriter(host, port, SEG) as writer:
+                await writer.write([b"x" * 1_000_000 for _ in range(3)])
+            tracemalloc.start()
+            try:
+                base = tracemalloc.get_traced_memory()[0]
+                hostile = await trio.open_tcp_stream(host, port)
+                hostile.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                await hostile.send_all(encode_command(Hello(high_version=17, low_version=5)))
+                with trio.move_on_after(3):  # the store stops reading: our writes block
+                    for i in range(300):
+                        read = ReadSegment(segment=SEG, offset=0, suggested_length=2_000_000, delegation_token="", request_id=i + 1)
+                        await hostile.send_all(encode_command(read))
+                await trio.sleep(1.0)  # the store answers what it read
+                gc.collect()
+                held = tracemalloc.get_traced_memory()[0] - base
+            finally:
+                tracemalloc.stop()
+            assert held < 40 << 20, f"the store holds {held >> 20} MiB for a client that does not read"
+            await hostile.aclose()

@@ -289,3 +289,37 @@ def test_machine_contract_requires_now() -> None:
     m.receive_data(b"x\n", now=1.0)
     assert m.next_event() == b"x"
     assert m.next_event() is NEED_DATA
+
+
+async def test_a_peer_that_does_not_read_stops_the_reading() -> None:
+    """Each line asks for a 100 kB answer; the peer sends 200 lines and reads
+    nothing: the pump reads no more once more than max_unwritten bytes are
+    owed, and reads on once the peer has taken them."""
+    a, b = trio.testing.lockstep_stream_pair()  # a write completes only as the peer reads
+    m = Line()
+    seen: list[bytes] = []
+
+    async def answer(ev: Any) -> None:
+        if isinstance(ev, bytes):
+            seen.append(ev)
+            p.send(b"x" * 100_000)
+
+    p = Pump(b, m, answer, max_unwritten=300_000, write_timeout=None)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as n:
+            n.start_soon(p.run)
+
+            async def ask() -> None:
+                for i in range(200):
+                    await a.send_all(b"line %d\n" % i)
+
+            n.start_soon(ask)
+            await trio.sleep(0.5)
+            assert p.unwritten <= 300_000 + 100_000 + 1 and len(seen) <= 5, (p.unwritten, len(seen))
+            got = 0
+            while got < 200 * 100_001:  # now read everything: the pump reads on
+                got += len(await a.receive_some(1 << 20))
+            while p.unwritten:  # the last send_all returns once the peer took its bytes
+                await trio.sleep(0.01)
+            assert len(seen) == 200
+            await a.aclose()

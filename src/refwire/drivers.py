@@ -350,6 +350,9 @@ PROTOCOL_ERROR: Final = "protocol-error"  # next_event raised; run() re-raises i
 
 _TRANSPORT_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
+#: Bytes a pump may owe its peer before it stops reading (``Pump.max_unwritten``).
+DEFAULT_MAX_UNWRITTEN: Final = 16 * 1024 * 1024
+
 EventHandler = Callable[[Any], Awaitable[None]]
 
 
@@ -383,6 +386,10 @@ class Pump:
     pulled from the machine synchronously (the writer is woken only when there
     are some), and the timer's sleep is moved, not interrupted, when a deadline
     changes.
+
+    Memory is bounded on the way out too: while more than ``max_unwritten``
+    bytes wait to be written (a peer that sends requests but does not read the
+    replies), the reader reads nothing more until the writer is below it again.
     """
 
     def __init__(
@@ -393,8 +400,13 @@ class Pump:
         *,
         receive_size: int = 65536,
         write_timeout: float | None = 30.0,
+        max_unwritten: int | None = DEFAULT_MAX_UNWRITTEN,
     ) -> None:
         self.stream = stream
+        self.max_unwritten = max_unwritten
+        #: bytes queued or being written, not yet accepted by the transport
+        self.unwritten = 0
+        self._drained: trio.Event | None = None
         self.machine = machine
         self.on_event = on_event
         self.receive_size = receive_size
@@ -431,6 +443,7 @@ class Pump:
         data = self.machine.data_to_send()
         if data:
             self._out.append(data)
+            self.unwritten += len(data)
             self._write_wanted.set()
         self._rearm()
 
@@ -495,9 +508,12 @@ class Pump:
         machine = self.machine
         receive_some = self.stream.receive_some
         size = self.receive_size
+        limit = self.max_unwritten
         while not self._stopping:
             with trio.CancelScope() as scope:
                 self._rx_scope = scope
+                if limit is not None and self.unwritten > limit:
+                    await self._wait_drained()  # backpressure: the peer is not reading what we owe it
                 try:
                     data = await receive_some(size)
                 except _TRANSPORT_ERRORS:
@@ -567,9 +583,12 @@ class Pump:
                     else:
                         with trio.fail_after(self.write_timeout):
                             await self.stream.send_all(data)
+                    self.unwritten -= len(data)
+                    self._wake_reader()
                 except (trio.TooSlowError, *_TRANSPORT_ERRORS) as exc:
                     self._broken = True
                     self._out.clear()
+                    self.unwritten = 0
                     if self.ended is None or self.ended == STOPPED:
                         self.ended = WRITE_TIMEOUT if isinstance(exc, trio.TooSlowError) else WRITE_FAILED
                     self.machine.send_failed(now=trio.current_time())
@@ -579,6 +598,18 @@ class Pump:
             if self._written is not None:
                 self._written.set()
                 self._written = None
+            self._wake_reader()
+
+    def _wake_reader(self) -> None:
+        """The reader waits for the unwritten bytes to drop to the limit: wake it once they have (or the write failed)."""
+        if self._drained is not None and (self._broken or self.max_unwritten is None or self.unwritten <= self.max_unwritten):
+            self._drained.set()
+            self._drained = None
+
+    async def _wait_drained(self) -> None:
+        if self._drained is None:
+            self._drained = trio.Event()
+        await self._drained.wait()
 
     def _rearm(self) -> None:
         """Move the timer's wake-up to the machine's deadline, without waking it
