@@ -4,6 +4,7 @@ real one, and the client/broker connections (every table transition)."""
 
 from __future__ import annotations
 
+import attrs
 import pytest
 from tank_vectors import load, unhex
 
@@ -299,3 +300,19 @@ def test_transition_tables_cover_every_pair(table: dict[tuple[State, str], State
                 assert nxt is None  # terminal
             elif inp in ("eof", "reset", "idle"):
                 assert nxt in (State.CLOSED, None)
+
+
+def test_long_polls_per_connection_are_bounded(service: BrokerService) -> None:
+    """max_long_polls parked per connection: the next one answers the oldest at
+    once (as its timeout would), at the line and one past it; other
+    connections are not affected."""
+    limited = BrokerService(service.storage, attrs.evolve(service.config, max_long_polls=3))
+    for rid in range(3):
+        assert limited.handle(7, consume(rid, "events", 0, 7, wait=60_000), now=0.0) == []
+    assert limited.waits_of(7) == 3
+    assert limited.handle(8, consume(50, "events", 0, 7, wait=60_000), now=0.0) == []  # another connection
+    ((conn, r),) = limited.handle(7, consume(99, "events", 0, 7, wait=60_000), now=0.0)
+    assert conn == 7 and r.request_id == 0  # the oldest, answered empty with the hwmark
+    p = r.topics[0].partitions[0]
+    assert (p.error, p.chunk, p.hwmark) == (0, b"", 6)
+    assert limited.waits_of(7) == 3 and limited.waits_of(8) == 1

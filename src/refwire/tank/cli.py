@@ -46,6 +46,13 @@ def register(cmds: Commands) -> None:
         help="close connections idle for S seconds (0 = never; default 16, as the real broker)",
     )
     s.add_argument(
+        "--max-long-polls",
+        type=positive_int,
+        default=1000,
+        metavar="N",
+        help="long polls one connection may have parked; one more answers its oldest at once (default 1000)",
+    )
+    s.add_argument(
         "--topic",
         action="append",
         default=[],
@@ -120,7 +127,12 @@ async def _serve(args: argparse.Namespace) -> int:
             raise UsageError(f"bad --topic {spec!r} (NAME[:PARTITIONS])")
         if name not in storage.topics:
             storage.create_topic(name, int(n or 1))
-    config = BrokerConfig(read_only=args.read_only, idle_timeout=args.idle_timeout or None, startup_ts=int(time.time()))
+    config = BrokerConfig(
+        read_only=args.read_only,
+        idle_timeout=args.idle_timeout or None,
+        startup_ts=int(time.time()),
+        max_long_polls=args.max_long_polls,
+    )
     broker = TankBroker(storage, config, max_connections=max_connections(args))
     host, port = args.listen
     listeners = await open_listeners(host, port)

@@ -89,6 +89,9 @@ class BrokerConfig:
     validate_bundles: bool = True
     startup_ts: int = 0
     idle_timeout: float | None = 16.0  #: the real broker's idle_connection_ttl (§6)
+    #: long polls one connection may have parked; one more answers its oldest at
+    #: once, as if its maxWait had passed (refwire's bound: the real broker has none)
+    max_long_polls: int = 1000
 
 
 @attrs.define
@@ -331,12 +334,20 @@ class BrokerService:
             min(req.min_bytes, MAX_CLAMP),
             deadline,
         )
+        early: Outbox = []
+        mine = [x for x in self._waits.values() if x.conn == conn]
+        if len(mine) >= self.config.max_long_polls:
+            oldest = min(mine, key=lambda x: x.id)
+            self._remove(oldest)
+            self.stats["timeouts"] += 1
+            oldest.got.clear()
+            early.append((conn, self._timeout_response(oldest)))
         self._waits[w.id] = w
         for name, pids in w.layout:
             for pid in pids:
                 self._by_partition.setdefault((name, pid), {})[w.id] = None
         self.stats["long_polls"] += 1
-        return []
+        return early
 
     # -- timers --------------------------------------------------------------
     def next_deadline(self) -> float | None:
