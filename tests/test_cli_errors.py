@@ -110,6 +110,11 @@ def bad_invocations(peer: str, tmp: Path) -> dict[str, list[list[str]]]:
             ["campaign", "--runner", "loop", "--workload", '{"windw": 3}'],
         ],
         "record": [["record", "--upstream", DOWN, "--out", str(tmp / "cap"), "--listen", NOWHERE]],
+        "chaos": [
+            ["chaos", "lumberjack", "--upstream", DOWN, "--listen", NOWHERE],
+            ["chaos", "lumberjack", "--upstream", DOWN, "--schedule", missing],
+            ["chaos", "nosuch", "--upstream", DOWN],
+        ],
         "decode": [["decode", missing]],
         "analyze": [["analyze", missing, "--out", str(tmp / "out")]],
         "conform lumberjack": [["conform", "lumberjack", "--server", DOWN], ["conform", "lumberjack"]],

@@ -33,7 +33,7 @@ from .protocols import descriptor, load, names
 __all__ = ["TOOL_CLIS", "main"]
 
 #: ``register(Commands)`` functions beside the protocols' own (which their descriptors name).
-TOOL_CLIS = ("refwire.pipeline.cli:register", "refwire.conform.cli:register")
+TOOL_CLIS = ("refwire.pipeline.cli:register", "refwire.conform.cli:register", "refwire.chaos.cli:register")
 
 
 def _sim_protocols() -> tuple[str, ...]:

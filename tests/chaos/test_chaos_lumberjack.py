@@ -1,0 +1,235 @@
+"""refwire's own Lumberjack client and server through the fault proxy: the
+faults land on the frames the rules name, every acknowledged event is
+delivered (at-least-once holds), and the decisions are the seed's."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+import trio
+
+from refwire.chaos import ChaosProxy, ScheduleError, open_chaos, parse_schedule, rules_from
+from refwire.lumberjack.client import ClientConfig, LumberjackClient
+from refwire.lumberjack.server import LumberjackServer
+
+pytestmark = pytest.mark.timeout(60)
+
+EVENTS = [{"message": f"event {i}", "i": i} for i in range(30)]
+
+
+@asynccontextmanager
+async def through_proxy(rules: Sequence[dict[str, Any]], seed: int = 7) -> AsyncIterator[tuple[ChaosProxy, list[Any], str, int]]:
+    got: list[Any] = []
+
+    async def handler(batch: Any, info: Any) -> None:
+        got.extend(ev.fields()["i"] for ev in batch.events)
+
+    server = LumberjackServer(handler)
+    async with trio.open_nursery() as nursery:
+        [address] = await nursery.start(server.serve_tcp, "127.0.0.1", 0)
+        host, port = address.rsplit(":", 1)
+        record = io.StringIO()
+        async with open_chaos(
+            "lumberjack", upstream=(host, int(port)), schedule=rules_from(rules, "lumberjack", seed), record=record
+        ) as proxy:
+            phost, pport = proxy.addresses[0].rsplit(":", 1)
+            yield proxy, got, phost, int(pport)
+        await server.shutdown(grace=0.5)
+        nursery.cancel_scope.cancel()
+
+
+async def send_all(host: str, port: int, *, ack_timeout: float = 0.5) -> LumberjackClient:
+    config = ClientConfig(window_size=10, ack_timeout=ack_timeout, backoff_initial=0.01, backoff_max=0.05, max_attempts=20)
+    client = LumberjackClient.connect_tcp(host, port, config=config)
+    async with client:
+        await client.send(EVENTS)
+    return client
+
+
+async def test_no_rules_is_a_transparent_relay() -> None:
+    with trio.fail_after(20):
+        async with through_proxy([]) as (proxy, got, host, port):
+            client = await send_all(host, port)
+    assert got == list(range(30)) and client.stats["reconnects"] == 0
+    assert proxy.stats["frames"] >= 6 and proxy.decisions == []  # W + C per window, A per window
+
+
+async def test_a_dropped_ack_is_resent_and_every_event_delivered() -> None:
+    rules = [{"name": "drop-first-ack", "direction": "s2c", "type": "lj:A", "nth": 1, "connection": 1, "action": "drop"}]
+    with trio.fail_after(20):
+        async with through_proxy(rules) as (proxy, got, host, port):
+            client = await send_all(host, port)
+    assert set(got) == set(range(30)) and len(got) > 30  # the unacked window came twice: at-least-once
+    assert client.stats["reconnects"] >= 1
+    (d,) = proxy.decisions
+    assert (d["conn"], d["dir"], d["frame"], d["type"], d["action"], d["size_after"]) == (1, "s2c", 0, "A", "drop", 0)
+    assert d["fields"]["seq"] == 10
+
+
+async def test_logstash_style_keepalive_rewrite_and_a_reset() -> None:
+    rules = [
+        # the first ack becomes Logstash's keepalive (A 0): the client keeps waiting, then times out and resends
+        {
+            "name": "ack-to-keepalive",
+            "direction": "s2c",
+            "type": "A",
+            "nth": 1,
+            "connection": 1,
+            "action": "rewrite",
+            "field": "seq",
+            "value": 0,
+        },
+        # the second connection is reset after its third client frame
+        {"name": "reset", "direction": "c2s", "nth": 3, "connection": 2, "action": "reset"},
+    ]
+    with trio.fail_after(20):
+        async with through_proxy(rules) as (proxy, got, host, port):
+            client = await send_all(host, port)
+    assert set(got) == set(range(30))
+    actions = [(d["rule"], d["conn"], d["frame"]) for d in proxy.decisions]
+    assert actions == [("ack-to-keepalive", 1, 0), ("reset", 2, 2)]
+    rewrite = proxy.decisions[0]
+    assert rewrite["before"][-8:] != "00000000" and rewrite["after"][-8:] == "00000000"
+    assert client.stats["keepalives"] >= 1
+
+
+async def test_split_at_a_field_and_a_corrupted_length_once() -> None:
+    rules = [
+        {"name": "split-window", "direction": "c2s", "type": "W", "field": "count", "action": "split", "gap": 0.05},
+        {"name": "bad-length", "direction": "c2s", "type": "C", "count": 1, "action": "corrupt", "field": "length"},
+    ]
+    with trio.fail_after(20):
+        async with through_proxy(rules) as (proxy, got, host, port):
+            await send_all(host, port)
+    assert set(got) == set(range(30))
+    kinds = {d["rule"] for d in proxy.decisions}
+    assert kinds == {"split-window", "bad-length"}
+    assert sum(d["rule"] == "bad-length" for d in proxy.decisions) == 1  # count = 1
+
+
+async def _dropped_acks(seed: int) -> list[tuple[int, int, float]]:
+    rules = [{"name": "coin", "direction": "s2c", "type": "A", "probability": 0.4, "burst": 1, "action": "drop"}]
+    async with through_proxy(rules, seed=seed) as (proxy, got, host, port):
+        await send_all(host, port, ack_timeout=0.3)
+    assert set(got) == set(range(30))
+    return [(d["conn"], d["frame"], d["draw"]) for d in proxy.decisions]
+
+
+async def test_the_seed_decides_every_draw() -> None:
+    with trio.fail_after(40):
+        a = await _dropped_acks(3)
+        b = await _dropped_acks(3)
+        c = await _dropped_acks(4)
+    assert a == b and a != c and all(draw < 0.4 for _, _, draw in a)
+
+
+async def test_upstream_down_closes_the_client_and_logs_one_line(caplog: pytest.LogCaptureFixture) -> None:
+    with trio.fail_after(10), caplog.at_level(logging.WARNING):
+        record = io.StringIO()
+        async with open_chaos("lumberjack", upstream=("127.0.0.1", 1), record=record) as proxy:
+            host, port = proxy.addresses[0].rsplit(":", 1)
+            s = await trio.open_tcp_stream(host, int(port))
+            assert await s.receive_some(10) == b""
+            await s.aclose()
+    lines = [r.getMessage() for r in caplog.records if r.name == "refwire.chaos"]
+    assert len(lines) == 1 and "the upstream 127.0.0.1:1 is down" in lines[0]
+    assert any(json.loads(line)["event"] == "upstream-down" for line in record.getvalue().splitlines())
+
+
+async def test_bytes_that_do_not_decode_pass_through_untouched() -> None:
+    async def echo(stream: trio.SocketStream) -> None:
+        while data := await stream.receive_some(1000):
+            await stream.send_all(data)
+
+    rules = [{"name": "drop-acks", "type": "A", "action": "drop"}]
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            [lst] = await trio.open_tcp_listeners(0, host="127.0.0.1")
+            nursery.start_soon(trio.serve_listeners, echo, [lst])
+            port = lst.socket.getsockname()[1]
+            async with open_chaos("lumberjack", upstream=("127.0.0.1", port), schedule=rules_from(rules, "lumberjack")) as proxy:
+                host, pport = proxy.addresses[0].rsplit(":", 1)
+                s = await trio.open_tcp_stream(host, int(pport))
+                await s.send_all(b"GET / HTTP/1.1\r\n\r\n")
+                got = b""
+                while len(got) < 18:
+                    got += await s.receive_some(100)
+                assert got == b"GET / HTTP/1.1\r\n\r\n"
+                await s.aclose()
+            nursery.cancel_scope.cancel()
+    assert proxy.decisions == []
+
+
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        ({"type": "lj:Z", "action": "drop"}, "unknown frame type 'lj:Z' for lumberjack (known: A, W, J, D, C, ?)"),
+        ({"type": "A", "action": "rewrite", "field": "sqe", "value": 1}, "unknown field 'sqe' for frame type 'A'"),
+        ({"type": "A", "action": "explode"}, "unknown action 'explode'"),
+        ({"type": "A", "action": "drop", "direction": "up"}, "unknown direction 'up'"),
+        ({"type": "A", "action": "drop", "probability": 2}, "probability 2.0 is not between 0 and 1"),
+        ({"type": "A", "action": "drop", "nht": 1}, "unknown key(s) nht"),
+        ({"type": "A", "action": "rewrite", "field": "seq"}, "action 'rewrite' needs a value"),
+    ],
+)
+def test_a_bad_schedule_is_refused_naming_what_is_wrong(rule: dict[str, Any], message: str) -> None:
+    with pytest.raises(ScheduleError) as info:
+        parse_schedule({"rule": [{"name": "r", **rule}]}, "lumberjack")
+    assert message in str(info.value) and "rule 1 (r)" in str(info.value)
+
+
+def test_cli_refuses_a_bad_schedule_in_one_line(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from refwire.cli import main
+
+    bad = tmp_path / "s.toml"
+    bad.write_text('[[rule]]\nname = "x"\ntype = "lj:A"\naction = "drop"\nfield = "sqe"\n')
+    assert main(["chaos", "lumberjack", "--upstream", "127.0.0.1:1", "--schedule", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "refwire: schedule: rule 1 (x): unknown field 'sqe' for frame type 'A' of lumberjack" in err and "Traceback" not in err
+
+
+def test_cli_runs_the_proxy_with_a_toml_schedule(tmp_path: Any) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    schedule = tmp_path / "s.toml"
+    schedule.write_text('seed = 5\n[[rule]]\nname = "drop-acks"\ndirection = "s2c"\ntype = "A"\naction = "drop"\n')
+    record = tmp_path / "record.jsonl"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "refwire.cli",
+            "chaos",
+            "lumberjack",
+            "--upstream",
+            "127.0.0.1:9",
+            "--schedule",
+            str(schedule),
+            "--record",
+            str(record),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert "chaos lumberjack: listening on 127.0.0.1:" in line and "1 rule(s), seed 5" in line
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, rest = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and "0 connection(s)" in rest
+    assert json.loads(record.read_text().splitlines()[0])["seed"] == 5
