@@ -8,6 +8,7 @@ many actions it took.  ``--record FILE.jsonl`` keeps every decision.
 from __future__ import annotations
 
 import argparse
+import json
 import secrets
 import sys
 from typing import IO
@@ -29,7 +30,12 @@ def register(cmds: Commands) -> None:
         "and applying the schedule's rules (drop, delay, duplicate, split, truncate, corrupt or rewrite a field, "
         "close, reset) to frame n of connection c; every decision is recorded.",
     )
-    chaos.add_argument("protocol", choices=names(), help="the protocol spoken through the proxy")
+    chaos.add_argument(
+        "protocol",
+        choices=(*names(), "replay"),
+        help="the protocol spoken through the proxy, or 'replay' to apply a record's decisions again",
+    )
+    chaos.add_argument("record_file", nargs="?", metavar="RECORD", help="with 'replay': the JSON-lines record of an earlier run")
     chaos.add_argument(
         "--listen",
         type=hostport,
@@ -56,9 +62,23 @@ def register(cmds: Commands) -> None:
 
 
 async def _chaos(args: argparse.Namespace) -> int:
-    from .proxy import ChaosProxy
+    from .proxy import ChaosProxy, replay_plan
     from .rules import Schedule, ScheduleError, load_schedule
 
+    plan = None
+    if args.protocol == "replay":
+        if not args.record_file or args.schedule:
+            raise UsageError("chaos replay takes a record (refwire chaos replay RECORD --upstream HOST:PORT) and no --schedule")
+        try:
+            lines = open(args.record_file, encoding="utf-8").read().splitlines()
+            plan = replay_plan(lines)
+            start = next(json.loads(ln) for ln in lines if ln.strip() and json.loads(ln).get("event") == "start")
+        except (OSError, ValueError, StopIteration, KeyError, TypeError) as exc:
+            raise UsageError(f"{args.record_file}: not a chaos record ({exc or 'no start line'})") from None
+        args.protocol = start["protocol"]
+        args.seed = start.get("seed", 0)
+    elif args.record_file:
+        raise UsageError("a RECORD argument goes with 'refwire chaos replay' only")
     try:
         schedule = load_schedule(args.schedule, args.protocol) if args.schedule else Schedule(args.protocol, ())
     except ScheduleError as exc:
@@ -69,15 +89,16 @@ async def _chaos(args: argparse.Namespace) -> int:
     schedule = attrs.evolve(schedule, seed=seed)
     record: IO[str] | None = open(args.record, "a", encoding="utf-8") if args.record else None
     try:
-        proxy = ChaosProxy(args.protocol, args.upstream, schedule, record=record, max_frame_size=args.max_frame_size)
+        proxy = ChaosProxy(args.protocol, args.upstream, schedule, record=record, max_frame_size=args.max_frame_size, replay=plan)
         listeners = await open_listeners(*args.listen)
         done = trio.Event()
         async with trio.open_nursery() as nursery:
             await nursery.start(stop_on_signal, done)
             await nursery.start(proxy.serve, listeners)
+            what = f"replaying {sum(map(len, plan.values()))} decision(s)" if plan is not None else f"{len(schedule.rules)} rule(s)"
             print(
                 f"chaos {args.protocol}: listening on {proxy.addresses[0]}, upstream {args.upstream[0]}:{args.upstream[1]}, "
-                f"{len(schedule.rules)} rule(s), seed {seed}",
+                f"{what}, seed {seed}",
                 file=sys.stderr,
                 flush=True,
             )

@@ -31,7 +31,7 @@ from ..drivers import listener_address
 from .observe import FIELDS, Observed, observer_for
 from .rules import Rule, Schedule, rule_rng
 
-__all__ = ["ChaosProxy", "open_chaos"]
+__all__ = ["ChaosProxy", "open_chaos", "replay_plan"]
 
 log = logging.getLogger("refwire.chaos")
 
@@ -61,7 +61,11 @@ class ChaosProxy:
         record: IO[str] | None = None,
         max_frame_size: int = 64 * 1024 * 1024,
         connect_timeout: float = 10.0,
+        replay: Mapping[tuple[int, str, int], Sequence[Rule]] | None = None,
     ) -> None:
+        #: recorded decisions to apply instead of the schedule's draws, by
+        #: (connection, direction, frame index) (``refwire chaos replay``)
+        self.replay = replay
         self.protocol = protocol
         self.upstream = upstream
         self.schedule = schedule
@@ -198,19 +202,22 @@ class ChaosProxy:
         data = frame.data
         writes: list[tuple[bytes, float]] = [(data, 0.0)]  # (bytes, seconds to wait before them)
         end: str | None = None
-        for rule in (*self.schedule.rules, *self._extra):
-            if not rule.matches_frame(direction, frame.type, frame.fields, conn, index, t):
-                continue
-            if rule.count is not None and self._fired.get(rule.name, 0) >= rule.count:
-                continue
-            st = states.get(rule.name)
-            if st is None:
-                st = states[rule.name] = _RuleState(rule_rng(self.schedule.seed, rule.name, conn, direction))
-            draw = st.rng.random() if rule.probability < 1.0 else 0.0
-            if draw >= rule.probability or (rule.burst is not None and st.run >= rule.burst):
-                st.run = 0
-                continue
-            st.run += 1
+        replayed = None if self.replay is None else self.replay.get((conn, direction, index), ())
+        for rule in (*self.schedule.rules, *self._extra) if replayed is None else replayed:
+            draw = 0.0
+            if replayed is None:
+                if not rule.matches_frame(direction, frame.type, frame.fields, conn, index, t):
+                    continue
+                if rule.count is not None and self._fired.get(rule.name, 0) >= rule.count:
+                    continue
+                st = states.get(rule.name)
+                if st is None:
+                    st = states[rule.name] = _RuleState(rule_rng(self.schedule.seed, rule.name, conn, direction))
+                draw = st.rng.random() if rule.probability < 1.0 else 0.0
+                if draw >= rule.probability or (rule.burst is not None and st.run >= rule.burst):
+                    st.run = 0
+                    continue
+                st.run += 1
             self._fired[rule.name] = self._fired.get(rule.name, 0) + 1
             before = b"".join(w for w, _ in writes)
             writes, end = self._apply(rule, frame, writes, end)
@@ -227,6 +234,7 @@ class ChaosProxy:
                     "fields": frame.fields,
                     "rule": rule.name,
                     "action": rule.action,
+                    "params": _params(rule),
                     "draw": round(draw, 6),
                     "before": before[:RECORD_HEX].hex(),
                     "after": after[:RECORD_HEX].hex(),
@@ -300,6 +308,29 @@ class ChaosProxy:
             self.record_to.flush()
 
 
+def _params(rule: Rule) -> dict[str, Any]:
+    """What an action needs to be applied again (``refwire chaos replay``)."""
+    return {k: getattr(rule, k) for k in ("seconds", "field", "value", "at", "gap", "then")}
+
+
+def replay_plan(lines: Sequence[str]) -> dict[tuple[int, str, int], list[Rule]]:
+    """A record's decisions, by (connection, direction, frame index), as rules to apply again."""
+    plan: dict[tuple[int, str, int], list[Rule]] = {}
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"record line {n} is not JSON: {exc}") from None
+        if entry.get("event") != "action":
+            continue
+        params = entry.get("params", {})
+        rule = Rule(name=str(entry["rule"]), action=str(entry["action"]), **params)
+        plan.setdefault((int(entry["conn"]), str(entry["dir"]), int(entry["frame"])), []).append(rule)
+    return plan
+
+
 async def _reset(stream: trio.SocketStream) -> None:
     """Close with an RST (SO_LINGER 0)."""
     try:
@@ -318,6 +349,7 @@ async def open_chaos(
     listen: tuple[str, int] = ("127.0.0.1", 0),
     record: IO[str] | None = None,
     max_frame_size: int = 64 * 1024 * 1024,
+    replay: Mapping[tuple[int, str, int], Sequence[Rule]] | None = None,
 ) -> AsyncIterator[ChaosProxy]:
     """A proxy on ``listen`` (port 0: any) for the ``async with`` block::
 
@@ -326,7 +358,9 @@ async def open_chaos(
         async with proxy.rule(name="drop-acks", type="A", direction="s2c", action="drop"):
             ...
     """
-    proxy = ChaosProxy(protocol, upstream, schedule or Schedule(protocol, ()), record=record, max_frame_size=max_frame_size)
+    proxy = ChaosProxy(
+        protocol, upstream, schedule or Schedule(protocol, ()), record=record, max_frame_size=max_frame_size, replay=replay
+    )
     listeners = await trio.open_tcp_listeners(listen[1], host=listen[0])
     async with trio.open_nursery() as nursery:
         await nursery.start(proxy.serve, listeners)
