@@ -264,3 +264,50 @@ async def test_replay_applies_the_recorded_decisions_frame_by_frame() -> None:
             nursery.cancel_scope.cancel()
     assert [(d["conn"], d["dir"], d["frame"], d["rule"], d["action"]) for d in again.decisions] == first
     assert set(got2) == set(range(30))
+
+
+async def test_check_tells_a_servers_bug_from_an_injected_fault() -> None:
+    """--check: a clean run and a dropped ack (the client recovers) break no
+    invariant; an ack rewritten to a seq never received is reported as injected;
+    a server that acks last seq + 1 is reported at the frames it sent."""
+    from conform.broken_servers import BROKEN, broken_server
+
+    async def run(rules: Sequence[dict[str, Any]], upstream: tuple[str, int]) -> list[Any]:
+        async with open_chaos("lumberjack", upstream=upstream, schedule=rules_from(rules, "lumberjack"), check=True) as proxy:
+            host, port = proxy.addresses[0].rsplit(":", 1)
+            config = ClientConfig(window_size=10, ack_timeout=0.3, backoff_initial=0.01, backoff_max=0.05, max_attempts=3)
+            try:
+                async with LumberjackClient.connect_tcp(host, int(port), config=config) as client:
+                    await client.send(EVENTS)
+            except Exception:
+                pass  # a broken server's acks make the client give up: the check is the point here
+        return proxy.finish()
+
+    off_by_one = next(b for b in BROKEN if b.name == "ack-off-by-one")
+    with trio.fail_after(40):
+        async with broken_server(None) as good:
+            assert await run([], good) == []
+            assert (
+                await run([{"name": "drop", "direction": "s2c", "type": "A", "nth": 1, "connection": 1, "action": "drop"}], good)
+                == []
+            )
+            bogus = await run(
+                [
+                    {
+                        "name": "lie",
+                        "direction": "s2c",
+                        "type": "A",
+                        "nth": 1,
+                        "connection": 1,
+                        "action": "rewrite",
+                        "field": "seq",
+                        "value": 999,
+                    }
+                ],
+                good,
+            )
+        async with broken_server(off_by_one) as bad:
+            buggy = await run([], bad)
+    assert [(v.check, v.direction, v.frame) for v in bogus] == [("acked-but-not-received", "s2c", 0)]
+    assert "injected" in bogus[0].detail
+    assert buggy and all(v.check == "acked-but-not-received" and "server acked seq 11" in buggy[0].detail for v in buggy[:1])

@@ -52,6 +52,12 @@ def register(cmds: Commands) -> None:
     )
     chaos.add_argument("--record", metavar="FILE", help="write every decision and every connection's end as JSON lines")
     chaos.add_argument(
+        "--check",
+        action="store_true",
+        help="check the protocol's invariants on the traffic (Lumberjack: acks of events the server never received, "
+        "acks going back, unacked events never resent); each violation is printed and recorded; exit 1 if any",
+    )
+    chaos.add_argument(
         "--max-frame-size",
         type=positive_int,
         default=64 * 1024 * 1024,
@@ -89,13 +95,23 @@ async def _chaos(args: argparse.Namespace) -> int:
     schedule = attrs.evolve(schedule, seed=seed)
     record: IO[str] | None = open(args.record, "a", encoding="utf-8") if args.record else None
     try:
-        proxy = ChaosProxy(args.protocol, args.upstream, schedule, record=record, max_frame_size=args.max_frame_size, replay=plan)
+        proxy = ChaosProxy(
+            args.protocol,
+            args.upstream,
+            schedule,
+            record=record,
+            max_frame_size=args.max_frame_size,
+            replay=plan,
+            check=args.check,
+        )
         listeners = await open_listeners(*args.listen)
         done = trio.Event()
         async with trio.open_nursery() as nursery:
             await nursery.start(stop_on_signal, done)
             await nursery.start(proxy.serve, listeners)
-            what = f"replaying {sum(map(len, plan.values()))} decision(s)" if plan is not None else f"{len(schedule.rules)} rule(s)"
+            what = (
+                f"replaying {sum(map(len, plan.values()))} decision(s)" if plan is not None else f"{len(schedule.rules)} rule(s)"
+            )
             print(
                 f"chaos {args.protocol}: listening on {proxy.addresses[0]}, upstream {args.upstream[0]}:{args.upstream[1]}, "
                 f"{what}, seed {seed}",
@@ -104,9 +120,15 @@ async def _chaos(args: argparse.Namespace) -> int:
             )
             await done.wait()
             nursery.cancel_scope.cancel()
+        violations = proxy.finish()
     finally:
         if record is not None:
             record.close()
     st = proxy.stats
     print(f"{st['connections']} connection(s), {st['frames']} frame(s), {st['actions']} action(s), seed {seed}", file=sys.stderr)
-    return 0
+    for v in violations:
+        where = f"connection {v.conn} {v.direction}" + (f" frame {v.frame}" if v.frame >= 0 else "")
+        print(f"violation {v.check}: {where}: {v.detail}", file=sys.stderr)
+    if args.check:
+        print(f"{len(violations)} violation(s)", file=sys.stderr)
+    return 1 if violations else 0

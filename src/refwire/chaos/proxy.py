@@ -28,6 +28,7 @@ import attrs
 import trio
 
 from ..drivers import listener_address
+from .check import Checker, Violation, checker_for
 from .observe import FIELDS, Observed, observer_for
 from .rules import Rule, Schedule, rule_rng
 
@@ -62,7 +63,10 @@ class ChaosProxy:
         max_frame_size: int = 64 * 1024 * 1024,
         connect_timeout: float = 10.0,
         replay: Mapping[tuple[int, str, int], Sequence[Rule]] | None = None,
+        check: bool = False,
     ) -> None:
+        #: the protocol's invariants on the traffic (``--check``), or None
+        self.checker: Checker | None = checker_for(protocol) if check else None
         #: recorded decisions to apply instead of the schedule's draws, by
         #: (connection, direction, frame index) (``refwire chaos replay``)
         self.replay = replay
@@ -80,6 +84,8 @@ class ChaosProxy:
         self._fired: dict[str, int] = {}
         self._t0 = 0.0
         self._extra: list[Rule] = []
+        self._delivered: dict[tuple[int, str], tuple[Any, list[int]]] = {}
+        self._violations_written = 0
 
     # ------------------------------------------------------------------ api
 
@@ -104,7 +110,12 @@ class ChaosProxy:
         self._t0 = trio.current_time()
         self.addresses = [listener_address(lst) for lst in listeners]
         self._write(
-            {"event": "start", "protocol": self.protocol, "seed": self.schedule.seed, "upstream": f"{self.upstream[0]}:{self.upstream[1]}"}
+            {
+                "event": "start",
+                "protocol": self.protocol,
+                "seed": self.schedule.seed,
+                "upstream": f"{self.upstream[0]}:{self.upstream[1]}",
+            }
         )
         async with trio.open_nursery() as nursery:
             for lst in listeners:
@@ -147,6 +158,18 @@ class ChaosProxy:
         await trio.aclose_forcefully(client)
         await trio.aclose_forcefully(upstream)
         self._write({"event": "close", "conn": conn, **ends})
+        if self.checker is not None:
+            self.checker.closed(conn)
+
+    def finish(self) -> list[Violation]:
+        """The run is over: the checks that need its end, and every violation (each also recorded)."""
+        if self.checker is None:
+            return []
+        found = self.checker.finish()
+        for v in found[self._violations_written :]:
+            self._write(v.to_json())
+        self._violations_written = len(found)
+        return found
 
     async def _relay(
         self,
@@ -158,6 +181,8 @@ class ChaosProxy:
         scope: trio.CancelScope,
     ) -> None:
         observer = observer_for(self.protocol, self.max_frame_size)
+        delivered = observer_for(self.protocol, self.max_frame_size) if self.checker is not None else None
+        self._delivered[(conn, direction)] = (delivered, [0])
         states: dict[str, _RuleState] = {}
         index = 0
         try:
@@ -198,6 +223,8 @@ class ChaosProxy:
         scope: trio.CancelScope,
     ) -> None:
         self.stats["frames"] += 1
+        if self.checker is not None:
+            self.checker.sent(conn, direction, index, frame)
         t = trio.current_time() - self._t0
         data = frame.data
         writes: list[tuple[bytes, float]] = [(data, 0.0)]  # (bytes, seconds to wait before them)
@@ -247,6 +274,7 @@ class ChaosProxy:
                 await trio.sleep(wait)
             if chunk:
                 await dst.send_all(chunk)
+                self._check_delivered(conn, direction, chunk)
         if end == "close":
             raise _Closed
         if end == "reset":
@@ -255,6 +283,18 @@ class ChaosProxy:
             raise _Closed
         if end == "stall":
             await trio.sleep_forever()
+
+    def _check_delivered(self, conn: int, direction: str, chunk: bytes) -> None:
+        observer, counter = self._delivered.get((conn, direction), (None, [0]))
+        if observer is None or self.checker is None:
+            return
+        for frame in observer.feed(chunk):
+            self.checker.received(conn, direction, counter[0], frame)
+            counter[0] += 1
+        new = self.checker.violations[self._violations_written :]
+        for v in new:
+            self._write(v.to_json())
+        self._violations_written += len(new)
 
     def _apply(
         self, rule: Rule, frame: Observed, writes: list[tuple[bytes, float]], end: str | None
@@ -350,6 +390,7 @@ async def open_chaos(
     record: IO[str] | None = None,
     max_frame_size: int = 64 * 1024 * 1024,
     replay: Mapping[tuple[int, str, int], Sequence[Rule]] | None = None,
+    check: bool = False,
 ) -> AsyncIterator[ChaosProxy]:
     """A proxy on ``listen`` (port 0: any) for the ``async with`` block::
 
@@ -359,7 +400,13 @@ async def open_chaos(
             ...
     """
     proxy = ChaosProxy(
-        protocol, upstream, schedule or Schedule(protocol, ()), record=record, max_frame_size=max_frame_size, replay=replay
+        protocol,
+        upstream,
+        schedule or Schedule(protocol, ()),
+        record=record,
+        max_frame_size=max_frame_size,
+        replay=replay,
+        check=check,
     )
     listeners = await trio.open_tcp_listeners(listen[1], host=listen[0])
     async with trio.open_nursery() as nursery:
@@ -368,3 +415,4 @@ async def open_chaos(
             yield proxy
         finally:
             nursery.cancel_scope.cancel()
+    proxy.finish()
