@@ -16,6 +16,7 @@ DESCRIPTOR = Descriptor(
     scenario="refwire.sim.scenarios.tank:SCENARIO",
     decoder="refwire.pipeline.decode_tank:decode",
     rules="refwire.pipeline.rules_tank:TANK_RULES",
+    conform="refwire.tank.conform:CATALOGUE",
     machines=(
         ("client", "refwire.tank.connection:CLIENT_TRANSITIONS"),
         ("broker", "refwire.tank.connection:BROKER_TRANSITIONS"),

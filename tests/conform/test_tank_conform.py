@@ -1,0 +1,90 @@
+"""TANK conformance cases (``refwire conform tank``): every fast server case
+PASSes against refwire's broker and FAILs against at least one deliberately
+broken broker (``broken_tank.py``), each broken broker is caught by the cases
+aimed at it; the CLI and ``--sim`` run them.  The matrix is written as
+Markdown to ``$REFWIRE_KILL_MATRIX`` when set."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from refwire.cli import main
+from refwire.conform.model import Verdict
+from refwire.conform.runner import RunConfig, RunResult, run_cases
+from refwire.conform.simulated import run_in_simulator
+from refwire.tank.conform import CATALOGUE
+
+from .broken_tank import BROKEN, Broken, broker
+
+pytestmark = pytest.mark.timeout(120)
+
+FAST = sorted(c.id for c in CATALOGUE.cases if c.role == "server" and "slow" not in c.tags)
+#: Cases whose broken broker behaves exactly as the real one does: NON-STRICT, not FAIL.
+NON_STRICT_AIMS = {("accepts-6-byte-varints", "tk.S4.1")}
+
+
+async def _run(broken: Broken | None, include: list[str]) -> RunResult:
+    async with broker(broken) as (host, port):
+        cfg = RunConfig(host=host, port=port, agent=broken.name if broken else "refwire", seed=3, jobs=8, time_scale=0.7)
+        return await run_cases(CATALOGUE, cfg, include=include)
+
+
+def verdicts(run: RunResult) -> dict[str, Verdict]:
+    return {r.case.id: r.verdict for r in run.results}
+
+
+def test_catalogue() -> None:
+    server = [c for c in CATALOGUE.cases if c.role == "server"]
+    assert len(server) >= 10
+    assert all(c.id.startswith("tk.S") and c.requirement.startswith("specs/tank/README.md §") for c in server)
+
+
+async def test_every_fast_case_passes_against_refwire() -> None:
+    run = await _run(None, FAST)
+    bad = {r.case.id: (r.expected, r.observed, r.reason) for r in run.results if r.verdict is not Verdict.PASS}
+    assert not bad, bad
+
+
+async def test_kill_matrix() -> None:
+    rows = []
+    killed: set[str] = set()
+    for b in BROKEN:
+        run = await _run(b, list(b.aimed_at))
+        v = verdicts(run)
+        failed = sorted(cid for cid, x in v.items() if x is Verdict.FAIL)
+        non_strict = sorted(cid for cid, x in v.items() if x is Verdict.NON_STRICT)
+        want_fail = {c for c in b.aimed_at if (b.name, c) not in NON_STRICT_AIMS}
+        assert want_fail <= set(failed), (b.name, {r.case.id: (r.verdict, r.observed, r.reason) for r in run.results})
+        assert set(b.aimed_at) - want_fail <= set(non_strict), (b.name, v)
+        killed |= set(failed) | set(non_strict)
+        rows.append(f"| `{b.name}` | {b.wrong} | {', '.join(failed) or 'none'} | {', '.join(non_strict)} |")
+    assert set(FAST) <= killed, sorted(set(FAST) - killed)
+    table = "| broken broker | what is wrong | cases that FAIL it | NON-STRICT |\n| --- | --- | --- | --- |\n" + "\n".join(rows)
+    if os.environ.get("REFWIRE_KILL_MATRIX"):
+        Path(os.environ["REFWIRE_KILL_MATRIX"]).write_text(table + "\n")
+
+
+async def test_the_real_brokers_profile_passes_a_six_byte_varint() -> None:
+    accepts = next(b for b in BROKEN if b.name == "accepts-6-byte-varints")
+    async with broker(accepts) as (host, port):
+        run = await run_cases(CATALOGUE, RunConfig(host=host, port=port, profile="tank-broker", seed=3), include=["tk.S4.1"])
+    (r,) = run.results
+    assert r.verdict is Verdict.PASS and "tank-broker" in r.matched_profiles
+
+
+def test_the_cases_inside_the_simulator_same_seed_same_trace() -> None:
+    a = run_in_simulator(CATALOGUE, RunConfig(seed=5))
+    b = run_in_simulator(CATALOGUE, RunConfig(seed=5))
+    assert a.trace_hash == b.trace_hash
+    assert {r.case.id: r.verdict for r in a.result.results if r.verdict is not Verdict.SKIPPED} == dict.fromkeys(
+        FAST, Verdict.PASS
+    )
+
+
+def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["conform", "list", "tank"]) == 0
+    assert "tk.S2.1" in capsys.readouterr().out
+    assert main(["conform", "tank", "--server", "127.0.0.1:1"]) == 2
