@@ -302,3 +302,25 @@ def serve_in_thread(
     finally:
         trio.from_thread.run_sync(state["scope"].cancel, trio_token=state["token"])
         thread.join(timeout)
+
+
+@pytest.fixture
+def tank_broker() -> Iterator[RunningServer]:
+    """refwire's TANK broker (specs/tank/README.md §6) on 127.0.0.1 (a free port),
+    in memory; ``.server`` is the :class:`~refwire.tank.server.TankBroker`
+    (``.server.storage.topics`` holds what was produced); stopped at teardown."""
+    from ..tank.server import TankBroker
+
+    async def start(nursery: Any) -> RunningServer:
+        import trio
+
+        broker = TankBroker()
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        await nursery.start(broker.serve, listeners)
+        running = RunningServer("127.0.0.1", listeners[0].socket.getsockname()[1], Path(""))
+        running.server = broker
+        return running
+
+    with serve_in_thread("TANK", start) as running:
+        yield running
+

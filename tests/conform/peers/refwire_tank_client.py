@@ -1,0 +1,23 @@
+"""A client testee for ``refwire conform tank --client --exec``: refwire's own
+TANK client following the testee contract (specs/tank/README.md §12).
+
+    python refwire_tank_client.py HOST PORT SLUG EVENTS SEED
+"""
+
+from __future__ import annotations
+
+import sys
+
+import trio
+
+from refwire.tank.conform import client_for_simulation
+
+
+def main() -> int:
+    host, port, slug, events, seed = sys.argv[1:6]
+    values = {"slug": slug, "events": events, "seed": seed}
+    return trio.run(client_for_simulation, lambda: trio.open_tcp_stream(host, int(port)), values)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
