@@ -495,14 +495,15 @@ async def s3_3(c: Conversation) -> None:
 @server_case(
     "ss.S4.1",
     "lz4-fragmented-boundaries",
-    "LZ4_FRAGMENTED echoes of exactly 32 KiB and 64 KiB",
+    "LZ4_FRAGMENTED requests of exactly 32 KiB and 64 KiB",
     "§4",
-    "Offer `LZ4_FRAGMENTED` only; echo 32768 then 65536 seeded bytes (exact chunk multiples); expect both back identical.",
+    "Offer `LZ4_FRAGMENTED` only; echo 32740 then 65508 seeded bytes, so that each request frame (28-byte header "
+    "included) is exactly 1 and 2 chunks of 32 KiB, ending with a full last chunk; expect both back identical.",
     [
         expect(
             PASS,
             ALL,
-            ["neg COMPRESS=LZ4_FRAGMENTED TIMEOUT HANDLER_DURATION", "R * 32768B", "R * 65536B"],
+            ["neg COMPRESS=LZ4_FRAGMENTED TIMEOUT HANDLER_DURATION", "R * 32740B", "R * 65508B"],
             "open",
             facts=["payload identical"],
         ),
@@ -513,8 +514,8 @@ async def s3_3(c: Conversation) -> None:
 )
 async def s4_1(c: Conversation) -> None:
     if await negotiate(c, Features(compress="LZ4_FRAGMENTED", timeout=True, handler_duration=True)):
-        await echo(c, 32768)
-        await echo(c, 65536)
+        await echo(c, 32768 - 28)
+        await echo(c, 65536 - 28)
         if any(f.startswith("payload differs") for f in c.facts):
             c.note("a payload differs")
 
