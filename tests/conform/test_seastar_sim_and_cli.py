@@ -1,0 +1,99 @@
+"""Seastar RPC conformance inside the simulator (same seed, same trace hash)
+and through ``refwire conform seastar-rpc`` against a real ``refwire serve``
+subprocess-free server (CLI smoke)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import trio
+
+from refwire.cli import main
+from refwire.conform.model import Verdict
+from refwire.conform.runner import RunConfig
+from refwire.conform.simulated import run_clients_in_simulator, run_in_simulator
+from refwire.protocols import descriptor
+from refwire.seastar_rpc.conform import CATALOGUE
+
+from .broken_seastar import broken_seastar
+
+pytestmark = pytest.mark.timeout(60)
+
+#: The stream child case opens a second TCP connection: not inside the simulator.
+SIM_EXCLUDE = "ss.S5.1"
+
+
+def test_server_cases_in_the_simulator_same_seed_same_trace() -> None:
+    a = run_in_simulator(CATALOGUE, RunConfig(seed=5), exclude=SIM_EXCLUDE)
+    b = run_in_simulator(CATALOGUE, RunConfig(seed=5), exclude=SIM_EXCLUDE)
+    c = run_in_simulator(CATALOGUE, RunConfig(seed=6), exclude=SIM_EXCLUDE)
+    assert a.trace_hash == b.trace_hash != c.trace_hash
+    verdicts = {r.case.id: r.verdict for r in a.result.results}
+    bad = {r.case.id: (r.observed, r.reason) for r in a.result.results if r.verdict not in (Verdict.PASS, Verdict.SKIPPED)}
+    assert not bad, bad
+    assert verdicts[SIM_EXCLUDE] is Verdict.SKIPPED
+
+
+def test_client_cases_in_the_simulator_same_seed_same_trace() -> None:
+    a = run_clients_in_simulator(CATALOGUE, RunConfig(seed=5, role="client"))
+    b = run_clients_in_simulator(CATALOGUE, RunConfig(seed=5, role="client"))
+    assert a.trace_hash == b.trace_hash
+    assert {r.case.id: r.verdict for r in a.result.results} == {c.id: Verdict.PASS for c in CATALOGUE.cases if c.role == "client"}
+
+
+def test_descriptor_names_the_catalogue() -> None:
+    assert descriptor("seastar-rpc").conform == "refwire.seastar_rpc.conform:CATALOGUE"
+
+
+async def _cli(args: list[str]) -> int:
+    return await trio.to_thread.run_sync(main, args)
+
+
+async def test_cli_against_refwire_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    async with broken_seastar(None) as (host, port):
+        code = await _cli(
+            [
+                "conform",
+                "seastar-rpc",
+                "--server",
+                f"{host}:{port}",
+                "--quiet",
+                "--seed",
+                "3",
+                "--cases",
+                "ss.S1.*,ss.S3.1",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "8 PASS" in out
+    index = json.loads(next(tmp_path.rglob("index.json")).read_text())
+    assert index["run"]["protocol"] == "seastar-rpc"
+
+
+async def test_cli_declare_makes_cases_unsupported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    async with broken_seastar(None) as (host, port):
+        declare = tmp_path / "declare.toml"
+        declare.write_text('unsupported = ["lz4"]\n')
+        code = await _cli(
+            [
+                "conform",
+                "seastar-rpc",
+                "--server",
+                f"{host}:{port}",
+                "--quiet",
+                "--declare",
+                str(declare),
+                "--cases",
+                "ss.S4.*",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "2 UNSUPPORTED" in out and "1 PASS" in out
