@@ -558,18 +558,20 @@ async def _parent(c: Conversation) -> tuple[trio.SocketStream, int] | None:
     if sock is None:
         raise RuntimeError("stream cases need a TCP testee (a second connection)")
     host, port = sock.getpeername()[:2]
-    stream = await trio.open_tcp_stream(host, port)
     obs = ServerObserver()
-    await stream.send_all(DEFAULT_OFFER.encode())
+    stream: trio.SocketStream | None = None
     with trio.move_on_at(min(trio.current_time() + 3.0 * c.time_scale, c.deadline)):
+        stream = await trio.open_tcp_stream(host, port)
+        await stream.send_all(DEFAULT_OFFER.encode())
         while obs.reply is None:
             data = await stream.receive_some(65536)
             if not data:
                 break
             obs.feed(bytes(data))
-    if obs.reply is None or obs.reply.connection_id is None:
+    if stream is None or obs.reply is None or obs.reply.connection_id is None:
         c.note("the parent connection got no CONNECTION_ID")
-        await stream.aclose()
+        if stream is not None:
+            await stream.aclose()
         return None
     c.note("the parent connection got a CONNECTION_ID")
     return stream, obs.reply.connection_id
