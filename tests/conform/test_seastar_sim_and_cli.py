@@ -97,3 +97,45 @@ async def test_cli_declare_makes_cases_unsupported(tmp_path: Path, capsys: pytes
     out = capsys.readouterr().out
     assert code == 0, out
     assert "2 UNSUPPORTED" in out and "1 PASS" in out
+
+
+def test_conformance_verbs_beside_the_demo_verbs() -> None:
+    from refwire.seastar_rpc.conform_verbs import CONFORM_VERBS, add_conformance_verbs
+    from refwire.seastar_rpc.demo import DEMO_VERBS, demo_registry
+
+    names = add_conformance_verbs(demo_registry()).names()
+    assert not set(CONFORM_VERBS.values()) & set(DEMO_VERBS.values())
+    assert set(CONFORM_VERBS.values()) | set(DEMO_VERBS.values()) == set(names)
+
+
+async def test_refwire_serve_serves_the_conformance_verbs() -> None:
+    import sys
+
+    from refwire.seastar_rpc.client import SeastarClient
+
+    proc = await trio.lowlevel.open_process(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from refwire.cli import main; sys.exit(main(sys.argv[1:]))",
+            "serve",
+            "seastar-rpc",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        stderr=-1,
+    )
+    try:
+        assert proc.stderr is not None
+        text = b""
+        with trio.fail_after(20):
+            while b"listening on" not in text or not text.endswith(b"\n"):
+                text += await proc.stderr.receive_some(4096)
+        host, port = text.decode().split("listening on ")[1].split()[0].rsplit(":", 1)
+        async with SeastarClient.connect_tcp(host, int(port)) as client:
+            with trio.fail_after(10):
+                assert await client.call(100, b"abc") == b"abc"
+                assert await client.call(103, b"abcd") == (4).to_bytes(8, "little")
+    finally:
+        proc.kill()
+        await proc.wait()
