@@ -551,17 +551,15 @@ async def s4_3(c: Conversation) -> None:
 # S5 streams ---------------------------------------------------------------
 
 
-async def _parent(c: Conversation) -> tuple[trio.SocketStream, int] | None:
-    """A parent RPC connection to the same server (a TCP testee only) and the
+async def _parent(c: Conversation) -> tuple[trio.abc.Stream, int] | None:
+    """A parent RPC connection to the same testee (``c.open_another``) and the
     CONNECTION_ID it got; None if it got none."""
-    sock = getattr(c.stream, "socket", None)
-    if sock is None:
-        raise RuntimeError("stream cases need a TCP testee (a second connection)")
-    host, port = sock.getpeername()[:2]
+    if c.open_another is None:
+        raise RuntimeError("this runner cannot open a second connection to the testee")
     obs = ServerObserver()
-    stream: trio.SocketStream | None = None
+    stream: trio.abc.Stream | None = None
     with trio.move_on_at(min(trio.current_time() + 3.0 * c.time_scale, c.deadline)):
-        stream = await trio.open_tcp_stream(host, port)
+        stream = await c.open_another()
         await stream.send_all(DEFAULT_OFFER.encode())
         while obs.reply is None:
             data = await stream.receive_some(65536)
