@@ -36,13 +36,13 @@ def test_seastar_server_fixture_answers_and_stops_at_teardown(pytester: pytest.P
                 assert s.connect_ex(("127.0.0.1", PORTS[0])) != 0
         """
     )
-    result = pytester.runpytest_subprocess(*ARGS)
+    result = pytester.runpytest(*ARGS)
     result.assert_outcomes(passed=2)
 
 
 def test_refwire_conform_seastar_against_the_fixture(pytester: pytest.Pytester, seastar_server: RunningServer) -> None:
     pytester.makepyfile("def test_plain():\n    pass\n")
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         *ARGS,
         "--refwire-conform",
         "seastar-rpc",
