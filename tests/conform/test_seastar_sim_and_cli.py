@@ -151,3 +151,25 @@ async def test_oversized_answer_timing_is_the_one_profile_difference() -> None:
             (r,) = run.results
             assert r.verdict is verdict, (r.observed, r.reason)
             assert "answered before the body ended" in r.observation.facts if r.observation else False
+
+
+def test_every_named_vector_exists_and_every_requirement_cites_the_spec() -> None:
+    root = Path(__file__).resolve().parents[2] / "specs" / "seastar-rpc"
+    names: set[str] = set()
+
+    def walk(o: object) -> None:
+        if isinstance(o, dict):
+            if isinstance(o.get("name"), str):
+                names.add(o["name"])
+            for v in o.values():
+                walk(v)
+        elif isinstance(o, list):
+            for v in o:
+                walk(v)
+
+    for f in (root / "vectors").glob("*.json"):
+        walk(json.loads(f.read_text()))
+    assert not [(c.id, v) for c in CATALOGUE.cases for v in c.vectors if v not in names]
+    spec = (root / "README.md").read_text()
+    assert "## 11. Conformance verb set" in spec and "## 12. Conformance testee contract" in spec
+    assert all(c.requirement.startswith("specs/seastar-rpc/README.md §") for c in CATALOGUE.cases)

@@ -316,7 +316,7 @@ _CLOSED_SILENTLY = [expect(PASS, ALL, [], CLOSED)]
     "§2",
     "Offer TIMEOUT + HANDLER_DURATION; expect a reply echoing both (a CONNECTION_ID is allowed), connection open.",
     [expect(PASS, ALL, [NEG], "open")],
-    vectors=["C1"],
+    vectors=["C1-to-C2"],
 )
 async def s1_1(c: Conversation) -> None:
     await negotiate_only(c, DEFAULT_OFFER)
@@ -342,7 +342,7 @@ async def s1_2(c: Conversation) -> None:
     "Offer COMPRESS `LZ4,LZ4_FRAGMENTED` + TIMEOUT + HANDLER_DURATION; expect COMPRESS=LZ4 chosen.",
     [expect(PASS, ALL, ["neg COMPRESS=LZ4 TIMEOUT HANDLER_DURATION"], "open")],
     features=["lz4"],
-    vectors=["Z1"],
+    vectors=["Z1-to-Z2"],
 )
 async def s1_3(c: Conversation) -> None:
     await negotiate_only(c, Features(compress="LZ4,LZ4_FRAGMENTED", timeout=True, handler_duration=True))
@@ -367,6 +367,7 @@ async def s1_4(c: Conversation) -> None:
     "§2, §9.2",
     "Send a negotiation frame whose magic is `SSTARRPX`; expect the connection closed with nothing sent.",
     _CLOSED_SILENTLY,
+    vectors=["bad-magic"],
 )
 async def s1_5(c: Conversation) -> None:
     await refused(c, b"SSTARRPX" + DEFAULT_OFFER.encode()[8:], label="bad magic")
@@ -379,6 +380,7 @@ async def s1_5(c: Conversation) -> None:
     "§2",
     "Send a negotiation frame of 12 record bytes whose record claims 100 data bytes; expect a silent close.",
     _CLOSED_SILENTLY,
+    vectors=["record-flen-underflow"],
 )
 async def s1_6(c: Conversation) -> None:
     body = (1).to_bytes(4, "little") + (100).to_bytes(4, "little") + c.rng.randbytes(4)
@@ -392,6 +394,7 @@ async def s1_6(c: Conversation) -> None:
     "§1.4, §2",
     "Send the first 14 bytes of a negotiation frame, then FIN (half-close); expect a silent close.",
     _CLOSED_SILENTLY,
+    vectors=["truncated-negotiation-eof"],
 )
 async def s1_7(c: Conversation) -> None:
     if await c.send(DEFAULT_OFFER.encode()[:14], label="14 bytes of a negotiation frame"):
@@ -440,7 +443,7 @@ UNKNOWN = 0x5EA5_7A11
     "§3",
     f"Call verb {UNKNOWN:#x}; expect `E -id UNKNOWN_VERB {UNKNOWN} d=-` (handler_duration 0xffffffff), connection open.",
     [expect(PASS, ALL, [NEG, f"E * UNKNOWN_VERB {UNKNOWN} d=-"], "open", facts=["exception id = -request id"])],
-    vectors=["C6"],
+    vectors=["C6-unknown-verb-999"],
 )
 async def s3_1(c: Conversation) -> None:
     if await negotiate(c):
@@ -455,7 +458,7 @@ async def s3_1(c: Conversation) -> None:
     "§3, §11",
     f"Call raise ({RAISE}) with a seeded text; expect a USER exception whose message is that text.",
     [expect(PASS, ALL, [NEG, "E * USER d=*"], "open", facts=["exception id = -request id", "message is the text"]), LACKS],
-    vectors=["C5"],
+    vectors=["C5-user-boom"],
 )
 async def s3_2(c: Conversation) -> None:
     if not await negotiate(c):
@@ -528,6 +531,7 @@ async def s4_1(c: Conversation) -> None:
     "Negotiate LZ4, send the envelope `05 00 00 00 | 00 00 00 00 | 00` (declared size 0); expect a silent close.",
     [expect(PASS, ALL, ["neg COMPRESS=LZ4 TIMEOUT HANDLER_DURATION"], CLOSED)],
     features=["lz4"],
+    vectors=["D8e-lz4-declared-size-0"],
 )
 async def s4_2(c: Conversation) -> None:
     if await negotiate(c, Features(compress="LZ4", timeout=True, handler_duration=True)):
@@ -584,6 +588,7 @@ async def _parent(c: Conversation) -> tuple[trio.abc.Stream, int] | None:
     "expect a reply carrying only a CONNECTION_ID (the stream's), connection open.",
     [expect(PASS, ALL, ["neg", "conn-id"], "open", facts=["the parent connection got a CONNECTION_ID"])],
     features=["streams"],
+    vectors=["C9-to-C10"],
     ignore=(),
 )
 async def s5_1(c: Conversation) -> None:
@@ -634,6 +639,7 @@ OVERSIZED_TEXT = "message: request size * large than memory limit *"
         expect(INFO, "*", [NEG, "R * 8B", "..."], note=f"the testee admitted {OVERSIZED} bytes: its memory limit is higher"),
         LACKS,
     ],
+    vectors=["oversized-request-user-exception"],
     budget=10.0,
 )
 async def s6_1(c: Conversation) -> None:
