@@ -20,7 +20,7 @@ import math
 import random
 import socket
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 import trio
@@ -90,6 +90,9 @@ class Conversation:
         self.tx_bytes = 0
         #: Where the testee writes what its application received (``--sink``), if anywhere.
         self.sink: str | None = None
+        #: Opens another connection to the same testee (TCP, TLS or the simulator's),
+        #: for cases that need two; set by the runner (None: not available).
+        self.open_another: Callable[[], Awaitable[trio.abc.Stream]] | None = None
         self._t0 = trio.current_time()
         self._changed = trio.Event()
         self._reader_done = trio.Event()

@@ -324,3 +324,27 @@ def tank_broker() -> Iterator[RunningServer]:
     with serve_in_thread("TANK", start) as running:
         yield running
 
+
+@pytest.fixture
+def seastar_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """refwire's Seastar RPC server (demo verbs and the conformance verbs of
+    specs/seastar-rpc/README.md §11) on 127.0.0.1 (a free port), in a thread of
+    its own; ``.address``, ``.server`` (stats); stopped at teardown.  ``.sink``
+    is an empty file and ``.events`` stays empty (RPC calls are no events)."""
+    from ..drivers import parse_hostport
+    from ..seastar_rpc.conform_verbs import add_conformance_verbs
+    from ..seastar_rpc.demo import demo_registry
+    from ..seastar_rpc.server import SeastarServer
+
+    sink = tmp_path_factory.mktemp("seastar-server") / "unused.jsonl"
+    sink.touch()
+
+    async def start(nursery: Any) -> RunningServer:
+        server = SeastarServer(add_conformance_verbs(demo_registry()))
+        addresses = await nursery.start(server.serve_tcp, "127.0.0.1", 0)
+        running = RunningServer(*parse_hostport(addresses[0]), sink)
+        running.server = server
+        return running
+
+    with serve_in_thread("Seastar", start) as running:
+        yield running

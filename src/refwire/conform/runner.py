@@ -16,6 +16,7 @@ that goes away later makes the cases after it ERROR "testee down".
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import ssl
@@ -191,6 +192,7 @@ async def run_server_case(case: Case, catalogue: Catalogue, cfg: RunConfig, *, f
         max_rx_bytes=cfg.max_rx_bytes,
     )
     conv.sink = cfg.sink
+    conv.open_another = functools.partial(_connect, cfg)
     conv.action(f"connected to {cfg.host}:{cfg.port} (case seed {seed})")
     crashed: str | None = None
     over_budget = False

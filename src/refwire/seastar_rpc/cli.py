@@ -78,6 +78,7 @@ def register(cmds: Commands) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
+    from .conform_verbs import add_conformance_verbs
     from .demo import demo_registry
     from .server import SeastarServer, ServerConfig
 
@@ -92,7 +93,7 @@ async def _serve(args: argparse.Namespace) -> int:
         unknown_cookie="reject" if args.reject_unknown_cookie else "default",
     )
     done = trio.Event()
-    server = SeastarServer(demo_registry(), config=config)
+    server = SeastarServer(add_conformance_verbs(demo_registry()), config=config)
     if args.exit_after:
 
         def count(conn_id: int, call: object, now: float) -> None:

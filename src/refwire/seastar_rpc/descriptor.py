@@ -16,6 +16,7 @@ DESCRIPTOR = Descriptor(
     scenario="refwire.sim.scenarios.seastar_rpc:SCENARIO",
     decoder="refwire.pipeline.decode_seastar:decode",
     rules="refwire.pipeline.rules_seastar:SEASTAR_RULES",
+    conform="refwire.seastar_rpc.conform:CATALOGUE",
     machines=(
         ("client", "refwire.seastar_rpc.connection:CLIENT_TRANSITIONS"),
         ("server", "refwire.seastar_rpc.connection:SERVER_TRANSITIONS"),
