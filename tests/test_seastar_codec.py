@@ -204,17 +204,32 @@ def test_decompressed_limit(comp: str) -> None:
     assert info.value.frame == "compressed"
 
 
-def test_lying_request_len_is_skipped_not_buffered() -> None:
+def test_an_oversized_request_is_returned_once_its_body_is_skipped() -> None:
+    """Skipped as it arrives, never buffered, and returned only after its last
+    byte (§3: the answer must not overtake the body); the next frame follows."""
     dec = _decoder("request", None)
     dec.discard_over = 100
     hdr = struct.pack("<QQqI", 0, 9, 3, 1_000_000)
-    frames = _feed_all(dec, [hdr])
-    assert frames == [OversizedRequest(9, 3, 1_000_000, 0)]
-    for _ in range(100):
+    assert _feed_all(dec, [hdr]) == []
+    for _ in range(99):
         assert _feed_all(dec, [b"x" * 10_000]) == []
-    assert dec.buffered == 0
+        assert len(dec._buf) == 0  # nothing of the body is held
+    assert dec.in_frame and dec.buffered == 10_000
     nxt = Request(1, 4, b"ok", 0)
-    assert _feed_all(dec, [_encode(nxt, None)]) == [nxt]
+    assert _feed_all(dec, [b"x" * 10_000 + _encode(nxt, None)]) == [OversizedRequest(9, 3, 1_000_000, 0), nxt]
+    assert dec.buffered == 0 and not dec.in_frame
+
+
+def test_a_request_over_the_frame_limit_is_an_error_even_over_the_memory_limit() -> None:
+    dec = _decoder("request", None, limits=Limits(max_frame_size=1024))
+    dec.discard_over = 100
+    dec.feed(struct.pack("<QQqI", 0, 9, 3, 1025))
+    with pytest.raises(LimitExceeded) as info:
+        dec.next_frame()
+    assert (info.value.field, info.value.offset) == ("len", 24)
+    ok = _decoder("request", None, limits=Limits(max_frame_size=1024))
+    ok.discard_over = 100
+    assert _feed_all(ok, [struct.pack("<QQqI", 0, 9, 3, 1024) + b"y" * 1024]) == [OversizedRequest(9, 3, 1024, 0)]
 
 
 def test_lying_lengths_over_the_frame_limit() -> None:

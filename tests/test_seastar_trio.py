@@ -296,7 +296,7 @@ async def test_hostile_frames_close_only_that_connection() -> None:
         lz4_offer + bytes.fromhex("050000000000000000"),  # D8e: declared size 0
         lz4_offer + u32(8) + u32(0xFFFFFFF0) + b"\x10abc",  # bomb
         lz4_offer + u32(10) + u32(40) + b"\xff" * 6,  # garbage block
-        NEG_DEFAULT + struct.pack("<QqI", 1, 1, 0xFFFFFFFF - 1) + b"x" * 100,  # lying len: skipped, answered
+        NEG_DEFAULT + struct.pack("<QqI", 1, 1, 0xFFFFFFFF - 1) + b"x" * 100,  # over the frame limit: closed
     ]
     with trio.fail_after(15):
         async with running(ServerConfig(max_memory=1 << 20)) as (server, port):
@@ -308,14 +308,25 @@ async def test_hostile_frames_close_only_that_connection() -> None:
                     assert got[reply_len:] == b""
                 assert await bystander.call(2, b"still here") == b"still here"
                 assert server.stats["protocol_errors"] == 3
-                # A request claiming ~4 GiB: its data is skipped and Seastar's USER text comes back.
+                # A request claiming ~4 GiB is over the frame limit: closed, no answer (§6).
+                got = await _raw(port, cases[3])
+                assert b"large than memory limit" not in got and server.stats["protocol_errors"] == 4
+                # One over the memory limit but not the frame limit: its data is skipped as it comes, and
+                # Seastar's USER text comes back only once the whole body has been read (§3).
+                size = 2 << 20
                 s = await trio.open_tcp_stream("127.0.0.1", port)
                 async with s:
-                    await s.send_all(cases[3])
-                    got = b""
-                    while len(got) < 20 or b"large than memory limit" not in got:
+                    await s.send_all(NEG_DEFAULT + struct.pack("<QqI", 1, 1, size) + b"x" * (size // 2))
+                    early = b""
+                    with trio.move_on_after(0.5):
+                        while b"large than memory limit" not in early:
+                            early += await s.receive_some(65536)
+                    assert b"large than memory limit" not in early  # not before the body ended
+                    await s.send_all(b"x" * (size // 2))
+                    got = early
+                    while b"large than memory limit" not in got:
                         got += await s.receive_some(65536)
-                    assert b"request size 4294967294 large than memory limit 1048576" in got
+                    assert b"request size 2097152 large than memory limit 1048576" in got
 
 
 # --------------------------------------------------------------------------- captured transcript

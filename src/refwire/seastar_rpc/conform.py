@@ -631,8 +631,7 @@ OVERSIZED_TEXT = "message: request size * large than memory limit *"
     "§3, §6",
     f"Call size ({SIZE}) with {OVERSIZED} zero bytes: the header and 64 KiB, 0.3 s of listening, the rest; then echo "
     "6 bytes. Expect the USER exception `request size N large than memory limit M` (duration unmeasured) and the echo. "
-    "Seastar reads the whole body before answering (`seastar`); refwire answers at the header and skips the body "
-    "unread (`strict` accepts either).",
+    "Seastar and refwire read the whole body before answering (`seastar` requires it; `strict` accepts either).",
     [
         expect(PASS, "seastar", [NEG, "E * USER d=-", "R * 6B"], "open", facts=[OVERSIZED_TEXT, "answered after the body"]),
         expect(PASS, "strict", [NEG, "E * USER d=-", "R * 6B"], "open", facts=[OVERSIZED_TEXT]),

@@ -419,7 +419,10 @@ class FrameDecoder:
     returning it, it returns nothing until :meth:`configure` says which frame
     layout follows (``kind``, timeout and duration fields, the compressor).
     ``discard_over``: a request whose ``len`` is larger is not buffered; its data
-    is skipped as it arrives and an :class:`OversizedRequest` is returned.
+    is skipped as it arrives and an :class:`OversizedRequest` is returned once
+    the last of it has been read, so the answer never overtakes the body (the
+    real server reads it all before it answers; answering early made the real
+    client abort, §3).  A request over the frame limit is an error first.
     """
 
     def __init__(self, kind: Kind, *, limits: Limits = DEFAULT_LIMITS, negotiation: bool = True) -> None:
@@ -432,6 +435,8 @@ class FrameDecoder:
         self._buf = ReceiveBuffer()
         self._phase: Literal["negotiation", "paused", "frames"] = "negotiation" if negotiation else "frames"
         self._skip = 0
+        #: an oversized request whose body is still being skipped (returned once it has been)
+        self._held: OversizedRequest | None = None
         self._need = 12 if negotiation else 0
 
     def configure(
@@ -483,6 +488,9 @@ class FrameDecoder:
         """The next complete frame, or ``None`` when more bytes are needed."""
         if self._skip or self._phase == "paused":
             return None
+        if self._held is not None:
+            held, self._held = self._held, None
+            return held
         buf = self._buf
         if len(buf) < self._need:
             return None
@@ -501,6 +509,11 @@ class FrameDecoder:
             have = len(data) - end
             self._skip = frame.length - min(have, frame.length)
             end += min(have, frame.length)
+            if self._skip:
+                buf.advance_to(end)
+                self._need = 0
+                self._held = frame  # answered once its whole body has been read and discarded (§3)
+                return None
         buf.advance_to(end)
         self._need = 0
         return frame
@@ -587,13 +600,13 @@ def _parse_frame(
             verb, msg_id, n = _REQ20.unpack_from(data, pos)
             timeout, hs = None, 20
         n = int(n)
+        if n > limit:  # over the frame limit: an error, before the memory admission (§6)
+            check_limit(n, limit, name="max_frame_size", field="len", frame="request", offset=base + hs - 4, protocol=PROTOCOL)
         if dec.discard_over is not None and n > dec.discard_over:
             # The data is skipped (not buffered) when not inside a decompressed frame.
             if inner and have < hs + n:
                 return hs + n
             return OversizedRequest(verb, msg_id, n, timeout), pos + hs
-        if n > limit:
-            check_limit(n, limit, name="max_frame_size", field="len", frame="request", offset=base + hs - 4, protocol=PROTOCOL)
         if have < hs + n:
             return hs + n
         return Request(verb, msg_id, _slice(data, pos + hs, pos + hs + n), timeout), pos + hs + n
