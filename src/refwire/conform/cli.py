@@ -136,7 +136,7 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         "--exec",
         dest="exec_template",
         metavar="CMD",
-        help="client mode: run CMD once per case; placeholders {host} {port} {case} {slug} {events} {seed} {tls_ca}",
+        help="client mode: run CMD once per case; placeholders {host} {port} {case} {slug} {events} {seed} {tls_ca} {controller} (Pravega: the controller the runner serves for the case)",
     )
     p.add_argument("--listen", type=hostport, metavar="HOST:PORT", help="client mode: listen here (default 127.0.0.1:0)")
     p.add_argument("--from-port", type=positive_int, metavar="N", help="client mode: case i listens on port N+i")

@@ -58,7 +58,7 @@ __all__ = [
 #: Bytes of the testee's stdout and of its stderr kept in a case's record.
 MAX_OUTPUT = 8192
 #: The placeholders ``--exec`` substitutes.
-PLACEHOLDERS = ("host", "port", "case", "slug", "events", "seed", "tls_ca")
+PLACEHOLDERS = ("host", "port", "case", "slug", "events", "seed", "tls_ca", "controller")
 #: Exit status meaning "this testee does not support the case".
 EXIT_UNSUPPORTED = 127
 
@@ -233,6 +233,11 @@ class ClientSession:
         self._t0 = trio.current_time()
         self._offsets: list[float] = []
         self._connected = trio.Event()
+
+    @property
+    def nursery(self) -> trio.Nursery:
+        """Where a case starts what must run beside it (it ends with the case)."""
+        return self._nursery
 
     def now(self) -> float:
         return trio.current_time() - self._t0
@@ -464,6 +469,7 @@ async def run_client_case(case: Case, catalogue: Catalogue, cfg: RunConfig, setu
         "events": str(case.events),
         "seed": str(seed),
         "tls_ca": tls.ca_file if tls else "",
+        "controller": "",
     }
     argv: list[str] = []
     if setup.exec_template is not None:
@@ -484,9 +490,19 @@ async def run_client_case(case: Case, catalogue: Catalogue, cfg: RunConfig, setu
         async with trio.open_nursery() as nursery:
             session = ClientSession(case, catalogue, cfg, wrapped, nursery, seed=seed, deadline=deadline, manual=manual)
             session.action(f"listening on {host}:{port}" + (" (TLS)" if tls else "") + f" (case seed {seed})")
+            if catalogue.client_services is not None and setup.open_listener is None:
+                try:
+                    values.update(await catalogue.client_services(session, host, port))
+                except OSError as exc:
+                    result.reason, result.harness_fault = f"harness error: cannot start the case's services: {exc.strerror or exc}", True
+                    nursery.cancel_scope.cancel()
+                    return result
+                if setup.exec_template is not None:
+                    argv = expand_command(setup.exec_template, values)
             if manual:
                 if not announced:
-                    setup.announce(announce_line(case, host, port))
+                    extra = f" controller={values['controller']}" if values["controller"] else ""
+                    setup.announce(announce_line(case, host, port) + extra)
             elif setup.in_process is not None:
                 nursery.start_soon(_run_in_process, setup.in_process, values, session, in_process)
             else:
@@ -497,6 +513,7 @@ async def run_client_case(case: Case, catalogue: Catalogue, cfg: RunConfig, setu
                     REFWIRE_SEED=str(seed),
                     REFWIRE_EVENTS=str(case.events),
                     REFWIRE_TLS_CA=values["tls_ca"],
+                    REFWIRE_CONTROLLER=values["controller"],
                 )
                 try:
                     proc = await trio.lowlevel.open_process(

@@ -68,6 +68,11 @@ class Catalogue:
     #: placeholders' values (events, seed, case ...); returns the exit status
     #: the testee contract defines (0: it believes every event was acked).
     sim_client: Callable[[Callable[[], Awaitable[trio.abc.Stream]], Mapping[str, str]], Awaitable[int]] | None = None
+    #: ``services(session, host, port) -> placeholder values``: what a client
+    #: case's testee needs besides the case's port, started in the session's
+    #: nursery before the testee (Pravega: a controller whose answers point at
+    #: the case's store, filling ``{controller}``).  Not used inside the simulator.
+    client_services: Callable[[Any, str, int], Awaitable[Mapping[str, str]]] | None = None
 
     def case(self, case_id: str) -> Case:
         for c in self.cases:

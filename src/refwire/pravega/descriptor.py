@@ -15,6 +15,7 @@ DESCRIPTOR = Descriptor(
     cli="refwire.pravega.cli:register",
     scenario="refwire.sim.scenarios.pravega:SCENARIO",
     decoder="refwire.pipeline.decode_pravega:decode",
+    conform="refwire.pravega.conform:CATALOGUE",
     rules="refwire.pipeline.rules_pravega:PRAVEGA_RULES",
     machines=(
         ("client", "refwire.pravega.connection:CLIENT_TRANSITIONS"),

@@ -1,0 +1,24 @@
+"""A client testee for ``refwire conform pravega --client --exec``: refwire's own
+Pravega client following the testee contract (specs/pravega/README.md §14),
+straight to the case's segment store (it uses no controller).
+
+    python refwire_pravega_client.py HOST PORT SLUG EVENTS SEED
+"""
+
+from __future__ import annotations
+
+import sys
+
+import trio
+
+from refwire.pravega.conform import client_for_simulation
+
+
+def main() -> int:
+    host, port, slug, events, seed = sys.argv[1:6]
+    values = {"slug": slug, "events": events, "seed": seed}
+    return trio.run(client_for_simulation, lambda: trio.open_tcp_stream(host, int(port)), values)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
