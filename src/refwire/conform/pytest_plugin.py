@@ -208,6 +208,8 @@ class RunningServer:
         self.batches: list[list[Any]] = []
         #: the server object itself (stats, transitions), once started.
         self.server: Any = None
+        #: Pravega: the controller's URI (``tcp://HOST:PORT``) pointing at this store; "" otherwise.
+        self.controller = ""
 
     @property
     def address(self) -> str:
@@ -322,6 +324,36 @@ def tank_broker() -> Iterator[RunningServer]:
         return running
 
     with serve_in_thread("TANK", start) as running:
+        yield running
+
+
+@pytest.fixture
+def pravega_store() -> Iterator[RunningServer]:
+    """refwire's Pravega segment store (specs/pravega/README.md) and a controller
+    pointing at it, on 127.0.0.1 (free ports), in memory, in a thread of their
+    own: ``.address`` is the store, ``.controller`` the controller's
+    ``tcp://HOST:PORT`` (what a real client such as the PyPI ``pravega`` package
+    is given); ``.server`` is the :class:`~refwire.pravega.server.SegmentStoreServer`
+    (``.server.store.segments`` holds what was written); stopped at teardown."""
+    from ..pravega.controller import PravegaController
+    from ..pravega.server import SegmentStoreServer
+
+    async def start(nursery: Any) -> RunningServer:
+        import trio
+
+        store = SegmentStoreServer()
+        store_l = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        await nursery.start(store.serve, store_l)
+        port = store_l[0].socket.getsockname()[1]
+        ctl = PravegaController(store.admin, ("127.0.0.1", port))
+        ctl_l = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        await nursery.start(ctl.serve, ctl_l)
+        running = RunningServer("127.0.0.1", port, Path(""))
+        running.server = store
+        running.controller = f"tcp://127.0.0.1:{ctl_l[0].socket.getsockname()[1]}"
+        return running
+
+    with serve_in_thread("Pravega", start) as running:
         yield running
 
 

@@ -86,6 +86,9 @@ class PravegaConnection:
         self._subscribers: dict[int, trio.MemorySendChannel[Command]] = {}
         self.closed = trio.Event()
         self.error: BaseException | None = None
+        #: request ids of this connection (they route replies; unique per connection is enough,
+        #: and a per-connection count keeps a seeded run's bytes the same run after run)
+        self._request_ids = itertools.count(1)
         self._hello = trio.Event()
         self._task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
 
@@ -95,6 +98,10 @@ class PravegaConnection:
         ``await nursery.start(conn.run)``."""
         stream = await open_stream(host, port, timeout=timeout)
         return cls(stream, **kwargs)
+
+    def new_request_id(self) -> int:
+        """The next request id of this connection."""
+        return next(self._request_ids)
 
     async def send(self, cmd: Command | AppendBytes) -> None:
         """Queue ``cmd`` on the machine and write it from this task."""
@@ -209,7 +216,7 @@ async def create_segment(host: str, port: int, segment: str, *, timeout: float =
     """Create ``segment``; False if it already existed."""
 
     async def go(conn: PravegaConnection) -> bool:
-        reply = await conn.request(CreateSegment(request_id=next_request_id(), segment=segment), timeout=timeout)
+        reply = await conn.request(CreateSegment(request_id=conn.new_request_id(), segment=segment), timeout=timeout)
         if isinstance(reply, SegmentCreated):
             return True
         if isinstance(reply, SegmentAlreadyExists):
@@ -223,7 +230,7 @@ async def seal_segment(host: str, port: int, segment: str, *, timeout: float = 1
     """Seal ``segment`` on the store at ``host:port`` (already sealed is fine)."""
 
     async def go(conn: PravegaConnection) -> None:
-        reply = await conn.request(SealSegment(request_id=next_request_id(), segment=segment), timeout=timeout)
+        reply = await conn.request(SealSegment(request_id=conn.new_request_id(), segment=segment), timeout=timeout)
         if not isinstance(reply, SegmentSealed | SegmentIsSealed):
             raise RequestFailed(reply)
 
@@ -399,7 +406,7 @@ class EventWriter:
             scope.cancel()
             await trio.aclose_forcefully(stream)
             raise
-        link = _Link(conn, conn.subscribe(rid := next_request_id()), scope)
+        link = _Link(conn, conn.subscribe(rid := conn.new_request_id()), scope)
         try:
             await conn.send(self.session.setup(rid))
             reply = await self._next_reply(link)
@@ -487,7 +494,7 @@ class SegmentReader:
                 offset=self.offset,
                 suggested_length=self.read_size,
                 delegation_token=self.token,
-                request_id=next_request_id(),
+                request_id=self.conn.new_request_id(),
             ),
             timeout=timeout,
         )
@@ -528,7 +535,7 @@ class SegmentReader:
 async def segment_info(conn: PravegaConnection, segment: str) -> StreamSegmentInfo:
     """GetStreamSegmentInfo over a running connection (length, sealed, ...);
     raises :class:`~refwire.errors.RequestFailed` with any other reply."""
-    reply = await conn.request(GetStreamSegmentInfo(request_id=next_request_id(), segment_name=segment))
+    reply = await conn.request(GetStreamSegmentInfo(request_id=conn.new_request_id(), segment_name=segment))
     if not isinstance(reply, StreamSegmentInfo):
         raise RequestFailed(reply)
     return reply
