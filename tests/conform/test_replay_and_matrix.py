@@ -94,3 +94,46 @@ def test_matrix_of_a_file_that_is_not_an_index_is_exit_2(tmp_path: Path, capsys:
     bad.write_text("[]")
     assert main(["conform", "matrix", str(bad), "--out", str(tmp_path / "m")]) == 2
     assert "not an index.json written by refwire conform" in capsys.readouterr().err
+
+
+def test_matrix_of_every_protocol_is_one_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every protocol with cases, run inside the simulator (server cases; Pravega's client
+    cases too), merged by ``refwire conform matrix`` into one page with a row per protocol and role."""
+    from refwire.protocols import names
+
+    protocols = names("conform")
+    assert {"lumberjack", "pravega", "tank", "seastar-rpc"} <= set(protocols)
+    runs = []
+    for p in protocols:
+        out = tmp_path / p
+        assert main(["conform", p, "--sim", "--seed", "1", "--agent", f"refwire-{p}", "--out", str(out), "--quiet"]) == 0
+        runs.append(str(out / "index.json"))
+    client = tmp_path / "pravega-clients"
+    assert (
+        main(
+            [
+                "conform",
+                "pravega",
+                "--client",
+                "--sim",
+                "--seed",
+                "1",
+                "--agent",
+                "refwire-pravega",
+                "--out",
+                str(client),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    runs.append(str(client / "index.json"))
+    capsys.readouterr()
+    assert main(["conform", "matrix", *runs, "--out", str(tmp_path / "all")]) == 0
+    merged = json.loads((tmp_path / "all" / "index.json").read_text())
+    assert set(merged["run"]["protocols_by_prefix"].values()) == set(protocols)
+    page = (tmp_path / "all" / "index.html").read_text()
+    for p in protocols:
+        assert f"<td>{p}</td><td>server</td>" in page
+    assert "<td>pravega</td><td>client</td>" in page
+    assert "FAIL" not in page and "ERROR" not in page

@@ -49,9 +49,12 @@ pre{background:#f6f6f6;padding:.5em;overflow-x:auto;white-space:pre-wrap;word-br
 """
 
 _INDEX_SOURCE = """<!doctype html><html><head><meta charset="utf-8"><title>refwire conform: {{ run.protocol }}</title><style>{{ css }}</style></head><body>
-<h1>refwire conform {{ run.protocol }} ({{ run.role }}s under test)</h1>
+<h1>refwire conform {{ run.protocol }} ({{ run.role }} under test)</h1>
 <p class="small">seed {{ run.seed }} · profile {{ run.profile }} · time scale {{ run.time_scale }}{% if run.interrupted %} · <b>interrupted</b>{% endif %}</p>
 <p>{% for k, n in counts %}<span class="v" style="background:{{ colours[k] }};padding:0 .4em">{{ k }} {{ n }}</span> {% endfor %}</p>
+{% if summary %}<table><tr><th>protocol</th><th>role</th>{% for a in agents %}<th>{{ a }}</th>{% endfor %}</tr>
+{% for protocol, role, cells in summary %}<tr><td>{{ protocol }}</td><td>{{ role }}</td>{% for c in cells %}<td class="small">{{ c }}</td>{% endfor %}</tr>
+{% endfor %}</table><p></p>{% endif %}
 <table><tr><th>case</th><th>title</th>{% for a in agents %}<th>{{ a }}</th><th class="small">close</th>{% endfor %}</tr>
 {% for cat, rows in categories %}<tr><th class="cat" colspan="{{ 2 + 2 * agents|length }}">{{ cat }}</th></tr>
 {% for cid, title, cells in rows %}<tr><td>{{ cid }}</td><td>{{ title }}</td>
@@ -155,15 +158,50 @@ def merge_indexes(indexes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     later run's result for the same agent and case wins)."""
     agents: dict[str, dict[str, Any]] = {}
     runs = []
+    #: case-id prefix ("pv") -> protocol, from each run's own cases
+    by_prefix: dict[str, str] = {}
     for idx in indexes:
-        runs.append(idx.get("run", {}))
+        run = idx.get("run", {})
+        runs.append(run)
+        by_prefix.update(run.get("protocols_by_prefix", {}))
         for agent, cases in idx.get("agents", {}).items():
             agents.setdefault(agent, {}).update(cases)
+            for cid in cases:
+                by_prefix.setdefault(cid.split(".", 1)[0], str(run.get("protocol", "?")))
     protocols = sorted({str(r.get("protocol", "?")) for r in runs})
     roles = sorted({str(r.get("role", "?")) for r in runs})
     first = runs[0] if runs else {}
-    merged_run = {**first, "protocol": "+".join(protocols), "role": "+".join(roles), "merged_runs": runs}
+    merged_run = {
+        **first,
+        "protocol": "+".join(protocols),
+        "role": "+".join(roles),
+        "merged_runs": runs,
+        "protocols_by_prefix": by_prefix,
+    }
     return {"run": merged_run, "agents": agents}
+
+
+def _role_of(case_id: str) -> str:
+    """``pv.S2.1`` -> server, ``pv.C1.3`` -> client (the catalogues' id scheme)."""
+    part = case_id.split(".", 2)[1:2]
+    return {"S": "server", "C": "client"}.get(part[0][:1] if part else "", "?")
+
+
+def _summary(index: Mapping[str, Any], agents: Sequence[str]) -> list[tuple[str, str, list[str]]]:
+    """(protocol, role, one "N PASS, M FAIL" cell per agent) for every protocol and role in ``index``."""
+    by_prefix = index["run"].get("protocols_by_prefix", {})
+    table: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
+    for a in agents:
+        for cid, e in index["agents"][a].items():
+            key = (str(by_prefix.get(cid.split(".", 1)[0], "?")), _role_of(cid))
+            counts = table.setdefault(key, {}).setdefault(a, {})
+            counts[e["verdict"]] = counts.get(e["verdict"], 0) + 1
+    order = [v.value for v in Verdict]
+    rows = []
+    for (protocol, role), per_agent in sorted(table.items()):
+        cells = [", ".join(f"{per_agent[a][k]} {k}" for k in order if k in per_agent.get(a, {})) for a in agents]
+        rows.append((protocol, role, cells))
+    return rows
 
 
 def write_html(
@@ -197,13 +235,17 @@ def write_html(
                     "profiles": ", ".join(e.get("matched_profiles") or []),
                 }
             )
-        cats.setdefault(cid.rsplit(".", 1)[0], []).append((cid, titles[cid], cells))
+        cat = cid.rsplit(".", 1)[0]
+        protocol = index["run"].get("protocols_by_prefix", {}).get(cid.split(".", 1)[0])
+        label = f"{cat} ({protocol}, {_role_of(cid)})" if protocol else cat
+        cats.setdefault(label, []).append((cid, titles[cid], cells))
     run = index["run"]
     counts: dict[str, int] = {}
     for cases in index["agents"].values():
         for e in cases.values():
             counts[e["verdict"]] = counts.get(e["verdict"], 0) + 1
     order = [v.value for v in Verdict]
+    summary = _summary(index, agents)
     index_page, case_page = _templates()
     html = index_page.render(
         run={
@@ -215,6 +257,7 @@ def write_html(
             "interrupted": run.get("interrupted"),
         },
         counts=[(k, counts[k]) for k in order if k in counts],
+        summary=summary if len(summary) > 1 else [],
         agents=agents,
         categories=list(cats.items()),
         colours=_COLOURS,
