@@ -156,3 +156,48 @@ def test_decode_says_when_it_cuts_a_line(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["decode", str(tmp_path), "--protocol", "lumberjack", "--full"]) == 0
     out = capsys.readouterr().out
     assert "x" * 500 in out and "more characters" not in out
+
+
+@pytest.mark.parametrize("cut", [1, 5, 11])
+def test_a_capture_that_starts_inside_a_frame_is_guessed_and_decoded_from_the_first_good_frame(tmp_path: Path, cut: int) -> None:
+    """The recording began mid-connection: the first ``cut`` bytes of the client's
+    stream are missing, so its first bytes are the middle of a frame.  The
+    protocol is still guessed (from the first good frame on), the stream is
+    decoded from there, and the skipped bytes are one Resync error row."""
+    from refwire.pipeline.capture import TcpConnection, connection_protocols
+
+    c2s, s2c = lumberjack_connection(2, 3)
+    conn = TcpConnection(("10.0.0.1", 40001), ("10.0.0.2", 5044))
+    conn.data["c2s"] += c2s[cut:]
+    conn.data["s2c"] += s2c
+    write_capture([conn], tmp_path / "cap")
+    assert connection_protocols(tmp_path / "cap") == {"conn00001": "lumberjack"}
+    rows = [r for r in decode_capture(None, tmp_path / "cap") if r["direction"] == "c2s"]
+    whole = [r for r in decode_capture("lumberjack", _whole(tmp_path, c2s, s2c)) if r["direction"] == "c2s"]
+    assert rows[0]["type"] == "error" and rows[0]["offset"] == 0 and '"kind": "Resync"' in rows[0]["fields_json"]
+    skipped = int(rows[0]["error"].split()[0])
+    # every frame after the skip is a frame of the whole stream, at the same place (shifted by the cut)
+    tail = [(r["type"], r["offset"] + cut) for r in rows[1:] if r["type"] != "error" and r["parent_offset"] is None]
+    assert tail and set(tail) <= {(r["type"], r["offset"]) for r in whole if r["parent_offset"] is None}
+    inner = [(r["type"], r["offset"], r["parent_offset"] + cut) for r in rows if r["parent_offset"] is not None]
+    assert inner and set(inner) <= {(r["type"], r["offset"], r["parent_offset"]) for r in whole if r["parent_offset"] is not None}
+    assert min(off for _, off in tail) == skipped + cut
+
+
+def _whole(tmp_path: Path, c2s: bytes, s2c: bytes) -> Path:
+    from refwire.pipeline.capture import TcpConnection
+
+    conn = TcpConnection(("10.0.0.1", 40001), ("10.0.0.2", 5044))
+    conn.data["c2s"] += c2s
+    conn.data["s2c"] += s2c
+    write_capture([conn], tmp_path / "whole")
+    return tmp_path / "whole"
+
+
+def test_a_stream_of_garbage_is_not_guessed(tmp_path: Path) -> None:
+    from refwire.pipeline.capture import TcpConnection, connection_protocols
+
+    conn = TcpConnection(("10.0.0.1", 40001), ("10.0.0.2", 5044))
+    conn.data["c2s"] += bytes(range(256)) * 4
+    write_capture([conn], tmp_path / "cap")
+    assert connection_protocols(tmp_path / "cap") == {"conn00001": None}

@@ -19,6 +19,7 @@ pcapng) file is reassembled per TCP connection with dpkt
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import re
 import socket
@@ -196,46 +197,130 @@ def peer_path(stream: Stream) -> Path | None:
 def decode_stream_file(protocol: str, stream: Stream, chunk_size: int = CHUNK) -> Iterator[dict[str, Any]]:
     """Frames-table rows of one stream file, read chunk by chunk.  The other
     direction of the connection (:func:`peer_path`) is handed to the decoder
-    for the protocols whose framing depends on it (Seastar RPC, TANK)."""
+    for the protocols whose framing depends on it (Seastar RPC, TANK).
+
+    A stream whose first bytes do not decode but which holds good frames
+    further on (a capture started mid-connection, leading garbage) is decoded
+    from the first good frame (:func:`resync_offset`); the bytes skipped are
+    one error row of kind ``Resync`` at offset 0."""
     offsets, times = _times(stream.meta_path, stream.direction)
     parents: dict[int, int] = {}
     other = peer_path(stream)
     peer = None if other is None else (lambda: read_chunks(other, chunk_size))
-    for row in decode_stream(protocol, read_chunks(stream.path, chunk_size), stream.direction, peer):
+    start = resync_offset(protocol, stream)
+    rows: Iterable[FrameRow]
+    if start:
+        skipped = FrameRow(
+            0,
+            0,
+            "error",
+            0,
+            fields_json=json.dumps({"frame": None, "field": None, "reason": f"{start} bytes before the first good frame skipped", "kind": "Resync"}),
+            error=f"{start} bytes before the first good frame skipped (the capture starts inside a frame, or with bytes that are not {protocol})",
+        )
+        rows = itertools.chain([skipped], _shifted(decode_stream(protocol, _skip(read_chunks(stream.path, chunk_size), start), stream.direction, peer), start))
+    else:
+        rows = decode_stream(protocol, read_chunks(stream.path, chunk_size), stream.direction, peer)
+    for row in rows:
         if row.parent_offset is None and row.type != "error":
             parents[row.offset] = row.offset + row.size
         yield frame_dict(protocol, stream, row, offsets, times, parents.get(row.parent_offset) if row.parent_offset is not None else None)
 
 
+def _skip(chunks: Iterable[bytes], n: int) -> Iterator[bytes]:
+    """``chunks`` without their first ``n`` bytes."""
+    for c in chunks:
+        if n >= len(c):
+            n -= len(c)
+            continue
+        yield c[n:]
+        n = 0
+
+
+def _shifted(rows: Iterable[FrameRow], by: int) -> Iterator[FrameRow]:
+    """Rows decoded from ``by`` bytes into the stream, with stream offsets (and frame numbers after the skip row)."""
+    for r in rows:
+        yield attrs.evolve(
+            r,
+            frame_no=r.frame_no + 1,
+            offset=r.offset + by if r.parent_offset is None else r.offset,
+            parent_offset=None if r.parent_offset is None else r.parent_offset + by,
+        )
+
+
 SNIFF_BYTES = 64 * 1024
 
 
-def sniff_score(protocol: str, stream: Stream) -> int:
-    """Frames ``protocol``'s decoder gets from the head of ``stream`` before an
-    error; -1 when the very first bytes do not decode."""
+#: How far into a stream's head a good frame is looked for when its first bytes do not decode.
+RESYNC_SCAN = 4096
+#: Good frames in a row (from a resync point, before any error) that count as finding the protocol.
+RESYNC_FRAMES = 2
+
+
+def _head_rows(protocol: str, stream: Stream, start: int = 0) -> list[FrameRow]:
     head = next(iter(read_chunks(stream.path, SNIFF_BYTES)), b"")
     other = peer_path(stream)
     peer_head = None if other is None else next(iter(read_chunks(other, SNIFF_BYTES)), b"")
-    rows = list(decode_stream(protocol, [head], stream.direction, None if peer_head is None else (lambda: [peer_head])))
+    return list(decode_stream(protocol, [head[start:]], stream.direction, None if peer_head is None else (lambda: [peer_head])))
+
+
+def _good_from_start(rows: list[FrameRow]) -> int:
+    """Top-level frames decoded before the first error; -1 when the very first bytes fail."""
     if any(r.type == "error" and r.offset < 16 and r.parent_offset is None for r in rows):
         return -1
     return sum(r.type != "error" for r in rows)
 
 
+def resync_offset(protocol: str, stream: Stream) -> int:
+    """0 when ``stream`` decodes as ``protocol`` from its first byte; else the
+    first offset in its first :data:`RESYNC_SCAN` bytes from which at least
+    :data:`RESYNC_FRAMES` frames decode before any error (0 if there is none:
+    the stream is decoded from the start and its error reported there)."""
+    if _good_from_start(_head_rows(protocol, stream)) >= 0:
+        return 0
+    head = next(iter(read_chunks(stream.path, RESYNC_SCAN + 64)), b"")
+    for k in range(1, min(len(head), RESYNC_SCAN)):
+        rows = decode_stream(protocol, [head[k:]], stream.direction, None)
+        good = 0
+        for r in rows:
+            if r.type == "error":
+                break
+            good += r.parent_offset is None
+            if good >= RESYNC_FRAMES:
+                break
+        if good >= RESYNC_FRAMES and _good_from_start(_head_rows(protocol, stream, k)) > 0:
+            return k
+    return 0
+
+
+def sniff_score(protocol: str, stream: Stream, *, resync: bool = False) -> int:
+    """Frames ``protocol``'s decoder gets from the head of ``stream`` before an
+    error, from its first byte or (``resync``), when those do not decode, from
+    the first good frame (:func:`resync_offset`); -1 when none decodes."""
+    score = _good_from_start(_head_rows(protocol, stream))
+    if score >= 0 or not resync:
+        return score
+    k = resync_offset(protocol, stream)
+    return -1 if k == 0 else _good_from_start(_head_rows(protocol, stream, k))
+
+
 def sniff_protocol(streams: Iterable[Stream]) -> str | None:
     """The registered decoder that decodes the most frames from the heads of
-    ``streams`` (ties: alphabetical); None when none decodes anything."""
+    ``streams`` (ties: alphabetical); when none decodes their first bytes, the
+    one that decodes the most from the first good frame on (a capture started
+    mid-connection); None when none decodes anything."""
     from .decoders import decoder_names
 
     chosen = [s for s in streams if s.size][:8]
-    best, best_score = None, 0
-    for proto in sorted(decoder_names()):
-        score = 0
-        for s in chosen:
-            score += max(sniff_score(proto, s), 0)
-        if score > best_score:
-            best, best_score = proto, score
-    return best
+    for resync in (False, True):
+        best, best_score = None, 0
+        for proto in sorted(decoder_names()):
+            score = sum(max(sniff_score(proto, s, resync=resync), 0) for s in chosen)
+            if score > best_score:
+                best, best_score = proto, score
+        if best is not None:
+            return best
+    return None
 
 
 def connection_protocols(path: str | Path, *, server_ports: Iterable[int] = ()) -> dict[str, str | None]:
