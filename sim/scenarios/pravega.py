@@ -29,7 +29,6 @@ import trio
 from refwire.errors import ProtocolError, RequestFailed, WriteFailed
 from refwire.pravega.client import EventWriter, PravegaConnection, SegmentReader, WriterConfig, parse_events
 from refwire.pravega.server import SegmentStoreServer, ServerConfig
-from refwire.pravega.storage import MemoryLog
 
 from ..harness import HALVE, shrink_toward, sum_stats
 from ..net import SimListener
@@ -93,13 +92,6 @@ class _Run(PravegaRun[EventWriter]):
         listener = self.net.listen(ADDRESS)
         await nursery.start(server.serve, [listener])
         return listener
-
-    def crashed_log(self) -> MemoryLog:
-        if self.wl["bug"] == "fsync-lies":
-            # Planted bug (tests the checker and the shrinker): storage that
-            # acknowledged a sync it never did loses the last synced records.
-            return MemoryLog(bytes(self.log.data[: max(0, self.log.durable - 64)]))
-        return self.log.crashed()
 
     # -- writers ------------------------------------------------------------------
     def writer_rng(self, w: int, s: int) -> SimRandom:

@@ -47,6 +47,8 @@ _LOST = (ConnectionLost, OSError, trio.BrokenResourceError, trio.ClosedResourceE
 
 class TankScenario:
     name = "tank"
+    #: Planted bugs a workload can ask for (``{"bug": NAME}``).
+    BUGS = ("fsync-lies",)
 
     def draw_workload(self, rng: SimRandom) -> dict[str, Any]:
         wl: dict[str, Any] = {
@@ -62,6 +64,7 @@ class TankScenario:
             "restarts": rng.pick([0, 0, 1, 2]),
             "safety_time": 60.0,
             "liveness_time": 400.0,
+            "bug": "",
         }
         return wl
 
@@ -141,6 +144,8 @@ class _Run(RunBase):
                 self.net.reset_all(ADDRESS)
                 await listener.aclose()
                 await broker.shutdown(0)
+                if self.wl.get("bug") == "fsync-lies":
+                    self._lose_last_bundles()
 
             return crash
 
@@ -152,6 +157,34 @@ class _Run(RunBase):
             crash_after=lambda r: r.between(1.0, self.wl["safety_time"]),
             task_status=task_status,
         )
+
+    def _lose_last_bundles(self) -> None:
+        """The planted bug ``fsync-lies`` (tests the checkers and the shrinker):
+        storage that acknowledged a sync it never did loses each partition's
+        newest bundle in the crash, though the broker acked it."""
+        for logs in self.storage.topics.values():
+            for lg in logs:
+                if lg.entries:
+                    lg.entries.pop()
+                    lg._lasts.pop()
+
+    def check_stored(self) -> None:
+        """``acked-lost``: at the end the durable storage holds, per partition,
+        exactly the planned messages (every acked bundle survived every crash)."""
+        from refwire.tank.bundles import read_chunk
+
+        logs = self.storage.topics.get(TOPIC, [])
+        for p, plan in enumerate(self.plan):
+            got: list[tuple[int | None, bytes]] = []
+            lg = logs[p] if p < len(logs) else None
+            if lg is not None and lg.entries:
+                first, chunk = lg.read(lg.first_avail, 1 << 30)
+                res = read_chunk(chunk, base_seq=None if first.sparse else first.first, hwmark=lg.last_assigned, requested_seq=0)
+                got = [(m.seq, m.content) for m in res.messages]
+            if got != [(seq, content) for seq, content in plan]:
+                n = sum(1 for a, b in zip(got, plan, strict=False) if a == b)
+                self.violate("acked-lost", f"partition {p}: the storage holds {len(got)} messages, the first {n} as planned, of {len(plan)} acked")
+                return
 
     # -- producers -------------------------------------------------------------
     async def _hwmark(self, c: TankClient, p: int, rng: SimRandom) -> int:
@@ -281,6 +314,8 @@ class _Run(RunBase):
                 outcome, violation = "liveness", "no-convergence"
                 detail = f"{self.pending} producers/consumers unfinished {wl['liveness_time']}s after healing"
             nursery.cancel_scope.cancel()
+        if converged and self.violation is None:
+            self.check_stored()
         if self.violation is not None:
             outcome, (violation, detail) = "violation", self.violation
         errors = sum(c.stats["protocol_errors"] for c in self.clients)

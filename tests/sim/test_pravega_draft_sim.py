@@ -45,3 +45,9 @@ def test_planted_bug_is_caught_and_shrunk() -> None:
 
 
 test_long_sweep = simtests.long_sweep_test(PROTOCOL)
+
+
+def test_lying_fsync_is_caught() -> None:
+    """Storage that lies about fsync loses synced records in a crash (the planted bug Pravega's simulation has too)."""
+    r = run_seed(PROTOCOL, 2, workload={"bug": "fsync-lies", "restarts": 2})
+    assert r.outcome == "violation" and r.violation in ("lost", "ack-beyond-stored", "duplicate", "order"), r.detail

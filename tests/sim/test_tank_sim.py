@@ -4,6 +4,8 @@ parts are in simtests.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import simtests
 from refwire.sim.runner import SimResult, run_seed
@@ -45,3 +47,36 @@ def test_checker_catches_a_broker_that_skips_a_bundle(monkeypatch: pytest.Monkey
     monkeypatch.setattr(MemoryLog, "read", buggy)
     results = [run_seed("tank", s, workload={"bundle": 1, "messages": 30, "max_wait": 0.0}) for s in range(3)]
     assert any(r.outcome == "violation" and r.violation == "seq" for r in results), [r.failure_kind for r in results]
+
+
+def test_planted_bug_is_caught() -> None:
+    """Storage that lies about fsync loses the newest acked bundle of each partition in a crash
+    (the shrinker is proven on Pravega's planted bug; here only the checkers)."""
+    r = run_seed("tank", 1, workload={"bug": "fsync-lies", "restarts": 2, "messages": 120, "bundle": 1, "max_wait": 3.0})
+    assert r.outcome == "violation" and r.violation in ("hwmark", "seq", "produce", "acked-lost"), r.detail
+    assert "refwire sim tank --seed 1 --knobs" in r.replay()
+
+
+def test_every_acked_bundle_is_in_the_storage_at_the_end() -> None:
+    """The acked-lost check itself: a run without the bug passes it, and the same
+    storage with one bundle taken away fails it."""
+    from refwire.sim.scenarios import tank as scenario
+
+    seen: list[str] = []
+    orig = scenario._Run.check_stored
+
+    def spy(self: Any) -> None:
+        orig(self)
+        assert self.violation is None
+        lg = self.storage.topics[scenario.TOPIC][0]
+        lg.entries.pop()
+        lg._lasts.pop()
+        orig(self)
+        seen.append(self.violation[0] if self.violation else "")
+
+    scenario._Run.check_stored = spy  # type: ignore[method-assign]
+    try:
+        assert run_seed("tank", 2).outcome == "violation"
+    finally:
+        scenario._Run.check_stored = orig  # type: ignore[method-assign]
+    assert seen == ["acked-lost"]
