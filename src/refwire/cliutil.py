@@ -72,6 +72,23 @@ def max_connections(args: argparse.Namespace) -> int | None:
     return n or None
 
 
+def add_frame_timeout(parser: argparse.ArgumentParser, note: str = "") -> None:
+    """Every serve command's ``--frame-timeout S`` (default 30 s; 0 = never)."""
+    parser.add_argument(
+        "--frame-timeout",
+        type=nonneg_float,
+        default=30.0,
+        metavar="S",
+        help="close a connection whose frame stays incomplete S seconds after it began (default 30; 0 = never)" + note,
+    )
+
+
+def frame_timeout(args: argparse.Namespace) -> float | None:
+    """``--frame-timeout`` as a server config takes it (0 means never)."""
+    value: float = args.frame_timeout
+    return value or None
+
+
 def hostport(text: str) -> tuple[str, int]:
     try:
         return parse_hostport(text)

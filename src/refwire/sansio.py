@@ -93,9 +93,9 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final, Protocol, runtime_checkable
 
-from .errors import LocalProtocolError, ProtocolError, RemoteProtocolError
+from .errors import LimitExceeded, LocalProtocolError, ProtocolError, RemoteProtocolError
 
-__all__ = ["NEED_DATA", "FrameMachine", "Machine", "NeedData", "closed_inside", "to_remote"]
+__all__ = ["NEED_DATA", "FrameMachine", "Machine", "NeedData", "closed_inside", "earliest", "to_remote"]
 
 
 class NeedData:
@@ -164,6 +164,12 @@ def to_remote(exc: ProtocolError) -> RemoteProtocolError:
     return remote
 
 
+def earliest(*deadlines: float | None) -> float | None:
+    """The earliest of the deadlines that are set (None if none is)."""
+    due = [d for d in deadlines if d is not None]
+    return min(due) if due else None
+
+
 class FrameMachine:
     """The receive side every frame-based Sans-IO machine shares:
     EOF and reset, bytes the machine owes on its own, the transition table as
@@ -194,6 +200,14 @@ class FrameMachine:
         self._now = 0.0
         #: (state, input, new state) triples reached, for coverage reports
         self.transitions_seen: set[tuple[str, str, str]] = set()
+        #: Seconds a frame, once begun, may stay incomplete before the connection
+        #: fails with a :class:`~refwire.errors.LimitExceeded` on field ``(timeout)``
+        #: (servers set it: a peer trickling one byte at a time must not hold a
+        #: connection for ever).  Between frames a connection may idle as long as
+        #: the protocol allows.  None: never.
+        self.frame_timeout: float | None = None
+        self._partial_since: float | None = None
+        self._partial_at = -1
 
     # -- input ----------------------------------------------------------------
     def receive_data(self, data: bytes | bytearray | memoryview, *, now: float) -> None:
@@ -230,12 +244,14 @@ class FrameMachine:
         raise NotImplementedError
 
     def next_deadline(self) -> float | None:
-        """When :meth:`handle_timer` is due (``None``: no timer)."""
-        return None
+        """When :meth:`handle_timer` is due (``None``: no timer); here only the
+        frame timeout (subclasses with timers of their own add theirs)."""
+        return self._frame_deadline()
 
     def handle_timer(self, *, now: float) -> None:
-        """Run what is due at ``now`` (nothing, unless a subclass has timers)."""
+        """Run what is due at ``now``: here only the frame timeout."""
         self._now = now
+        self._frame_timer(now)
 
     def next_event(self) -> Any:
         """The next event or :data:`NEED_DATA` (see :meth:`_next`)."""
@@ -267,6 +283,54 @@ class FrameMachine:
     def _idle_event(self) -> Any:
         """What to return instead of decoding in the current state (None: decode)."""
         return None
+
+    def _receive_progress(self) -> tuple[int, int] | None:
+        """(bytes received and not yet decoded, stream offset of the first of
+        them), for the frame timeout; None: this machine does not track it."""
+        return None
+
+    def _pending_frame_name(self) -> str | None:
+        """The name of the frame begun and not complete, if its header says."""
+        return None
+
+    def _track_partial(self) -> None:
+        """After decoding stopped for want of bytes: note when the frame now
+        incomplete began (its stream offset changes when a frame completes)."""
+        if self.frame_timeout is None:
+            return
+        progress = self._receive_progress()
+        if progress is None or not progress[0]:
+            self._partial_since = None
+        elif self._partial_since is None or progress[1] != self._partial_at:
+            self._partial_since, self._partial_at = self._now, progress[1]
+
+    def _frame_deadline(self) -> float | None:
+        if self._partial_since is None or self.frame_timeout is None or self._error is not None:
+            return None
+        return self._partial_since + self.frame_timeout
+
+    def _frame_timer(self, now: float) -> None:
+        """Past the frame timeout the connection fails: :meth:`next_event` raises
+        (a :class:`~refwire.errors.LimitExceeded` on field ``(timeout)``)."""
+        due = self._frame_deadline()
+        if due is None or now < due:
+            return
+        assert self._partial_since is not None and self.frame_timeout is not None
+        buffered, at = self._receive_progress() or (0, self._partial_at)
+        exc = LimitExceeded(
+            f"a frame begun {now - self._partial_since:.1f}s ago is still incomplete "
+            f"({buffered} bytes of it received): the limit frame_timeout={self.frame_timeout:g}s",
+            protocol=self.PROTOCOL,
+            frame=self._pending_frame_name(),
+            field="(timeout)",
+            offset=at,
+        )
+        if (self.state, "error") in self.TRANSITIONS:
+            self._transition("error")
+        else:
+            self.state = self.ERROR_STATE
+        self._error = to_remote(exc)
+        self._partial_since = None
 
     def _transition(self, inp: str, *, offset: int | None = None, frame: str | None = None) -> None:
         new = self.TRANSITIONS.get((self.state, inp))
@@ -306,4 +370,5 @@ class FrameMachine:
             return events.popleft()
         if self._error is not None:
             raise self._error
+        self._track_partial()
         return NEED_DATA

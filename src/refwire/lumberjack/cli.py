@@ -12,7 +12,18 @@ from typing import Any, TextIO, TypeVar
 import orjson
 import trio
 
-from ..cliutil import Commands, UsageError, hostport, max_connections, nonneg_float, open_listeners, positive_int, stop_on_signal
+from ..cliutil import (
+    Commands,
+    UsageError,
+    add_frame_timeout,
+    frame_timeout,
+    hostport,
+    max_connections,
+    nonneg_float,
+    open_listeners,
+    positive_int,
+    stop_on_signal,
+)
 from ..drivers import client_ssl_context, listener_address, server_ssl_context
 
 __all__ = ["register"]
@@ -51,6 +62,7 @@ def register(cmds: Commands) -> None:
         "plus refwire.version, refwire.seq and refwire.connection",
     )
 
+    add_frame_timeout(s)
     s.add_argument(
         "--max-connections",
         type=int,
@@ -172,6 +184,7 @@ async def _serve_lumberjack(args: argparse.Namespace) -> int:
         idle_timeout=args.idle_timeout or None,
         batch_timeout=args.batch_timeout or None,
         accept_mixed_versions=args.accept_mixed_versions,
+        frame_timeout=frame_timeout(args),
     )
     server = LumberjackServer(handler, config=config, ssl_context=ssl_ctx)
     host, port = args.listen

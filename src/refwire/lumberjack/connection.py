@@ -25,7 +25,7 @@ from typing import Any, Final, Literal
 import attrs
 
 from ..errors import LimitExceeded, LocalProtocolError
-from ..sansio import NEED_DATA, FrameMachine, NeedData, closed_inside
+from ..sansio import NEED_DATA, FrameMachine, NeedData, closed_inside, earliest
 from ..wire import Limits
 from .events import (
     Accept,
@@ -205,12 +205,14 @@ class ServerConnection(FrameMachine):
         batch_timeout: float | None = None,
         pipeline_depth: int = 2,
         now: float | None = None,
+        frame_timeout: float | None = None,
     ) -> None:
         if ack_mode not in ("last-seq", "count"):
             raise ValueError(f"ack_mode must be 'last-seq' or 'count', not {ack_mode!r}")
         if now is None and (idle_timeout is not None or batch_timeout is not None):
             raise ValueError("idle_timeout and batch_timeout count from the connection's start: pass now=")
         super().__init__(State.AWAIT_WINDOW)
+        self.frame_timeout = frame_timeout
         self.limits = limits
         self.ack_mode = ack_mode
         self.keepalive_interval = keepalive_interval
@@ -243,6 +245,12 @@ class ServerConnection(FrameMachine):
         self._write_failed = False
 
     # -- input -------------------------------------------------------------
+    def _receive_progress(self) -> tuple[int, int]:
+        return self._decoder.buffered, self._decoder.offset
+
+    def _pending_frame_name(self) -> str | None:
+        return self._decoder.pending_frame_name()
+
     def _feed(self, data: bytes | bytearray | memoryview) -> None:
         self._last_rx = self._last_activity = self._now
         self._decoder.feed(data)
@@ -566,17 +574,17 @@ class ServerConnection(FrameMachine):
         a receive timeout (see the class documentation)."""
         if self.state is State.ERROR:
             return None
-        keepalive = self._keepalive_deadline()
-        receive = self._receive_deadline()
-        if keepalive is None:
-            return receive
-        return keepalive if receive is None or keepalive < receive else receive
+        return earliest(self._keepalive_deadline(), self._receive_deadline(), self._frame_deadline())
 
     def handle_timer(self, *, now: float) -> None:
         """Queue a keepalive ``A 0`` if one is due at ``now``, and the receive
-        timeout's event if it is due."""
+        timeout's event if it is due; past the frame timeout (a frame begun
+        ``frame_timeout`` s ago and still incomplete) the connection fails."""
         self._now = now
         if self.state is State.ERROR:
+            return
+        self._frame_timer(now)
+        if self._error is not None:
             return
         keepalive = self._keepalive_deadline()
         if keepalive is not None and now >= keepalive:

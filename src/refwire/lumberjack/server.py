@@ -57,6 +57,9 @@ class ServerConfig:
     #: close a connection that stops sending in the middle of a batch (or of a
     #: frame) for this long (go-lumber allows 30 s for a whole batch); None = never.
     batch_timeout: float | None = 30.0
+    #: a frame begun and still incomplete after this many seconds fails the connection
+    #: (a peer trickling bytes cannot hold it for ever; between frames idling is as before); None = never
+    frame_timeout: float | None = 30.0
     handshake_timeout: float = 10.0
     #: connections served at once; one past it is closed at once (None: no limit)
     max_connections: int | None = DEFAULT_MAX_CONNECTIONS
@@ -78,6 +81,7 @@ class ServerConfig:
             batch_timeout=self.batch_timeout,
             pipeline_depth=self.pipeline_depth,
             now=now,
+            frame_timeout=self.frame_timeout,
         )
 
 

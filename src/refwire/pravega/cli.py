@@ -9,7 +9,18 @@ from pathlib import Path
 
 import trio
 
-from ..cliutil import Commands, UsageError, hostport, max_connections, nonneg_float, open_listeners, positive_int, stop_on_signal
+from ..cliutil import (
+    Commands,
+    UsageError,
+    add_frame_timeout,
+    frame_timeout,
+    hostport,
+    max_connections,
+    nonneg_float,
+    open_listeners,
+    positive_int,
+    stop_on_signal,
+)
 from ..drivers import listener_address
 
 __all__ = ["register"]
@@ -58,14 +69,7 @@ def register(cmds: Commands) -> None:
         help="answer a read parked at the tail with an empty atTail read after S seconds (0 = wait forever, as Java; default 10)",
     )
     s.add_argument("--stack-traces", action="store_true", help="fill serverStackTrace in error replies")
-    s.add_argument(
-        "--frame-timeout",
-        type=nonneg_float,
-        default=30.0,
-        metavar="S",
-        help="close a connection whose frame stays incomplete S seconds after it began (default 30; 0 = never); "
-        "idle connections between frames stay open, as with the real server",
-    )
+    add_frame_timeout(s, "; idle connections between frames stay open, as with the real server")
     s.add_argument(
         "--max-connections",
         type=int,
@@ -122,7 +126,7 @@ async def _serve(args: argparse.Namespace) -> int:
         tail_wait=args.tail_wait or None,
         stack_traces=args.stack_traces,
         max_connections=max_connections(args),
-        frame_timeout=args.frame_timeout or None,
+        frame_timeout=frame_timeout(args),
     )
     data_dir = Path(args.data_dir) if args.data_dir else None
     if args.repair and not data_dir:
@@ -150,7 +154,7 @@ async def _serve(args: argparse.Namespace) -> int:
         if draft_listeners:
             from .draft2017.server import DraftConfig, DraftFrontend
 
-            draft = DraftFrontend(server, config=DraftConfig(tail_wait=args.tail_wait or None, max_connections=max_connections(args)))
+            draft = DraftFrontend(server, config=DraftConfig(tail_wait=args.tail_wait or None, max_connections=max_connections(args), frame_timeout=frame_timeout(args)))
             await nursery.start(draft.serve, draft_listeners)
             for lst in draft_listeners:
                 print(f"listening on {listener_address(lst)} (segment store, draft-2017 dialect)", file=sys.stderr, flush=True)

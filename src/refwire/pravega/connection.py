@@ -28,8 +28,8 @@ from typing import Final
 
 import attrs
 
-from ..errors import LimitExceeded, LocalProtocolError
-from ..sansio import NEED_DATA, FrameMachine, NeedData, closed_inside, to_remote
+from ..errors import LocalProtocolError
+from ..sansio import NEED_DATA, FrameMachine, NeedData, closed_inside
 from ..wire import Limits, check_limit
 from .events import (
     Append,
@@ -154,6 +154,12 @@ class _Base(FrameMachine):
         self.peer_version: tuple[int, int] | None = None
         self._closed_owed = False
 
+    def _receive_progress(self) -> tuple[int, int]:
+        return self._decoder.buffered, self._decoder.offset
+
+    def _pending_frame_name(self) -> str | None:
+        return self._decoder.pending_frame_name()
+
     def _feed(self, data: bytes | bytearray | memoryview) -> None:
         self._decoder.feed(data)
 
@@ -227,12 +233,10 @@ class ServerConnection(_Base):
 
     def __init__(self, limits: Limits = DEFAULT_LIMITS, *, max_writers: int | None = None, frame_timeout: float | None = 30.0) -> None:
         super().__init__(limits)
-        #: seconds a frame may stay incomplete once begun; past it the connection
-        #: fails (spec §11: an idle connection *between* frames stays open, as the
-        #: real server keeps it, but one stuck inside a frame is closed).  None: never.
+        #: spec §11: an idle connection *between* frames stays open, as the real
+        #: server keeps it, but one stuck inside a frame is closed (the shared
+        #: frame timer of :class:`~refwire.sansio.FrameMachine`).
         self.frame_timeout = frame_timeout
-        self._partial_since: float | None = None
-        self._partial_at = -1
         #: SetupAppends per connection (spec §11: the Java client's MAX_SETUP_SEGMENTS_SIZE)
         self.max_writers = limits.max_window if max_writers is None else max_writers
         self._sessions: dict[uuid.UUID, _Session] = {}
@@ -247,43 +251,7 @@ class ServerConnection(_Base):
     def next_event(self) -> ServerEvent | NeedData:
         """The next event or :data:`NEED_DATA`; raises :class:`RemoteProtocolError`
         (after the events decoded before the bad byte) on a violation."""
-        event = self._next()
-        if event is NEED_DATA:
-            dec = self._decoder
-            if not dec.buffered:
-                self._partial_since = None
-            elif self._partial_since is None or dec.offset != self._partial_at:
-                self._partial_since, self._partial_at = self._now, dec.offset  # a frame begun
-        return event  # type: ignore[no-any-return]
-
-    def next_deadline(self) -> float | None:
-        """When a frame begun and still incomplete has waited ``frame_timeout``."""
-        if self._partial_since is None or self.frame_timeout is None or self._error is not None:
-            return None
-        return self._partial_since + self.frame_timeout
-
-    def handle_timer(self, *, now: float) -> None:
-        """Past the frame timeout, the connection fails: ``next_event`` raises."""
-        self._now = now
-        due = self.next_deadline()
-        if due is None or now < due:
-            return
-        dec = self._decoder
-        assert self._partial_since is not None and self.frame_timeout is not None
-        exc = LimitExceeded(
-            f"a frame begun {now - self._partial_since:.1f}s ago is still incomplete "
-            f"({dec.buffered} bytes of it received): the limit frame_timeout={self.frame_timeout:g}s",
-            protocol=PROTOCOL,
-            frame=dec.pending_frame_name(),
-            field="(timeout)",
-            offset=dec.offset,
-        )
-        if (self.state, "error") in self.TRANSITIONS:
-            self._transition("error")
-        else:
-            self.state = self.ERROR_STATE
-        self._error = to_remote(exc)
-        self._partial_since = None
+        return self._next()  # type: ignore[no-any-return]
 
     def writer_state(self, segment: str, writer_id: uuid.UUID) -> WriterState | None:
         return self._writers.get((segment, writer_id))

@@ -8,7 +8,18 @@ import sys
 
 import trio
 
-from ..cliutil import Commands, UsageError, hostport, max_connections, nonneg_float, open_listeners, positive_int, stop_on_signal
+from ..cliutil import (
+    Commands,
+    UsageError,
+    add_frame_timeout,
+    frame_timeout,
+    hostport,
+    max_connections,
+    nonneg_float,
+    open_listeners,
+    positive_int,
+    stop_on_signal,
+)
 from ..drivers import listener_address
 
 __all__ = ["register"]
@@ -51,6 +62,14 @@ def register(cmds: Commands) -> None:
     s.add_argument("--group", type=_group, action="append", default=[], metavar="COOKIE[=N]", help="an isolation group (cookie) with at most N concurrent handlers; repeatable")
     s.add_argument("--reject-unknown-cookie", action="store_true", help="close connections whose isolation cookie names no --group (as a throwing isolate_connection)")
     s.add_argument("--exit-after", type=positive_int, metavar="N", help="shut down after N calls")
+    add_frame_timeout(s)
+    s.add_argument(
+        "--negotiation-timeout",
+        type=nonneg_float,
+        default=30.0,
+        metavar="S",
+        help="close a connection whose negotiation frame has not come S seconds after accept (default 30; 0 = wait for ever, as Seastar)",
+    )
     s.add_argument(
         "--max-connections",
         type=int,
@@ -91,6 +110,8 @@ async def _serve(args: argparse.Namespace) -> int:
         max_memory=args.max_memory,
         groups=dict(args.group),
         unknown_cookie="reject" if args.reject_unknown_cookie else "default",
+        frame_timeout=frame_timeout(args),
+        negotiation_timeout=args.negotiation_timeout or None,
     )
     done = trio.Event()
     server = SeastarServer(add_conformance_verbs(demo_registry()), config=config)

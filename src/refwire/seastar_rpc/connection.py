@@ -40,7 +40,7 @@ from typing import Final
 import attrs
 
 from ..errors import LocalProtocolError, ProtocolError
-from ..sansio import NEED_DATA, FrameMachine, NeedData
+from ..sansio import NEED_DATA, FrameMachine, NeedData, earliest
 from ..wire import Limits
 from .compression import COMPRESSOR_NAMES, Compressor, choose_compressor, envelope, make_compressor
 from .events import (
@@ -181,6 +181,9 @@ class _Machine(FrameMachine):
         #: stream connections: this side sent / received end-of-stream.
         self.local_eos = False
         self.remote_eos = False
+
+    def _receive_progress(self) -> tuple[int, int]:
+        return self._decoder.buffered, self._decoder.offset
 
     @property
     def compressor(self) -> str | None:
@@ -332,8 +335,10 @@ class ServerConnection(_Machine):
         multi_algo: bool = True,
         admit_len: int | None = None,
         negotiation_deadline: float | None = None,
+        frame_timeout: float | None = None,
     ) -> None:
         super().__init__("request", limits)
+        self.frame_timeout = frame_timeout
         self._negotiation_deadline = negotiation_deadline
         for name in compressors:
             make_compressor(name)
@@ -374,13 +379,15 @@ class ServerConnection(_Machine):
 
     # -- timers ----------------------------------------------------------------------
     def next_deadline(self) -> float | None:
-        """The negotiation deadline while no offer has come (else no timer)."""
-        return self._negotiation_deadline if self.state is State.NEGOTIATING else None
+        """The negotiation deadline while no offer has come, and the frame timeout."""
+        return earliest(self._negotiation_deadline if self.state is State.NEGOTIATING else None, self._frame_deadline())
 
     def handle_timer(self, *, now: float) -> None:
-        """Past the negotiation deadline with no offer: close (:data:`NEGOTIATION_TIMED_OUT`)."""
+        """Past the negotiation deadline with no offer: close (:data:`NEGOTIATION_TIMED_OUT`);
+        a frame begun ``frame_timeout`` s ago and still incomplete fails the connection."""
         self._now = now
         self._negotiation_due(now)
+        self._frame_timer(now)
 
     def send(self, event: object, *, now: float) -> None:
         """Queue the bytes of :class:`Accept`, :class:`Reject` (none),

@@ -107,6 +107,9 @@ class ServerConfig:
     unknown_cookie: Literal["default", "reject"] = "default"
     #: Seastar waits forever for a negotiation frame; refwire closes after this (the machine's timer).
     negotiation_timeout: float | None = 30.0
+    #: a frame begun and still incomplete after this many seconds fails the connection
+    #: (a peer trickling bytes cannot hold it for ever; between frames idling is as before); None = never
+    frame_timeout: float | None = 30.0
     #: stream messages queued per stream before the reader stops reading (§5).
     stream_queue: int = 50
     recv_size: int = 256 * 1024
@@ -315,6 +318,7 @@ class SeastarServer:
             multi_algo=cfg.multi_algo,
             admit_len=self._admit_len(),
             negotiation_deadline=None if timeout is None else trio.current_time() + timeout,
+            frame_timeout=cfg.frame_timeout,
         )
         try:
             await _Session(self, conn, stream, conn_id).run()

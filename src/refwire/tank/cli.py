@@ -9,7 +9,18 @@ import time
 
 import trio
 
-from ..cliutil import Commands, UsageError, hostport, max_connections, nonneg_float, open_listeners, positive_int, stop_on_signal
+from ..cliutil import (
+    Commands,
+    UsageError,
+    add_frame_timeout,
+    frame_timeout,
+    hostport,
+    max_connections,
+    nonneg_float,
+    open_listeners,
+    positive_int,
+    stop_on_signal,
+)
 from ..drivers import listener_address
 
 __all__ = ["register"]
@@ -59,6 +70,7 @@ def register(cmds: Commands) -> None:
         metavar="NAME[:PARTITIONS]",
         help="create this topic at start if missing (repeatable)",
     )
+    add_frame_timeout(s)
     s.add_argument(
         "--max-connections",
         type=int,
@@ -132,6 +144,7 @@ async def _serve(args: argparse.Namespace) -> int:
         idle_timeout=args.idle_timeout or None,
         startup_ts=int(time.time()),
         max_long_polls=args.max_long_polls,
+        frame_timeout=frame_timeout(args),
     )
     broker = TankBroker(storage, config, max_connections=max_connections(args))
     host, port = args.listen

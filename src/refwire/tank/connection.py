@@ -27,7 +27,7 @@ from typing import Final
 import attrs
 
 from ..errors import LocalProtocolError
-from ..sansio import NEED_DATA, FrameMachine, NeedData
+from ..sansio import NEED_DATA, FrameMachine, NeedData, earliest
 from ..wire import Limits
 from .bundles import read_chunk
 from .events import ClientEvent, Connected, ConnectionClosed, ConsumeResult, IdleTimeout, PartitionData
@@ -166,6 +166,10 @@ class _Base(FrameMachine):
         self._write_failed = True
         self._queued.clear()
         super().send_failed(now=now)
+
+    def _receive_progress(self) -> tuple[int, int]:
+        buf = self._decoder.buffer
+        return len(buf), buf.consumed
 
     def _feed(self, data: bytes | bytearray | memoryview) -> None:
         self._decoder.feed(bytes(data))
@@ -335,9 +339,12 @@ class BrokerConnection(_Base):
 
     TRANSITIONS = BROKER_TRANSITIONS
 
-    def __init__(self, *, now: float, limits: Limits = DEFAULT_LIMITS, idle_timeout: float | None = 16.0) -> None:
+    def __init__(
+        self, *, now: float, limits: Limits = DEFAULT_LIMITS, idle_timeout: float | None = 16.0, frame_timeout: float | None = None
+    ) -> None:
         super().__init__(REQUEST_IDS, limits, State.OPEN, now)
         self.idle_timeout = idle_timeout
+        self.frame_timeout = frame_timeout
         self.long_polls = 0  #: outstanding long polls (set by the driver); no idle close while > 0
         self._queued.append(PING_FRAME)  # introduce_self
 
@@ -364,17 +371,22 @@ class BrokerConnection(_Base):
             self._transition("request")
             self._events.append(req)
 
-    def next_deadline(self) -> float | None:
+    def _idle_deadline(self) -> float | None:
         if self.idle_timeout is None or self.long_polls or self.state is not State.OPEN:
             return None
         return max(self._last_rx, self._last_tx) + self.idle_timeout
 
+    def next_deadline(self) -> float | None:
+        return earliest(self._idle_deadline(), self._frame_deadline())
+
     def handle_timer(self, *, now: float) -> None:
         """Idle for ``idle_timeout`` with no long poll outstanding: CLOSED, and an
-        :class:`IdleTimeout` event (the driver closes the connection)."""
+        :class:`IdleTimeout` event (the driver closes the connection).  A frame
+        begun ``frame_timeout`` s ago and still incomplete fails the connection."""
         self._now = now
-        d = self.next_deadline()
-        if d is None or now < d:
+        self._frame_timer(now)
+        d = self._idle_deadline()
+        if d is None or now < d or self._error is not None:
             return
         self._transition("idle")
         self._events.append(IdleTimeout(now - max(self._last_rx, self._last_tx)))

@@ -115,7 +115,9 @@ class TankBroker:
     # -- one connection -------------------------------------------------------
     async def _handle(self, stream: trio.abc.Stream) -> None:
         cid = next(self._ids)
-        machine = BrokerConnection(limits=self.config.limits, idle_timeout=self.config.idle_timeout, now=trio.current_time())
+        machine = BrokerConnection(
+            limits=self.config.limits, idle_timeout=self.config.idle_timeout, frame_timeout=self.config.frame_timeout, now=trio.current_time()
+        )
 
         async def on_event(ev: Request | ConnectionClosed | IdleTimeout) -> None:
             if isinstance(ev, ConnectionClosed):

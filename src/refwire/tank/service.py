@@ -89,6 +89,9 @@ class BrokerConfig:
     validate_bundles: bool = True
     startup_ts: int = 0
     idle_timeout: float | None = 16.0  #: the real broker's idle_connection_ttl (§6)
+    #: a frame begun and still incomplete after this many seconds fails the connection
+    #: (a peer trickling bytes cannot hold it for ever; between frames idling is as before); None = never
+    frame_timeout: float | None = 30.0
     #: long polls one connection may have parked; one more answers its oldest at
     #: once, as if its maxWait had passed (refwire's bound: the real broker has none)
     max_long_polls: int = 1000

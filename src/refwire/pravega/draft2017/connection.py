@@ -186,6 +186,12 @@ class _Base(FrameMachine):
     def _feed(self, data: bytes | bytearray | memoryview) -> None:
         self._buf.feed(data)
 
+    def _receive_progress(self) -> tuple[int, int]:
+        return len(self._buf), self._buf.consumed
+
+    def _pending_frame_name(self) -> str | None:
+        return self._pending_frame()
+
     # -- header checks (§1, §3, §5 rule 3) ----------------------------------------------------
     def _allowed(self, inp: str) -> bool:
         raise NotImplementedError
@@ -357,10 +363,13 @@ class ServerConnection(_Base):
     TRANSITIONS = SERVER_TRANSITIONS
     _INPUT = _SERVER_INPUT
 
-    def __init__(self, limits: Limits = DEFAULT_LIMITS, *, reply_part_size: int = REPLY_PART_SIZE) -> None:
+    def __init__(
+        self, limits: Limits = DEFAULT_LIMITS, *, reply_part_size: int = REPLY_PART_SIZE, frame_timeout: float | None = None
+    ) -> None:
         super().__init__(limits)
         if reply_part_size < 1:
             raise ValueError("reply_part_size must be positive")
+        self.frame_timeout = frame_timeout
         self.reply_part_size = reply_part_size
         self._sessions: dict[uuid.UUID, _Session] = {}
         self._block: _Block | None = None

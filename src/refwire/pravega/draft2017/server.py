@@ -83,6 +83,9 @@ class DraftConfig:
     max_queued_replies: int = 4096
     receive_size: int = 256 * 1024
     max_errors_kept: int = 100
+    #: a frame begun and still incomplete after this many seconds fails the connection
+    #: (a peer trickling bytes cannot hold it for ever; between frames idling is as before); None = never
+    frame_timeout: float | None = 30.0
 
 
 class _Closing(Exception):
@@ -107,7 +110,7 @@ class _Conn:
         cfg = front.config
         self.front = front
         self.stream = stream
-        self.machine = ServerConnection(cfg.limits, reply_part_size=cfg.reply_part_size)
+        self.machine = ServerConnection(cfg.limits, reply_part_size=cfg.reply_part_size, frame_timeout=cfg.frame_timeout)
         self.pump = Pump(stream, self.machine, self.on_event, receive_size=cfg.receive_size, write_timeout=None)
         self.unacked = 0  #: bytes of completed blocks not yet durable and acked
         self.released: deque[tuple[int, int]] = deque()  #: (log position, block bytes) awaiting their DataAppended

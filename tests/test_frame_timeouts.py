@@ -1,0 +1,136 @@
+"""Every server closes a connection stuck inside a frame (``frame_timeout``):
+a peer that begins a frame and then trickles one byte at a time -- never idle
+long enough for an idle or batch timer -- is closed once the frame has been
+incomplete for ``frame_timeout`` seconds, while a connection idling *between*
+frames stays open.  (Pravega's own case is in test_pravega_limits.py.)"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+import trio
+
+pytestmark = pytest.mark.timeout(30)
+
+TIMEOUT = 0.6
+TRICKLE = 0.15  # well under every idle timer, so only the frame timer can close
+
+
+@asynccontextmanager
+async def serving(start: Callable[[trio.Nursery, list[trio.SocketListener]], Awaitable[Any]]) -> AsyncIterator[int]:
+    async with trio.open_nursery() as nursery:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        await start(nursery, listeners)
+        try:
+            yield listeners[0].socket.getsockname()[1]
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+async def lumberjack(nursery: trio.Nursery, listeners: list[trio.SocketListener]) -> None:
+    from refwire.lumberjack.server import LumberjackServer, ServerConfig
+
+    async def handler(batch: Any) -> None:
+        pass
+
+    await nursery.start(LumberjackServer(handler, config=ServerConfig(frame_timeout=TIMEOUT)).serve, listeners)
+
+
+async def tank(nursery: trio.Nursery, listeners: list[trio.SocketListener]) -> None:
+    from refwire.tank.server import TankBroker
+    from refwire.tank.service import BrokerConfig
+
+    await nursery.start(TankBroker(config=BrokerConfig(frame_timeout=TIMEOUT)).serve, listeners)
+
+
+async def seastar(nursery: trio.Nursery, listeners: list[trio.SocketListener]) -> None:
+    from refwire.seastar_rpc.demo import demo_registry
+    from refwire.seastar_rpc.server import SeastarServer, ServerConfig
+
+    config = ServerConfig(frame_timeout=TIMEOUT, negotiation_timeout=None)  # only the frame timer may close
+    await nursery.start(SeastarServer(demo_registry(), config=config).serve, listeners)
+
+
+async def draft(nursery: trio.Nursery, listeners: list[trio.SocketListener]) -> None:
+    from refwire.pravega.draft2017.server import DraftConfig, DraftFrontend
+    from refwire.pravega.server import SegmentStoreServer
+
+    await nursery.start(DraftFrontend(SegmentStoreServer(), config=DraftConfig(frame_timeout=TIMEOUT)).serve, listeners)
+
+
+async def pravega(nursery: trio.Nursery, listeners: list[trio.SocketListener]) -> None:
+    from refwire.pravega.server import SegmentStoreServer, ServerConfig
+
+    await nursery.start(SegmentStoreServer(config=ServerConfig(frame_timeout=TIMEOUT)).serve, listeners)
+
+
+#: protocol -> (server, bytes of whole frames a good peer sends first, the start of a frame never finished)
+CASES: dict[str, tuple[Any, bytes, bytes]] = {
+    "lumberjack": (lumberjack, b"", b"2W" + struct.pack(">I", 1) + b"2J" + struct.pack(">II", 1, 1000)),
+    "tank": (tank, b"", bytes([0x01]) + struct.pack("<I", 1000)),  # a Produce of 1000 bytes
+    "seastar-rpc": (seastar, b"", b"SSTARRPC" + struct.pack("<I", 1000)),  # a negotiation frame of 1000 bytes
+    "pravega-draft-2017": (draft, struct.pack(">ii", 100, 0), struct.pack(">ii", 1, 1000)),  # KeepAlive; SetupAppend
+    "pravega": (pravega, struct.pack(">ii", 100, 0), struct.pack(">ii", 20, 1000)),  # KeepAlive; CreateSegment
+}
+
+
+async def _closed(stream: trio.abc.Stream) -> bool:
+    """Drain what the server sends; True once it closed (EOF or reset)."""
+    try:
+        while True:
+            with trio.move_on_after(0.01):
+                if not await stream.receive_some(65536):
+                    return True
+                continue
+            return False
+    except trio.BrokenResourceError:
+        return True
+
+
+@pytest.mark.parametrize("protocol", sorted(CASES))
+async def test_a_trickled_frame_is_closed_at_the_frame_timeout(protocol: str) -> None:
+    start, good, partial = CASES[protocol]
+    async with serving(start) as port:
+        idler = await trio.open_tcp_stream("127.0.0.1", port)
+        if good:
+            await idler.send_all(good)
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        await stream.send_all(good + partial)
+        t0 = trio.current_time()
+        closed_at = None
+        with trio.move_on_after(TIMEOUT + 3.0):
+            while True:
+                await trio.sleep(TRICKLE)
+                if await _closed(stream):
+                    closed_at = trio.current_time() - t0
+                    break
+                try:
+                    await stream.send_all(b"x")
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    closed_at = trio.current_time() - t0
+                    break
+        assert closed_at is not None, "the trickling connection was never closed"
+        assert TIMEOUT * 0.9 <= closed_at <= TIMEOUT + 1.0, closed_at
+        assert not await _closed(idler), "a connection idle between frames must stay open"
+        await stream.aclose()
+        await idler.aclose()
+
+
+@pytest.mark.parametrize("protocol", ["pravega", "pravega-draft-2017"])
+async def test_frames_that_complete_in_time_are_not_closed(protocol: str) -> None:
+    """Bytes arriving slowly but each frame finished within the timeout: the timer
+    restarts at every frame boundary (KeepAlives, one byte at a time)."""
+    start, good, _ = CASES[protocol]
+    async with serving(start) as port:
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        deadline = trio.current_time() + 2.5 * TIMEOUT
+        while trio.current_time() < deadline:
+            for b in good:  # 8 bytes in 8 x 0.06 s = 0.48 s < TIMEOUT per frame
+                await stream.send_all(bytes([b]))
+                await trio.sleep(0.06)
+        assert not await _closed(stream)
+        await stream.aclose()
