@@ -136,10 +136,11 @@ def test_cli_against_refwire_serve(tmp_path: Path, capsys: pytest.CaptureFixture
             proc.wait()
 
 
-def test_cli_sim_and_unreachable() -> None:
-    assert main(["conform", "pravega-draft-2017", "--sim", "--seed", "3"]) == 0
-    assert main(["conform", "pravega-draft-2017", "--client", "--sim", "--seed", "3"]) == 0
-    assert main(["conform", "pravega-draft-2017", "--server", "127.0.0.1:1"]) == 2
+def test_cli_sim_and_unreachable(tmp_path: Path) -> None:
+    base = ["conform", "pravega-draft-2017", "--seed", "3"]
+    assert main([*base, "--sim", "--out", str(tmp_path / "sim")]) == 0
+    assert main([*base, "--client", "--sim", "--out", str(tmp_path / "sim-clients")]) == 0
+    assert main([*base, "--server", "127.0.0.1:1", "--out", str(tmp_path / "down")]) == 2
 
 
 # --------------------------------------------------------------------------- client cases
