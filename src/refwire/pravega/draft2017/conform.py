@@ -32,7 +32,7 @@ from ...conform.model import CaseBook, Verdict, expect
 from ...conform.runner import Catalogue
 from ...errors import DraftWriteFailed, ProtocolError
 from ...sansio import NEED_DATA
-from ..frames import HEADER
+from ..frames import HEADER, encode_event
 from .connection import DEFAULT_LIMITS, ClientConnection, ServerConnection
 from .events import BlockAppend, ConnectionClosed, KeepAliveReceived, ReplyReceived, RequestReceived
 from .frames import (
@@ -199,7 +199,7 @@ def payloads(c: Conversation, n: int, size: int = PAYLOAD) -> list[bytes]:
 
 def events_of(items: list[bytes]) -> bytes:
     """The segment bytes of these payloads: their whole Event frames (§6.1)."""
-    return b"".join(Event(data=p).encode() for p in items)
+    return b"".join(encode_event(p) for p in items)
 
 
 def block(cid: uuid.UUID, offset: int, inner: bytes, n: int) -> bytes:
@@ -678,16 +678,13 @@ class ClientObserver:
 
 def _parse_events(data: bytes) -> list[bytes] | None:
     """The payloads of the Event frames stored (§6.1); None if the bytes are not whole Events."""
-    out, pos = [], 0
-    while pos < len(data):
-        if len(data) - pos < HEADER or int.from_bytes(data[pos : pos + 4], "big", signed=True) != Event.TYPE:
-            return None
-        n = int.from_bytes(data[pos + 4 : pos + 8], "big", signed=True)
-        if n < 0 or pos + HEADER + n > len(data):
-            return None
-        out.append(data[pos + HEADER : pos + HEADER + n])
-        pos += HEADER + n
-    return out
+    from ..client import parse_events
+
+    try:
+        found, used = parse_events(data)
+    except ProtocolError:
+        return None
+    return [payload for _offset, payload in found] if used == len(data) else None
 
 
 async def serve_client(
