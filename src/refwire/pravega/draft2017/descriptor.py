@@ -14,6 +14,7 @@ DESCRIPTOR = Descriptor(
     package="refwire.pravega.draft2017",
     scenario="refwire.sim.scenarios.pravega_draft:SCENARIO",
     decoder="refwire.pipeline.decode_pravega_draft:decode",
+    conform="refwire.pravega.draft2017.conform:CATALOGUE",
     machines=(
         ("client", "refwire.pravega.draft2017.connection:CLIENT_TRANSITIONS"),
         ("server", "refwire.pravega.draft2017.connection:SERVER_TRANSITIONS"),
