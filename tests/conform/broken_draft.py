@@ -9,13 +9,12 @@ requirement (``specs/pravega-draft-2017/README.md``) wrong."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
 import trio
 
-import refwire.pravega.draft2017.server as server_mod
 from refwire.pravega.draft2017.conform import server_segments
 from refwire.pravega.draft2017.connection import DEFAULT_LIMITS, ServerConnection, State
 from refwire.pravega.draft2017.events import BlockAppend, KeepAliveReceived
@@ -215,24 +214,11 @@ class _Rewriting(trio.abc.Stream):
         await self.inner.aclose()
 
 
-@contextmanager
-def _machine(cls: type[ServerConnection] | None) -> Any:
-    if cls is None:
-        yield
-        return
-    saved = server_mod.ServerConnection
-    server_mod.ServerConnection = cls  # type: ignore[misc]
-    try:
-        yield
-    finally:
-        server_mod.ServerConnection = saved  # type: ignore[misc]
-
-
 @asynccontextmanager
 async def draft_store(broken: Broken | None = None) -> AsyncIterator[tuple[str, int]]:
     """refwire's draft store (``None``) or a broken one on 127.0.0.1:0, holding the
     case segments (§13); yields (host, port); stopped on exit.  Stores with a
-    swapped machine must not run at the same time as another store."""
+    swapped machine run side by side (it is the front end's own ``connection_class``)."""
     server = SegmentStoreServer()
     for name in server_segments():
         server.store.create(name)
@@ -246,14 +232,15 @@ async def draft_store(broken: Broken | None = None) -> AsyncIterator[tuple[str, 
             await handle(_Rewriting(stream, rewrite))
 
         front._stream_server._handler = rewriting  # type: ignore[method-assign,assignment]
-    with _machine(broken.machine if broken is not None else None):
-        async with trio.open_nursery() as nursery:
-            listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-            await nursery.start(server.sync_forever)
-            await nursery.start(front.serve, listeners)
-            try:
-                yield "127.0.0.1", listeners[0].socket.getsockname()[1]
-            finally:
-                with trio.move_on_after(5):
-                    await front.shutdown(0.2)
-                nursery.cancel_scope.cancel()
+    if broken is not None and broken.machine is not None:
+        front.connection_class = broken.machine
+    async with trio.open_nursery() as nursery:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        await nursery.start(server.sync_forever)
+        await nursery.start(front.serve, listeners)
+        try:
+            yield "127.0.0.1", listeners[0].socket.getsockname()[1]
+        finally:
+            with trio.move_on_after(5):
+                await front.shutdown(0.2)
+            nursery.cancel_scope.cancel()

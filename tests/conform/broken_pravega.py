@@ -16,7 +16,6 @@ from typing import Any
 import attrs
 import trio
 
-import refwire.pravega.server as server_mod
 from refwire.pravega.connection import ServerConnection
 from refwire.pravega.events import Append
 from refwire.pravega.frames import (
@@ -263,25 +262,22 @@ BROKEN: tuple[Broken, ...] = (
 
 @asynccontextmanager
 async def store(broken: Broken | None) -> AsyncIterator[tuple[str, int]]:
-    """refwire's segment store (broken as ``broken`` says) on 127.0.0.1, stopped on the way out."""
-    machine = broken.machine if broken and broken.machine else ServerConnection
-    saved = server_mod.ServerConnection
-    server_mod.ServerConnection = machine  # type: ignore[misc]
-    try:
-        server = SegmentStoreServer(config=broken.config if broken and broken.config else ServerConfig())
-        if broken and broken.service:
-            server.service.__class__ = broken.service
-        async with trio.open_nursery() as nursery:
-            listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-            await nursery.start(server.serve, listeners)
-            try:
-                yield "127.0.0.1", listeners[0].socket.getsockname()[1]
-            finally:
-                with trio.move_on_after(3):
-                    await server.shutdown(grace=0.5)
-                nursery.cancel_scope.cancel()
-    finally:
-        server_mod.ServerConnection = saved  # type: ignore[misc]
+    """refwire's segment store (broken as ``broken`` says) on 127.0.0.1, stopped on the way out;
+    several may run at once (the broken machine is the store's own ``connection_class``)."""
+    server = SegmentStoreServer(config=broken.config if broken and broken.config else ServerConfig())
+    if broken and broken.machine:
+        server.connection_class = broken.machine
+    if broken and broken.service:
+        server.service.__class__ = broken.service
+    async with trio.open_nursery() as nursery:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        await nursery.start(server.serve, listeners)
+        try:
+            yield "127.0.0.1", listeners[0].socket.getsockname()[1]
+        finally:
+            with trio.move_on_after(3):
+                await server.shutdown(grace=0.5)
+            nursery.cancel_scope.cancel()
 
 
 __all__ = ["BROKEN", "Broken", "store", "uuid"]

@@ -74,6 +74,10 @@ class SegmentStoreServer:
     :class:`~refwire.pravega.storage.MemoryLog` is what the simulator crashes.
     """
 
+    #: The machine each connection runs (a subclass changes the store's wire
+    #: behaviour: the conformance tests' deliberately broken stores).
+    connection_class: type[ServerConnection] = ServerConnection
+
     def __init__(
         self,
         *,
@@ -213,7 +217,7 @@ class _StoreConnection:
     def __init__(self, server: SegmentStoreServer, stream: trio.abc.Stream) -> None:
         self.server = server
         cfg = server.config
-        self.conn = ServerConnection(cfg.limits, frame_timeout=cfg.frame_timeout)
+        self.conn = server.connection_class(cfg.limits, frame_timeout=cfg.frame_timeout)
         self.pump = Pump(stream, self.conn, self.on_event, receive_size=cfg.receive_size, write_timeout=None)
         self._waiting_tx, self._waiting_rx = trio.open_memory_channel[_Waiting](cfg.max_queued_replies)
         self._waiting = 0  #: replies queued for the replier and not yet filled

@@ -110,7 +110,7 @@ class _Conn:
         cfg = front.config
         self.front = front
         self.stream = stream
-        self.machine = ServerConnection(cfg.limits, reply_part_size=cfg.reply_part_size, frame_timeout=cfg.frame_timeout)
+        self.machine = front.connection_class(cfg.limits, reply_part_size=cfg.reply_part_size, frame_timeout=cfg.frame_timeout)
         self.pump = Pump(stream, self.machine, self.on_event, receive_size=cfg.receive_size, write_timeout=None)
         self.unacked = 0  #: bytes of completed blocks not yet durable and acked
         self.released: deque[tuple[int, int]] = deque()  #: (log position, block bytes) awaiting their DataAppended
@@ -193,6 +193,10 @@ class _Conn:
 
 class DraftFrontend:
     """Serves the draft dialect for ``store``."""
+
+    #: The machine each connection runs (a subclass changes the store's wire
+    #: behaviour: the conformance tests' deliberately broken stores).
+    connection_class: type[ServerConnection] = ServerConnection
 
     def __init__(self, store: SegmentStoreServer, *, config: DraftConfig = DraftConfig()) -> None:
         self.server = store
