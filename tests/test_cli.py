@@ -533,4 +533,4 @@ def test_serve_max_connections(serve: Any) -> None:
     assert sent.returncode == 0, sent.stderr
     srv.proc.send_signal(signal.SIGINT)
     assert srv.wait() == 0
-    assert "connection(s) refused: 1 open, the limit max_connections=1" in srv.stderr
+    assert "connection refused: 1 open, the limit max_connections=1" in srv.stderr

@@ -203,11 +203,7 @@ def _report(exc: BaseException, *, verbose: int = 0) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.WARNING - 10 * min(args.verbose, 2),
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-        stream=sys.stderr,
-    )
+    handler = _log_to_stderr(logging.WARNING - 10 * min(args.verbose, 2))
     try:
         if args.command is None:
             parser.print_help()
@@ -225,8 +221,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     except BaseException as exc:  # one plain line per cause, never a traceback
         return _report(exc, verbose=args.verbose)
+    finally:
+        if handler is not None:
+            logging.getLogger().removeHandler(handler)
+            handler.close()
     parser.print_help()
     return 2
+
+
+def _log_to_stderr(level: int) -> logging.Handler | None:
+    """Log to stderr through :class:`~refwire.logs.BackgroundStderr` (a server
+    never blocks on a stderr nobody reads), unless logging is set up already
+    (then, as :func:`logging.basicConfig`, nothing changes)."""
+    from .logs import BackgroundStderr
+
+    root = logging.getLogger()
+    if root.handlers:
+        return None
+    handler = BackgroundStderr(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(level)
+    return handler
 
 
 if __name__ == "__main__":

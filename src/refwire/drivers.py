@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import os
 import socket
 import ssl
@@ -26,6 +25,7 @@ from typing import Any, Final
 import trio
 
 from .errors import RemoteProtocolError
+from .logs import limited
 from .sansio import NEED_DATA, Machine
 
 __all__ = [
@@ -223,8 +223,6 @@ class StreamServer:
         self.log_interval = log_interval
         #: connections closed at once because ``max_connections`` were open
         self.refused_connections = 0
-        self._refused_unlogged = 0
-        self._refused_logged_at = -math.inf
         self._handler = handler
         self._ssl_context = ssl_context
         self._handshake_timeout = handshake_timeout
@@ -265,7 +263,7 @@ class StreamServer:
                 stream = await listener.accept()
             except OSError as exc:
                 # EMFILE and friends: log and retry, as trio.serve_listeners does.
-                log.error("%s: accept failed: %s; retrying", self.name, exc)
+                limited(log, f"accept-failed:{id(self)}", "%s: accept failed: %s; retrying", self.name, exc, level=logging.ERROR)
                 await trio.sleep(0.1)
                 continue
             except (trio.ClosedResourceError, trio.BrokenResourceError):
@@ -279,18 +277,15 @@ class StreamServer:
 
     def _refuse(self) -> None:
         self.refused_connections += 1
-        self._refused_unlogged += 1
-        now = trio.current_time()
-        if now - self._refused_logged_at >= self.log_interval:
-            log.warning(
-                "%s: %d connection(s) refused: %d open, the limit max_connections=%d",
-                self.name,
-                self._refused_unlogged,
-                self.open_connections,
-                self.max_connections,
-            )
-            self._refused_logged_at = now
-            self._refused_unlogged = 0
+        limited(
+            log,
+            f"refused:{id(self)}",
+            "%s: connection refused: %d open, the limit max_connections=%d",
+            self.name,
+            self.open_connections,
+            self.max_connections,
+            interval=self.log_interval,
+        )
 
     async def _run_handler(self, stream: trio.abc.Stream) -> None:
         self.total_connections += 1
@@ -301,7 +296,7 @@ class StreamServer:
                     with trio.fail_after(self._handshake_timeout):
                         await tls.do_handshake()
                 except (trio.TooSlowError, trio.BrokenResourceError, ssl.SSLError, OSError) as exc:
-                    log.warning("%s: TLS handshake failed: %s", self.name, exc or type(exc).__name__)
+                    limited(log, f"tls:{id(self)}", "%s: TLS handshake failed: %s", self.name, exc or type(exc).__name__)
                     return
                 stream = tls
             await self._handler(stream)

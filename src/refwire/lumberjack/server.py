@@ -29,6 +29,7 @@ import trio
 
 from ..drivers import DEFAULT_MAX_CONNECTIONS, RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer, listener_address
 from ..errors import RemoteProtocolError
+from ..logs import limited
 from ..wire import Limits
 from .connection import ServerConnection
 from .events import Batch, BatchTimeout, ConnectionClosed, IdleAtShutdown, IdleTimeout
@@ -363,7 +364,7 @@ class LumberjackServer:
                     await pump.run()
                 except RemoteProtocolError as exc:
                     self.stats["protocol_errors"] += 1
-                    log.warning("lumberjack: connection %d (%s): %s; closing", info.id, info.peer, exc)
+                    limited(log, "protocol-error", "lumberjack: connection %d (%s): %s; closing", info.id, info.peer, exc)
                 # The reader is done: the worker drains the queued batches (acking
                 # them), then the connection closes.
                 queue_send.close()

@@ -26,6 +26,7 @@ import trio
 
 from ..drivers import DEFAULT_MAX_CONNECTIONS, Pump, StreamServer, listener_address
 from ..errors import NoSuchSegmentError, RemoteProtocolError, SegmentExistsError
+from ..logs import limited
 from ..wire import Limits
 from .connection import ServerConnection
 from .disk import FileLog
@@ -237,7 +238,7 @@ class _StoreConnection:
             except RemoteProtocolError as exc:
                 # Real Pravega closes without a reply (§8); what was queued before still goes out.
                 self.server.stats["protocol_errors"] += 1
-                log.info("pravega: closing connection: %s", exc)
+                limited(log, "protocol-error", "pravega: closing connection: %s", exc, level=logging.INFO)
             finally:
                 self._closing = True
                 self._waiting_tx.close()  # the replier fills what is queued, then ends the parked reads

@@ -38,6 +38,7 @@ import trio
 
 from ..drivers import DEFAULT_MAX_CONNECTIONS, RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer, listener_address
 from ..errors import BadArguments, RemoteProtocolError, StreamClosed
+from ..logs import limited
 from ..wire import Limits
 from .compression import COMPRESSOR_NAMES
 from .connection import (
@@ -414,7 +415,7 @@ class _Session:
                         ended = await self.pump.run()
                     except RemoteProtocolError as exc:
                         server.stats["protocol_errors"] += 1
-                        log.warning("seastar-rpc: connection %#x: %s; closing", self.conn_id, exc)
+                        limited(log, "protocol-error", "seastar-rpc: connection %#x: %s; closing", self.conn_id, exc)
                     else:
                         if ended in (RESET, WRITE_FAILED, WRITE_TIMEOUT):
                             log.info("seastar-rpc: connection %#x lost: %s", self.conn_id, ended)

@@ -23,6 +23,7 @@ import trio
 
 from ..drivers import DEFAULT_MAX_CONNECTIONS, Pump, StreamServer
 from ..errors import ProtocolError
+from ..logs import limited
 from ..sansio import to_remote
 from .connection import BrokerConnection
 from .events import ConnectionClosed, IdleTimeout
@@ -145,7 +146,7 @@ class TankBroker:
             # The real broker drops the connection without an error frame (§6).
             self.stats["protocol_errors"] += 1
             self.last_error = exc
-            log.warning("tank: closing connection %d: %s", cid, exc)
+            limited(log, "protocol-error", "tank: closing connection %d: %s", cid, exc)
         finally:
             del self._conns[cid]
             self.service.drop_connection(cid)

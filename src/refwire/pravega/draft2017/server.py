@@ -47,6 +47,7 @@ from ...errors import (
     SegmentTruncatedError,
     StoreError,
 )
+from ...logs import limited
 from ...wire import Limits, encode_mutf8
 from ..frames import HEADER, NULL_VALUE, Command
 from ..server import SegmentStoreServer
@@ -132,7 +133,7 @@ class _Conn:
     def close(self, error: LocalProtocolError) -> None:
         """Stop reading; the replies owed so far still go out (§1.1)."""
         self.front.errors.append(error)
-        log.info("pravega draft: closing connection: %s", error)
+        limited(log, "protocol-error", "pravega draft: closing connection: %s", error, level=logging.INFO)
         self.closing = True
         self.pump.stop()
 
@@ -261,7 +262,7 @@ class DraftFrontend:
                 except ProtocolError as exc:
                     self.stats["protocol_errors"] += 1
                     self.errors.append(exc)
-                    log.info("pravega draft: closing connection: %s", exc)
+                    limited(log, "protocol-error", "pravega draft: closing connection: %s", exc, level=logging.INFO)
                     ended = PROTOCOL_ERROR
                 c.closing = True
                 nursery.cancel_scope.cancel()  # parked reads end with the connection
