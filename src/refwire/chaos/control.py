@@ -314,6 +314,9 @@ class ControlServer:
     async def _request(self, conn: h11.Connection, stream: trio.SocketStream, request: h11.Request) -> tuple[int, Any, bool]:
         """Read the body and answer: (status, JSON payload or None, close after it)."""
         headers = {k.lower(): v for k, v in request.headers}
+        head = len(request.method) + len(request.target) + sum(len(k) + len(v) + 4 for k, v in request.headers)
+        if head > MAX_HEAD:  # h11 bounds a head that arrives in pieces; this one came whole
+            return 431, _error(f"request head too large (limit {MAX_HEAD} bytes)", 431), True
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body:
             return 413, _error(f"request body too large: {int(length)} bytes (limit {self.max_body})", 413), True
