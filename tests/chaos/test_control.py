@@ -373,29 +373,43 @@ async def test_frame_toxic_connections_log_and_seeded_toxicity() -> None:
         assert again == armed
 
 
-async def test_chaos_serve_command_answers_the_api() -> None:
-    async with echo_server() as upstream:
-        async with trio.open_nursery() as nursery:
-            proc: trio.Process = await nursery.start(
-                lambda task_status: trio.run_process(
-                    [*REFWIRE, "chaos", "serve", "--control", "127.0.0.1:0", "--seed", "3"],
-                    stderr=subprocess.PIPE,
-                    check=False,
-                    task_status=task_status,
-                )
-            )
+@asynccontextmanager
+async def first_line(*args: str) -> AsyncIterator[tuple[trio.Process, str]]:
+    """``refwire ARGS`` running, and the first line it wrote to stderr."""
+    async with trio.open_nursery() as nursery:
+        proc: trio.Process = await nursery.start(
+            functools.partial(trio.run_process, [*REFWIRE, *args], stderr=subprocess.PIPE, check=False)
+        )
+        try:
             assert proc.stderr is not None
             line = b""
             with trio.fail_after(15):
                 while b"\n" not in line:
-                    line += await proc.stderr.receive_some(4096)
-            assert b"control API on http://" in line and b"seed 3" in line
-            address = line.split(b"http://")[1].split(b",")[0].decode()
-            api = Api(address)
-            listen = await new_proxy(api, upstream)
-            assert (await echo_once(listen))[0] == b"ping"
-            await api.aclose()
+                    chunk = await proc.stderr.receive_some(4096)
+                    assert chunk, f"refwire {' '.join(args)} ended: {line.decode()}"
+                    line += chunk
+            yield proc, line.decode()
+        finally:
             proc.terminate()
+
+
+async def test_chaos_serve_and_chaos_proto_control_commands_answer_the_api() -> None:
+    with trio.fail_after(20):
+        async with echo_server() as upstream:
+            async with first_line("chaos", "serve", "--control", "127.0.0.1:0", "--seed", "3") as (_, line):
+                assert "control API on http://" in line and "seed 3" in line
+                api = Api(line.split("http://")[1].split(",")[0])
+                listen = await new_proxy(api, upstream)
+                assert (await echo_once(listen))[0] == b"ping"
+                await api.aclose()
+            args = ("chaos", "tank", "--upstream", upstream, "--control", "127.0.0.1:0", "--name", "tk", "--seed", "5")
+            async with first_line(*args) as (_, line):
+                assert "chaos tank: listening on 127.0.0.1:" in line and "(proxy 'tk')" in line
+                api = Api(line.split("http://")[1].split(" ")[0])
+                _, proxies = await api("GET", "/proxies")
+                assert list(proxies) == ["tk"] and proxies["tk"]["protocol"] == "tank"
+                assert (await echo_once(proxies["tk"]["listen"]))[0] == b"ping"  # TANK's observer passes what it cannot decode
+                await api.aclose()
 
 
 # --------------------------------------------------------------------------- real toxiproxy clients
