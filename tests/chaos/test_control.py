@@ -21,6 +21,9 @@ import pytest
 import trio
 
 from refwire.chaos.control import ControlServer, open_control
+from refwire.lumberjack.server import LumberjackServer
+
+from .test_chaos_lumberjack import send_all
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -391,6 +394,36 @@ async def first_line(*args: str) -> AsyncIterator[tuple[trio.Process, str]]:
             yield proc, line.decode()
         finally:
             proc.terminate()
+
+
+async def test_a_frame_toxic_drops_a_lumberjack_ack_and_every_event_is_delivered() -> None:
+    got: list[int] = []
+
+    async def handler(batch: Any, info: Any) -> None:
+        got.extend(ev.fields()["i"] for ev in batch.events)
+
+    server = LumberjackServer(handler)
+    async with trio.open_nursery() as nursery:
+        [address] = await nursery.start(server.serve_tcp, "127.0.0.1", 0)
+        async with control() as (_server, api, _echo):
+            listen = await new_proxy(api, address, name="beats", protocol="lumberjack")
+            rule = {"type": "lj:A", "nth": 1, "connection": 1, "action": "drop"}
+            body = {"name": "drop-first-ack", "type": "frame", "stream": "downstream", "attributes": rule}
+            assert (await api("POST", "/proxies/beats/toxics", body))[0] == 200
+            host, port = listen.rsplit(":", 1)
+            client = await send_all(host, int(port), ack_timeout=0.3)
+            _, log = await api("GET", "/log?since=0")
+        await server.shutdown(grace=0.5)
+        nursery.cancel_scope.cancel()
+    assert set(got) == set(range(30)) and len(got) > 30 and client.stats["reconnects"] >= 1  # at-least-once
+    (drop,) = [e for e in log["entries"] if e["event"] == "action"]
+    assert (drop["proxy"], drop["rule"], drop["type"], drop["fields"]["seq"], drop["conn"]) == (
+        "beats",
+        "drop-first-ack",
+        "A",
+        10,
+        1,
+    )
 
 
 async def test_chaos_serve_and_chaos_proto_control_commands_answer_the_api() -> None:

@@ -342,8 +342,6 @@ class ControlServer:
             )
         except ApiError as exc:
             return exc.status, _error(exc.message, exc.status), False
-        except ToxicError as exc:
-            return exc.status, _error(str(exc), exc.status), False
         except Exception as exc:  # a bug here must not take the control server down
             log.exception("chaos control: %s %s failed", request.method.decode(), request.target.decode())
             return 500, _error(f"internal error: {type(exc).__name__}: {exc}", 500), False
@@ -394,7 +392,10 @@ class ControlServer:
                 raise ApiError(f"method {method} not allowed on {url.path} (allowed: {', '.join(methods)})", 405)
             args = [r for p, r in zip(pattern, route, strict=True) if p == "*"]
             async with self._lock:
-                result: tuple[int, Any] = await handler(*args, body=body, query=parse_qs(url.query))
+                try:
+                    result: tuple[int, Any] = await handler(*args, body=body, query=parse_qs(url.query))
+                except ToxicError as exc:
+                    raise ApiError(str(exc), exc.status) from None
             return result
         raise ApiError(f"no such endpoint: {url.path}", 404)
 
