@@ -226,6 +226,19 @@ async def test_latency_toxic_measured_on_an_echo_then_removed() -> None:
         assert (await api("POST", "/proxies/echo/toxics", {"type": "latency"}))[0] == 409
         got, slow = await echo_once(listen)
         assert got == b"ping" and slow >= 0.15
+        # five chunks 20 ms apart: each is delayed from its own arrival, so they overlap (not 5 x 150 ms)
+        host, port = listen.rsplit(":", 1)
+        stream = await trio.open_tcp_stream(host, int(port))
+        start = trio.current_time()
+        for _ in range(5):
+            await stream.send_all(b"12345")
+            await trio.sleep(0.02)
+        got = b""
+        while len(got) < 25:
+            got += await stream.receive_some(100)
+        took = trio.current_time() - start
+        await stream.aclose()
+        assert got == b"12345" * 5 and 0.15 <= took < 0.45
         status, toxic = await api("POST", "/proxies/echo/toxics/latency_downstream", {"attributes": {"jitter": 10}})
         assert status == 200 and toxic["attributes"] == {"latency": 150, "jitter": 10}
         assert (await api("GET", "/proxies/echo/toxics"))[1] == [toxic]

@@ -16,7 +16,9 @@ added; a ``frame`` toxic is one more rule.
 Memory: a direction holds at most one incomplete frame (bounded by
 ``max_frame_size``) and whatever a ``delay`` holds while it sleeps -- one
 frame, since a delayed frame holds back the frames after it, as TCP would.
-Byte toxics hold at most the chunk (64 KiB) being passed on.
+Each direction also reads up to ``RELAY_QUEUE`` chunks of 64 KiB ahead of what
+it has passed on (so a ``latency`` toxic delays each chunk from its own
+arrival); past that it stops reading, and TCP pushes back on the sender.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ log = logging.getLogger("refwire.chaos")
 
 #: Bytes of a frame kept as hex in a record line (before and after).
 RECORD_HEX = 64
+#: Chunks (of up to 64 KiB) a direction reads ahead of what it has passed on.
+RELAY_QUEUE = 16
 
 
 @attrs.define
@@ -345,6 +349,22 @@ class ChaosProxy:
         scope.cancel()
 
     async def _relay(self, link: _Link, ends: dict[str, str], scope: trio.CancelScope) -> None:
+        """One direction: a reader task stamps each chunk with the time it arrived (a
+        ``latency`` toxic counts from it, so chunks wait side by side, not one after
+        another) while this task decides on the frames and passes them on."""
+        send_ch, recv_ch = trio.open_memory_channel[tuple[float, bytes | None]](RELAY_QUEUE)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_read, link.src, send_ch)
+            await self._pass_on(link, recv_ch, ends, scope)
+            nursery.cancel_scope.cancel()
+
+    async def _pass_on(
+        self,
+        link: _Link,
+        chunks: trio.MemoryReceiveChannel[tuple[float, bytes | None]],
+        ends: dict[str, str],
+        scope: trio.CancelScope,
+    ) -> None:
         src, dst, direction, conn = link.src, link.dst, link.direction, link.conn
         observer = observer_for(self.protocol, self.max_frame_size)
         delivered = observer_for(self.protocol, self.max_frame_size) if self.checker is not None else None
@@ -353,14 +373,12 @@ class ChaosProxy:
         index = 0
         try:
             while True:
-                try:
-                    data = await src.receive_some(65536)
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                link.arrived, data = await chunks.receive()
+                if data is None:
                     ends[direction] = "RST"
                     await _reset(dst)
                     scope.cancel()
                     return
-                link.arrived = trio.current_time()
                 if not data:
                     ends[direction] = "FIN"
                     slow = [
@@ -573,6 +591,19 @@ def replay_plan(lines: Sequence[str]) -> dict[tuple[int, str, int], list[Rule]]:
         rule = Rule(name=str(entry["rule"]), action=str(entry["action"]), **params)
         plan.setdefault((int(entry["conn"]), str(entry["dir"]), int(entry["frame"])), []).append(rule)
     return plan
+
+
+async def _read(src: trio.SocketStream, out: trio.MemorySendChannel[tuple[float, bytes | None]]) -> None:
+    """Each chunk of ``src`` with the trio time it arrived; ``b""`` at its end, None if it broke."""
+    async with out:
+        while True:
+            try:
+                data: bytes | None = await src.receive_some(65536)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                data = None
+            await out.send((trio.current_time(), data))
+            if not data:
+                return
 
 
 async def _reset(stream: trio.SocketStream) -> None:
