@@ -20,7 +20,9 @@ import h11
 import pytest
 import trio
 
+from refwire.chaos import open_chaos
 from refwire.chaos.control import ControlServer, open_control
+from refwire.chaos.toxics import ToxicError
 from refwire.lumberjack.server import LumberjackServer
 
 from .test_chaos_lumberjack import send_all
@@ -387,6 +389,21 @@ async def test_frame_toxic_connections_log_and_seeded_toxicity() -> None:
         _, log = await api("GET", "/log?since=0")
         again = [e["armed"] for e in log["entries"] if e["event"] == "arm" and e["toxic"] == "half" and e["conn"] > 1]
         assert again == armed
+
+
+async def test_toxics_from_python_on_an_open_chaos_proxy() -> None:
+    with trio.fail_after(10):
+        async with echo_server() as upstream:
+            host, port = upstream.rsplit(":", 1)
+            async with open_chaos("tcp", upstream=(host, int(port))) as proxy:
+                proxy.add_toxic({"name": "cut", "type": "limit_data", "attributes": {"bytes": 3}})
+                with pytest.raises(ToxicError, match="toxic already exists"):
+                    proxy.add_toxic({"name": "cut", "type": "latency"})
+                assert (await echo_once(proxy.addresses[0], b"abcdef"))[0] == b"abc"
+                proxy.update_toxic("cut", {"attributes": {"bytes": 5}})
+                assert (await echo_once(proxy.addresses[0], b"abcdef"))[0] == b"abcde"
+                proxy.remove_toxic("cut")
+                assert (await echo_once(proxy.addresses[0], b"abcdef"))[0] == b"abcdef"
 
 
 @asynccontextmanager
