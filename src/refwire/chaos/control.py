@@ -33,6 +33,7 @@ a web page cannot drive a proxy on localhost.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -297,7 +298,10 @@ class ControlServer:
             if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
                 code = exc.error_status_hint
                 text = "request head too large" if code == 431 else f"bad HTTP request: {exc}"
-                await self._respond(conn, stream, code, {"error": text, "status": code}, close=True)
+                with contextlib.suppress(
+                    trio.BrokenResourceError, trio.ClosedResourceError, h11.LocalProtocolError, trio.TooSlowError, OSError
+                ):
+                    await self._respond(conn, stream, code, {"error": text, "status": code}, close=True)
         except (trio.BrokenResourceError, trio.ClosedResourceError, h11.LocalProtocolError, trio.TooSlowError, OSError):
             pass
         except Exception:  # a bug here drops this connection, never the server and its proxies
