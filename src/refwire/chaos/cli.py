@@ -1,8 +1,12 @@
-"""``refwire chaos PROTOCOL --listen HOST:PORT --upstream HOST:PORT [--schedule FILE]``.
+"""``refwire chaos PROTOCOL --listen HOST:PORT --upstream HOST:PORT [--schedule FILE] [--control HOST:PORT]``.
 
 Runs the fault proxy until interrupted (Ctrl-C or SIGTERM); prints the seed
 and the address it listens on, and, at the end, how many frames it saw and how
 many actions it took.  ``--record FILE.jsonl`` keeps every decision.
+``--control HOST:PORT`` also answers toxiproxy's HTTP API there
+(:mod:`refwire.chaos.control`), the proxy being called ``--name`` (default:
+the protocol); ``refwire chaos serve --control HOST:PORT`` starts the API
+with no proxy, for clients to create their own.
 """
 
 from __future__ import annotations
@@ -11,13 +15,17 @@ import argparse
 import json
 import secrets
 import sys
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import attrs
 import trio
 
 from ..cliutil import Commands, UsageError, hostport, open_listeners, positive_int, stop_on_signal
 from ..protocols import names
+
+if TYPE_CHECKING:
+    from .control import ControlServer, ManagedProxy
+    from .proxy import ChaosProxy
 
 __all__ = ["register"]
 
@@ -32,8 +40,9 @@ def register(cmds: Commands) -> None:
     )
     chaos.add_argument(
         "protocol",
-        choices=(*names(), "replay"),
-        help="the protocol spoken through the proxy, or 'replay' to apply a record's decisions again",
+        choices=(*names(), "replay", "serve"),
+        help="the protocol spoken through the proxy, 'replay' to apply a record's decisions again, "
+        "or 'serve' to run only the control API (--control), whose clients create the proxies",
     )
     chaos.add_argument("record_file", nargs="?", metavar="RECORD", help="with 'replay': the JSON-lines record of an earlier run")
     chaos.add_argument(
@@ -44,7 +53,19 @@ def register(cmds: Commands) -> None:
         help="where clients connect (default 127.0.0.1, any port)",
     )
     chaos.add_argument(
-        "--upstream", type=hostport, required=True, metavar="HOST:PORT", help="the server the proxy connects each client to"
+        "--upstream",
+        type=hostport,
+        metavar="HOST:PORT",
+        help="the server the proxy connects each client to (required but with serve)",
+    )
+    chaos.add_argument(
+        "--control",
+        type=hostport,
+        metavar="HOST:PORT",
+        help="also answer toxiproxy's HTTP API here (toxiproxy's clients drive it; see the README), e.g. 127.0.0.1:8474",
+    )
+    chaos.add_argument(
+        "--name", metavar="NAME", help="with --control: the proxy's name in the API (default: the protocol's name)"
     )
     chaos.add_argument("--schedule", metavar="FILE", help="the rules, TOML (.toml) or JSON (none: a transparent relay)")
     chaos.add_argument(
@@ -72,6 +93,12 @@ async def _chaos(args: argparse.Namespace) -> int:
     from .rules import Schedule, ScheduleError, load_schedule
 
     plan = None
+    if args.protocol == "serve":
+        return await _serve_control(args)
+    if args.upstream is None:
+        raise UsageError("chaos needs --upstream HOST:PORT (the server the proxy connects each client to)")
+    if args.name and not args.control:
+        raise UsageError("--name goes with --control")
     if args.protocol == "replay":
         if not args.record_file or args.schedule:
             raise UsageError("chaos replay takes a record (refwire chaos replay RECORD --upstream HOST:PORT) and no --schedule")
@@ -104,17 +131,25 @@ async def _chaos(args: argparse.Namespace) -> int:
             replay=plan,
             check=args.check,
         )
-        listeners = await open_listeners(*args.listen)
         done = trio.Event()
         async with trio.open_nursery() as nursery:
             await nursery.start(stop_on_signal, done)
-            await nursery.start(proxy.serve, listeners)
+            control = ""
+            if args.control:
+                server = await _start_control(args, nursery, seed, record)
+                managed = await _attach(server, args, proxy)
+                address = managed.listen
+                control = f", control API on http://{server.addresses[0]} (proxy {managed.name!r})"
+            else:
+                listeners = await open_listeners(*args.listen)
+                await nursery.start(proxy.serve, listeners)
+                address = proxy.addresses[0]
             what = (
                 f"replaying {sum(map(len, plan.values()))} decision(s)" if plan is not None else f"{len(schedule.rules)} rule(s)"
             )
             print(
-                f"chaos {args.protocol}: listening on {proxy.addresses[0]}, upstream {args.upstream[0]}:{args.upstream[1]}, "
-                f"{what}, seed {seed}",
+                f"chaos {args.protocol}: listening on {address}, upstream {args.upstream[0]}:{args.upstream[1]}, "
+                f"{what}, seed {seed}{control}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -132,3 +167,54 @@ async def _chaos(args: argparse.Namespace) -> int:
     if args.check:
         print(f"{len(violations)} violation(s)", file=sys.stderr)
     return 1 if violations else 0
+
+
+async def _start_control(
+    args: argparse.Namespace, nursery: trio.Nursery, seed: int, record: IO[str] | None = None
+) -> ControlServer:
+    from .control import PLAIN, ControlServer
+
+    server = ControlServer(
+        seed=seed,
+        protocol=PLAIN if args.protocol == "serve" else args.protocol,
+        record=record,
+        max_frame_size=args.max_frame_size,
+    )
+    listeners = await open_listeners(*args.control)
+    await nursery.start(server.serve, listeners)
+    return server
+
+
+async def _attach(server: ControlServer, args: argparse.Namespace, proxy: ChaosProxy) -> ManagedProxy:
+    from .control import ApiError
+
+    try:
+        return await server.attach(args.name or args.protocol, proxy, listen="{}:{}".format(*args.listen))
+    except ApiError as exc:
+        raise UsageError(f"cannot start the proxy: {exc.message}") from None
+
+
+async def _serve_control(args: argparse.Namespace) -> int:
+    """``refwire chaos serve --control HOST:PORT``: the API alone; clients create the proxies."""
+    if not args.control:
+        raise UsageError("chaos serve needs --control HOST:PORT")
+    extra = [flag for flag, given in (("--upstream", args.upstream), ("--schedule", args.schedule), ("--record", args.record),
+                                      ("--check", args.check), ("--name", args.name), ("RECORD", args.record_file)) if given]  # fmt: skip
+    if extra:
+        raise UsageError(f"chaos serve takes no {', '.join(extra)}: clients create proxies through the API")
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    done = trio.Event()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(stop_on_signal, done)
+        server = await _start_control(args, nursery, seed)
+        print(f"chaos serve: control API on http://{server.addresses[0]}, seed {seed}", file=sys.stderr, flush=True)
+        await done.wait()
+        await server.aclose()
+        nursery.cancel_scope.cancel()
+    for name, managed in server.proxies.items():
+        st = managed.proxy.stats
+        print(
+            f"proxy {name}: {st['connections']} connection(s), {st['frames']} frame(s), {st['actions']} action(s)",
+            file=sys.stderr,
+        )
+    return 0

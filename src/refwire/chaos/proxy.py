@@ -8,19 +8,29 @@ observer (:mod:`refwire.chaos.observe`) and applies the schedule's rules
 decision, and every connection's opening and end, is a JSON line in the
 record when one is kept (``record``).
 
+Toxics (:mod:`refwire.chaos.toxics`, toxiproxy's shape, added and removed
+while connections run, e.g. by the control API of :mod:`refwire.chaos.control`)
+act on the bytes a direction passes on after the rules, in the order they were
+added; a ``frame`` toxic is one more rule.
+
 Memory: a direction holds at most one incomplete frame (bounded by
 ``max_frame_size``) and whatever a ``delay`` holds while it sleeps -- one
 frame, since a delayed frame holds back the frames after it, as TCP would.
+Each direction also reads up to ``RELAY_QUEUE`` chunks of 64 KiB ahead of what
+it has passed on (so a ``latency`` toxic delays each chunk from its own
+arrival); past that it stops reading, and TCP pushes back on the sender.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
+import math
 import socket
 import struct
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import IO, Any
 
@@ -31,6 +41,7 @@ from ..drivers import listener_address
 from .check import Checker, Violation, checker_for
 from .observe import FIELDS, Observed, observer_for
 from .rules import Rule, Schedule, rule_rng
+from .toxics import FRAME, LinkClosed, Toxic, ToxicError, ToxicState, new_state, parse_toxic, pipe, update_toxic
 
 __all__ = ["ChaosProxy", "open_chaos", "replay_plan"]
 
@@ -38,6 +49,8 @@ log = logging.getLogger("refwire.chaos")
 
 #: Bytes of a frame kept as hex in a record line (before and after).
 RECORD_HEX = 64
+#: Chunks (of up to 64 KiB) a direction reads ahead of what it has passed on.
+RELAY_QUEUE = 16
 
 
 @attrs.define
@@ -48,6 +61,21 @@ class _RuleState:
 
 class _Closed(Exception):
     """The connection was closed by an action."""
+
+
+@attrs.define(eq=False)
+class _Link:
+    """One direction of one live connection."""
+
+    conn: int
+    direction: str
+    src: trio.SocketStream
+    dst: trio.SocketStream
+    peer: str
+    #: trio time the last bytes were received (latency counts from it)
+    arrived: float = 0.0
+    frames: int = 0
+    toxics: dict[int, ToxicState] = attrs.field(factory=dict)
 
 
 class ChaosProxy:
@@ -64,6 +92,7 @@ class ChaosProxy:
         connect_timeout: float = 10.0,
         replay: Mapping[tuple[int, str, int], Sequence[Rule]] | None = None,
         check: bool = False,
+        on_entry: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         #: the protocol's invariants on the traffic (``--check``), or None
         self.checker: Checker | None = checker_for(protocol) if check else None
@@ -86,6 +115,13 @@ class ChaosProxy:
         self._extra: list[Rule] = []
         self._delivered: dict[tuple[int, str], tuple[Any, list[int]]] = {}
         self._violations_written = 0
+        #: called with every record entry (the control API's log)
+        self.on_entry = on_entry
+        #: the toxics, in the order they were added (see :meth:`add_toxic`)
+        self.toxics: list[Toxic] = []
+        self._toxic_serials = itertools.count(1)
+        self._links: dict[tuple[int, str], _Link] = {}
+        self._changed = trio.Event()
 
     # ------------------------------------------------------------------ api
 
@@ -100,6 +136,87 @@ class ChaosProxy:
             yield added
         finally:
             self._extra.remove(added)
+
+    def add_toxic(self, body: Mapping[str, Any]) -> Toxic:
+        """Add a toxic from its toxiproxy-shaped body (it applies to live connections
+        too); :class:`~refwire.chaos.toxics.ToxicError` says what is wrong."""
+        toxic = parse_toxic(body, self.protocol, next(self._toxic_serials))
+        if self.get_toxic(toxic.name) is not None:
+            raise ToxicError("toxic already exists", 409)
+        if toxic.type == FRAME and any(r.name == toxic.name for r in self.schedule.rules):
+            raise ToxicError(f"toxic already exists: the schedule has a rule named {toxic.name!r}", 409)
+        self._fired.pop(toxic.name, None)
+        self.toxics.append(toxic)
+        self._toxics_changed()
+        return toxic
+
+    def get_toxic(self, name: str) -> Toxic | None:
+        """The toxic called ``name``, or None."""
+        return next((t for t in self.toxics if t.name == name), None)
+
+    def update_toxic(self, name: str, body: Mapping[str, Any]) -> Toxic:
+        """Change a toxic's attributes or toxicity (404 :class:`ToxicError` if there is none)."""
+        toxic = self.get_toxic(name)
+        if toxic is None:
+            raise ToxicError("toxic not found", 404)
+        update_toxic(toxic, body, self.protocol)
+        self._toxics_changed()
+        return toxic
+
+    def remove_toxic(self, name: str) -> None:
+        """Remove a toxic (404 :class:`ToxicError` if there is none)."""
+        toxic = self.get_toxic(name)
+        if toxic is None:
+            raise ToxicError("toxic not found", 404)
+        self.toxics.remove(toxic)
+        self._toxics_changed()
+
+    def reset_toxics(self) -> None:
+        """Remove every toxic."""
+        self.toxics.clear()
+        self._toxics_changed()
+
+    def toxics_json(self) -> list[dict[str, Any]]:
+        """The toxics as toxiproxy lists them: the upstream ones, then the downstream ones."""
+        return [t.to_json() for stream in ("upstream", "downstream") for t in self.toxics if t.stream == stream]
+
+    def connections(self) -> list[dict[str, Any]]:
+        """The live connections: per direction its frames so far and what is armed on it
+        (the schedule's rules that can match it, and the toxics its draws let apply)."""
+        out: dict[int, dict[str, Any]] = {}
+        for (conn, direction), link in sorted(self._links.items()):
+            entry = out.setdefault(conn, {"conn": conn, "client": link.peer, "directions": {}})
+            rules = [
+                r.name
+                for r in (*self.schedule.rules, *self._extra)
+                if r.direction in ("both", direction) and r.connection in (None, conn)
+            ]
+            armed = [t.name for t in self.toxics if t.direction == direction and self._toxic_state(link, t).armed(t)]
+            idle = [t.name for t in self.toxics if t.direction == direction and t.name not in armed]
+            entry["directions"][direction] = {"frames": link.frames, "rules": rules, "toxics": armed, "not_armed": idle}
+        return list(out.values())
+
+    def _toxics_changed(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def _toxic_state(self, link: _Link, toxic: Toxic) -> ToxicState:
+        st = link.toxics.get(toxic.serial)
+        if st is None:
+            st = link.toxics[toxic.serial] = new_state(self.schedule.seed, toxic, link.conn, link.direction)
+            self._write(
+                {
+                    "event": "arm",
+                    "conn": link.conn,
+                    "dir": link.direction,
+                    "toxic": toxic.name,
+                    "type": toxic.type,
+                    "toxicity": toxic.toxicity,
+                    "draw": round(st.draw, 6),
+                    "armed": st.armed(toxic),
+                }
+            )
+        return st
 
     async def serve(
         self,
@@ -152,11 +269,28 @@ class ChaosProxy:
             return
         self._write({"event": "open", "conn": conn})
         ends: dict[str, str] = {}
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._relay, client, upstream, "c2s", conn, ends, nursery.cancel_scope)
-            nursery.start_soon(self._relay, upstream, client, "s2c", conn, ends, nursery.cancel_scope)
-        await trio.aclose_forcefully(client)
-        await trio.aclose_forcefully(upstream)
+        try:
+            peer = "{}:{}".format(*client.socket.getpeername()[:2])
+        except OSError:
+            peer = "?"
+        links = {
+            "c2s": _Link(conn, "c2s", client, upstream, peer),
+            "s2c": _Link(conn, "s2c", upstream, client, peer),
+        }
+        for d, link in links.items():
+            self._links[(conn, d)] = link
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._watch, links, ends, nursery.cancel_scope)
+                async with trio.open_nursery() as relays:
+                    for link in links.values():
+                        relays.start_soon(self._relay, link, ends, nursery.cancel_scope)
+                nursery.cancel_scope.cancel()
+        finally:
+            for d in links:
+                self._links.pop((conn, d), None)
+            await trio.aclose_forcefully(client)
+            await trio.aclose_forcefully(upstream)
         self._write({"event": "close", "conn": conn, **ends})
         if self.checker is not None:
             self.checker.closed(conn)
@@ -171,15 +305,67 @@ class ChaosProxy:
         self._violations_written = len(found)
         return found
 
-    async def _relay(
+    async def _watch(self, links: Mapping[str, _Link], ends: dict[str, str], scope: trio.CancelScope) -> None:
+        """Arm the toxics on a connection as they come and close it when a ``timeout``
+        toxic says so: after its timeout, or when one with timeout 0 is removed."""
+        holding: dict[int, Toxic] = {}  # timeout toxics armed on this connection
+        while True:
+            changed = self._changed
+            gone = [t for t in holding.values() if t not in self.toxics]
+            if gone:
+                self._toxic_close(links, ends, scope, gone[0], "removed")
+                return
+            deadline, due = math.inf, None
+            for toxic in self.toxics:
+                link = links[toxic.direction]
+                st = self._toxic_state(link, toxic)
+                if toxic.type != "timeout" or not st.armed(toxic):
+                    continue
+                holding[toxic.serial] = toxic
+                if toxic.attributes["timeout"] > 0 and st.since + toxic.attributes["timeout"] / 1000 < deadline:
+                    deadline, due = st.since + toxic.attributes["timeout"] / 1000, toxic
+            with trio.move_on_at(deadline) as cs:
+                await changed.wait()
+            if cs.cancelled_caught and due is not None:
+                self._toxic_close(links, ends, scope, due, "timed out")
+                return
+
+    def _toxic_close(
+        self, links: Mapping[str, _Link], ends: dict[str, str], scope: trio.CancelScope, toxic: Toxic, why: str
+    ) -> None:
+        link = links[toxic.direction]
+        ends.setdefault(link.direction, f"closed by toxic {toxic.name}")
+        self._write(
+            {
+                "event": "toxic",
+                "conn": link.conn,
+                "dir": link.direction,
+                "toxic": toxic.name,
+                "type": toxic.type,
+                "action": "close",
+                "why": why,
+            }
+        )
+        scope.cancel()
+
+    async def _relay(self, link: _Link, ends: dict[str, str], scope: trio.CancelScope) -> None:
+        """One direction: a reader task stamps each chunk with the time it arrived (a
+        ``latency`` toxic counts from it, so chunks wait side by side, not one after
+        another) while this task decides on the frames and passes them on."""
+        send_ch, recv_ch = trio.open_memory_channel[tuple[float, bytes | None]](RELAY_QUEUE)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_read, link.src, send_ch)
+            await self._pass_on(link, recv_ch, ends, scope)
+            nursery.cancel_scope.cancel()
+
+    async def _pass_on(
         self,
-        src: trio.SocketStream,
-        dst: trio.SocketStream,
-        direction: str,
-        conn: int,
+        link: _Link,
+        chunks: trio.MemoryReceiveChannel[tuple[float, bytes | None]],
         ends: dict[str, str],
         scope: trio.CancelScope,
     ) -> None:
+        src, dst, direction, conn = link.src, link.dst, link.direction, link.conn
         observer = observer_for(self.protocol, self.max_frame_size)
         delivered = observer_for(self.protocol, self.max_frame_size) if self.checker is not None else None
         self._delivered[(conn, direction)] = (delivered, [0])
@@ -187,41 +373,55 @@ class ChaosProxy:
         index = 0
         try:
             while True:
-                try:
-                    data = await src.receive_some(65536)
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                link.arrived, data = await chunks.receive()
+                if data is None:
                     ends[direction] = "RST"
                     await _reset(dst)
                     scope.cancel()
                     return
                 if not data:
                     ends[direction] = "FIN"
+                    slow = [
+                        t.attributes["delay"]
+                        for t in self.toxics
+                        if t.type == "slow_close" and t.direction == direction and self._toxic_state(link, t).armed(t)
+                    ]
+                    if slow:
+                        await trio.sleep(max(slow) / 1000)
                     try:
                         await dst.send_eof()
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                         pass
                     return
                 for frame in observer.feed(data):
-                    await self._one_frame(frame, direction, conn, index, states, dst, src, scope)
+                    await self._one_frame(frame, link, index, states)
                     index += 1
+                    link.frames = index
         except _Closed:
             ends[direction] = "closed by a rule"
+            scope.cancel()
+        except LinkClosed as exc:
+            ends[direction] = f"{'RST' if exc.how == 'reset' else 'closed'} by toxic {exc.toxic.name}"
+            self._write(
+                {
+                    "event": "toxic",
+                    "conn": conn,
+                    "dir": direction,
+                    "toxic": exc.toxic.name,
+                    "type": exc.toxic.type,
+                    "action": exc.how,
+                }
+            )
+            if exc.how == "reset":
+                await _reset(dst)
+                await _reset(src)
             scope.cancel()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             ends.setdefault(direction, "write failed")
             scope.cancel()
 
-    async def _one_frame(
-        self,
-        frame: Observed,
-        direction: str,
-        conn: int,
-        index: int,
-        states: dict[str, _RuleState],
-        dst: trio.SocketStream,
-        src: trio.SocketStream,
-        scope: trio.CancelScope,
-    ) -> None:
+    async def _one_frame(self, frame: Observed, link: _Link, index: int, states: dict[str, _RuleState]) -> None:
+        direction, conn, src, dst = link.direction, link.conn, link.src, link.dst
         self.stats["frames"] += 1
         if self.checker is not None:
             self.checker.sent(conn, direction, index, frame)
@@ -230,7 +430,10 @@ class ChaosProxy:
         writes: list[tuple[bytes, float]] = [(data, 0.0)]  # (bytes, seconds to wait before them)
         end: str | None = None
         replayed = None if self.replay is None else self.replay.get((conn, direction, index), ())
-        for rule in (*self.schedule.rules, *self._extra) if replayed is None else replayed:
+        toxic_rules = [
+            t.rule for t in self.toxics if t.rule is not None and t.direction == direction and self._toxic_state(link, t).armed(t)
+        ]
+        for rule in (*self.schedule.rules, *self._extra, *toxic_rules) if replayed is None else replayed:
             draw = 0.0
             if replayed is None:
                 if not rule.matches_frame(direction, frame.type, frame.fields, conn, index, t):
@@ -269,12 +472,12 @@ class ChaosProxy:
                     "size_after": len(after),
                 }
             )
+        chain = [t for t in self.toxics if t.rule is None and t.direction == direction]
         for chunk, wait in writes:
             if wait > 0:
                 await trio.sleep(wait)
             if chunk:
-                await dst.send_all(chunk)
-                self._check_delivered(conn, direction, chunk)
+                await self._through_toxics(link, chain, 0, chunk)
         if end == "close":
             raise _Closed
         if end == "reset":
@@ -283,6 +486,23 @@ class ChaosProxy:
             raise _Closed
         if end == "stall":
             await trio.sleep_forever()
+
+    async def _through_toxics(self, link: _Link, chain: Sequence[Toxic], i: int, chunk: bytes) -> None:
+        """Pass ``chunk`` through the byte toxics ``chain[i:]`` armed on ``link``, then to its peer."""
+        while i < len(chain) and not self._toxic_state(link, chain[i]).armed(chain[i]):
+            i += 1
+        if i == len(chain):
+            await link.dst.send_all(chunk)
+            self._check_delivered(link.conn, link.direction, chunk)
+            return
+        toxic = chain[i]
+        await pipe(
+            toxic,
+            self._toxic_state(link, toxic),
+            chunk,
+            link.arrived,
+            functools.partial(self._through_toxics, link, chain, i + 1),
+        )
 
     def _check_delivered(self, conn: int, direction: str, chunk: bytes) -> None:
         observer, counter = self._delivered.get((conn, direction), (None, [0]))
@@ -343,6 +563,8 @@ class ChaosProxy:
     def _write(self, entry: dict[str, Any]) -> None:
         if entry.get("event") == "action":
             self.decisions.append(entry)
+        if self.on_entry is not None:
+            self.on_entry(entry)
         if self.record_to is not None:
             self.record_to.write(json.dumps(entry, sort_keys=True) + "\n")
             self.record_to.flush()
@@ -369,6 +591,19 @@ def replay_plan(lines: Sequence[str]) -> dict[tuple[int, str, int], list[Rule]]:
         rule = Rule(name=str(entry["rule"]), action=str(entry["action"]), **params)
         plan.setdefault((int(entry["conn"]), str(entry["dir"]), int(entry["frame"])), []).append(rule)
     return plan
+
+
+async def _read(src: trio.SocketStream, out: trio.MemorySendChannel[tuple[float, bytes | None]]) -> None:
+    """Each chunk of ``src`` with the trio time it arrived; ``b""`` at its end, None if it broke."""
+    async with out:
+        while True:
+            try:
+                data: bytes | None = await src.receive_some(65536)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                data = None
+            await out.send((trio.current_time(), data))
+            if not data:
+                return
 
 
 async def _reset(stream: trio.SocketStream) -> None:
