@@ -25,7 +25,7 @@ import attrs
 
 from .observe import Observed
 
-__all__ = ["Checker", "LumberjackChecker", "checker_for"]
+__all__ = ["Checker", "LumberjackChecker", "PravegaChecker", "checker_for"]
 
 
 @attrs.frozen
@@ -198,5 +198,69 @@ def _before(a: int, b: int) -> bool:
     return a != b and ((b - a) & 0xFFFFFFFF) < 0x80000000
 
 
+class PravegaChecker(Checker):
+    """Pravega (specs/pravega/README.md §5):
+
+    * ``event-number-backwards``: on one connection a writer's appends
+      (AppendBlockEnd, ConditionalAppend) carry event numbers that go down, as
+      the client sent them (the store closes such a connection, §5.3);
+    * ``ack-above-sent``: a DataAppended (as the client received it) acks an
+      event number above the highest the store received from that writer, on
+      any connection -- the store's bug when it sent it so, an injected fault
+      when the proxy changed it.
+    """
+
+    _APPENDS = ("AppendBlockEnd", "ConditionalAppend", "ConditionalBlockEnd")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._last_sent: dict[tuple[int, str], int] = {}
+        self._received_max: dict[str, int] = {}
+        self._acks_sent: dict[str, set[int]] = {}
+
+    @staticmethod
+    def _number(frame: Observed) -> int | None:
+        n = frame.fields.get("last_event_number", frame.fields.get("event_number"))
+        return n if isinstance(n, int) else None
+
+    def sent(self, conn: int, direction: str, index: int, frame: Observed) -> None:
+        writer = str(frame.fields.get("writer_id", ""))
+        n = self._number(frame)
+        if direction == "c2s" and frame.type in self._APPENDS and n is not None:
+            last = self._last_sent.get((conn, writer))
+            if last is not None and n < last:
+                self.violations.append(
+                    Violation("event-number-backwards", conn, direction, index, f"writer {writer}: event number {n} after {last}")
+                )
+            self._last_sent[(conn, writer)] = n if last is None else max(last, n)
+        elif direction == "s2c" and frame.type == "DataAppended" and n is not None:
+            self._acks_sent.setdefault(writer, set()).add(n)
+
+    def received(self, conn: int, direction: str, index: int, frame: Observed) -> None:
+        writer = str(frame.fields.get("writer_id", ""))
+        n = self._number(frame)
+        if n is None:
+            return
+        if direction == "c2s" and frame.type in self._APPENDS:
+            self._received_max[writer] = max(self._received_max.get(writer, n), n)
+        elif direction == "s2c" and frame.type == "DataAppended":
+            top = self._received_max.get(writer)
+            if top is None or n > top:
+                who = "the store sent it so" if n in self._acks_sent.get(writer, set()) else "an injected fault changed it"
+                self.violations.append(
+                    Violation(
+                        "ack-above-sent",
+                        conn,
+                        direction,
+                        index,
+                        f"writer {writer}: event {n} acked, the store received up to {top} ({who})",
+                    )
+                )
+
+
 def checker_for(protocol: str) -> Checker:
-    return LumberjackChecker() if protocol == "lumberjack" else Checker()
+    if protocol == "lumberjack":
+        return LumberjackChecker()
+    if protocol == "pravega":
+        return PravegaChecker()
+    return Checker()

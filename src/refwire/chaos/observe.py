@@ -7,21 +7,31 @@ limits; at the first byte it cannot decode it gives up on framing for the rest
 of that direction and hands back raw byte runs (``type`` ``"?"``), so traffic
 it does not understand still flows, unchanged.
 
-Lumberjack (specs/lumberjack/README.md §2) is observed frame by frame: ``W``,
-``J``, ``D``, ``C`` and ``A``, with their key fields.  Protocols without an
-observer yet are relayed as byte runs.
+Observed frame by frame, each with its protocol's own codec:
+
+* Lumberjack (specs/lumberjack/README.md §2): ``W``, ``J``, ``D``, ``C`` and ``A``;
+* Pravega and its 2017 draft (specs/pravega/README.md §1, §4;
+  specs/pravega-draft-2017/README.md §1, §4): every command by name
+  (``DataAppended``, ``AppendBlockEnd`` ...), with its fixed-width leading
+  fields (``request_id``, ``event_number`` ...) as rule fields;
+* TANK (specs/tank/README.md §2, §3): every frame by message name
+  (``Produce``, ``Consume``, ``Ping`` ...), and a request's ``request_id``.
+
+Seastar RPC is relayed as byte runs: its frames after the negotiation are
+compressed envelopes whose framing depends on the negotiated compressor.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, cast
 
 import attrs
 
 from ..wire import Limits
 
-__all__ = ["FIELDS", "Observed", "Observer", "observer_for", "observed_types"]
+__all__ = ["BYTE_ORDER", "FIELDS", "Observed", "Observer", "observer_for", "observed_types"]
 
 
 @attrs.frozen
@@ -31,6 +41,9 @@ class Observed:
     type: str
     data: bytes
     fields: dict[str, Any] = attrs.field(factory=dict)
+    #: where this frame's fields lie, when it depends on more than its type
+    #: (TANK: a request and its response put ``request_id`` apart); else :data:`FIELDS`
+    spans: dict[str, tuple[int, int]] | None = None
 
 
 class Observer(Protocol):
@@ -108,6 +121,170 @@ def _lumberjack_fields(f: Any, raw: bytes) -> tuple[str, bytes, dict[str, Any]]:
     return "C", raw, {"version": version, "length": len(f.payload)}
 
 
+class PravegaObserver:
+    """Pravega commands (or the draft's), split by the 8-byte header and decoded
+    by the dialect's own command table; a command whose payload does not decode
+    is still one frame (``fields`` has the error), since its length is known."""
+
+    def __init__(self, max_frame_size: int, *, draft: bool = False) -> None:
+        from ..pravega.frames_codec import CURRENT
+
+        if draft:
+            from ..pravega.draft2017.frames import DRAFT
+
+            self._dialect = DRAFT
+        else:
+            self._dialect = CURRENT
+        self._max = max_frame_size
+        self._pending = bytearray()
+        self._broken = False
+
+    def held(self) -> int:
+        return len(self._pending)
+
+    def feed(self, data: bytes) -> list[Observed]:
+        from ..errors import ProtocolError
+        from ..pravega.frames_codec import decode_command
+
+        if self._broken:
+            return [Observed("?", data)] if data else []
+        self._pending += data
+        out: list[Observed] = []
+        buf = self._pending
+        while buf:
+            if buf[0] not in (0x00, 0xFF):  # every type code is -127..100: its first byte says so at once
+                self._broken = True
+                out.append(Observed("?", bytes(buf), {"error": f"no command starts with byte {buf[0]:#04x}"}))
+                buf.clear()
+                break
+            if len(buf) < 8:
+                break
+            code = int.from_bytes(buf[:4], "big", signed=True)
+            n = int.from_bytes(buf[4:8], "big", signed=True)
+            cls = self._dialect.commands.get(code)
+            if cls is None or n < 0 or n + 8 > self._max:
+                self._broken = True
+                why = "unknown type" if cls is None else "bad length"
+                out.append(Observed("?", bytes(buf), {"error": f"{why} {code}/{n}"}))
+                buf.clear()
+                break
+            if len(buf) < 8 + n:
+                break
+            raw = bytes(buf[: 8 + n])
+            del buf[: 8 + n]
+            fields: dict[str, Any] = {"type": code, "length": n}
+            try:
+                cmd = decode_command(code, raw, start=8, end=8 + n, base=8, allow_inner=True, dialect=self._dialect)
+                for a in attrs.fields(cast(Any, type(cmd))):  # every scalar field (rules may corrupt those with a span)
+                    value = getattr(cmd, a.name)
+                    if isinstance(value, bool | int | str):
+                        fields[a.name] = value
+                    elif isinstance(value, uuid.UUID):
+                        fields[a.name] = str(value)
+            except ProtocolError as exc:
+                fields["error"] = str(exc)
+            out.append(Observed(cls.NAME, raw, fields))
+        return out
+
+
+class TankObserver:
+    """TANK frames (``msgId:u8 payloadLen:u32le``, §2), named by message id, with
+    the ``request_id`` of each request (after ``clientVersion:u16`` for Produce and
+    Consume, first for the others, §3) and of each response (after ``headerLen:u32``
+    for a Consume's, first for the others)."""
+
+    def __init__(self, max_frame_size: int, direction: str = "c2s") -> None:
+        self._max = max_frame_size
+        self._rid_at = _TANK_RID_C2S if direction == "c2s" else _TANK_RID_S2C
+        self._pending = bytearray()
+        self._broken = False
+
+    def held(self) -> int:
+        return len(self._pending)
+
+    def feed(self, data: bytes) -> list[Observed]:
+        from ..tank.frames import MSG_NAMES
+
+        if self._broken:
+            return [Observed("?", data)] if data else []
+        self._pending += data
+        out: list[Observed] = []
+        buf = self._pending
+        while buf:
+            if buf[0] not in MSG_NAMES:  # known from the first byte: nothing is held for it
+                self._broken = True
+                out.append(Observed("?", bytes(buf), {"error": f"message id {buf[0]:#04x}"}))
+                buf.clear()
+                break
+            if len(buf) < 5:
+                break
+            msg_id, n = buf[0], int.from_bytes(buf[1:5], "little")
+            name = MSG_NAMES.get(msg_id)
+            if name is None or n + 5 > self._max:
+                self._broken = True
+                out.append(Observed("?", bytes(buf), {"error": f"message id {msg_id:#04x} length {n}"}))
+                buf.clear()
+                break
+            if len(buf) < 5 + n:
+                break
+            raw = bytes(buf[: 5 + n])
+            del buf[: 5 + n]
+            fields: dict[str, Any] = {"msg_id": msg_id, "length": n}
+            spans = {"msg_id": (0, 1), "length": (1, 4)}
+            at = self._rid_at.get(name)
+            if at is not None and 5 + n >= at + 4:
+                fields["request_id"] = int.from_bytes(raw[at : at + 4], "little")
+                spans["request_id"] = (at, 4)
+            out.append(Observed(name, raw, fields, spans))
+        return out
+
+
+def _pravega_spans(commands: dict[int, Any]) -> dict[str, dict[str, tuple[int, int]]]:
+    """Per command: ``type`` and ``length`` (the header), then each leading
+    fixed-width field up to the first of variable width, at its offset."""
+    from ..pravega.frames_codec import _NO_DEFAULT as REQUIRED  # the codec's mark of a field that is always there
+    from ..pravega.frames_codec import BOOL, I32, I64, U8, UUID
+
+    sizes = {I32: 4, I64: 8, U8: 1, BOOL: 1, UUID: 16}
+    out: dict[str, dict[str, tuple[int, int]]] = {}
+    for cls in commands.values():
+        spans = {"type": (0, 4), "length": (4, 4)}
+        pos = 8
+        for a in attrs.fields(cls):
+            size = sizes.get(a.metadata.get("kind", ""))
+            if size is None or a.metadata.get("optional") is not REQUIRED:
+                break  # a variable-width field, or a trailing one that may be absent (§2.4)
+            spans[a.name] = (pos, size)
+            pos += size
+        out[cls.NAME] = spans
+    return out
+
+
+#: Where a TANK request's ``requestId`` is (§3): after ``clientVersion:u16`` for
+#: Produce and Consume, first for the others; Ping and the obsolete ids have none.
+_TANK_RID_C2S = {"Produce": 7, "ProduceWithSeqnum": 7, "Consume": 7, "DiscoverPartitions": 5, "CreateTopic": 5,
+                 "ReloadConf": 5, "Status": 5, "DiscoverTopics": 5, "DiscoverTopology": 5}  # fmt: skip
+#: ... and a response's: after ``headerLen:u32`` for Consume, first for the others.
+_TANK_RID_S2C = {**{k: 5 for k in _TANK_RID_C2S if k != "ProduceWithSeqnum"}, "Consume": 9}
+
+
+def _tank_fields() -> dict[str, dict[str, tuple[int, int]]]:
+    """The fields rules may name per TANK frame type (a frame's own spans say where, by direction)."""
+    from ..tank.frames import MSG_NAMES
+
+    head = {"msg_id": (0, 1), "length": (1, 4)}
+    return {
+        name: {**head, **({"request_id": (_TANK_RID_C2S[name], 4)} if name in _TANK_RID_C2S else {})}
+        for name in MSG_NAMES.values()
+    }
+
+
+TANK_FIELDS = _tank_fields()
+
+
+#: How a protocol writes its integer fields (a ``rewrite`` encodes its value so); big-endian otherwise.
+BYTE_ORDER: dict[str, Literal["big", "little"]] = {"tank": "little"}
+
 #: Per protocol and frame type: each field a rule may match, rewrite or corrupt,
 #: as (offset in the frame, size in bytes).  specs/lumberjack/README.md §2.
 FIELDS: dict[str, dict[str, dict[str, tuple[int, int]]]] = {
@@ -118,6 +295,7 @@ FIELDS: dict[str, dict[str, dict[str, tuple[int, int]]]] = {
         "D": {"version": (0, 1), "type": (1, 1), "seq": (2, 4), "pairs": (6, 4)},
         "C": {"version": (0, 1), "type": (1, 1), "length": (2, 4)},
     },
+    "tank": TANK_FIELDS,
 }
 
 
@@ -126,10 +304,31 @@ def observed_types(protocol: str) -> tuple[str, ...]:
     return (*FIELDS.get(protocol, {}), "?")
 
 
-_OBSERVERS: dict[str, Callable[[int], Observer]] = {"lumberjack": LumberjackObserver}
+_OBSERVERS: dict[str, Callable[[int, str], Observer]] = {
+    "lumberjack": lambda size, direction: LumberjackObserver(size),
+    "pravega": lambda size, direction: PravegaObserver(size),
+    "pravega-draft-2017": lambda size, direction: PravegaObserver(size, draft=True),
+    "tank": TankObserver,
+}
 
 
-def observer_for(protocol: str, max_frame_size: int) -> Observer:
-    """A fresh observer of one direction of one connection."""
+def _add_pravega_fields() -> None:
+    """Pravega's and the draft's field spans, from their command tables."""
+    from ..pravega.draft2017.frames import DRAFT
+    from ..pravega.frames_codec import CURRENT
+
+    for protocol, dialect in (("pravega", CURRENT), ("pravega-draft-2017", DRAFT)):
+        spans = _pravega_spans(dialect.commands)
+        FIELDS[protocol] = spans
+        for name, s in spans.items():
+            _PRAVEGA_SPANS[(id(dialect), name)] = s
+
+
+_PRAVEGA_SPANS: dict[tuple[int, str], dict[str, tuple[int, int]]] = {}
+_add_pravega_fields()
+
+
+def observer_for(protocol: str, max_frame_size: int, direction: str = "c2s") -> Observer:
+    """A fresh observer of one direction (``c2s`` or ``s2c``) of one connection."""
     make = _OBSERVERS.get(protocol)
-    return make(max_frame_size) if make is not None else BytesObserver()
+    return make(max_frame_size, direction) if make is not None else BytesObserver()

@@ -39,7 +39,7 @@ import trio
 
 from ..drivers import listener_address
 from .check import Checker, Violation, checker_for
-from .observe import FIELDS, Observed, observer_for
+from .observe import BYTE_ORDER, FIELDS, Observed, observer_for
 from .rules import Rule, Schedule, rule_rng
 from .toxics import FRAME, LinkClosed, Toxic, ToxicError, ToxicState, new_state, parse_toxic, pipe, update_toxic
 
@@ -366,8 +366,8 @@ class ChaosProxy:
         scope: trio.CancelScope,
     ) -> None:
         src, dst, direction, conn = link.src, link.dst, link.direction, link.conn
-        observer = observer_for(self.protocol, self.max_frame_size)
-        delivered = observer_for(self.protocol, self.max_frame_size) if self.checker is not None else None
+        observer = observer_for(self.protocol, self.max_frame_size, direction)
+        delivered = observer_for(self.protocol, self.max_frame_size, direction) if self.checker is not None else None
         self._delivered[(conn, direction)] = (delivered, [0])
         states: dict[str, _RuleState] = {}
         index = 0
@@ -528,7 +528,7 @@ class ChaosProxy:
         if a == "duplicate":
             return [(data, 0.0), (data, 0.0)], end
         if a in ("split", "truncate"):
-            span = self._field_span(frame.type, rule.field)
+            span = self._field_span(frame, rule.field)
             if rule.at is None and span is None:
                 return writes, end  # this frame type has no such field
             at = rule.at if rule.at is not None else span[0] if span is not None else 0
@@ -537,7 +537,7 @@ class ChaosProxy:
                 return [(data[:at], 0.0), (data[at:], rule.gap)], end
             return [(data[:at], 0.0)], rule.then
         if a in ("corrupt", "rewrite"):
-            span = self._field_span(frame.type, rule.field)
+            span = self._field_span(frame, rule.field)
             if span is None or span[0] + span[1] > len(data):
                 return writes, end
             start, size = span
@@ -547,17 +547,19 @@ class ChaosProxy:
                     b[i] ^= 0xFF
             else:
                 assert rule.value is not None
-                b[start : start + size] = (rule.value % (1 << (8 * size))).to_bytes(size, "big")
+                b[start : start + size] = (rule.value % (1 << (8 * size))).to_bytes(size, BYTE_ORDER.get(self.protocol, "big"))
             return [(bytes(b), 0.0)], end
         if a in ("close", "reset"):
             return writes, a
         return writes, end
 
-    def _field_span(self, ftype: str, field: str | None) -> tuple[int, int] | None:
-        """Where ``field`` lies in a frame of type ``ftype`` (None: that type has no such field)."""
+    def _field_span(self, frame: Observed, field: str | None) -> tuple[int, int] | None:
+        """Where ``field`` lies in ``frame`` (None: its type has no such field)."""
         if field is None:
             return None
-        spans: Mapping[str, tuple[int, int]] = FIELDS.get(self.protocol, {}).get(ftype, {})
+        spans: Mapping[str, tuple[int, int]] = (
+            frame.spans if frame.spans is not None else FIELDS.get(self.protocol, {}).get(frame.type, {})
+        )
         return spans.get(field)
 
     def _write(self, entry: dict[str, Any]) -> None:
