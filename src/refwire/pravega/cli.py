@@ -45,6 +45,13 @@ def register(cmds: Commands) -> None:
     )
     s.add_argument("--no-controller", action="store_true", help="serve the segment store only")
     s.add_argument(
+        "--advertise",
+        type=hostport,
+        metavar="HOST:PORT",
+        help="the segment-store address the controller gives clients (default: --listen's); e.g. a refwire chaos "
+        "proxy in front of the store, so a real client's segment traffic goes through it",
+    )
+    s.add_argument(
         "--draft-listen",
         type=hostport,
         metavar="HOST:PORT",
@@ -138,7 +145,7 @@ async def _serve(args: argparse.Namespace) -> int:
     listeners = await open_listeners(host, port)
     ctl_listeners = [] if args.no_controller else await open_listeners(*args.controller)
     draft_listeners = await open_listeners(*args.draft_listen) if args.draft_listen else []
-    store_addr = listeners[0].socket.getsockname()[:2]
+    store_addr = args.advertise or listeners[0].socket.getsockname()[:2]
     controller = None
     if not args.no_controller:
         controller = PravegaController(

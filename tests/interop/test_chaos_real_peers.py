@@ -1,0 +1,78 @@
+"""Real third-party peers through ``refwire chaos``: the real Pravega client
+(PyPI ``pravega==0.3.8``, Rust core) finds the store through refwire's
+controller, which advertises the proxy in front of the store (what
+``refwire serve pravega --advertise`` does), so its segment traffic goes
+through the faults; it still writes every event exactly once and reads them
+back in order (specs/pravega/README.md §5.6)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from refwire.chaos import open_chaos, rules_from
+from refwire.pravega.client import parse_events
+from refwire.pravega.controller import PravegaController
+from refwire.pravega.server import SegmentStoreServer
+
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
+
+PEER = Path(__file__).resolve().parent / "peers" / "pravega_client_peer.py"
+
+
+async def _run_peer(uri: str, n: int) -> list[dict[str, Any]]:
+    env = dict(os.environ, RUST_LOG="error")
+    proc = await trio.lowlevel.open_process(
+        [sys.executable, str(PEER), uri, "events", str(n)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+    )
+    out = bytearray()
+    try:
+        with trio.fail_after(90):
+            assert proc.stdout is not None
+            async for chunk in proc.stdout:
+                out.extend(chunk)
+            await proc.wait()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            with trio.move_on_after(5):
+                await proc.wait()
+    text = out.decode(errors="replace")
+    assert proc.returncode == 0, text[-3000:]
+    return [json.loads(line[7:]) for line in text.splitlines() if line.startswith("RESULT ")]
+
+
+@pytest.mark.usefixtures("pravega_client")
+async def test_the_real_pravega_client_through_a_reset_writes_each_event_once() -> None:
+    server = SegmentStoreServer()
+    # The 8th client-to-store frame of the first segment connection is cut by a reset (after a few appends).
+    rules = [{"name": "reset", "direction": "c2s", "connection": 1, "nth": 8, "action": "reset"}]
+    async with trio.open_nursery() as nursery:
+        store_l = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        await nursery.start(server.serve, store_l)
+        store_port = store_l[0].socket.getsockname()[1]
+        record = io.StringIO()
+        async with open_chaos(
+            "pravega", upstream=("127.0.0.1", store_port), schedule=rules_from(rules, "pravega", 4), record=record, check=True
+        ) as proxy:
+            phost, pport = proxy.addresses[0].rsplit(":", 1)
+            ctl = PravegaController(server.admin, (phost, int(pport)))  # the proxy is the store clients are told of
+            ctl_l = await trio.open_tcp_listeners(0, host="127.0.0.1")
+            await nursery.start(ctl.serve, ctl_l)
+            steps = {r["step"]: r for r in await _run_peer(f"tcp://127.0.0.1:{ctl_l[0].socket.getsockname()[1]}", 300)}
+            await ctl.shutdown(grace=1)
+        nursery.cancel_scope.cancel()
+    assert [a["action"] for a in proxy.decisions] == ["reset"]
+    assert proxy.stats["connections"] >= 2  # the client came back through the proxy
+    assert steps["read"]["n"] == 300 and steps["read"]["in_order"] is True, steps["read"]
+    stored, _ = parse_events(bytes(server.store.segments["sc/st/0.#epoch.0"].data))
+    assert [p for _, p in stored] == [f"event {i}".encode() for i in range(300)]  # each exactly once
+    assert proxy.checker is not None and proxy.checker.finish() == []
