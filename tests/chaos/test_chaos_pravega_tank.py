@@ -6,6 +6,7 @@ fault between refwire's client and server has the effect the protocol says."""
 from __future__ import annotations
 
 import io
+import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -185,3 +186,38 @@ async def test_check_reports_an_ack_the_proxy_raised_and_nothing_on_clean_traffi
     assert faulted.checker is not None
     found = [(v.check, v.detail) for v in faulted.checker.finish()]
     assert found and found[0][0] == "ack-above-sent" and "event 9 acked" in found[0][1] and "injected fault" in found[0][1]
+
+
+async def test_capture_writes_what_was_sent_and_what_was_delivered(tmp_path: Any) -> None:
+    """``--capture DIR``: DIR/sent holds each peer's bytes as sent, DIR/delivered as
+    received after the faults; both are capture directories refwire decodes, and
+    the dropped DataAppended is in the one and not the other."""
+    from refwire.pipeline.capture import decode_capture
+
+    server = SegmentStoreServer()
+    seg = "sc/st/0.#epoch.0"
+    rules = [
+        {"name": "drop-ack-2", "direction": "s2c", "type": "pv:DataAppended", "where": {"event_number": 2}, "action": "drop"}
+    ]
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+            await nursery.start(server.serve, listeners)
+            port = listeners[0].socket.getsockname()[1]
+            async with open_chaos(
+                "pravega", upstream=("127.0.0.1", port), schedule=rules_from(rules, "pravega", 2), capture=tmp_path / "cap"
+            ) as proxy:
+                host, pport = proxy.addresses[0].rsplit(":", 1)
+                assert await create_segment(host, int(pport), seg)
+                async with EventWriter(host, int(pport), seg, config=WriterConfig(ack_timeout=0.5, backoff=(0.01, 0.05))) as w:
+                    for i in range(3):
+                        await w.write([b"e%d" % i])
+            nursery.cancel_scope.cancel()
+
+    def acks(sub: str) -> list[int]:
+        rows = decode_capture("pravega", tmp_path / "cap" / sub)
+        return [json.loads(r["fields_json"])["event_number"] for r in rows if r["type"] == "DataAppended"]
+
+    sent, delivered = acks("sent"), acks("delivered")
+    assert 2 in sent and 2 not in delivered and len(sent) == len(delivered) + 1
+    assert sorted((tmp_path / "cap" / "sent").glob("*.json")) and sorted((tmp_path / "cap" / "delivered").glob("*.json"))

@@ -73,6 +73,12 @@ def register(cmds: Commands) -> None:
     )
     chaos.add_argument("--record", metavar="FILE", help="write every decision and every connection's end as JSON lines")
     chaos.add_argument(
+        "--capture",
+        metavar="DIR",
+        help="write every connection twice in refwire record's format: DIR/sent as each peer sent it, DIR/delivered "
+        "as the other peer received it (after the faults); refwire decode and analyze read both",
+    )
+    chaos.add_argument(
         "--check",
         action="store_true",
         help="check the protocol's invariants on the traffic (Lumberjack: acks of events the server never received, "
@@ -130,6 +136,7 @@ async def _chaos(args: argparse.Namespace) -> int:
             max_frame_size=args.max_frame_size,
             replay=plan,
             check=args.check,
+            capture=args.capture,
         )
         done = trio.Event()
         async with trio.open_nursery() as nursery:

@@ -28,16 +28,20 @@ import itertools
 import json
 import logging
 import math
+import os
 import socket
 import struct
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import IO, Any
 
 import attrs
 import trio
 
 from ..drivers import listener_address
+from ..pipeline.record import CaptureFiles
 from .check import Checker, Violation, checker_for
 from .observe import BYTE_ORDER, FIELDS, Observed, observer_for
 from .rules import Rule, Schedule, rule_rng
@@ -93,7 +97,16 @@ class ChaosProxy:
         replay: Mapping[tuple[int, str, int], Sequence[Rule]] | None = None,
         check: bool = False,
         on_entry: Callable[[dict[str, Any]], None] | None = None,
+        capture: str | os.PathLike[str] | None = None,
     ) -> None:
+        #: ``--capture DIR``: each connection written twice in ``refwire record``'s
+        #: format, ``DIR/sent`` as each peer sent it and ``DIR/delivered`` as the
+        #: other peer received it (after the faults), so ``refwire decode`` and
+        #: ``analyze`` can tell a peer's bug from an injected fault.
+        self.capture = None if capture is None else Path(capture)
+        if self.capture is not None:
+            for sub in ("sent", "delivered"):
+                (self.capture / sub).mkdir(parents=True, exist_ok=True)
         #: the protocol's invariants on the traffic (``--check``), or None
         self.checker: Checker | None = checker_for(protocol) if check else None
         #: recorded decisions to apply instead of the schedule's draws, by
@@ -109,6 +122,7 @@ class ChaosProxy:
         #: every decision taken, as the record has it (also without a record file)
         self.decisions: list[dict[str, Any]] = []
         self.stats = {"connections": 0, "frames": 0, "actions": 0, "upstream_down": 0}
+        self._captures: dict[int, dict[str, CaptureFiles]] = {}
         self._ids = itertools.count(1)
         self._fired: dict[str, int] = {}
         self._t0 = 0.0
@@ -277,6 +291,11 @@ class ChaosProxy:
             "c2s": _Link(conn, "c2s", client, upstream, peer),
             "s2c": _Link(conn, "s2c", upstream, client, peer),
         }
+        captures: dict[str, CaptureFiles] = {}
+        if self.capture is not None:
+            meta = {"client": peer, "server": "{}:{}".format(*self.upstream), "started": time.time(), "protocol": self.protocol}
+            captures = {sub: CaptureFiles(self.capture / sub, f"conn{conn:05d}", meta) for sub in ("sent", "delivered")}
+            self._captures[conn] = captures
         for d, link in links.items():
             self._links[(conn, d)] = link
         try:
@@ -291,6 +310,8 @@ class ChaosProxy:
                 self._links.pop((conn, d), None)
             await trio.aclose_forcefully(client)
             await trio.aclose_forcefully(upstream)
+            for files in self._captures.pop(conn, {}).values():
+                files.close(ended=time.time(), ends=ends)
         self._write({"event": "close", "conn": conn, **ends})
         if self.checker is not None:
             self.checker.closed(conn)
@@ -393,6 +414,9 @@ class ChaosProxy:
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                         pass
                     return
+                sent = self._captures.get(conn, {}).get("sent")
+                if sent is not None:
+                    sent.write(direction, data)
                 for frame in observer.feed(data):
                     await self._one_frame(frame, link, index, states)
                     index += 1
@@ -493,6 +517,9 @@ class ChaosProxy:
             i += 1
         if i == len(chain):
             await link.dst.send_all(chunk)
+            delivered = self._captures.get(link.conn, {}).get("delivered")
+            if delivered is not None:
+                delivered.write(link.direction, chunk)
             self._check_delivered(link.conn, link.direction, chunk)
             return
         toxic = chain[i]
@@ -628,6 +655,7 @@ async def open_chaos(
     max_frame_size: int = 64 * 1024 * 1024,
     replay: Mapping[tuple[int, str, int], Sequence[Rule]] | None = None,
     check: bool = False,
+    capture: str | os.PathLike[str] | None = None,
 ) -> AsyncIterator[ChaosProxy]:
     """A proxy on ``listen`` (port 0: any) for the ``async with`` block::
 
@@ -644,6 +672,7 @@ async def open_chaos(
         max_frame_size=max_frame_size,
         replay=replay,
         check=check,
+        capture=capture,
     )
     listeners = await trio.open_tcp_listeners(listen[1], host=listen[0])
     async with trio.open_nursery() as nursery:

@@ -11,11 +11,12 @@ reset on one side closes both.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -25,9 +26,35 @@ import trio
 
 from ..drivers import listener_address
 
-__all__ = ["Tap", "open_tap"]
+__all__ = ["CaptureFiles", "Tap", "open_tap"]
 
 log = logging.getLogger("refwire.record")
+
+class CaptureFiles:
+    """One connection's capture files in ``out`` (the format
+    :mod:`refwire.pipeline.capture` reads): ``NAME.c2s`` and ``NAME.s2c`` written
+    as the bytes come, each chunk's offset and time in the time index, and
+    ``NAME.json`` (``meta``, the time index, what :meth:`close` adds) at the end."""
+
+    def __init__(self, out: Path, name: str, meta: dict[str, Any]) -> None:
+        self.out, self.name, self.meta = out, name, dict(meta, conn=name)
+        self.times: dict[str, list[list[float]]] = {"c2s": [], "s2c": []}
+        self._offsets = {"c2s": 0, "s2c": 0}
+        self._files: dict[str, BinaryIO] = {d: open(out / f"{name}.{d}", "wb") for d in ("c2s", "s2c")}
+
+    def write(self, direction: str, data: bytes) -> None:
+        if not data:
+            return
+        self.times[direction].append([self._offsets[direction], time.time()])
+        self._files[direction].write(data)
+        self._offsets[direction] += len(data)
+
+    def close(self, **extra: Any) -> None:
+        for f in self._files.values():
+            f.close()
+        self.meta.update(extra, times=self.times)
+        (self.out / f"{self.name}.json").write_text(json.dumps(self.meta))
+
 
 @attrs.define
 class Tap:
@@ -72,12 +99,14 @@ class Tap:
             await client.aclose()
             self._finish(name, meta, times)
             return
-        with open(self.out / f"{name}.c2s", "wb") as c2s, open(self.out / f"{name}.s2c", "wb") as s2c:
+        files = CaptureFiles(self.out, name, meta)
+        try:
             async with client, upstream, trio.open_nursery() as nursery:
-                nursery.start_soon(_pump, client, upstream, c2s, times["c2s"], nursery.cancel_scope)
-                nursery.start_soon(_pump, upstream, client, s2c, times["s2c"], nursery.cancel_scope)
-        meta["ended"] = time.time()
-        self._finish(name, meta, times)
+                nursery.start_soon(_pump, client, upstream, functools.partial(files.write, "c2s"), nursery.cancel_scope)
+                nursery.start_soon(_pump, upstream, client, functools.partial(files.write, "s2c"), nursery.cancel_scope)
+        finally:
+            files.close(ended=time.time())
+        self._bump()
 
     def _finish(self, name: str, meta: dict[str, Any], times: dict[str, list[list[float]]]) -> None:
         meta["times"] = times
@@ -93,18 +122,14 @@ def _peer(stream: trio.SocketStream) -> str:
         return "?"
 
 
-async def _pump(src: trio.SocketStream, dst: trio.SocketStream, f: BinaryIO, times: list[list[float]], both: trio.CancelScope) -> None:
-    offset = 0
+async def _pump(src: trio.SocketStream, dst: trio.SocketStream, record: Callable[[bytes], None], both: trio.CancelScope) -> None:
     try:
         while True:
             chunk = await src.receive_some(256 * 1024)
             if not chunk:
                 break
-            times.append([offset, time.time()])
-            f.write(chunk)
-            offset += len(chunk)
+            record(chunk)
             await dst.send_all(chunk)
-        f.flush()
         await dst.send_eof()
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
         both.cancel()  # a reset on either side ends the connection both ways
