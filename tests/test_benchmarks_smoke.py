@@ -32,3 +32,16 @@ def test_lumberjack_benchmark_quick_run_completes() -> None:
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     for section in ("1. Server ingest", "2. Client send", "3. Decode", "Ratios"):
         assert section in out.stdout
+
+
+def test_chaos_benchmark_quick_run_completes() -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "chaos_bench.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    assert "through refwire chaos (frames decoded)" in out.stdout and "× direct" in out.stdout
