@@ -72,6 +72,11 @@ def register(cmds: Commands) -> None:
         "--seed", type=int, metavar="N", help="the run's seed (default: the schedule's, else a random one, printed)"
     )
     chaos.add_argument("--record", metavar="FILE", help="write every decision and every connection's end as JSON lines")
+    chaos.add_argument("--tls-cert", metavar="PEM", help="terminate the clients' TLS with this certificate chain")
+    chaos.add_argument("--tls-key", metavar="PEM", help="private key of --tls-cert (if not in the same file)")
+    chaos.add_argument("--upstream-tls", action="store_true", help="connect to the upstream with TLS (implied by --upstream-ca)")
+    chaos.add_argument("--upstream-ca", metavar="PEM", help="trust this CA for the upstream (default: the system store)")
+    chaos.add_argument("--upstream-server-name", metavar="NAME", help="the upstream certificate's name (default: its host)")
     chaos.add_argument(
         "--capture",
         metavar="DIR",
@@ -126,6 +131,12 @@ async def _chaos(args: argparse.Namespace) -> int:
         args.seed if args.seed is not None else (schedule.seed if args.schedule and schedule.seed else secrets.randbelow(2**31))
     )
     schedule = attrs.evolve(schedule, seed=seed)
+    from ..drivers import client_ssl_context, server_ssl_context
+
+    tls = server_ssl_context(args.tls_cert, args.tls_key) if args.tls_cert else None
+    if args.tls_key and not args.tls_cert:
+        raise UsageError("--tls-key goes with --tls-cert")
+    upstream_tls = client_ssl_context(args.upstream_ca) if args.upstream_tls or args.upstream_ca else None
     record: IO[str] | None = open(args.record, "a", encoding="utf-8") if args.record else None
     try:
         proxy = ChaosProxy(
@@ -137,6 +148,9 @@ async def _chaos(args: argparse.Namespace) -> int:
             replay=plan,
             check=args.check,
             capture=args.capture,
+            tls=tls,
+            upstream_tls=upstream_tls,
+            upstream_hostname=args.upstream_server_name,
         )
         done = trio.Event()
         async with trio.open_nursery() as nursery:

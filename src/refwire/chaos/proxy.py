@@ -30,6 +30,7 @@ import logging
 import math
 import os
 import socket
+import ssl
 import struct
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -41,6 +42,7 @@ import attrs
 import trio
 
 from ..drivers import listener_address
+from ..logs import limited
 from ..pipeline.record import CaptureFiles
 from .check import Checker, Violation, checker_for
 from .observe import BYTE_ORDER, FIELDS, Observed, observer_for
@@ -73,8 +75,8 @@ class _Link:
 
     conn: int
     direction: str
-    src: trio.SocketStream
-    dst: trio.SocketStream
+    src: trio.abc.Stream
+    dst: trio.abc.Stream
     peer: str
     #: trio time the last bytes were received (latency counts from it)
     arrived: float = 0.0
@@ -98,7 +100,18 @@ class ChaosProxy:
         check: bool = False,
         on_entry: Callable[[dict[str, Any]], None] | None = None,
         capture: str | os.PathLike[str] | None = None,
+        tls: ssl.SSLContext | None = None,
+        upstream_tls: ssl.SSLContext | None = None,
+        upstream_hostname: str | None = None,
+        handshake_timeout: float = 10.0,
     ) -> None:
+        #: TLS: ``tls`` terminates the clients' TLS (the proxy's certificate),
+        #: ``upstream_tls`` originates TLS to the upstream (checked against
+        #: ``upstream_hostname``, default the upstream host), so a TLS deployment
+        #: is faulted frame by frame; without them TLS bytes pass as they are.
+        self.tls, self.upstream_tls = tls, upstream_tls
+        self.upstream_hostname = upstream_hostname
+        self.handshake_timeout = handshake_timeout
         #: ``--capture DIR``: each connection written twice in ``refwire record``'s
         #: format, ``DIR/sent`` as each peer sent it and ``DIR/delivered`` as the
         #: other peer received it (after the faults), so ``refwire decode`` and
@@ -263,15 +276,36 @@ class ChaosProxy:
 
     # ------------------------------------------------------------------ one connection
 
-    async def _handle(self, client: trio.SocketStream) -> None:
+    async def _handle(self, tcp_client: trio.SocketStream) -> None:
         conn = next(self._ids)
         self.stats["connections"] += 1
+        client: trio.abc.Stream = tcp_client
+        if self.tls is not None:
+            tls_client = trio.SSLStream(tcp_client, self.tls, server_side=True)
+            try:
+                with trio.fail_after(self.handshake_timeout):
+                    await tls_client.do_handshake()
+            except (trio.TooSlowError, trio.BrokenResourceError, ssl.SSLError, OSError) as exc:
+                limited(log, f"tls-in:{id(self)}", "chaos: connection %d: the client's TLS handshake failed: %s", conn, exc or type(exc).__name__)
+                self._write({"event": "tls-failed", "conn": conn, "side": "client", "reason": str(exc)})
+                await trio.aclose_forcefully(tcp_client)
+                return
+            client = tls_client
+        upstream: trio.abc.Stream
         try:
             with trio.fail_after(self.connect_timeout):
                 upstream = await trio.open_tcp_stream(*self.upstream)
-        except (OSError, trio.TooSlowError) as exc:
+                if self.upstream_tls is not None:
+                    tls_up = trio.SSLStream(upstream, self.upstream_tls, server_hostname=self.upstream_hostname or self.upstream[0])
+                    try:
+                        await tls_up.do_handshake()
+                    except BaseException:
+                        await trio.aclose_forcefully(upstream)
+                        raise
+                    upstream = tls_up
+        except (OSError, trio.TooSlowError, trio.BrokenResourceError, ssl.SSLError) as exc:
             self.stats["upstream_down"] += 1
-            why = "timed out" if isinstance(exc, trio.TooSlowError) else (exc.strerror or str(exc))
+            why = "timed out" if isinstance(exc, trio.TooSlowError) else (getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
             log.warning(
                 "chaos: connection %d: the upstream %s:%d is down (%s); closing the client's connection",
                 conn,
@@ -284,7 +318,7 @@ class ChaosProxy:
         self._write({"event": "open", "conn": conn})
         ends: dict[str, str] = {}
         try:
-            peer = "{}:{}".format(*client.socket.getpeername()[:2])
+            peer = "{}:{}".format(*tcp_client.socket.getpeername()[:2])
         except OSError:
             peer = "?"
         links = {
@@ -410,7 +444,10 @@ class ChaosProxy:
                     if slow:
                         await trio.sleep(max(slow) / 1000)
                     try:
-                        await dst.send_eof()
+                        if isinstance(dst, trio.abc.HalfCloseableStream):
+                            await dst.send_eof()
+                        else:  # TLS has no half-close: the end of one direction ends the connection
+                            scope.cancel()
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                         pass
                     return
@@ -622,25 +659,29 @@ def replay_plan(lines: Sequence[str]) -> dict[tuple[int, str, int], list[Rule]]:
     return plan
 
 
-async def _read(src: trio.SocketStream, out: trio.MemorySendChannel[tuple[float, bytes | None]]) -> None:
+async def _read(src: trio.abc.Stream, out: trio.MemorySendChannel[tuple[float, bytes | None]]) -> None:
     """Each chunk of ``src`` with the trio time it arrived; ``b""`` at its end, None if it broke."""
     async with out:
         while True:
             try:
-                data: bytes | None = await src.receive_some(65536)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                data: bytes | None = bytes(await src.receive_some(65536))
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ssl.SSLError):
                 data = None
             await out.send((trio.current_time(), data))
             if not data:
                 return
 
 
-async def _reset(stream: trio.SocketStream) -> None:
-    """Close with an RST (SO_LINGER 0)."""
+async def _reset(stream: trio.abc.Stream) -> None:
+    """Close with an RST (SO_LINGER 0); a TLS stream's TCP connection is reset under it."""
+    tcp = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
+    sock = getattr(tcp, "socket", None)
     try:
-        stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     except OSError:
         pass
+    await trio.aclose_forcefully(tcp)
     await trio.aclose_forcefully(stream)
 
 
@@ -656,6 +697,9 @@ async def open_chaos(
     replay: Mapping[tuple[int, str, int], Sequence[Rule]] | None = None,
     check: bool = False,
     capture: str | os.PathLike[str] | None = None,
+    tls: ssl.SSLContext | None = None,
+    upstream_tls: ssl.SSLContext | None = None,
+    upstream_hostname: str | None = None,
 ) -> AsyncIterator[ChaosProxy]:
     """A proxy on ``listen`` (port 0: any) for the ``async with`` block::
 
@@ -673,6 +717,9 @@ async def open_chaos(
         replay=replay,
         check=check,
         capture=capture,
+        tls=tls,
+        upstream_tls=upstream_tls,
+        upstream_hostname=upstream_hostname,
     )
     listeners = await trio.open_tcp_listeners(listen[1], host=listen[0])
     async with trio.open_nursery() as nursery:
