@@ -31,7 +31,7 @@ import attrs
 
 from ..wire import Limits
 
-__all__ = ["BYTE_ORDER", "FIELDS", "Observed", "Observer", "observer_for", "observed_types"]
+__all__ = ["BYTE_ORDER", "FIELDS", "inner_frames", "rewrap", "Observed", "Observer", "observer_for", "observed_types"]
 
 
 @attrs.frozen
@@ -103,6 +103,34 @@ class LumberjackObserver:
                 out.append(Observed("?", bytes(self._pending), {"error": str(err)}))
             self._pending.clear()
         return out
+
+
+def inner_frames(protocol: str, frame: Observed, max_size: int) -> list[Observed] | None:
+    """The frames inside an envelope (a Lumberjack ``C``: its inflated payload,
+    §2.5), or None when ``frame`` is none or does not open (it then passes as it is)."""
+    if protocol != "lumberjack" or frame.type != "C":
+        return None
+    from ..errors import ProtocolError
+    from ..lumberjack.frames import inflate
+
+    try:
+        payload = inflate(frame.data[6:], max_size=max_size)
+    except ProtocolError:
+        return None
+    inner = LumberjackObserver(max_size)
+    frames = inner.feed(payload)
+    if inner.held() or any(f.type == "?" for f in frames):
+        return None  # not whole frames: leave the envelope alone
+    return frames
+
+
+def rewrap(protocol: str, envelope: Observed, inner: list[bytes]) -> bytes:
+    """``envelope`` again around the (changed) ``inner`` frames: a Lumberjack ``C``
+    keeps its version byte and compresses them anew."""
+    import zlib
+
+    body = zlib.compress(b"".join(inner))
+    return envelope.data[:2] + len(body).to_bytes(4, "big") + body
 
 
 def _lumberjack_fields(f: Any, raw: bytes) -> tuple[str, bytes, dict[str, Any]]:

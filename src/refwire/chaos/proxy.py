@@ -45,7 +45,7 @@ from ..drivers import listener_address
 from ..logs import limited
 from ..pipeline.record import CaptureFiles
 from .check import Checker, Violation, checker_for
-from .observe import BYTE_ORDER, FIELDS, Observed, observer_for
+from .observe import BYTE_ORDER, FIELDS, Observed, inner_frames, observer_for, rewrap
 from .rules import Rule, Schedule, rule_rng
 from .toxics import FRAME, LinkClosed, Toxic, ToxicError, ToxicState, new_state, parse_toxic, pipe, update_toxic
 
@@ -55,6 +55,8 @@ log = logging.getLogger("refwire.chaos")
 
 #: Bytes of a frame kept as hex in a record line (before and after).
 RECORD_HEX = 64
+#: What a rule may do to a frame inside an envelope (the others act on whole frames only).
+INNER_ACTIONS = frozenset({"drop", "duplicate", "corrupt", "rewrite"})
 #: Chunks (of up to 64 KiB) a direction reads ahead of what it has passed on.
 RELAY_QUEUE = 16
 
@@ -81,6 +83,8 @@ class _Link:
     #: trio time the last bytes were received (latency counts from it)
     arrived: float = 0.0
     frames: int = 0
+    #: frames seen inside envelopes so far (a rule's position counts them apart)
+    inner_frames: int = 0
     toxics: dict[int, ToxicState] = attrs.field(factory=dict)
 
 
@@ -96,7 +100,7 @@ class ChaosProxy:
         record: IO[str] | None = None,
         max_frame_size: int = 64 * 1024 * 1024,
         connect_timeout: float = 10.0,
-        replay: Mapping[tuple[int, str, int], Sequence[Rule]] | None = None,
+        replay: Mapping[tuple[int | str, ...], Sequence[Rule]] | None = None,
         check: bool = False,
         on_entry: Callable[[dict[str, Any]], None] | None = None,
         capture: str | os.PathLike[str] | None = None,
@@ -481,58 +485,127 @@ class ChaosProxy:
             ends.setdefault(direction, "write failed")
             scope.cancel()
 
+    def _inside(self, frame: Observed, link: _Link, index: int, states: dict[str, _RuleState], t: float) -> Observed:
+        """Rules on the frames inside an envelope (a Lumberjack ``C``): each inner
+        frame may be dropped, duplicated, corrupted or rewritten; if any was, the
+        envelope is encoded again around them (else it passes byte for byte)."""
+        direction, conn = link.direction, link.conn
+        # Only rules that name an inner frame's type look inside (a "*" rule acts on the envelope), and
+        # only then is the envelope opened: an envelope no such rule exists for costs nothing more.
+        wanted = [r for r in self._candidates(direction, link) if r.action in INNER_ACTIONS and r.type not in ("*", frame.type)]
+        replaying = self.replay is not None and any(k[:3] == (conn, direction, index) and len(k) == 4 for k in self.replay)
+        if not wanted and not replaying:
+            return frame
+        inner = inner_frames(self.protocol, frame, self.max_frame_size)
+        if not inner:
+            return frame
+        out: list[bytes] = []
+        changed = False
+        for k, f in enumerate(inner):
+            writes: list[tuple[bytes, float]] = [(f.data, 0.0)]
+            replayed = None if self.replay is None else self.replay.get((conn, direction, index, k), ())
+            for rule in wanted if replayed is None else replayed:
+                if rule.action not in INNER_ACTIONS:
+                    continue
+                draw = 0.0
+                if replayed is None:
+                    hit, draw = self._draw(rule, f, conn, direction, link.inner_frames, t, states)
+                    if not hit:
+                        continue
+                before = b"".join(w for w, _ in writes)
+                writes, _ = self._apply(rule, f, writes, None)
+                after = b"".join(w for w, _ in writes)
+                changed = changed or after != before
+                self._fired[rule.name] = self._fired.get(rule.name, 0) + 1
+                self.stats["actions"] += 1
+                self._write(self._action_entry(rule, f, conn, direction, index, t, draw, before, after, inner=k))
+            out.extend(w for w, _ in writes)
+            link.inner_frames += 1
+        if not changed:
+            return frame
+        return Observed(frame.type, rewrap(self.protocol, frame, out), frame.fields)
+
+    def _candidates(self, direction: str, link: _Link) -> list[Rule]:
+        toxic_rules = [
+            t.rule for t in self.toxics if t.rule is not None and t.direction == direction and self._toxic_state(link, t).armed(t)
+        ]
+        return [*self.schedule.rules, *self._extra, *toxic_rules]
+
+    def _draw(
+        self, rule: Rule, frame: Observed, conn: int, direction: str, index: int, t: float, states: dict[str, _RuleState]
+    ) -> tuple[bool, float]:
+        """Whether ``rule`` fires on ``frame`` (its position, fields, count, then its seeded draw)."""
+        if not rule.matches_frame(direction, frame.type, frame.fields, conn, index, t):
+            return False, 0.0
+        if rule.count is not None and self._fired.get(rule.name, 0) >= rule.count:
+            return False, 0.0
+        st = states.get(rule.name)
+        if st is None:
+            st = states[rule.name] = _RuleState(rule_rng(self.schedule.seed, rule.name, conn, direction))
+        draw = st.rng.random() if rule.probability < 1.0 else 0.0
+        if draw >= rule.probability or (rule.burst is not None and st.run >= rule.burst):
+            st.run = 0
+            return False, draw
+        st.run += 1
+        return True, draw
+
+    def _action_entry(
+        self,
+        rule: Rule,
+        frame: Observed,
+        conn: int,
+        direction: str,
+        index: int,
+        t: float,
+        draw: float,
+        before: bytes,
+        after: bytes,
+        inner: int | None = None,
+    ) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "event": "action",
+            "t": round(t, 6),
+            "conn": conn,
+            "dir": direction,
+            "frame": index,
+            "type": frame.type,
+            "fields": frame.fields,
+            "rule": rule.name,
+            "action": rule.action,
+            "params": _params(rule),
+            "draw": round(draw, 6),
+            "before": before[:RECORD_HEX].hex(),
+            "after": after[:RECORD_HEX].hex(),
+            "size_before": len(before),
+            "size_after": len(after),
+        }
+        if inner is not None:
+            entry["inner"] = inner  # the frame's place inside its envelope
+        return entry
+
     async def _one_frame(self, frame: Observed, link: _Link, index: int, states: dict[str, _RuleState]) -> None:
         direction, conn, src, dst = link.direction, link.conn, link.src, link.dst
         self.stats["frames"] += 1
         if self.checker is not None:
             self.checker.sent(conn, direction, index, frame)
         t = trio.current_time() - self._t0
+        frame = self._inside(frame, link, index, states, t)
         data = frame.data
         writes: list[tuple[bytes, float]] = [(data, 0.0)]  # (bytes, seconds to wait before them)
         end: str | None = None
         replayed = None if self.replay is None else self.replay.get((conn, direction, index), ())
-        toxic_rules = [
-            t.rule for t in self.toxics if t.rule is not None and t.direction == direction and self._toxic_state(link, t).armed(t)
-        ]
-        for rule in (*self.schedule.rules, *self._extra, *toxic_rules) if replayed is None else replayed:
+        for rule in self._candidates(direction, link) if replayed is None else replayed:
             draw = 0.0
             if replayed is None:
-                if not rule.matches_frame(direction, frame.type, frame.fields, conn, index, t):
+                hit, draw = self._draw(rule, frame, conn, direction, index, t, states)
+                if not hit:
                     continue
-                if rule.count is not None and self._fired.get(rule.name, 0) >= rule.count:
-                    continue
-                st = states.get(rule.name)
-                if st is None:
-                    st = states[rule.name] = _RuleState(rule_rng(self.schedule.seed, rule.name, conn, direction))
-                draw = st.rng.random() if rule.probability < 1.0 else 0.0
-                if draw >= rule.probability or (rule.burst is not None and st.run >= rule.burst):
-                    st.run = 0
-                    continue
-                st.run += 1
             self._fired[rule.name] = self._fired.get(rule.name, 0) + 1
             before = b"".join(w for w, _ in writes)
             writes, end = self._apply(rule, frame, writes, end)
             after = b"".join(w for w, _ in writes)
             self.stats["actions"] += 1
-            self._write(
-                {
-                    "event": "action",
-                    "t": round(t, 6),
-                    "conn": conn,
-                    "dir": direction,
-                    "frame": index,
-                    "type": frame.type,
-                    "fields": frame.fields,
-                    "rule": rule.name,
-                    "action": rule.action,
-                    "params": _params(rule),
-                    "draw": round(draw, 6),
-                    "before": before[:RECORD_HEX].hex(),
-                    "after": after[:RECORD_HEX].hex(),
-                    "size_before": len(before),
-                    "size_after": len(after),
-                }
-            )
+            self._write(self._action_entry(rule, frame, conn, direction, index, t, draw, before, after))
         chain = [t for t in self.toxics if t.rule is None and t.direction == direction]
         for chunk, wait in writes:
             if wait > 0:
@@ -641,9 +714,9 @@ def _params(rule: Rule) -> dict[str, Any]:
     return {k: getattr(rule, k) for k in ("seconds", "field", "value", "at", "gap", "then")}
 
 
-def replay_plan(lines: Sequence[str]) -> dict[tuple[int, str, int], list[Rule]]:
+def replay_plan(lines: Sequence[str]) -> dict[tuple[int | str, ...], list[Rule]]:
     """A record's decisions, by (connection, direction, frame index), as rules to apply again."""
-    plan: dict[tuple[int, str, int], list[Rule]] = {}
+    plan: dict[tuple[int | str, ...], list[Rule]] = {}
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -655,7 +728,9 @@ def replay_plan(lines: Sequence[str]) -> dict[tuple[int, str, int], list[Rule]]:
             continue
         params = entry.get("params", {})
         rule = Rule(name=str(entry["rule"]), action=str(entry["action"]), **params)
-        plan.setdefault((int(entry["conn"]), str(entry["dir"]), int(entry["frame"])), []).append(rule)
+        key: tuple[int, ...] = (int(entry["conn"]), int(entry["frame"]))
+        where = (key[0], str(entry["dir"]), key[1], *((int(entry["inner"]),) if "inner" in entry else ()))
+        plan.setdefault(where, []).append(rule)
     return plan
 
 
@@ -694,7 +769,7 @@ async def open_chaos(
     listen: tuple[str, int] = ("127.0.0.1", 0),
     record: IO[str] | None = None,
     max_frame_size: int = 64 * 1024 * 1024,
-    replay: Mapping[tuple[int, str, int], Sequence[Rule]] | None = None,
+    replay: Mapping[tuple[int | str, ...], Sequence[Rule]] | None = None,
     check: bool = False,
     capture: str | os.PathLike[str] | None = None,
     tls: ssl.SSLContext | None = None,
