@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import AsyncIterator
+from typing import Any
 from contextlib import asynccontextmanager
 
 import pytest
@@ -502,3 +503,38 @@ def test_the_demo_one_way_data_matches_the_registry() -> None:
 
     reg = demo_registry()
     assert DEMO_ONE_WAY == {v for v in DEMO_VERBS.values() if (verb := reg.get(v)) is not None and verb.one_way} == {4}
+
+
+async def test_a_stream_nobody_reads_holds_at_most_stream_queue_bytes() -> None:
+    """A client streams 40 messages of 1 MiB to a stream whose handler does not
+    read yet: the server holds at most ``stream_queue_bytes`` of them (then it stops
+    reading, so TCP pushes back on the client), and once the handler reads, every
+    message arrives, in order.  Without the byte bound 50 messages of the frame
+    limit could make one stream hold 3.2 GiB."""
+    held: list[Any] = []
+
+    async def park(ctx: CallContext, payload: bytes) -> bytes:
+        held.append(ctx.stream(struct.unpack_from("<Q", payload, 0)[0]))
+        return b""
+
+    registry = demo_registry()
+    registry.register(60, park, name="park")
+    limit = 4 << 20
+    msgs = [bytes([i]) * (1 << 20) for i in range(40)]
+    with trio.fail_after(30):
+        async with running(ServerConfig(stream_queue_bytes=limit), registry) as (server, port):
+            async with client_for(port) as client:
+                stream = await client.open_stream()
+                await client.call(60, stream.id_bytes())
+                (s,) = held
+
+                async def send_all() -> None:
+                    for m in msgs:
+                        await stream.send(m)
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(send_all)
+                    await trio.sleep(1.0)  # the client writes as fast as the server lets it
+                    assert 0 < s.queued_bytes <= limit, s.queued_bytes
+                    got = [await s.receive() for _ in msgs]
+                assert got == msgs

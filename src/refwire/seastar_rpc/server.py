@@ -113,6 +113,10 @@ class ServerConfig:
     frame_timeout: float | None = 30.0
     #: stream messages queued per stream before the reader stops reading (§5).
     stream_queue: int = 50
+    #: ... and bytes: a message that would pass this waits until the application
+    #: has taken enough (one message is always let in, so a large one is not stuck);
+    #: without it 50 messages of the 64 MiB frame limit could make one stream hold 3.2 GiB
+    stream_queue_bytes: int = 16 * 1024 * 1024
     recv_size: int = 256 * 1024
     #: a write that takes longer ends the connection (its unwritten replies are lost).
     write_timeout: float | None = 30.0
@@ -150,6 +154,9 @@ class ServerStream:
         self._pump = pump
         self._send_lock = trio.StrictFIFOLock()
         self._in_send, self._in_recv = trio.open_memory_channel[bytes | None](server.config.stream_queue)
+        #: bytes of the messages queued for the application (``stream_queue_bytes``)
+        self.queued_bytes = 0
+        self._taken = trio.Event()
         self.aborted = False
         self.done = trio.Event()
         self._scope: trio.CancelScope | None = None
@@ -157,9 +164,24 @@ class ServerStream:
     async def receive(self) -> bytes | None:
         """The next message, ``None`` at end-of-stream; :class:`~refwire.errors.StreamClosed` after abort."""
         try:
-            return await self._in_recv.receive()
+            msg = await self._in_recv.receive()
         except (trio.EndOfChannel, trio.ClosedResourceError):
             raise StreamClosed(f"stream {self.id:#x} is closed") from None
+        if msg is not None:
+            self.queued_bytes -= len(msg)
+            self._taken.set()
+            self._taken = trio.Event()
+        return msg
+
+    async def _queue(self, msg: bytes | None) -> None:
+        """Hand a message to the application: past ``stream_queue_bytes`` queued
+        (and ``stream_queue`` messages, the channel's size) the reader waits."""
+        if msg is not None:
+            limit = self._server.config.stream_queue_bytes
+            while self.queued_bytes and self.queued_bytes + len(msg) > limit:
+                await self._taken.wait()
+            self.queued_bytes += len(msg)
+        await self._in_send.send(msg)
 
     def __aiter__(self) -> ServerStream:
         return self
@@ -530,7 +552,7 @@ class _Session:
         s = self.stream
         assert s is not None
         try:
-            await s._in_send.send(ev.payload if isinstance(ev, StreamMessage) else None)
+            await s._queue(ev.payload if isinstance(ev, StreamMessage) else None)
         except trio.ClosedResourceError:
             self.pump.stop()
             return
