@@ -19,3 +19,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_log_limits() -> None:
+    """Each test starts with no log kind rate-limited (refwire.logs.limited keeps
+    one line per kind per 10 s process-wide, so a test asserting a log line
+    must not depend on which test logged that kind last)."""
+    from refwire.logs import reset
+
+    reset()

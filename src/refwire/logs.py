@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import IO, Final
 
-__all__ = ["BackgroundStderr", "limited"]
+__all__ = ["BackgroundStderr", "limited", "reset"]
 
 #: Seconds between two lines of the same kind from :func:`limited`.
 DEFAULT_INTERVAL: Final = 10.0
@@ -61,6 +61,12 @@ def limited(
         args = (*args, held, interval)
     logger.log(level, msg, *args)
     return True
+
+
+def reset() -> None:
+    """Forget every kind's last line (a test that counts lines starts from a clean slate)."""
+    with _lock:
+        _last.clear()
 
 
 class BackgroundStderr(logging.Handler):

@@ -52,7 +52,7 @@ class CampaignProgress:
         self.interval = interval
         self.live = self.stream.isatty() if live is None else live
         self.started = time.monotonic()
-        self._last_line = -1.0
+        self._last_line: float | None = None  #: when the last plain line went out (monotonic)
         self._done = 0
         self._total = 0
         self._rich: Any = None
@@ -86,7 +86,7 @@ class CampaignProgress:
             self._update_live(done, total)
             return
         now = time.monotonic()
-        if done != total and now - self._last_line < self.interval:
+        if done != total and self._last_line is not None and now - self._last_line < self.interval:
             return
         self._last_line = now
         print(self.line(done, total), file=self.stream, flush=True)
@@ -119,5 +119,5 @@ class CampaignProgress:
         if self._rich is not None:
             self._rich.stop()
             self._rich = None
-        elif self._total and self._last_line < 0:
+        elif self._total and self._last_line is None:
             print(self.line(self._done, self._total), file=self.stream, flush=True)
