@@ -63,6 +63,7 @@ from .frames import (
     PartialEvent,
     SetupAppend,
     encode_event,
+    parse_append_block_end,
 )
 
 __all__ = [
@@ -135,6 +136,35 @@ class _Session:
 
     segment: str
     last_event_number: int = 0  # Java's default, not Long.MIN_VALUE
+
+
+_BLOCK_END: Final = AppendBlockEnd.TYPE
+_OPEN_BLOCK_END: Final = (State.OPEN.value, "block-end", SERVER_TRANSITIONS[(State.OPEN, "block-end")].value)
+_new: Final = object.__new__
+#: the slots of Append, filled directly on the trusted path (every field is set)
+_APPEND_SET: Final = tuple(
+    Append.__dict__[name].__set__
+    for name in (
+        "segment",
+        "writer_id",
+        "event_number",
+        "event_count",
+        "data",
+        "request_id",
+        "expected_offset",
+        "previous_stored",
+    )
+)
+assert {a.name for a in attrs.fields(Append)} == {
+    "segment",
+    "writer_id",
+    "event_number",
+    "event_count",
+    "data",
+    "request_id",
+    "expected_offset",
+    "previous_stored",
+}
 
 
 def _versions_compatible(high: int, low: int) -> bool:
@@ -237,6 +267,16 @@ class ServerConnection(_Base):
         self.max_writers = limits.max_window if max_writers is None else max_writers
         self._sessions: dict[uuid.UUID, _Session] = {}
         self._writers: dict[tuple[str, uuid.UUID], WriterState] = {}
+        #: writer id bytes -> (id, session, writer state), for :meth:`_bare_block_end`;
+        #: cleared whenever ``_sessions`` or ``_writers`` change
+        self._fast_writers: dict[bytes, tuple[uuid.UUID, _Session, WriterState]] = {}
+        #: the hot path of :meth:`_bare_block_end` stands for these methods, so a
+        #: subclass that changes one of them goes the general way
+        cls = type(self)
+        self._fast_path = all(
+            getattr(cls, name) is getattr(ServerConnection, name)
+            for name in ("_pump", "_on_command", "_session_for", "_on_block_end", "_begin_append", "_transition")
+        )
         self._block: AppendBlock | None = None
         self._block_offset = 0
         #: bytes of AppendBlockEnd data dropped by Java's quirk (§5.3); the driver logs them
@@ -247,6 +287,10 @@ class ServerConnection(_Base):
     def next_event(self) -> ServerEvent | NeedData:
         """The next event or :data:`NEED_DATA`; raises :class:`RemoteProtocolError`
         (after the events decoded before the bad byte) on a violation."""
+        if self._fast_path and self.state is State.OPEN and self._block is None and not self._events and self._error is None:
+            append = self._bare_block_end()
+            if append is not None:
+                return append
         event = self._next()
         if event is NEED_DATA:
             dec = self._decoder
@@ -289,6 +333,71 @@ class ServerConnection(_Base):
         return self._writers.get((segment, writer_id))
 
     # -- receive -------------------------------------------------------------
+    def _bare_block_end(self) -> Append | None:
+        """The hot path of a Rust-style writer: the next frame is a bare
+        AppendBlockEnd (no AppendBlock before it) that passes every check of
+        :meth:`_on_block_end` and :meth:`_begin_append`.  It goes straight from the
+        buffer to its :class:`Append`, with no command object and the writer's
+        records found by the id's 16 bytes.  Anything else returns None before
+        changing anything, and the general path decodes, checks and reports it
+        exactly as it always does."""
+        dec = self._decoder
+        frame = dec.peek_frame()
+        if frame is None:
+            return None
+        code, data, start, end = frame
+        if code != _BLOCK_END:
+            return None
+        got = parse_append_block_end(data, start, end)
+        if got is None:
+            return None
+        raw, _size, blob, num, last, rid = got
+        writer = self._fast_writers.get(raw)
+        if writer is None:
+            writer = self._find_writer(raw)
+            if writer is None:
+                return None
+        writer_id, session, state = writer
+        previous = state.last_stored
+        limits = self.limits
+        if (
+            num <= 0
+            or last < session.last_event_number
+            or last < previous
+            or len(blob) > limits.max_buffered + limits.max_frame_size
+        ):
+            return None
+        dec.consume_frame(end)
+        self.transitions_seen.add(_OPEN_BLOCK_END)
+        session.last_event_number = last
+        state.last_stored = last
+        state.in_flight += 1
+        append = _new(Append)
+        set_segment, set_wid, set_number, set_count, set_data, set_rid, set_expected, set_previous = _APPEND_SET
+        set_segment(append, session.segment)
+        set_wid(append, writer_id)
+        set_number(append, last)
+        set_count(append, num)
+        set_data(append, blob)
+        set_rid(append, rid)
+        set_expected(append, None)
+        set_previous(append, previous)
+        return append
+
+    def _find_writer(self, raw: bytes) -> tuple[uuid.UUID, _Session, WriterState] | None:
+        """The session and writer state of the writer id ``raw`` (16 bytes), kept
+        in ``_fast_writers`` until a SetupAppend, an AppendSetup or a failed
+        append changes them; None if either is missing."""
+        writer_id = uuid.UUID(bytes=raw)
+        session = self._sessions.get(writer_id)
+        if session is None:
+            return None
+        state = self._writers.get((session.segment, writer_id))
+        if state is None:
+            return None
+        self._fast_writers[raw] = found = (writer_id, session, state)
+        return found
+
     def _pump(self) -> None:
         dec = self._decoder
         while self.state in (State.OPEN, State.IN_BLOCK) and not self._events:
@@ -327,6 +436,7 @@ class ServerConnection(_Base):
                     protocol=PROTOCOL,
                 )
             self._sessions[cmd.writer_id] = _Session(cmd.segment)
+            self._fast_writers.clear()
             self._events.append(RequestReceived(cmd))
         elif isinstance(cmd, AppendBlock):
             self._session_for(cmd.writer_id, offset, "AppendBlock")
@@ -551,6 +661,7 @@ class ServerConnection(_Base):
         self._now = now
         if isinstance(cmd, AppendSetup):
             self._writers[(cmd.segment, cmd.writer_id)] = WriterState(cmd.last_event_number, cmd.last_event_number)
+            self._fast_writers.clear()
         self._queue(cmd.encode(), slot)
 
     def append_stored(self, append: Append, segment_length: int, *, now: float, slot: ReplySlot | None = None) -> None:
@@ -593,6 +704,7 @@ class ServerConnection(_Base):
         """The store refused the append (sealed, deleted…): queue ``reply`` and
         drop the writer state, so the writer must set up again (§5.4)."""
         self._writers.pop((append.segment, append.writer_id), None)
+        self._fast_writers.clear()
         self.send(reply, now=now)
 
     def close(self, *, now: float) -> None:
