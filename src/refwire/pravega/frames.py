@@ -10,7 +10,6 @@ draft dialect's command table (``refwire.pravega.draft2017.frames``).
 
 from __future__ import annotations
 
-import functools
 import struct
 import uuid
 from typing import Any, Final
@@ -56,6 +55,7 @@ from .frames_codec import (
     encode_event,
     f,
     split_frames,
+    uuid_of,
 )
 
 __all__ = [
@@ -707,9 +707,7 @@ def _setters(cls: type[Any], *names: str) -> tuple[Any, ...]:
     return tuple(slots[name].__set__ for name in names)
 
 
-@functools.lru_cache(maxsize=4096)
-def _uuid(raw: bytes) -> uuid.UUID:
-    return uuid.UUID(bytes=raw)
+_uuid = uuid_of
 
 
 def _ascii_utf(data: bytes | bytearray | memoryview, pos: int, end: int) -> tuple[str, int] | None:

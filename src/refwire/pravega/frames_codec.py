@@ -28,6 +28,7 @@ byte is true) and encode as 00/01.
 
 from __future__ import annotations
 
+import functools
 import struct
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -341,6 +342,14 @@ def encode_event(payload: bytes | bytearray | memoryview) -> bytes:
 # --------------------------------------------------------------------------- decoding
 
 
+@functools.lru_cache(maxsize=4096)
+def uuid_of(raw: bytes) -> uuid.UUID:
+    """The UUID of 16 wire bytes, one object per value while it is in the cache:
+    a connection's writer id then finds its dict entries by identity, without
+    calling ``uuid.UUID.__eq__`` (UUIDs are immutable, so sharing is safe)."""
+    return uuid.UUID(bytes=raw)
+
+
 def _read_key(r: Reader, field: str) -> TableKey:
     r.i32be(f"{field}.payload_length")
     n = r.i32be(f"{field}.length")
@@ -365,7 +374,7 @@ def _decode_field(r: Reader, kind: str, name: str) -> Any:
     if kind == I32:
         return r.i32be(name)
     if kind == UUID:
-        return uuid.UUID(bytes=r.raw(16, name))
+        return uuid_of(r.raw(16, name))
     if kind == UTF:
         return r.java_utf(name)
     if kind == BLOB32:
@@ -574,14 +583,16 @@ class CommandDecoder:
                 return
             yield cmd
 
-    def peek_frame(self) -> tuple[int, bytes | bytearray, int, int] | None:
+    def peek_frame(self, *, skip: int = 0) -> tuple[int, bytes | bytearray, int, int] | None:
         """``(type code, buffer, payload start, payload end)`` of the next frame if it
         is complete and its length is within the limits, without consuming it;
         None otherwise (then :meth:`next_command` waits, decodes or reports).  The
-        buffer is only valid until the next :meth:`feed` or :meth:`consume_frame`."""
+        buffer is only valid until the next :meth:`feed` or :meth:`consume_frame`.
+        ``skip``: the frame that starts this many bytes further (after frames
+        already peeked)."""
         buf = self._buf
         data = buf.data
-        pos = buf.pos
+        pos = buf.pos + skip
         if len(data) - pos < HEADER:
             return None
         code, n = _HDR.unpack_from(data, pos)
@@ -591,7 +602,8 @@ class CommandDecoder:
         return code, data, pos + HEADER, end
 
     def consume_frame(self, end: int) -> None:
-        """Consume the frame :meth:`peek_frame` returned (``end`` is its payload end)."""
+        """Consume the frames up to and including the one :meth:`peek_frame` returned
+        (``end`` is its payload end)."""
         buf = self._buf
         self.offset += end - buf.pos
         buf.advance_to(end)
