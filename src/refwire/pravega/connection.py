@@ -139,6 +139,7 @@ class _Session:
     last_event_number: int = 0  # Java's default, not Long.MIN_VALUE
 
 
+_OPEN: Final = State.OPEN  # a module global: State.OPEN is a lookup through the Enum metaclass
 _BLOCK: Final = AppendBlock.TYPE
 _BLOCK_END: Final = AppendBlockEnd.TYPE
 _PARTIAL: Final = PartialEvent.TYPE
@@ -302,7 +303,7 @@ class ServerConnection(_Base):
     def next_event(self) -> ServerEvent | NeedData:
         """The next event or :data:`NEED_DATA`; raises :class:`RemoteProtocolError`
         (after the events decoded before the bad byte) on a violation."""
-        if self._fast_path and self.state is State.OPEN and self._block is None and not self._events and self._error is None:
+        if self._fast_path and self.state is _OPEN and self._block is None and not self._events and self._error is None:
             append = self._fast_append()
             if append is not None:
                 return append
