@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import AsyncIterator
-from typing import Any
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 import trio
@@ -522,7 +522,7 @@ async def test_a_stream_nobody_reads_holds_at_most_stream_queue_bytes() -> None:
     limit = 4 << 20
     msgs = [bytes([i]) * (1 << 20) for i in range(40)]
     with trio.fail_after(30):
-        async with running(ServerConfig(stream_queue_bytes=limit), registry) as (server, port):
+        async with running(ServerConfig(stream_queue_bytes=limit), registry) as (_server, port):
             async with client_for(port) as client:
                 stream = await client.open_stream()
                 await client.call(60, stream.id_bytes())

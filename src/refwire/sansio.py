@@ -342,7 +342,7 @@ class FrameMachine:
                 field="type",
                 offset=offset,
             )
-        self.transitions_seen.add((self.state.value, inp, new.value))
+        self.transitions_seen.add((self.state._value_, inp, new._value_))  # _value_: .value is a Python-level property
         self.state = new
 
     def _next(self) -> Any:

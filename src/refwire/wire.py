@@ -120,81 +120,76 @@ class ReceiveBuffer:
     payload trickles in.
     """
 
-    __slots__ = ("_data", "_pos", "consumed")
+    __slots__ = ("consumed", "data", "pos")
 
     def __init__(self) -> None:
-        self._data: bytes | bytearray = b""
-        self._pos = 0
+        #: the underlying buffer; valid bytes are ``data[pos:]``.  Read it, do not
+        #: keep it or assign it (plain attributes, not properties: decoders read
+        #: them once per frame).
+        self.data: bytes | bytearray = b""
+        #: index into ``data`` of the first unconsumed byte (change it with :meth:`advance_to`)
+        self.pos = 0
         #: total bytes consumed since creation (the stream offset of ``pos``).
         self.consumed = 0
 
     def __len__(self) -> int:
-        return len(self._data) - self._pos
+        return len(self.data) - self.pos
 
     def __bool__(self) -> bool:
-        return len(self._data) > self._pos
+        return len(self.data) > self.pos
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Append received bytes."""
         if not data:
             return
-        if self._pos == len(self._data):
+        if self.pos == len(self.data):
             # Empty: adopt the chunk itself (bytes is immutable, so no copy needed).
-            self._data = data if type(data) is bytes else bytes(data)
-            self._pos = 0
+            self.data = data if type(data) is bytes else bytes(data)
+            self.pos = 0
             return
-        remaining = len(self._data) - self._pos
+        remaining = len(self.data) - self.pos
         if len(data) >= remaining:
             # Joining copies at most twice the new chunk (linear overall) and keeps
             # the buffer a ``bytes``, so decoders slice payloads out without a view.
-            with memoryview(self._data) as view:
-                self._data = b"".join((view[self._pos :], data))
-            self._pos = 0
+            with memoryview(self.data) as view:
+                self.data = b"".join((view[self.pos :], data))
+            self.pos = 0
             return
-        if type(self._data) is bytes:
-            self._data = bytearray(memoryview(self._data)[self._pos :])
-            self._pos = 0
-        assert isinstance(self._data, bytearray)
-        if self._pos >= _COMPACT_AT and self._pos * 2 >= len(self._data):
-            del self._data[: self._pos]
-            self._pos = 0
-        self._data += data
-
-    @property
-    def data(self) -> bytes | bytearray:
-        """The underlying buffer; valid bytes are ``data[pos:]``.  Do not keep it."""
-        return self._data
-
-    @property
-    def pos(self) -> int:
-        return self._pos
+        if type(self.data) is bytes:
+            self.data = bytearray(memoryview(self.data)[self.pos :])
+            self.pos = 0
+        assert isinstance(self.data, bytearray)
+        if self.pos >= _COMPACT_AT and self.pos * 2 >= len(self.data):
+            del self.data[: self.pos]
+            self.pos = 0
+        self.data += data
 
     def advance_to(self, pos: int) -> None:
         """Mark everything before ``pos`` (an index into ``data``) consumed."""
-        self.consumed += pos - self._pos
-        if pos >= len(self._data):
-            self._data = b""
-            self._pos = 0
+        self.consumed += pos - self.pos
+        if pos >= len(self.data):
+            self.data = b""
+            self.pos = 0
         else:
-            self._pos = pos
+            self.pos = pos
 
     def take(self, n: int) -> bytes:
         """Remove and return the next ``n`` bytes (``n <= len(self)``)."""
         if n > len(self):
             raise ValueError("take() past the end of the buffer")
-        start = self._pos
-        out = bytes(self._data[start : start + n]) if type(self._data) is bytearray else self._data[start : start + n]
+        start = self.pos
+        out = bytes(self.data[start : start + n]) if type(self.data) is bytearray else self.data[start : start + n]
         self.advance_to(start + n)
         return out  # type: ignore[return-value]
 
     def peek(self, n: int) -> bytes:
         """Return up to ``n`` next bytes without consuming them."""
-        return bytes(self._data[self._pos : self._pos + n])
+        return bytes(self.data[self.pos : self.pos + n])
 
     def clear(self) -> None:
         self.consumed += len(self)
-        self._data = b""
-        self._pos = 0
+        self.data = b""
+        self.pos = 0
 
 
 # --------------------------------------------------------------------------- reader / writer

@@ -22,6 +22,7 @@ and take are in :mod:`~refwire.pravega.events`.
 from __future__ import annotations
 
 import enum
+import struct
 import uuid
 from collections import deque
 from typing import Final
@@ -63,6 +64,7 @@ from .frames import (
     PartialEvent,
     SetupAppend,
     encode_event,
+    parse_append_block_end,
 )
 
 __all__ = [
@@ -135,6 +137,50 @@ class _Session:
 
     segment: str
     last_event_number: int = 0  # Java's default, not Long.MIN_VALUE
+
+
+_OPEN: Final = State.OPEN  # a module global: State.OPEN is a lookup through the Enum metaclass
+_BLOCK: Final = AppendBlock.TYPE
+_BLOCK_END: Final = AppendBlockEnd.TYPE
+_PARTIAL: Final = PartialEvent.TYPE
+_PADDING: Final = Padding.TYPE
+_II: Final = struct.Struct(">ii")
+
+
+def _seen(state: State, inp: str) -> tuple[str, str, str]:
+    return (state.value, inp, SERVER_TRANSITIONS[(state, inp)].value)
+
+
+#: the transitions the hot path of appends goes through
+_OPEN_BLOCK_END: Final = _seen(State.OPEN, "block-end")
+_OPEN_BLOCK: Final = _seen(State.OPEN, "block")
+_IN_BLOCK_BLOCK_END: Final = _seen(State.IN_BLOCK, "block-end")
+assert _OPEN_BLOCK_END[2] == _IN_BLOCK_BLOCK_END[2] == State.OPEN.value and _OPEN_BLOCK[2] == State.IN_BLOCK.value
+_new: Final = object.__new__
+#: the slots of Append, filled directly on the trusted path (every field is set)
+_APPEND_SET: Final = tuple(
+    Append.__dict__[name].__set__
+    for name in (
+        "segment",
+        "writer_id",
+        "event_number",
+        "event_count",
+        "data",
+        "request_id",
+        "expected_offset",
+        "previous_stored",
+    )
+)
+assert {a.name for a in attrs.fields(Append)} == {
+    "segment",
+    "writer_id",
+    "event_number",
+    "event_count",
+    "data",
+    "request_id",
+    "expected_offset",
+    "previous_stored",
+}
 
 
 def _versions_compatible(high: int, low: int) -> bool:
@@ -241,6 +287,16 @@ class ServerConnection(_Base):
         self.max_writers = limits.max_window if max_writers is None else max_writers
         self._sessions: dict[uuid.UUID, _Session] = {}
         self._writers: dict[tuple[str, uuid.UUID], WriterState] = {}
+        #: writer id bytes -> (id, session, writer state), for :meth:`_bare_block_end`;
+        #: cleared whenever ``_sessions`` or ``_writers`` change
+        self._fast_writers: dict[bytes, tuple[uuid.UUID, _Session, WriterState]] = {}
+        #: the hot path of :meth:`_bare_block_end` stands for these methods, so a
+        #: subclass that changes one of them goes the general way
+        cls = type(self)
+        self._fast_path = all(
+            getattr(cls, name) is getattr(ServerConnection, name)
+            for name in ("_pump", "_on_command", "_session_for", "_on_block_end", "_reassemble", "_begin_append", "_transition")
+        )
         self._block: AppendBlock | None = None
         self._block_offset = 0
         #: bytes of AppendBlockEnd data dropped by Java's quirk (§5.3); the driver logs them
@@ -251,12 +307,124 @@ class ServerConnection(_Base):
     def next_event(self) -> ServerEvent | NeedData:
         """The next event or :data:`NEED_DATA`; raises :class:`RemoteProtocolError`
         (after the events decoded before the bad byte) on a violation."""
+        if self._fast_path and self.state is _OPEN and self._block is None and not self._events and self._error is None:
+            append = self._fast_append()
+            if append is not None:
+                return append
         return self._next()  # type: ignore[no-any-return]
 
     def writer_state(self, segment: str, writer_id: uuid.UUID) -> WriterState | None:
         return self._writers.get((segment, writer_id))
 
     # -- receive -------------------------------------------------------------
+    def _fast_append(self) -> Append | None:
+        """The hot path of appends, for the two shapes writers send: a bare
+        AppendBlockEnd (the Rust client: no AppendBlock before it), and an
+        AppendBlock whose AppendBlockEnd is already buffered behind it (the Java
+        client: the block ends in whole events, or in a PartialEvent that the
+        AppendBlockEnd completes).  When the frames pass every check of
+        :meth:`_on_command`, :meth:`_on_block_end`, :meth:`_reassemble` and
+        :meth:`_begin_append`, they go straight from the buffer to their
+        :class:`Append`: no command objects, the event bytes copied once, the
+        writer's records found by the id's 16 bytes.  Anything else returns None
+        before changing anything, and the general path decodes, checks and
+        reports it exactly as it always does."""
+        dec = self._decoder
+        frame = dec.peek_frame()
+        if frame is None:
+            return None
+        code, data, start, end = frame
+        block_start = block_end = -1  # the AppendBlock's payload in ``data``, if any
+        if code == _BLOCK:
+            if end - start < 16:
+                return None
+            block_start, block_end = start, end
+            frame = dec.peek_frame(skip=end - start + 8)
+            if frame is None:
+                return None
+            code, data, start, end = frame
+        if code != _BLOCK_END:
+            return None
+        got = parse_append_block_end(data, start, end)
+        if got is None:
+            return None
+        raw, size, blob, num, last, rid = got
+        writer = self._fast_writers.get(raw)
+        if writer is None:
+            writer = self._find_writer(raw)
+            if writer is None:
+                return None
+        writer_id, session, state = writer
+        previous = state.last_stored
+        if num <= 0 or last < session.last_event_number or last < previous:
+            return None
+        payload: bytes
+        if block_start < 0:
+            payload = blob  # a bare AppendBlockEnd: sizeOfWholeEvents is ignored
+        else:
+            events = block_start + 16
+            left = block_end - events - size  # the block's bytes after its whole events
+            if data[block_start:events] != raw or size < 0 or left < 0:
+                return None
+            if left == 0:
+                if blob:
+                    return None  # AppendDecoder's quirk (the bytes are ignored and counted): the general path
+                payload = data[events:block_end] if type(data) is bytes else bytes(data[events:block_end])
+            else:
+                if left < 8:
+                    return None
+                rcode, n = _II.unpack_from(data, events + size)
+                if not 0 <= n <= left - 8:
+                    return None  # a broken remainder: the general path reports it
+                if rcode == _PARTIAL:
+                    with memoryview(data) as view:
+                        p = events + size + 8
+                        payload = b"".join((view[events : events + size], view[p : p + n], blob))
+                elif rcode == _PADDING and not blob:
+                    stop = events + size
+                    payload = data[events:stop] if type(data) is bytes else bytes(data[events:stop])
+                else:
+                    return None
+        limits = self.limits
+        if len(payload) > limits.max_buffered + limits.max_frame_size:
+            return None
+        # Every check passed: the same changes as the general path, in one go.
+        dec.consume_frame(end)
+        seen = self.transitions_seen
+        if block_start < 0:
+            seen.add(_OPEN_BLOCK_END)
+        else:
+            seen.add(_OPEN_BLOCK)
+            seen.add(_IN_BLOCK_BLOCK_END)
+        session.last_event_number = last
+        state.last_stored = last
+        state.in_flight += 1
+        append = _new(Append)
+        set_segment, set_wid, set_number, set_count, set_data, set_rid, set_expected, set_previous = _APPEND_SET
+        set_segment(append, session.segment)
+        set_wid(append, writer_id)
+        set_number(append, last)
+        set_count(append, num)
+        set_data(append, payload)
+        set_rid(append, rid)
+        set_expected(append, None)
+        set_previous(append, previous)
+        return append
+
+    def _find_writer(self, raw: bytes) -> tuple[uuid.UUID, _Session, WriterState] | None:
+        """The session and writer state of the writer id ``raw`` (16 bytes), kept
+        in ``_fast_writers`` until a SetupAppend, an AppendSetup or a failed
+        append changes them; None if either is missing."""
+        writer_id = uuid.UUID(bytes=raw)
+        session = self._sessions.get(writer_id)
+        if session is None:
+            return None
+        state = self._writers.get((session.segment, writer_id))
+        if state is None:
+            return None
+        self._fast_writers[raw] = found = (writer_id, session, state)
+        return found
+
     def _pump(self) -> None:
         dec = self._decoder
         while self.state in (State.OPEN, State.IN_BLOCK) and not self._events:
@@ -295,6 +463,7 @@ class ServerConnection(_Base):
                     protocol=PROTOCOL,
                 )
             self._sessions[cmd.writer_id] = _Session(cmd.segment)
+            self._fast_writers.clear()
             self._events.append(RequestReceived(cmd))
         elif isinstance(cmd, AppendBlock):
             self._session_for(cmd.writer_id, offset, "AppendBlock")
@@ -407,24 +576,24 @@ class ServerConnection(_Base):
         )
 
     def _reassemble(self, block: AppendBlock, size: int, end: AppendBlockEnd) -> bytes:
-        whole = block.data[:size]
-        rest = block.data[size:]
-        if not rest:
+        if size == len(block.data):
             if end.data:
                 # Quirk copied from AppendDecoder: end.data is ignored when the block has no remainder.
                 self.ignored_block_end_bytes += len(end.data)
-            return whole
+            return block.data
+        data = block.data
+        left = len(data) - size  # the remainder after the whole events
         base = self._block_offset + 8 + 16 + size
-        if len(rest) < 8:
+        if left < 8:
             raise LocalProtocolError(
-                f"{len(rest)} bytes after the whole events are not a command header",
+                f"{left} bytes after the whole events are not a command header",
                 protocol=PROTOCOL,
                 frame="AppendBlock",
                 field="data",
                 offset=base,
             )
-        code = int.from_bytes(rest[:4], "big", signed=True)
-        n = int.from_bytes(rest[4:8], "big", signed=True)
+        code = int.from_bytes(data[size : size + 4], "big", signed=True)
+        n = int.from_bytes(data[size + 4 : size + 8], "big", signed=True)
         if code not in (PartialEvent.TYPE, Padding.TYPE):
             raise LocalProtocolError(
                 f"the block's remainder must be a PartialEvent or Padding, found type {code}",
@@ -433,10 +602,10 @@ class ServerConnection(_Base):
                 field="data",
                 offset=base,
             )
-        if not 0 <= n <= len(rest) - 8:
+        if not 0 <= n <= left - 8:
             raise LocalProtocolError(
                 f"the {'PartialEvent' if code == PartialEvent.TYPE else 'Padding'} length {n} does not match the "
-                f"{len(rest) - 8} bytes left in the block",
+                f"{left - 8} bytes left in the block",
                 protocol=PROTOCOL,
                 frame="PartialEvent" if code == PartialEvent.TYPE else "Padding",
                 field="length",
@@ -451,9 +620,10 @@ class ServerConnection(_Base):
                     field="data",
                     offset=None,
                 )
-            return whole
+            return data[:size]
         # AppendDecoder decodes one frame from the remainder and ignores bytes after it (§5.3).
-        return whole + rest[8 : 8 + n] + end.data
+        with memoryview(data) as view:  # one copy of the event bytes, not three
+            return b"".join((view[:size], view[size + 8 : size + 8 + n], end.data))
 
     def _begin_append(
         self,
@@ -485,7 +655,17 @@ class ServerConnection(_Base):
             )
         state.last_stored = event_number
         state.in_flight += 1
-        self._events.append(Append(segment, writer_id, event_number, count, data, request_id, expected_offset, previous))
+        append = _new(Append)  # every field is set below (Append has no validators)
+        set_segment, set_wid, set_number, set_count, set_data, set_rid, set_expected, set_previous = _APPEND_SET
+        set_segment(append, segment)
+        set_wid(append, writer_id)
+        set_number(append, event_number)
+        set_count(append, count)
+        set_data(append, data)
+        set_rid(append, request_id)
+        set_expected(append, expected_offset)
+        set_previous(append, previous)
+        self._events.append(append)
 
     # -- send ----------------------------------------------------------------
     def reserve(self, *, now: float) -> ReplySlot:
@@ -519,6 +699,7 @@ class ServerConnection(_Base):
         self._now = now
         if isinstance(cmd, AppendSetup):
             self._writers[(cmd.segment, cmd.writer_id)] = WriterState(cmd.last_event_number, cmd.last_event_number)
+            self._fast_writers.clear()
         self._queue(cmd.encode(), slot)
 
     def append_stored(self, append: Append, segment_length: int, *, now: float, slot: ReplySlot | None = None) -> None:
@@ -561,6 +742,7 @@ class ServerConnection(_Base):
         """The store refused the append (sealed, deleted…): queue ``reply`` and
         drop the writer state, so the writer must set up again (§5.4)."""
         self._writers.pop((append.segment, append.writer_id), None)
+        self._fast_writers.clear()
         self.send(reply, now=now)
 
     def close(self, *, now: float) -> None:

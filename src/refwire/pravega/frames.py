@@ -10,9 +10,9 @@ draft dialect's command table (``refwire.pravega.draft2017.frames``).
 
 from __future__ import annotations
 
-import functools
 import struct
 import uuid
+from typing import Any, Final
 
 import attrs
 
@@ -55,6 +55,7 @@ from .frames_codec import (
     encode_event,
     f,
     split_frames,
+    uuid_of,
 )
 
 __all__ = [
@@ -685,15 +686,28 @@ def request_id_of(cmd: Command) -> int:
 
 _II = struct.Struct(">ii")
 _IQ = struct.Struct(">iq")
+_IQQ = struct.Struct(">iqq")
 _Q = struct.Struct(">q")
 _QQQ = struct.Struct(">qqq")
 _QQ = struct.Struct(">qq")
 _H = struct.Struct(">H")
+_UUID_II = struct.Struct(">16sii")  # AppendBlockEnd's writer_id, size_of_whole_events, data length
+_UUID_QQQQ = struct.Struct(">16sqqqq")  # DataAppended's fields
+
+# Trusted construction: a fast decoder has read every field itself, so it fills
+# the frozen slots directly (their descriptors' __set__) instead of calling the
+# keyword __init__, which costs twice as much and checks nothing more (the
+# command classes have no validators).
+_new = object.__new__
 
 
-@functools.lru_cache(maxsize=4096)
-def _uuid(raw: bytes) -> uuid.UUID:
-    return uuid.UUID(bytes=raw)
+def _setters(cls: type[Any], *names: str) -> tuple[Any, ...]:
+    slots = cls.__dict__
+    assert set(names) == {a.name for a in attrs.fields(cls)}, cls
+    return tuple(slots[name].__set__ for name in names)
+
+
+_uuid = uuid_of
 
 
 def _ascii_utf(data: bytes | bytearray | memoryview, pos: int, end: int) -> tuple[str, int] | None:
@@ -709,42 +723,89 @@ def _ascii_utf(data: bytes | bytearray | memoryview, pos: int, end: int) -> tupl
     return raw.decode("ascii"), stop
 
 
-def _fast_append_block_end(data: bytes | bytearray | memoryview, start: int, end: int) -> AppendBlockEnd | None:
+_ABE_SET: Final = _setters(
+    AppendBlockEnd, "writer_id", "size_of_whole_events", "data", "num_events", "last_event_number", "request_id"
+)
+
+
+def parse_append_block_end(
+    data: bytes | bytearray | memoryview, start: int, end: int
+) -> tuple[bytes, int, bytes, int, int, int] | None:
+    """The fields of a regular AppendBlockEnd payload ``data[start:end]``: ``(writer
+    id's 16 bytes, size_of_whole_events, data, num_events, last_event_number,
+    request_id)``; None for anything irregular (then decode it with the generic path)."""
     if end - start < 24:
         return None
-    size, dlen = _II.unpack_from(data, start + 16)
+    raw, size, dlen = _UUID_II.unpack_from(data, start)
     p = start + 24 + dlen
     if dlen < 0 or p + 12 > end:
         return None
-    num, last = _IQ.unpack_from(data, p)
-    rid = _Q.unpack_from(data, p + 12)[0] if end - (p + 12) >= 8 else -1
-    return AppendBlockEnd(
-        writer_id=_uuid(bytes(data[start : start + 16])),
-        size_of_whole_events=size,
-        data=bytes(data[start + 24 : p]),
-        num_events=num,
-        last_event_number=last,
-        request_id=rid,
-    )
+    if end - p >= 20:
+        num, last, rid = _IQQ.unpack_from(data, p)
+    else:
+        num, last = _IQ.unpack_from(data, p)
+        rid = -1
+    blob = data[start + 24 : p]
+    return raw, size, blob if type(blob) is bytes else bytes(blob), num, last, rid
+
+
+def _fast_append_block_end(data: bytes | bytearray | memoryview, start: int, end: int) -> AppendBlockEnd | None:
+    # parse_append_block_end, inline (this is the hottest decoder of all)
+    if end - start < 24:
+        return None
+    raw, size, dlen = _UUID_II.unpack_from(data, start)
+    p = start + 24 + dlen
+    if dlen < 0 or p + 12 > end:
+        return None
+    if end - p >= 20:
+        num, last, rid = _IQQ.unpack_from(data, p)
+    else:
+        num, last = _IQ.unpack_from(data, p)
+        rid = -1
+    blob = data[start + 24 : p]
+    if type(blob) is not bytes:
+        blob = bytes(blob)
+    cmd = _new(AppendBlockEnd)
+    set_wid, set_size, set_data, set_num, set_last, set_rid = _ABE_SET
+    set_wid(cmd, _uuid(raw))
+    set_size(cmd, size)
+    set_data(cmd, blob)
+    set_num(cmd, num)
+    set_last(cmd, last)
+    set_rid(cmd, rid)
+    return cmd
+
+
+_AB_SET: Final = _setters(AppendBlock, "writer_id", "data")
 
 
 def _fast_append_block(data: bytes | bytearray | memoryview, start: int, end: int) -> AppendBlock | None:
     if end - start < 16:
         return None
-    return AppendBlock(writer_id=_uuid(bytes(data[start : start + 16])), data=bytes(data[start + 16 : end]))
+    cmd = _new(AppendBlock)
+    set_wid, set_data = _AB_SET
+    set_wid(cmd, _uuid(bytes(data[start : start + 16])))
+    set_data(cmd, bytes(data[start + 16 : end]))
+    return cmd
+
+
+_DA_SET: Final = _setters(
+    DataAppended, "writer_id", "event_number", "previous_event_number", "request_id", "current_segment_write_offset"
+)
 
 
 def _fast_data_appended(data: bytes | bytearray | memoryview, start: int, end: int) -> DataAppended | None:
     if end - start < 48:
         return None
-    ev, prev, rid = _QQQ.unpack_from(data, start + 16)
-    return DataAppended(
-        writer_id=_uuid(bytes(data[start : start + 16])),
-        event_number=ev,
-        previous_event_number=prev,
-        request_id=rid,
-        current_segment_write_offset=_Q.unpack_from(data, start + 40)[0],
-    )
+    raw, ev, prev, rid, offset = _UUID_QQQQ.unpack_from(data, start)
+    cmd = _new(DataAppended)
+    set_wid, set_ev, set_prev, set_rid, set_offset = _DA_SET
+    set_wid(cmd, _uuid(raw))
+    set_ev(cmd, ev)
+    set_prev(cmd, prev)
+    set_rid(cmd, rid)
+    set_offset(cmd, offset)
+    return cmd
 
 
 def _fast_segment_read(data: bytes | bytearray | memoryview, start: int, end: int) -> SegmentRead | None:

@@ -28,6 +28,7 @@ byte is true) and encode as 00/01.
 
 from __future__ import annotations
 
+import functools
 import struct
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -341,6 +342,14 @@ def encode_event(payload: bytes | bytearray | memoryview) -> bytes:
 # --------------------------------------------------------------------------- decoding
 
 
+@functools.lru_cache(maxsize=4096)
+def uuid_of(raw: bytes) -> uuid.UUID:
+    """The UUID of 16 wire bytes, one object per value while it is in the cache:
+    a connection's writer id then finds its dict entries by identity, without
+    calling ``uuid.UUID.__eq__`` (UUIDs are immutable, so sharing is safe)."""
+    return uuid.UUID(bytes=raw)
+
+
 def _read_key(r: Reader, field: str) -> TableKey:
     r.i32be(f"{field}.payload_length")
     n = r.i32be(f"{field}.length")
@@ -365,7 +374,7 @@ def _decode_field(r: Reader, kind: str, name: str) -> Any:
     if kind == I32:
         return r.i32be(name)
     if kind == UUID:
-        return uuid.UUID(bytes=r.raw(16, name))
+        return uuid_of(r.raw(16, name))
     if kind == UTF:
         return r.java_utf(name)
     if kind == BLOB32:
@@ -476,10 +485,17 @@ class CommandDecoder:
     before the payload is waited for, so a lying length never allocates.
     """
 
-    __slots__ = ("_buf", "_max_payload", "allow_inner", "dialect", "limits", "offset")
+    __slots__ = ("_buf", "_fast", "_max_payload", "allow_inner", "dialect", "limits", "offset")
 
     def __init__(self, limits: Limits = DEFAULT_LIMITS, *, allow_inner: bool = False, dialect: Dialect = CURRENT) -> None:
         self.dialect = dialect
+        #: the dialect's hand-written decoders of top-level commands: taken without
+        #: decode_command's checks, which they always pass (known, not inner)
+        self._fast: dict[int, Any] = {
+            code: fn
+            for code, fn in dialect.fast.items()
+            if code in dialect.commands and dialect.commands[code].DIRECTION != "inner"
+        }
         self.limits = limits
         self._max_payload = limits.max_frame_size - HEADER
         self._buf = ReceiveBuffer()
@@ -530,16 +546,67 @@ class CommandDecoder:
         if len(data) < end:
             return None
         start = self.offset
-        cmd = decode_command(
-            code, data, start=pos + HEADER, end=end, base=start + HEADER, allow_inner=self.allow_inner, dialect=self.dialect
-        )
+        fast = self._fast.get(code)
+        cmd: Command | None = None if fast is None else fast(data, pos + HEADER, end)
+        if cmd is None:
+            cmd = decode_command(
+                code, data, start=pos + HEADER, end=end, base=start + HEADER, allow_inner=self.allow_inner, dialect=self.dialect
+            )
         buf.advance_to(end)
         self.offset = start + HEADER + n
         return cmd
 
     def commands(self) -> Iterator[Command]:
-        while (cmd := self.next_command()) is not None:
+        """Every complete command, as :meth:`next_command` gives them one by one."""
+        buf = self._buf
+        unpack = _HDR.unpack_from
+        fast_get = self._fast.get
+        max_payload = self._max_payload
+        while True:
+            # Inline for the commands with a hand-written decoder, when the frame is
+            # complete and regular; anything else goes through next_command.
+            data = buf.data
+            pos = buf.pos
+            if len(data) - pos >= HEADER:
+                code, n = unpack(data, pos)
+                end = pos + HEADER + n
+                fast = fast_get(code)
+                if fast is not None and 0 <= n <= max_payload and end <= len(data):
+                    cmd = fast(data, pos + HEADER, end)
+                    if cmd is not None:
+                        buf.advance_to(end)
+                        self.offset += HEADER + n
+                        yield cmd
+                        continue
+            cmd = self.next_command()
+            if cmd is None:
+                return
             yield cmd
+
+    def peek_frame(self, *, skip: int = 0) -> tuple[int, bytes | bytearray, int, int] | None:
+        """``(type code, buffer, payload start, payload end)`` of the next frame if it
+        is complete and its length is within the limits, without consuming it;
+        None otherwise (then :meth:`next_command` waits, decodes or reports).  The
+        buffer is only valid until the next :meth:`feed` or :meth:`consume_frame`.
+        ``skip``: the frame that starts this many bytes further (after frames
+        already peeked)."""
+        buf = self._buf
+        data = buf.data
+        pos = buf.pos + skip
+        if len(data) - pos < HEADER:
+            return None
+        code, n = _HDR.unpack_from(data, pos)
+        end = pos + HEADER + n
+        if n < 0 or n > self._max_payload or len(data) < end:
+            return None
+        return code, data, pos + HEADER, end
+
+    def consume_frame(self, end: int) -> None:
+        """Consume the frames up to and including the one :meth:`peek_frame` returned
+        (``end`` is its payload end)."""
+        buf = self._buf
+        self.offset += end - buf.pos
+        buf.advance_to(end)
 
 
 def split_frames(data: bytes, *, base: int = 0, allow_inner: bool = True) -> Sequence[Command]:

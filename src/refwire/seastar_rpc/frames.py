@@ -411,6 +411,17 @@ def decode_exception(payload: bytes, *, base: int = 0) -> RemoteException:
 
 Kind = Literal["request", "response", "stream"]
 
+# Trusted construction of the frames the decoder's hot path builds: every field
+# filled through its slot (the classes have no validators), half the cost of
+# the keyword __init__.
+_new = object.__new__
+_SET_REQ_VERB, _SET_REQ_ID, _SET_REQ_PAYLOAD, _SET_REQ_TIMEOUT = (
+    Request.__dict__[a.name].__set__ for a in attrs.fields(Request)
+)
+_SET_RSP_ID, _SET_RSP_PAYLOAD, _SET_RSP_DURATION = (Response.__dict__[a.name].__set__ for a in attrs.fields(Response))
+assert [a.name for a in attrs.fields(Request)] == ["verb", "msg_id", "payload", "timeout_ms"]
+assert [a.name for a in attrs.fields(Response)] == ["msg_id", "payload", "handler_duration"]
+
 
 class FrameDecoder:
     """Incremental decoder of one direction of one connection.
@@ -486,6 +497,73 @@ class FrameDecoder:
 
     def next_frame(self) -> Frame | None:
         """The next complete frame, or ``None`` when more bytes are needed."""
+        if self._phase == "frames" and self.compressor is None and not self._skip and self._held is None:
+            # The hot path: a complete, regular uncompressed request or response,
+            # built without the general path's calls (same checks, same result);
+            # anything else (incomplete, over a limit, a stream) takes the general path.
+            buf = self._buf
+            data = buf.data
+            pos = buf.pos
+            have = len(data) - pos
+            kind = self.kind
+            if kind == "response":
+                if self.duration:
+                    if have >= 16:
+                        msg_id, n, duration = _RSP16.unpack_from(data, pos)
+                        stop = pos + 16 + n
+                        if n <= self.limits.max_frame_size and stop <= len(data):
+                            payload = data[pos + 16 : stop]
+                            rsp = _new(Response)
+                            _SET_RSP_ID(rsp, msg_id)
+                            _SET_RSP_PAYLOAD(rsp, payload if type(payload) is bytes else bytes(payload))
+                            _SET_RSP_DURATION(rsp, duration)
+                            buf.advance_to(stop)
+                            self._need = 0
+                            return rsp
+                elif have >= 12:
+                    msg_id, n = _RSP12.unpack_from(data, pos)
+                    stop = pos + 12 + n
+                    if n <= self.limits.max_frame_size and stop <= len(data):
+                        payload = data[pos + 12 : stop]
+                        rsp = _new(Response)
+                        _SET_RSP_ID(rsp, msg_id)
+                        _SET_RSP_PAYLOAD(rsp, payload if type(payload) is bytes else bytes(payload))
+                        _SET_RSP_DURATION(rsp, None)
+                        buf.advance_to(stop)
+                        self._need = 0
+                        return rsp
+            elif kind == "request":
+                timeout: int | None
+                if self.timeout:
+                    if have < 28:
+                        return self._next_frame()
+                    timeout, verb, msg_id, n = _REQ28.unpack_from(data, pos)
+                    hs = 28
+                else:
+                    if have < 20:
+                        return self._next_frame()
+                    verb, msg_id, n = _REQ20.unpack_from(data, pos)
+                    timeout, hs = None, 20
+                stop = pos + hs + n
+                discard_over = self.discard_over
+                if (
+                    n <= self.limits.max_frame_size
+                    and (discard_over is None or n <= discard_over)
+                    and stop <= len(data)
+                ):
+                    payload = data[pos + hs : stop]
+                    req = _new(Request)
+                    _SET_REQ_VERB(req, verb)
+                    _SET_REQ_ID(req, msg_id)
+                    _SET_REQ_PAYLOAD(req, payload if type(payload) is bytes else bytes(payload))
+                    _SET_REQ_TIMEOUT(req, timeout)
+                    buf.advance_to(stop)
+                    self._need = 0
+                    return req
+        return self._next_frame()
+
+    def _next_frame(self) -> Frame | None:
+        """:meth:`next_frame`'s general path."""
         if self._skip or self._phase == "paused":
             return None
         if self._held is not None:

@@ -75,6 +75,11 @@ class Message:
     seq: int | None = None
 
 
+_new = object.__new__
+_MESSAGE_SETTERS: Final = tuple(Message.__dict__[name].__set__ for name in ("content", "ts", "key", "seq"))
+assert [a.name for a in attrs.fields(Message)] == ["content", "ts", "key", "seq"]
+
+
 @attrs.frozen
 class BundleHeader:
     """The uncompressed head of a bundle (§4).  ``size`` is the header's byte length."""
@@ -108,12 +113,16 @@ def _uvarint(data: bytes | memoryview, p: int, end: int, *, field: str, base: in
     try:
         return decode_uvarint(data, p, end, field=field, base=base)
     except LocalProtocolError as exc:
-        # decode_uvarint reaches ``end`` before its 5-byte cap only when every byte left continues the varint.
-        if end - p <= _VARINT_MAX and all(b & 0x80 for b in data[p:end]):
-            raise TruncatedBundle(
-                exc.reason, protocol=exc.protocol, frame=exc.frame, field=exc.field, offset=exc.offset
-            ) from None
+        _raise_if_truncated(exc, data, p, end)
         raise
+
+
+def _raise_if_truncated(exc: LocalProtocolError, data: bytes | memoryview, p: int, end: int) -> None:
+    """Raise ``exc`` (from decode_uvarint, for the varint at ``p``) as a
+    :class:`~refwire.errors.TruncatedBundle` if the varint ran past ``end``."""
+    # decode_uvarint reaches ``end`` before its 5-byte cap only when every byte left continues the varint.
+    if end - p <= _VARINT_MAX and all(b & 0x80 for b in data[p:end]):
+        raise TruncatedBundle(exc.reason, protocol=exc.protocol, frame=exc.frame, field=exc.field, offset=exc.offset) from None
 
 
 # --------------------------------------------------------------------------- encoding
@@ -282,10 +291,17 @@ def _decode_messages(
     (a partial trailing bundle); otherwise it is an error.
     """
     out: list[Message] = []
+    append = out.append
     n = header.count
     sparse = header.sparse
     seq = header.first_seq if sparse else base_seq
     assert seq is not None
+    seq -= 1  # the first message's number is first_seq / base_seq (incremented below)
+    last_seq = header.last_seq
+    unpack_u64 = _U64.unpack_from
+    copy = type(data) is not bytes  # slices of a memoryview are copied out to bytes
+    new = _new
+    set_content, set_ts, set_key, set_seq = _MESSAGE_SETTERS
     ts = 0
     for i in range(n):
         start = p
@@ -297,22 +313,22 @@ def _decode_messages(
             if mflags & ~_MSG_KNOWN & 0xFF:
                 raise _err(f"message {i}: unknown flags {mflags:#04x}", "messageFlags", base + p - 1)
             if sparse and i > 0:
-                assert header.last_seq is not None
+                assert last_seq is not None
                 if mflags & MSG_SEQ_PREV_PLUS_ONE:
                     seq += 1
                 elif i == n - 1:
-                    seq = header.last_seq
+                    seq = last_seq
                 else:
                     delta, p = _uvarint(data, p, end, field="seqDelta", base=base)
                     seq += 1 + delta
-                if seq > header.last_seq or (i == n - 1 and seq != header.last_seq):
-                    raise _err(f"message {i}: seq {seq} disagrees with lastSeq {header.last_seq}", "seqDelta", base + start)
-            elif i > 0:
+                if seq > last_seq or (i == n - 1 and seq != last_seq):
+                    raise _err(f"message {i}: seq {seq} disagrees with lastSeq {last_seq}", "seqDelta", base + start)
+            else:
                 seq += 1
             if not mflags & MSG_USE_LAST_TS:
                 if end - p < 8:
                     raise _truncated("truncated: ts needs 8 bytes", "ts", base + p)
-                (ts,) = _U64.unpack_from(data, p)
+                (ts,) = unpack_u64(data, p)
                 p += 8
             key = None
             if mflags & MSG_HAVE_KEY:
@@ -324,16 +340,26 @@ def _decode_messages(
                     raise _truncated(f"truncated: key needs {klen} bytes", "key", base + p)
                 key = bytes(data[p : p + klen])
                 p += klen
-            clen, p = _uvarint(data, p, end, field="contentLen", base=base)
-            if end - p < clen:
-                raise _truncated(f"truncated: content needs {clen} bytes, {end - p} left", "content", base + p)
-            content = bytes(data[p : p + clen])
-            p += clen
+            try:
+                clen, q = decode_uvarint(data, p, end, field="contentLen", base=base)
+            except LocalProtocolError as exc:
+                _raise_if_truncated(exc, data, p, end)
+                raise
+            p = q + clen
+            if p > end:
+                raise _truncated(f"truncated: content needs {clen} bytes, {end - q} left", "content", base + q)
+            content = data[q:p]
         except TruncatedBundle:
             if stop_at_truncation:
                 return out, start
             raise
-        out.append(Message(content, ts, key, seq))
+        # Trusted construction: every field was read above (Message has no validators).
+        m = new(Message)
+        set_content(m, bytes(content) if copy else content)
+        set_ts(m, ts)
+        set_key(m, key)
+        set_seq(m, seq)
+        append(m)
     return out, p
 
 
@@ -459,13 +485,16 @@ def read_chunk(
         msgs, q = _decode_messages(data, dstart, dend, header, first, base=dbase, stop_at_truncation=not whole)
         if whole and q != dend:
             raise _err(f"{dend - q} bytes after the last of {header.count} messages", "messageSet", dbase + q)
-        for m in msgs:
-            assert m.seq is not None
-            if m.seq > hwmark:
-                stop = True
-                break
-            if tail or m.seq >= requested_seq:
-                out.append(m)
+        if msgs and msgs[-1].seq <= hwmark and (tail or msgs[0].seq >= requested_seq):  # type: ignore[operator]
+            out.extend(msgs)  # the whole bundle is wanted (seq rises through a bundle)
+        else:
+            for m in msgs:
+                assert m.seq is not None
+                if m.seq > hwmark:
+                    stop = True
+                    break
+                if tail or m.seq >= requested_seq:
+                    out.append(m)
         if not whole:
             partial, min_fetch = True, bundle_end - entry_start
             break
