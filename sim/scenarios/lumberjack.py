@@ -14,6 +14,11 @@ simulated network.  Invariants (specs/lumberjack/README.md §3):
   client had to reject;
 * ``lost`` -- after the liveness phase every event reached the application
   at least once (duplicates are allowed: at-least-once);
+* ``hostile-not-closed`` -- a hostile peer in the swarm (``hostiles``: garbage,
+  a bad version byte, an ack from the client, a frame cut by EOF, an empty
+  window, a ``C`` that does not inflate) is closed by the server, or answered as
+  the spec says, within the idle timeout; the well-behaved clients' invariants
+  above hold beside it;
 * liveness -- once faults are healed, every client's ``send`` returns within
   ``liveness_time`` virtual seconds.
 """
@@ -71,12 +76,14 @@ class LumberjackScenario:
             "bug": "",
         }
         wl["liveness_time"] = liveness_bound(wl)
+        wl["hostiles"] = rng.pick([0, 0, 1, 2])  # drawn last: the knobs above keep their draws
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
         return shrink_toward(
             workload,
             [
+                ("hostiles", 0),
                 ("clients", 1),
                 ("events", HALVE),
                 ("restarts", 0),
@@ -102,7 +109,8 @@ class _Run(RunBase):
         self.clients: list[LumberjackClient] = []
         self.servers: list[LumberjackServer] = []
         self.app_rng = rng.child("app")
-        self.counts: dict[str, int] = {"wrap_batches": 0, "server_restarts": 0, "duplicates": 0, "events_total": 0}
+        self.hostiles_done = 0
+        self.counts: dict[str, int] = {"wrap_batches": 0, "server_restarts": 0, "duplicates": 0, "events_total": 0, "hostiles_closed": 0}
 
     # -- the application behind the server ---------------------------------
     def _store(self, gen: int, batch: Batch, info: ConnectionInfo) -> None:
@@ -216,6 +224,58 @@ class _Run(RunBase):
         if len(self.done) == wl["clients"]:
             self.all_done.set()
 
+    # -- hostile peers -------------------------------------------------------
+    #: What a hostile peer sends (specs/lumberjack/README.md §4): the server must close, or answer an
+    #: empty window with ``A 0`` and go on, never hang or take the other connections down.
+    HOSTILE: dict[str, bytes] = {
+        "garbage": bytes(range(7, 71)),
+        "bad-version": b"3W\x00\x00\x00\x01",
+        "ack-from-client": b"2A\x00\x00\x00\x01",
+        "cut-by-eof": b"2W\x00\x00\x00\x01" + b"2J\x00\x00\x00\x01\x00\x00\x00\x40" + b"{\"half\":",
+        "empty-window": b"2W\x00\x00\x00\x00",
+        "bad-zlib": b"2W\x00\x00\x00\x01" + b"2C\x00\x00\x00\x08" + b"notzlib!",
+    }
+
+    async def hostile_task(self, h: int) -> None:
+        """One hostile peer: connect (retrying while the server is down), send one
+        hostile sequence (only ``cut-by-eof`` half-closes after it) and wait for the
+        server to end the connection: at once for a protocol error, at EOF, or at
+        its idle timeout for an empty window it answered."""
+        rng = self.rng.child("hostile", h)
+        kind = rng.pick(sorted(self.HOSTILE))
+        self.trace.record(trio.current_time(), "hostile", h, kind)
+        try:
+            await self._hostile(h, kind, rng)
+        finally:
+            self.hostiles_done += 1
+
+    async def _hostile(self, h: int, kind: str, rng: SimRandom) -> None:
+        for _ in range(50):
+            try:
+                stream = await self.net.connect(ADDRESS)
+                break
+            except OSError:
+                await trio.sleep(rng.between(0.5, 2.0))
+        else:
+            return  # never reached the server: nothing to judge
+        # A protocol error closes at once (well inside the 60 s idle timeout, which would close it
+        # anyway); an empty window is answered and the connection then idles until that timeout.
+        budget = 90.0 if kind == "empty-window" else 30.0
+        with trio.move_on_after(budget) as scope:
+            try:
+                await stream.send_all(self.HOSTILE[kind])
+                if kind == "cut-by-eof":
+                    await stream.send_eof()
+                while await stream.receive_some(4096):
+                    pass
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                pass
+        await trio.aclose_forcefully(stream)
+        if scope.cancelled_caught:
+            self.violate("hostile-not-closed", f"hostile peer {h} ({kind}) still connected after {budget:.0f} s")
+            return
+        self.counts["hostiles_closed"] += 1
+
     async def main(self) -> ScenarioReport:
         wl = self.wl
         self.counts["events_total"] = wl["clients"] * wl["events"]
@@ -224,13 +284,21 @@ class _Run(RunBase):
             await nursery.start(self.server_life)
             for c in range(wl["clients"]):
                 nursery.start_soon(self.client_task, c)
+            for h in range(wl.get("hostiles", 0)):
+                nursery.start_soon(self.hostile_task, h)
+
+            async def done() -> None:  # the clients, then the hostile peers (each ends within ~190 s)
+                await self.all_done.wait()
+                while self.hostiles_done < wl.get("hostiles", 0):
+                    await trio.sleep(1.0)
+
             converged = await safety_then_liveness(
                 self.net,
                 self.healed,
                 self.trace,
                 safety_time=wl["safety_time"],
-                liveness_time=wl["liveness_time"],
-                done=self.all_done.wait,
+                liveness_time=wl["liveness_time"] + (200.0 if wl.get("hostiles") else 0.0),
+                done=done,
             )
             if not converged:
                 waiting = sorted(set(range(wl["clients"])) - set(self.done))

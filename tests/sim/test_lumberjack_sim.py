@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import simtests
 from refwire.sim.faults import FAULT_KINDS, Faults
 from refwire.sim.runner import SimResult, run_seed, shrink
@@ -85,3 +86,13 @@ def test_a_run_leaves_logging_as_it_found_it() -> None:
     before = log.level
     run_seed("lumberjack", 1)
     assert log.level == before
+
+
+@pytest.mark.parametrize("seed", [2, 5])
+def test_hostile_peers_are_closed_and_the_clients_unaffected(seed: int) -> None:
+    """Two hostile peers in the swarm (garbage, a bad version byte, an ack from the
+    client, a frame cut by EOF, an empty window, a C that does not inflate): each
+    is closed in time, and the well-behaved clients' invariants hold beside them."""
+    r = run_seed("lumberjack", seed, workload={"hostiles": 2})
+    assert r.ok, r.detail
+    assert r.counts["hostiles_closed"] == 2
