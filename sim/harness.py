@@ -4,7 +4,7 @@ restarts at seeded times until the network is healed."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
 import trio
@@ -14,7 +14,7 @@ from .net import SimNet
 from .rand import SimRandom
 from .trace import Trace
 
-__all__ = ["HALVE", "RunBase", "crash_restart_loop", "role_transitions", "safety_then_liveness", "shrink_toward"]
+__all__ = ["HALVE", "Hostile", "RunBase", "crash_restart_loop", "role_transitions", "safety_then_liveness", "shrink_toward"]
 
 
 async def safety_then_liveness(
@@ -85,12 +85,60 @@ class RunBase:
         self.net = SimNet(rng.child("net"), faults, trace)
         self.violation: tuple[str, str] | None = None
         self.healed = trio.Event()
+        #: hostile peers finished (whatever happened) and closed in time
+        self.hostiles_done = 0
+        self.hostiles_closed = 0
 
     def violate(self, kind: str, detail: str) -> None:
         """Record the first violation (later ones are consequences)."""
         if self.violation is None:
             self.violation = (kind, detail)
             self.trace.record(trio.current_time(), "VIOLATION", kind, detail)
+
+
+    async def hostile_peer(self, h: int, address: str, kinds: Mapping[str, Hostile]) -> None:
+        """One hostile peer of the swarm: connect to ``address`` (retrying while the
+        server is down), send one of ``kinds`` (drawn from the seed), half-close
+        after it if that kind says so, and wait for the server to end the
+        connection within the kind's budget (else ``hostile-not-closed``)."""
+        rng = self.rng.child("hostile", h)
+        kind = rng.pick(sorted(kinds))
+        data, budget, half_close = kinds[kind]
+        self.trace.record(trio.current_time(), "hostile", h, kind)
+        try:
+            for _ in range(50):
+                try:
+                    stream = await self.net.connect(address)
+                    break
+                except OSError:
+                    await trio.sleep(rng.between(0.5, 2.0))
+            else:
+                return  # never reached the server: nothing to judge
+            with trio.move_on_after(budget) as scope:
+                try:
+                    await stream.send_all(data)
+                    if half_close:
+                        await stream.send_eof()
+                    while await stream.receive_some(4096):
+                        pass
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    pass
+            await trio.aclose_forcefully(stream)
+            if scope.cancelled_caught:
+                self.violate("hostile-not-closed", f"hostile peer {h} ({kind}) still connected after {budget:.0f} s")
+                return
+            self.hostiles_closed += 1
+        finally:
+            self.hostiles_done += 1
+
+    async def all_hostiles_done(self) -> None:
+        """Until every hostile peer of the workload has finished."""
+        while self.hostiles_done < int(self.wl.get("hostiles", 0)):
+            await trio.sleep(1.0)
+
+
+#: A hostile peer's move: (bytes, seconds the server has to end the connection, half-close after them).
+Hostile = tuple[bytes, float, bool]
 
 
 def role_transitions(role: str, seen: Iterable[tuple[str, str, str]]) -> set[str]:

@@ -11,7 +11,7 @@ specs/pravega-draft-2017/README.md §6-§7).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import trio
@@ -23,7 +23,7 @@ from refwire.pravega.server import SegmentStoreServer, ServerConfig
 from refwire.pravega.storage import MemoryLog
 
 from ..faults import Faults
-from ..harness import RunBase, coverage, crash_restart_loop, safety_then_liveness
+from ..harness import Hostile, RunBase, coverage, crash_restart_loop, safety_then_liveness
 from ..net import SimListener
 from ..rand import SimRandom
 from ..trace import Trace
@@ -59,6 +59,8 @@ class PravegaRun(RunBase, Generic[W]):
     STRIDE: ClassVar[int]  #: how fast payload sizes vary with the event index
     #: outcomes a client protocol error of a writer replaces (the cause beats its symptom)
     PROTOCOL_ERROR_REPLACES: ClassVar[tuple[str, ...]] = ("pass",)
+    #: what the swarm's hostile peers may send (``hostiles`` in the workload)
+    HOSTILE: ClassVar[Mapping[str, Hostile]] = {}
 
     def __init__(self, rng: SimRandom, faults: Faults, wl: dict[str, Any], trace: Trace) -> None:
         super().__init__(rng, faults, wl, trace)
@@ -238,13 +240,17 @@ class PravegaRun(RunBase, Generic[W]):
             for w in range(wl["writers"]):
                 nursery.start_soon(self.writer_task, w)
             self.start_readers(nursery)
+            for h in range(wl.get("hostiles", 0)):
+                nursery.start_soon(self.hostile_peer, h, self.ADDRESS, self.HOSTILE)
 
             async def done() -> None:
                 await self.writers_done.wait()
                 await self.all_read.wait()
+                await self.all_hostiles_done()
 
+            liveness = wl["liveness_time"] + (200.0 if wl.get("hostiles") else 0.0)
             converged = await safety_then_liveness(
-                self.net, self.healed, self.trace, safety_time=wl["safety_time"], liveness_time=wl["liveness_time"], done=done
+                self.net, self.healed, self.trace, safety_time=wl["safety_time"], liveness_time=liveness, done=done
             )
             if not converged:
                 outcome, violation = "liveness", "no-convergence"
@@ -257,6 +263,7 @@ class PravegaRun(RunBase, Generic[W]):
             outcome, (violation, detail) = "violation", self.violation
         counts = dict(self.counts)
         self.add_counts(counts)
+        counts["hostiles_closed"] = self.hostiles_closed
         if counts["writer_protocol_errors"] and outcome in self.PROTOCOL_ERROR_REPLACES:
             first = next(wr.last_protocol_error for wr in self.writers if wr.last_protocol_error is not None)
             outcome, violation, detail = "violation", "client-protocol-error", self.protocol_error_detail(counts, first)

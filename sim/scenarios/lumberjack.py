@@ -36,7 +36,7 @@ from refwire.lumberjack.client import ClientConfig, LumberjackClient
 from refwire.lumberjack.server import ConnectionInfo, LumberjackServer, ServerConfig
 
 from ..faults import Faults
-from ..harness import HALVE, RunBase, coverage, crash_restart_loop, safety_then_liveness, shrink_toward, sum_stats
+from ..harness import HALVE, Hostile, RunBase, coverage, crash_restart_loop, safety_then_liveness, shrink_toward, sum_stats
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -50,6 +50,18 @@ def liveness_bound(wl: dict[str, Any]) -> float:
     expo draw is capped at 4x its mean) and a round trip."""
     windows = -(-int(wl["events"]) // int(wl["window"]))
     return 300.0 + windows * (4 * float(wl["app_delay"]) + 1.0)
+
+
+#: Hostile peers (specs/lumberjack/README.md §4): a protocol error closes at once (well inside the
+#: 60 s idle timeout, which would close it anyway); an empty window is answered, then idles out.
+HOSTILE: dict[str, Hostile] = {
+    "garbage": (bytes(range(7, 71)), 30.0, False),
+    "bad-version": (b"3W\x00\x00\x00\x01", 30.0, False),
+    "ack-from-client": (b"2A\x00\x00\x00\x01", 30.0, False),
+    "cut-by-eof": (b"2W\x00\x00\x00\x01" + b"2J\x00\x00\x00\x01\x00\x00\x00\x40" + b'{"half":', 30.0, True),
+    "empty-window": (b"2W\x00\x00\x00\x00", 90.0, False),
+    "bad-zlib": (b"2W\x00\x00\x00\x01" + b"2C\x00\x00\x00\x08" + b"notzlib!", 30.0, False),
+}
 
 
 class LumberjackScenario:
@@ -109,8 +121,7 @@ class _Run(RunBase):
         self.clients: list[LumberjackClient] = []
         self.servers: list[LumberjackServer] = []
         self.app_rng = rng.child("app")
-        self.hostiles_done = 0
-        self.counts: dict[str, int] = {"wrap_batches": 0, "server_restarts": 0, "duplicates": 0, "events_total": 0, "hostiles_closed": 0}
+        self.counts: dict[str, int] = {"wrap_batches": 0, "server_restarts": 0, "duplicates": 0, "events_total": 0}
 
     # -- the application behind the server ---------------------------------
     def _store(self, gen: int, batch: Batch, info: ConnectionInfo) -> None:
@@ -224,58 +235,6 @@ class _Run(RunBase):
         if len(self.done) == wl["clients"]:
             self.all_done.set()
 
-    # -- hostile peers -------------------------------------------------------
-    #: What a hostile peer sends (specs/lumberjack/README.md §4): the server must close, or answer an
-    #: empty window with ``A 0`` and go on, never hang or take the other connections down.
-    HOSTILE: dict[str, bytes] = {
-        "garbage": bytes(range(7, 71)),
-        "bad-version": b"3W\x00\x00\x00\x01",
-        "ack-from-client": b"2A\x00\x00\x00\x01",
-        "cut-by-eof": b"2W\x00\x00\x00\x01" + b"2J\x00\x00\x00\x01\x00\x00\x00\x40" + b"{\"half\":",
-        "empty-window": b"2W\x00\x00\x00\x00",
-        "bad-zlib": b"2W\x00\x00\x00\x01" + b"2C\x00\x00\x00\x08" + b"notzlib!",
-    }
-
-    async def hostile_task(self, h: int) -> None:
-        """One hostile peer: connect (retrying while the server is down), send one
-        hostile sequence (only ``cut-by-eof`` half-closes after it) and wait for the
-        server to end the connection: at once for a protocol error, at EOF, or at
-        its idle timeout for an empty window it answered."""
-        rng = self.rng.child("hostile", h)
-        kind = rng.pick(sorted(self.HOSTILE))
-        self.trace.record(trio.current_time(), "hostile", h, kind)
-        try:
-            await self._hostile(h, kind, rng)
-        finally:
-            self.hostiles_done += 1
-
-    async def _hostile(self, h: int, kind: str, rng: SimRandom) -> None:
-        for _ in range(50):
-            try:
-                stream = await self.net.connect(ADDRESS)
-                break
-            except OSError:
-                await trio.sleep(rng.between(0.5, 2.0))
-        else:
-            return  # never reached the server: nothing to judge
-        # A protocol error closes at once (well inside the 60 s idle timeout, which would close it
-        # anyway); an empty window is answered and the connection then idles until that timeout.
-        budget = 90.0 if kind == "empty-window" else 30.0
-        with trio.move_on_after(budget) as scope:
-            try:
-                await stream.send_all(self.HOSTILE[kind])
-                if kind == "cut-by-eof":
-                    await stream.send_eof()
-                while await stream.receive_some(4096):
-                    pass
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                pass
-        await trio.aclose_forcefully(stream)
-        if scope.cancelled_caught:
-            self.violate("hostile-not-closed", f"hostile peer {h} ({kind}) still connected after {budget:.0f} s")
-            return
-        self.counts["hostiles_closed"] += 1
-
     async def main(self) -> ScenarioReport:
         wl = self.wl
         self.counts["events_total"] = wl["clients"] * wl["events"]
@@ -285,12 +244,11 @@ class _Run(RunBase):
             for c in range(wl["clients"]):
                 nursery.start_soon(self.client_task, c)
             for h in range(wl.get("hostiles", 0)):
-                nursery.start_soon(self.hostile_task, h)
+                nursery.start_soon(self.hostile_peer, h, ADDRESS, HOSTILE)
 
             async def done() -> None:  # the clients, then the hostile peers (each ends within ~190 s)
                 await self.all_done.wait()
-                while self.hostiles_done < wl.get("hostiles", 0):
-                    await trio.sleep(1.0)
+                await self.all_hostiles_done()
 
             converged = await safety_then_liveness(
                 self.net,
@@ -318,6 +276,7 @@ class _Run(RunBase):
             detail = f"our client rejected {protocol_errors} replies from our server: {self.clients[0].last_error!r}"
         counts = dict(self.counts)
         counts["deliveries"] = self.deliveries
+        counts["hostiles_closed"] = self.hostiles_closed
         counts |= sum_stats("client", self.clients, ("reconnects", "resent_events", "keepalives", "windows", "failures"))
         counts |= sum_stats("server", self.servers, ("connections", "protocol_errors", "batches"))
         return ScenarioReport(

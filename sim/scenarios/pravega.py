@@ -20,9 +20,10 @@ are shared with the draft dialect's scenario: :mod:`._pravega_base`).  Invariant
 
 from __future__ import annotations
 
+import struct
 import uuid
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
 
 import trio
 
@@ -30,7 +31,7 @@ from refwire.errors import ProtocolError, RequestFailed, WriteFailed
 from refwire.pravega.client import EventWriter, PravegaConnection, SegmentReader, WriterConfig, parse_events
 from refwire.pravega.server import SegmentStoreServer, ServerConfig
 
-from ..harness import HALVE, shrink_toward, sum_stats
+from ..harness import HALVE, Hostile, shrink_toward, sum_stats
 from ..net import SimListener
 from ..rand import SimRandom
 from ._pravega_base import TRANSIENT, PravegaRun, PravegaScenarioBase
@@ -44,6 +45,19 @@ def segment_name(i: int) -> str:
 
 class _Run(PravegaRun[EventWriter]):
     ADDRESS = ADDRESS
+    #: Hostile peers (specs/pravega/README.md §1, §5.3, §8): each is closed without a reply at once
+    #: (the store has no idle timeout, so nothing else would close them).
+    HOSTILE: ClassVar[Mapping[str, Hostile]] = {
+        "unknown-type": (struct.pack(">ii", 99, 4) + b"\x00" * 4, 30.0, False),
+        "negative-length": (struct.pack(">ii", 20, -1), 30.0, False),
+        "top-level-event": (struct.pack(">ii", 0, 4) + b"\x00" * 4, 30.0, False),
+        "append-without-setup": (
+            struct.pack(">ii", 4, 44) + bytes(16) + struct.pack(">ii", 0, 0) + struct.pack(">iqq", 1, 1, 1),
+            30.0,
+            False,
+        ),
+        "cut-by-eof": (struct.pack(">ii", 20, 100) + b"\x00" * 10, 30.0, True),
+    }
     FILL = b"x"
     STRIDE = 1
 
@@ -209,12 +223,14 @@ class PravegaScenario(PravegaScenarioBase):
             "bug": "",
         }
         wl["liveness_time"] = 300.0 + wl["events"] * wl["writers"] * 0.05
+        wl["hostiles"] = rng.pick([0, 0, 1, 2])  # drawn last: the knobs above keep their draws
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
         return shrink_toward(
             workload,
             [
+                ("hostiles", 0),
                 ("writers", 1),
                 ("segments", 1),
                 ("events", HALVE),

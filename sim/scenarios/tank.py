@@ -24,6 +24,7 @@ before any resend, so nothing is stored twice.  Invariants (specs/tank/README.md
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable
 from typing import Any
 
@@ -35,7 +36,7 @@ from refwire.tank.client import ClientConfig, TankClient
 from refwire.tank.server import TankBroker
 
 from ..faults import Faults
-from ..harness import HALVE, RunBase, coverage, crash_restart_loop, safety_then_liveness, shrink_toward, sum_stats
+from ..harness import HALVE, Hostile, RunBase, coverage, crash_restart_loop, safety_then_liveness, shrink_toward, sum_stats
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -43,6 +44,16 @@ from . import ScenarioReport
 ADDRESS = "tank-broker:11011"
 TOPIC = "events"
 _LOST = (ConnectionLost, OSError, trio.BrokenResourceError, trio.ClosedResourceError)
+
+
+#: Hostile peers (specs/tank/README.md §2, §3, §6): an unknown or obsolete message id closes at once,
+#: a frame cut by EOF closes at the EOF, a client that says nothing is closed at the 16 s idle TTL.
+HOSTILE: dict[str, Hostile] = {
+    "unknown-id": (b"\xfe" + struct.pack("<I", 4) + bytes(4), 30.0, False),
+    "replica-id": (b"\x04" + struct.pack("<I", 0), 30.0, False),
+    "cut-by-eof": (b"\x01" + struct.pack("<I", 100) + bytes(10), 30.0, True),
+    "silent": (b"", 30.0, False),
+}
 
 
 class TankScenario:
@@ -66,12 +77,14 @@ class TankScenario:
             "liveness_time": 400.0,
             "bug": "",
         }
+        wl["hostiles"] = rng.pick([0, 0, 1, 2])  # drawn last: the knobs above keep their draws
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
         return shrink_toward(
             workload,
             [
+                ("hostiles", 0),
                 ("partitions", 1),
                 ("consumers", 1),
                 ("restarts", 0),
@@ -302,13 +315,20 @@ class _Run(RunBase):
                 nursery.start_soon(self.producer, p)
             for k in range(wl["consumers"]):
                 nursery.start_soon(self.consumer_group, k)
+            for h in range(wl.get("hostiles", 0)):
+                nursery.start_soon(self.hostile_peer, h, ADDRESS, HOSTILE)
+
+            async def done() -> None:
+                await self.all_done.wait()
+                await self.all_hostiles_done()
+
             converged = await safety_then_liveness(
                 self.net,
                 self.healed,
                 self.trace,
                 safety_time=wl["safety_time"],
-                liveness_time=wl["liveness_time"],
-                done=self.all_done.wait,
+                liveness_time=wl["liveness_time"] + (200.0 if wl.get("hostiles") else 0.0),
+                done=done,
             )
             if not converged and self.violation is None:
                 outcome, violation = "liveness", "no-convergence"
@@ -323,6 +343,7 @@ class _Run(RunBase):
             outcome, violation = "violation", "client-protocol-error"
             detail = f"our client rejected our broker's bytes {errors} times: {next(c.last_error for c in self.clients if c.last_error)!r}"
         counts = dict(self.counts)
+        counts["hostiles_closed"] = self.hostiles_closed
         counts["client_reconnects"] = sum(max(0, c.stats["connects"] - 1) for c in self.clients)
         counts["client_pings"] = sum(c.stats["pings_sent"] for c in self.clients)
         counts |= sum_stats("broker", self.brokers, ("connections", "protocol_errors", "idle_closed"))

@@ -51,3 +51,11 @@ def test_planted_bug_is_caught_and_shrunk() -> None:
 
 test_frozen_regression = simtests.regression_test("pravega")
 test_long_sweep = simtests.long_sweep_test("pravega")
+
+
+def test_hostile_peers_are_closed_and_the_writers_unaffected() -> None:
+    """Two hostile peers (an unknown type, a negative length, a top-level Event, an append without
+    SetupAppend, a frame cut by EOF): each is closed in time, the writers and readers unaffected."""
+    r = run_seed("pravega", 2, workload={"hostiles": 2})
+    assert r.ok, r.detail
+    assert r.counts["hostiles_closed"] == 2

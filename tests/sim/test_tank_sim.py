@@ -80,3 +80,11 @@ def test_every_acked_bundle_is_in_the_storage_at_the_end() -> None:
     finally:
         scenario._Run.check_stored = orig  # type: ignore[method-assign]
     assert seen == ["acked-lost"]
+
+
+def test_hostile_peers_are_closed_and_the_clients_unaffected() -> None:
+    """Two hostile peers (an unknown message id, the obsolete ReplicaID, a frame cut by EOF, a silent
+    client the idle TTL closes): each is closed in time, and producers and consumers are unaffected."""
+    r = run_seed("tank", 3, workload={"hostiles": 2})
+    assert r.ok, r.detail
+    assert r.counts["hostiles_closed"] == 2
