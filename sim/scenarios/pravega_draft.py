@@ -21,9 +21,10 @@ scenario (:mod:`._pravega_base`).
 
 from __future__ import annotations
 
+import struct
 import uuid
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
 
 import trio
 
@@ -32,7 +33,7 @@ from refwire.pravega.draft2017.client import DraftConnection, DraftReader, Draft
 from refwire.pravega.draft2017.server import DraftConfig, DraftFrontend
 from refwire.pravega.server import SegmentStoreServer, ServerConfig
 
-from ..harness import HALVE, shrink_toward, sum_stats
+from ..harness import HALVE, Hostile, shrink_toward, sum_stats
 from ..net import SimListener
 from ..rand import SimRandom
 from ._pravega_base import PravegaRun, PravegaScenarioBase
@@ -68,6 +69,14 @@ class RandomPlan:
 
 class _Run(PravegaRun[DraftWriter]):
     ADDRESS = ADDRESS
+    #: Hostile peers (specs/pravega-draft-2017/README.md §1, §3, §5): each is closed at once.
+    HOSTILE: ClassVar[Mapping[str, Hostile]] = {
+        "unknown-type": (struct.pack(">ii", 9, 4) + bytes(4), 30.0, False),
+        "negative-length": (struct.pack(">ii", 1, -1), 30.0, False),
+        "reply-from-client": (struct.pack(">ii", 5, 4) + bytes(4), 30.0, False),
+        "middle-without-begin": (struct.pack(">ii", -2, 5) + b"\x01abcd", 30.0, False),
+        "cut-by-eof": (struct.pack(">ii", 1, 100) + bytes(10), 30.0, True),
+    }
     FILL = b"y"
     STRIDE = 7
     PROTOCOL_ERROR_REPLACES = ("pass", "liveness")  # the cause beats its symptom
@@ -235,12 +244,14 @@ class PravegaDraftScenario(PravegaScenarioBase):
             "bug": "",
         }
         wl["liveness_time"] = 300.0 + wl["events"] * wl["writers"] * 0.05
+        wl["hostiles"] = rng.pick([0, 0, 1, 2])  # drawn last: the knobs above keep their draws
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
         return shrink_toward(
             workload,
             [
+                ("hostiles", 0),
                 ("writers", 1),
                 ("segments", 1),
                 ("restarts", 0),

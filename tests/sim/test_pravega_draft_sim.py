@@ -51,3 +51,11 @@ def test_lying_fsync_is_caught() -> None:
     """Storage that lies about fsync loses synced records in a crash (the planted bug Pravega's simulation has too)."""
     r = run_seed(PROTOCOL, 2, workload={"bug": "fsync-lies", "restarts": 2})
     assert r.outcome == "violation" and r.violation in ("lost", "ack-beyond-stored", "duplicate", "order"), r.detail
+
+
+def test_hostile_peers_are_closed_and_the_writers_unaffected() -> None:
+    """Two hostile peers (an unknown type, a negative length, a reply sent by a client, a Middle part
+    without a Begin, a frame cut by EOF): each is closed in time, the writers and readers unaffected."""
+    r = run_seed(PROTOCOL, 3, workload={"hostiles": 2})
+    assert r.ok, r.detail
+    assert r.counts["hostiles_closed"] == 2
