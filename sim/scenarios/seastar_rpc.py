@@ -45,13 +45,24 @@ from refwire.seastar_rpc.demo import demo_registry
 from refwire.seastar_rpc.server import SeastarServer, ServerConfig
 
 from ..faults import Faults
-from ..harness import HALVE, RunBase, coverage, safety_then_liveness, shrink_toward
+from ..harness import HALVE, Hostile, RunBase, coverage, safety_then_liveness, shrink_toward
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
 
 ADDRESS = "seastar-server:7000"
 _I32 = struct.Struct("<i")
+
+
+#: Hostile peers (specs/seastar-rpc/README.md §2, §6): a bad magic or a negotiation frame over the
+#: limit closes without a reply, one cut by EOF closes at the EOF, a silent client at the 30 s
+#: negotiation timeout.
+HOSTILE: dict[str, Hostile] = {
+    "bad-magic": (b"NOTMAGIC" + struct.pack("<I", 0), 30.0, False),
+    "negotiation-over-limit": (b"SSTARRPC" + struct.pack("<I", 1 << 20), 30.0, False),
+    "cut-by-eof": (b"SSTARRPC" + struct.pack("<I", 100) + bytes(10), 30.0, True),
+    "silent": (b"", 60.0, False),
+}
 
 
 class SeastarScenario:
@@ -71,11 +82,12 @@ class SeastarScenario:
             "safety_time": 60.0,
             "liveness_time": 300.0,
         }
+        wl["hostiles"] = rng.pick([0, 0, 1, 2])  # drawn last: the knobs above keep their draws
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
         return shrink_toward(
-            workload, [("clients", 1), ("calls", HALVE), ("streams", 0), ("big", 0), ("compress", ""), ("concurrency", 1)]
+            workload, [("hostiles", 0), ("clients", 1), ("calls", HALVE), ("streams", 0), ("big", 0), ("compress", ""), ("concurrency", 1)]
         )
 
     async def run(self, *, rng: SimRandom, faults: Faults, workload: dict[str, Any], trace: Trace) -> ScenarioReport:
@@ -291,6 +303,12 @@ class _Run(RunBase):
             nursery.start_soon(self.orphan_watch)
             for c in range(wl["clients"]):
                 nursery.start_soon(self.client_task, c)
+            for h in range(wl.get("hostiles", 0)):
+                nursery.start_soon(self.hostile_peer, h, ADDRESS, HOSTILE)
+
+            async def done() -> None:
+                await self.all_done.wait()
+                await self.all_hostiles_done()
 
             async def calls_completed() -> None:
                 while len(self.completions) < wl["clients"] * wl["calls"]:
@@ -301,8 +319,8 @@ class _Run(RunBase):
                 self.healed,
                 self.trace,
                 safety_time=wl["safety_time"],
-                liveness_time=wl["liveness_time"],
-                done=self.all_done.wait,
+                liveness_time=wl["liveness_time"] + (200.0 if wl.get("hostiles") else 0.0),
+                done=done,
                 safety_done=calls_completed,
             )
             if not converged:
@@ -326,6 +344,7 @@ class _Run(RunBase):
         for key in ("connections", "stream_connections", "protocol_errors", "dropped_expired", "calls"):
             counts[f"server_{key}"] = self.server.stats[key]
         counts["client_stray"] = sum(cl.stats["stray"] for cl in self.clients)
+        counts["hostiles_closed"] = self.hostiles_closed
         return ScenarioReport(
             outcome=outcome,
             violation=violation,

@@ -48,3 +48,11 @@ def test_no_faults_no_timeouts_everything_answers() -> None:
 
 
 test_long_sweep = simtests.long_sweep_test("seastar-rpc")
+
+
+def test_hostile_peers_are_closed_and_the_clients_unaffected() -> None:
+    """Two hostile peers (a bad magic, a negotiation frame over the limit, one cut by EOF, a silent
+    client the negotiation timeout closes): each is closed in time, every call still completes once."""
+    r = run_seed("seastar-rpc", 4, workload={"hostiles": 2})
+    assert r.ok, r.detail
+    assert r.counts["hostiles_closed"] == 2
