@@ -88,3 +88,27 @@ async def test_an_envelope_no_rule_touches_passes_byte_for_byte() -> None:
     with trio.fail_after(20):
         seqs, record = await _run(rules)
     assert seqs == [1, 2, 3, 4, 5] and '"event": "action"' not in record
+
+
+def test_the_lumberjack_check_follows_pipelined_windows() -> None:
+    """Windows sent back to back before their acks (the npm client does it, seq 1 in
+    each): acks apply to the oldest window not fully acked, so nothing is flagged;
+    an ack the server never sent is still an injected fault."""
+    from refwire.chaos.check import LumberjackChecker
+    from refwire.lumberjack.frames import encode_ack
+
+    ch = LumberjackChecker()
+    o = observer_for("lumberjack", 1 << 20)
+    c2s = [f for data in (_c_window([1]), _c_window([1]), _c_window([1])) for f in o.feed(data)]
+    for i, f in enumerate(c2s):
+        ch.sent(1, "c2s", i, f)
+        ch.received(1, "c2s", i, f)
+    acks = observer_for("lumberjack", 1 << 20).feed(encode_ack(1) * 3)
+    for i, a in enumerate(acks):
+        ch.sent(1, "s2c", i, a)
+        ch.received(1, "s2c", i, a)
+    ch.closed(1)
+    assert ch.finish() == []
+    [forged] = observer_for("lumberjack", 1 << 20).feed(encode_ack(7))
+    ch.received(2, "s2c", 0, forged)
+    assert [v.check for v in ch.finish()] == ["acked-but-not-received"]

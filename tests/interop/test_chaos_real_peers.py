@@ -76,3 +76,63 @@ async def test_the_real_pravega_client_through_a_reset_writes_each_event_once() 
     stored, _ = parse_events(bytes(server.store.segments["sc/st/0.#epoch.0"].data))
     assert [p for _, p in stored] == [f"event {i}".encode() for i in range(300)]  # each exactly once
     assert proxy.checker is not None and proxy.checker.finish() == []
+
+
+# --------------------------------------------------------------------------- Lumberjack peers
+
+
+@pytest.mark.parametrize("transport", ["tcp", "tls"])
+async def test_pylogbeat_through_the_proxy_with_acks_delayed_and_every_c_inner_frame_seen(
+    transport: str, pylogbeat_send: Any, refwire_server: Any, run_peer: Any, tls: Any
+) -> None:
+    """pylogbeat (PyPI; it never reconnects, spec lumberjack §7) through refwire chaos
+    into refwire's server with every ack delayed 0.2 s; with TLS the proxy
+    terminates the client's TLS and originates its own.  Every event arrives
+    once, in order, and --check finds nothing."""
+    peer = pylogbeat_send.command()
+    server_ctx = tls.server_context if transport == "tls" else None
+    rules = [{"name": "slow-acks", "direction": "s2c", "type": "lj:A", "action": "delay", "seconds": 0.2}]
+    async with refwire_server(ssl_context=server_ctx) as srv:
+        upstream_tls = None
+        if transport == "tls":
+            import ssl as ssl_mod
+
+            upstream_tls = ssl_mod.create_default_context(cafile=str(tls.ca_pem))
+        async with open_chaos(
+            "lumberjack",
+            upstream=(srv.host, srv.port),
+            schedule=rules_from(rules, "lumberjack", 1),
+            record=io.StringIO(),
+            check=True,
+            tls=server_ctx,
+            upstream_tls=upstream_tls,
+            upstream_hostname="localhost",
+        ) as proxy:
+            phost, pport = proxy.addresses[0].rsplit(":", 1)
+            cmd = [*peer, phost, pport, "300", "--batch", "100", "--timeout", "15"]
+            if transport == "tls":
+                cmd += ["--tls-ca", str(tls.ca_pem)]
+            run = await run_peer(cmd, timeout=60)
+        assert run.returncode == 0 and run.summary.get("ok") is True, run.describe()
+        assert [e["n"] for e in srv.received.events()] == list(range(300))
+    assert len(proxy.decisions) == 3 and {a["rule"] for a in proxy.decisions} == {"slow-acks"}
+    assert proxy.checker is not None and proxy.checker.finish() == []
+
+
+async def test_the_npm_lumberjack_client_through_the_proxy(
+    lumberjack_client_send: Any, refwire_server: Any, run_peer: Any
+) -> None:
+    """The npm lumberjack-client (pipelined windows of one event, never reading acks
+    itself) through refwire chaos: frames observed both ways, every event delivered,
+    and --check finds nothing."""
+    peer = lumberjack_client_send.command()
+    async with refwire_server() as srv:
+        async with open_chaos("lumberjack", upstream=(srv.host, srv.port), record=io.StringIO(), check=True) as proxy:
+            phost, pport = proxy.addresses[0].rsplit(":", 1)
+            run = await run_peer(
+                [*peer, phost, pport, "200", "--mode", "per-event", "--timeout", "15"], timeout=60, env=lumberjack_client_send.env
+            )
+        assert run.returncode == 0 and run.summary.get("ok") is True, run.describe()
+        assert [e["n"] for e in srv.received.events()] == list(range(200))
+    assert proxy.stats["frames"] >= 2 * 200  # a W and a J (or C) per event, and their acks
+    assert proxy.checker is not None and proxy.checker.finish() == []

@@ -61,16 +61,31 @@ class Checker:
 
 
 @attrs.define
-class _Conn:
-    window: int = 0
-    received_seqs: set[int] = attrs.Factory(set)
+class _ServerWindow:
+    """One window as the server received it (windows may be pipelined, §3.5)."""
+
+    count: int
+    received: list[int] = attrs.Factory(list)  #: seqs, in order
     last_ack: int = 0
-    #: what the server acked in this window, as it sent it
-    server_acks: set[int] = attrs.Factory(set)
-    #: client side: payloads sent in the open window, and how many the client saw acked
-    sent_events: list[bytes] = attrs.Factory(list)
-    sent_seqs: list[int] = attrs.Factory(list)
-    acked_by_client: int = 0
+
+
+@attrs.define
+class _ClientWindow:
+    """One window as the client sent it."""
+
+    events: list[bytes] = attrs.Factory(list)
+    seqs: list[int] = attrs.Factory(list)
+    acked: int = 0  #: how many of its events the client saw acked
+
+
+@attrs.define
+class _Conn:
+    #: windows the server has received and not fully acked, oldest first (acks leave in window order)
+    server_windows: list[_ServerWindow] = attrs.Factory(list)
+    #: acks the server sent and the client has not seen yet, in order
+    acks_in_flight: list[int] = attrs.Factory(list)
+    #: windows the client has sent and not seen fully acked, oldest first
+    client_windows: list[_ClientWindow] = attrs.Factory(list)
 
 
 class LumberjackChecker(Checker):
@@ -114,44 +129,54 @@ class LumberjackChecker(Checker):
         c = self._c(conn)
         if direction == "c2s":
             if frame.type == "W":
-                c.sent_events, c.sent_seqs, c.acked_by_client = [], [], 0
+                c.client_windows.append(_ClientWindow())
             for seq, payload in self._events(frame):
-                c.sent_events.append(payload)
-                c.sent_seqs.append(seq)
+                if not c.client_windows:
+                    c.client_windows.append(_ClientWindow())
+                c.client_windows[-1].events.append(payload)
+                c.client_windows[-1].seqs.append(seq)
                 self._sent_by_conn.setdefault(conn, []).append(payload)
         elif frame.type == "A":  # the server's ack, as it sent it
             seq = int(frame.fields.get("seq", 0))
             if seq == 0:
                 return  # a keepalive (§3.4)
-            if seq not in c.received_seqs:
+            w = c.server_windows[0] if c.server_windows else None
+            if w is None or seq not in w.received:
                 self.violations.append(
                     Violation(
                         "acked-but-not-received",
                         conn,
                         direction,
                         index,
-                        f"the server acked seq {seq}, never received in this window",
+                        f"the server acked seq {seq}, never received in the window it acks (the oldest not fully acked)",
                     )
                 )
-            if c.received_seqs and seq in c.received_seqs and c.last_ack and _before(seq, c.last_ack):
+                return
+            if w.last_ack and w.received.index(seq) < w.received.index(w.last_ack):
                 self.violations.append(
-                    Violation(
-                        "acks-not-cumulative", conn, direction, index, f"ack {seq} after ack {c.last_ack} in the same window"
-                    )
+                    Violation("acks-not-cumulative", conn, direction, index, f"ack {seq} after ack {w.last_ack} in the same window")
                 )
-            c.last_ack = seq
-            c.server_acks.add(seq)
+            w.last_ack = seq
+            c.acks_in_flight.append(seq)
+            if len(w.received) >= w.count and seq == w.received[-1]:
+                c.server_windows.pop(0)  # fully acked: the next ack is for the next window
 
     def received(self, conn: int, direction: str, index: int, frame: Observed) -> None:
         c = self._c(conn)
         if direction == "c2s":
             if frame.type == "W":
-                c.window, c.received_seqs, c.last_ack, c.server_acks = int(frame.fields.get("count", 0)), set(), 0, set()
+                c.server_windows.append(_ServerWindow(int(frame.fields.get("count", 0))))
             for seq, _ in self._events(frame):
-                c.received_seqs.add(seq)
+                if not c.server_windows:
+                    c.server_windows.append(_ServerWindow(0))
+                c.server_windows[-1].received.append(seq)
         elif frame.type == "A":  # what the client saw acked
             seq = int(frame.fields.get("seq", 0))
-            if seq and seq not in c.received_seqs and seq not in c.server_acks:
+            if not seq:
+                return
+            if seq in c.acks_in_flight:
+                del c.acks_in_flight[: c.acks_in_flight.index(seq) + 1]  # acks the proxy dropped are skipped
+            else:
                 self.violations.append(
                     Violation(
                         "acked-but-not-received",
@@ -161,13 +186,21 @@ class LumberjackChecker(Checker):
                         f"the client was told seq {seq} is acked, which the server neither received nor acked (an injected fault)",
                     )
                 )
-            if seq and seq in c.sent_seqs:
-                c.acked_by_client = max(c.acked_by_client, c.sent_seqs.index(seq) + 1)
+                return
+            for w in c.client_windows:  # the oldest window not seen fully acked that holds this seq
+                if seq in w.seqs:
+                    w.acked = max(w.acked, w.seqs.index(seq) + 1)
+                    break
+            while c.client_windows and c.client_windows[0].seqs and c.client_windows[0].acked == len(c.client_windows[0].seqs):
+                c.client_windows.pop(0)
 
     def closed(self, conn: int) -> None:
         c = self._conns.get(conn)
-        if c is not None and c.acked_by_client < len(c.sent_events):
-            self._unacked.append((conn, c.sent_events[c.acked_by_client :]))
+        if c is None:
+            return
+        left = [p for w in c.client_windows for p in w.events[w.acked :]]
+        if left:
+            self._unacked.append((conn, left))
 
     def finish(self) -> list[Violation]:
         for conn, payloads in self._unacked:
