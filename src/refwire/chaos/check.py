@@ -25,7 +25,7 @@ import attrs
 
 from .observe import Observed
 
-__all__ = ["Checker", "LumberjackChecker", "PravegaChecker", "checker_for"]
+__all__ = ["Checker", "LumberjackChecker", "PravegaChecker", "SeastarChecker", "checker_for"]
 
 
 @attrs.frozen
@@ -291,9 +291,43 @@ class PravegaChecker(Checker):
                 )
 
 
+class SeastarChecker(Checker):
+    """Seastar RPC (specs/seastar-rpc/README.md §3): ``reply-without-request``, a
+    response (as the client received it) for a message id the client never sent
+    on that connection -- the server's bug when it sent it so, an injected fault
+    when the proxy changed it; ``reply-twice``, a second response to one id."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._issued: dict[int, set[int]] = {}
+        self._server_sent: dict[int, set[int]] = {}
+        self._answered: dict[int, set[int]] = {}
+
+    def sent(self, conn: int, direction: str, index: int, frame: Observed) -> None:
+        if direction == "c2s" and frame.type == "request":
+            self._issued.setdefault(conn, set()).add(abs(int(frame.fields["msg_id"])))
+        elif direction == "s2c" and frame.type == "response":
+            self._server_sent.setdefault(conn, set()).add(abs(int(frame.fields["msg_id"])))
+
+    def received(self, conn: int, direction: str, index: int, frame: Observed) -> None:
+        if direction != "s2c" or frame.type != "response":
+            return
+        mid = abs(int(frame.fields["msg_id"]))
+        if mid not in self._issued.get(conn, set()):
+            who = "the server sent it so" if mid in self._server_sent.get(conn, set()) else "an injected fault changed it"
+            self.violations.append(
+                Violation("reply-without-request", conn, direction, index, f"a reply for msg_id {mid}, never sent on this connection ({who})")
+            )
+        elif mid in self._answered.setdefault(conn, set()):
+            self.violations.append(Violation("reply-twice", conn, direction, index, f"a second reply for msg_id {mid}"))
+        self._answered[conn].add(mid)
+
+
 def checker_for(protocol: str) -> Checker:
     if protocol == "lumberjack":
         return LumberjackChecker()
     if protocol == "pravega":
         return PravegaChecker()
+    if protocol == "seastar-rpc":
+        return SeastarChecker()
     return Checker()

@@ -17,8 +17,14 @@ Observed frame by frame, each with its protocol's own codec:
 * TANK (specs/tank/README.md §2, §3): every frame by message name
   (``Produce``, ``Consume``, ``Ping`` ...), and a request's ``request_id``.
 
-Seastar RPC is relayed as byte runs: its frames after the negotiation are
-compressed envelopes whose framing depends on the negotiated compressor.
+* Seastar RPC (specs/seastar-rpc/README.md §2-§5): the negotiation frames, then
+  ``request`` (fields ``verb``, ``msg_id``, ``timeout_ms``, ``length``),
+  ``response`` (``msg_id``, ``length``), stream messages and ``noop``s, each
+  opened from its compressed envelope when a compressor was negotiated.  The
+  two directions of a connection share what the negotiation said (the
+  server's reply picks the compressor for both), so a request sent before the
+  reply is held until the reply has been seen and the client sends again.
+  Rule fields get byte spans only in uncompressed frames.
 """
 
 from __future__ import annotations
@@ -267,6 +273,103 @@ class TankObserver:
         return out
 
 
+class SeastarObserver:
+    """Seastar RPC, one direction, decoded by refwire's own frame decoder; the two
+    observers of a connection share ``session`` (the server's negotiation reply
+    configures both, §2)."""
+
+    def __init__(self, max_frame_size: int, direction: str, session: dict[str, Any]) -> None:
+        from ..seastar_rpc.frames import FrameDecoder
+
+        self.direction = direction
+        self.session = session
+        limits = Limits(max_frame_size=max_frame_size, max_decompressed_size=max_frame_size, max_string_size=1 << 16)
+        self.decoder = FrameDecoder("request" if direction == "c2s" else "response", limits=limits)
+        self._pending = bytearray()
+        self._start = 0  #: stream offset of ``_pending[0]``
+        self._broken = False
+        session[direction] = self
+
+    def held(self) -> int:
+        return len(self._pending)
+
+    def feed(self, data: bytes) -> list[Observed]:
+        from ..errors import ProtocolError
+
+        if self._broken:
+            return [Observed("?", data)] if data else []
+        self._pending += data
+        self.decoder.feed(data)
+        out: list[Observed] = []
+        while True:
+            before = self.decoder.offset
+            try:
+                frame = self.decoder.next_frame()
+            except ProtocolError as exc:
+                self._broken = True
+                if self._pending:
+                    out.append(Observed("?", bytes(self._pending), {"error": str(exc)}))
+                self._pending.clear()
+                return out
+            if frame is None:
+                return out
+            end = self.decoder.offset
+            raw = bytes(self._pending[: end - self._start])
+            del self._pending[: end - self._start]
+            self._start = end
+            out.append(self._observed(frame, raw, before))
+
+    def _observed(self, frame: Any, raw: bytes, at: int) -> Observed:
+        from ..seastar_rpc.frames import Features, Negotiation, NoOp, Request, Response, StreamEnd, StreamMessage
+
+        if isinstance(frame, Negotiation):
+            features = Features.from_negotiation(frame)
+            if self.direction == "c2s":
+                self.session["offer"] = features
+            else:
+                self._configure(features)
+            return Observed("negotiation", raw, {"compress": features.compress or "", "timeout": features.timeout})
+        compressed = self.decoder.compressor is not None
+        if isinstance(frame, Request):
+            timeout = self.decoder.timeout
+            head = 8 if timeout else 0
+            spans = None if compressed else {"verb": (head, 8), "msg_id": (head + 8, 8), "length": (head + 16, 4)}
+            if spans is not None and timeout:
+                spans["timeout_ms"] = (0, 8)
+            fields = {"verb": frame.verb, "msg_id": frame.msg_id, "timeout_ms": frame.timeout_ms or 0, "length": len(frame.payload)}
+            return Observed("request", raw, fields, spans)
+        if isinstance(frame, Response):
+            spans = None if compressed else {"msg_id": (0, 8), "length": (8, 4)}
+            return Observed("response", raw, {"msg_id": frame.msg_id, "length": len(frame.payload)}, spans)
+        if isinstance(frame, StreamMessage):
+            return Observed("stream", raw, {"length": len(frame.payload)}, None if compressed else {"length": (0, 4)})
+        if isinstance(frame, StreamEnd):
+            return Observed("stream-end", raw, {}, {})
+        if isinstance(frame, NoOp):
+            return Observed("noop", raw, {}, {})
+        return Observed(type(frame).__name__.lower(), raw, {}, {})
+
+    def _configure(self, reply: Any) -> None:
+        """The server's negotiation reply: what both directions' frames look like from now on (§2, §4)."""
+        from ..seastar_rpc.compression import make_compressor
+
+        offer = self.session.get("offer")
+        stream = offer is not None and offer.stream_parent is not None
+        name = reply.compress.split(",")[0] if reply.compress else None
+        server_side = self.session.get("c2s")
+        if server_side is not None:
+            server_side.decoder.configure(
+                kind="stream" if stream else "request",
+                timeout=bool(offer.timeout) if offer is not None else False,
+                compressor=None if name is None else make_compressor(name),
+            )
+        self.decoder.configure(
+            kind="stream" if stream else "response",
+            duration=reply.handler_duration,
+            compressor=None if name is None else make_compressor(name),
+        )
+
+
 def _pravega_spans(commands: dict[int, Any]) -> dict[str, dict[str, tuple[int, int]]]:
     """Per command: ``type`` and ``length`` (the header), then each leading
     fixed-width field up to the first of variable width, at its offset."""
@@ -311,7 +414,7 @@ TANK_FIELDS = _tank_fields()
 
 
 #: How a protocol writes its integer fields (a ``rewrite`` encodes its value so); big-endian otherwise.
-BYTE_ORDER: dict[str, Literal["big", "little"]] = {"tank": "little"}
+BYTE_ORDER: dict[str, Literal["big", "little"]] = {"tank": "little", "seastar-rpc": "little"}
 
 #: Per protocol and frame type: each field a rule may match, rewrite or corrupt,
 #: as (offset in the frame, size in bytes).  specs/lumberjack/README.md §2.
@@ -324,6 +427,14 @@ FIELDS: dict[str, dict[str, dict[str, tuple[int, int]]]] = {
         "C": {"version": (0, 1), "type": (1, 1), "length": (2, 4)},
     },
     "tank": TANK_FIELDS,
+    "seastar-rpc": {
+        "negotiation": {},
+        "request": {"timeout_ms": (0, 8), "verb": (8, 8), "msg_id": (16, 8), "length": (24, 4)},
+        "response": {"msg_id": (0, 8), "length": (8, 4)},
+        "stream": {"length": (0, 4)},
+        "stream-end": {},
+        "noop": {},
+    },
 }
 
 
@@ -356,7 +467,11 @@ _PRAVEGA_SPANS: dict[tuple[int, str], dict[str, tuple[int, int]]] = {}
 _add_pravega_fields()
 
 
-def observer_for(protocol: str, max_frame_size: int, direction: str = "c2s") -> Observer:
-    """A fresh observer of one direction (``c2s`` or ``s2c``) of one connection."""
+def observer_for(protocol: str, max_frame_size: int, direction: str = "c2s", session: dict[str, Any] | None = None) -> Observer:
+    """A fresh observer of one direction (``c2s`` or ``s2c``) of one connection;
+    ``session`` is shared by the two directions of one connection (Seastar RPC's
+    negotiation configures both)."""
+    if protocol == "seastar-rpc":
+        return SeastarObserver(max_frame_size, direction, {} if session is None else session)
     make = _OBSERVERS.get(protocol)
     return make(max_frame_size, direction) if make is not None else BytesObserver()

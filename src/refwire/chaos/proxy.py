@@ -140,6 +140,8 @@ class ChaosProxy:
         self.decisions: list[dict[str, Any]] = []
         self.stats = {"connections": 0, "frames": 0, "actions": 0, "upstream_down": 0}
         self._captures: dict[int, dict[str, CaptureFiles]] = {}
+        #: per connection, what its two directions' observers share (as sent, as delivered)
+        self._sessions: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         self._ids = itertools.count(1)
         self._fired: dict[str, int] = {}
         self._t0 = 0.0
@@ -348,6 +350,7 @@ class ChaosProxy:
                 self._links.pop((conn, d), None)
             await trio.aclose_forcefully(client)
             await trio.aclose_forcefully(upstream)
+            self._sessions.pop(conn, None)
             for files in self._captures.pop(conn, {}).values():
                 files.close(ended=time.time(), ends=ends)
         self._write({"event": "close", "conn": conn, **ends})
@@ -425,8 +428,9 @@ class ChaosProxy:
         scope: trio.CancelScope,
     ) -> None:
         src, dst, direction, conn = link.src, link.dst, link.direction, link.conn
-        observer = observer_for(self.protocol, self.max_frame_size, direction)
-        delivered = observer_for(self.protocol, self.max_frame_size, direction) if self.checker is not None else None
+        sessions = self._sessions.setdefault(conn, ({}, {}))  # (as sent, as delivered): both directions share each
+        observer = observer_for(self.protocol, self.max_frame_size, direction, sessions[0])
+        delivered = observer_for(self.protocol, self.max_frame_size, direction, sessions[1]) if self.checker is not None else None
         self._delivered[(conn, direction)] = (delivered, [0])
         states: dict[str, _RuleState] = {}
         index = 0
