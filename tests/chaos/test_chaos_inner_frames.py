@@ -112,3 +112,38 @@ def test_the_lumberjack_check_follows_pipelined_windows() -> None:
     [forged] = observer_for("lumberjack", 1 << 20).feed(encode_ack(7))
     ch.received(2, "s2c", 0, forged)
     assert [v.check for v in ch.finish()] == ["acked-but-not-received"]
+
+
+async def test_a_schedule_file_adds_byte_level_toxics_under_the_simulators_knob_names() -> None:
+    """``[[toxic]]`` tables in a schedule: toxiproxy's types, or the simulator's knob
+    names (``torn_write`` -> limit_data here); an unknown one is refused naming it."""
+    from refwire.chaos import ScheduleError, parse_schedule
+
+    with pytest.raises(ScheduleError, match=r"toxic 1 \(x\).*invalid toxic type"):
+        parse_schedule({"toxic": [{"name": "x", "type": "wobble"}]}, "lumberjack")
+    schedule = parse_schedule({"toxic": [{"type": "torn_write", "stream": "upstream", "attributes": {"bytes": 5}}]}, "lumberjack")
+    assert schedule.toxics[0]["type"] == "limit_data"
+    got = bytearray()
+    done = trio.Event()
+
+    async def sink(stream: trio.SocketStream) -> None:
+        async for chunk in stream:
+            got.extend(chunk)
+        done.set()
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+            nursery.start_soon(trio.serve_listeners, sink, listeners)
+            port = listeners[0].socket.getsockname()[1]
+            async with open_chaos("tcp", upstream=("127.0.0.1", port), schedule=schedule) as proxy:
+                host, pport = proxy.addresses[0].rsplit(":", 1)
+                s = await trio.open_tcp_stream(host, int(pport))
+                try:
+                    await s.send_all(b"0123456789")
+                except trio.BrokenResourceError:
+                    pass
+                await done.wait()
+                await trio.aclose_forcefully(s)
+            nursery.cancel_scope.cancel()
+    assert bytes(got) == b"01234"  # the torn write: 5 bytes, then the connection closes

@@ -155,6 +155,8 @@ class ChaosProxy:
         self._toxic_serials = itertools.count(1)
         self._links: dict[tuple[int, str], _Link] = {}
         self._changed = trio.Event()
+        for body in schedule.toxics:  # the schedule file's [[toxic]] tables
+            self.add_toxic(body)
 
     # ------------------------------------------------------------------ api
 

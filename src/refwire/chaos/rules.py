@@ -125,6 +125,45 @@ class Schedule:
     protocol: str
     rules: tuple[Rule, ...]
     seed: int = 0
+    #: byte-level toxics to add at start (toxiproxy-shaped bodies, ``[[toxic]]`` in the file)
+    toxics: tuple[Mapping[str, Any], ...] = ()
+
+
+#: ``[[toxic]]`` types under the simulator's knob names -> (toxiproxy type, default attributes).
+KNOB_TOXICS: dict[str, tuple[str, dict[str, int]]] = {
+    "trickle": ("slicer", {"average_size": 1, "size_variation": 0, "delay": 1000}),
+    "partial_read": ("slicer", {"average_size": 64, "size_variation": 32, "delay": 0}),
+    "stall": ("latency", {"latency": 2000, "jitter": 0}),
+    "blackhole": ("timeout", {"timeout": 0}),
+    "reset": ("reset_peer", {"timeout": 0}),
+    "torn_write": ("limit_data", {"bytes": 1}),
+}
+
+
+def _toxics(raw: Any, protocol: str) -> tuple[Mapping[str, Any], ...]:
+    """The ``[[toxic]]`` tables as toxiproxy bodies, each checked (an unknown type or
+    attribute is refused naming the toxic)."""
+    from .toxics import ToxicError, parse_toxic
+
+    if not isinstance(raw, list):
+        raise _fail("toxic", "must be a list of tables ([[toxic]])")
+    out = []
+    for i, t in enumerate(raw, 1):
+        if not isinstance(t, Mapping):
+            raise _fail(f"toxic {i}", "must be a table/object")
+        body = dict(t)
+        kind = body.get("type")
+        if kind in KNOB_TOXICS:
+            real, defaults = KNOB_TOXICS[str(kind)]
+            body["type"] = real
+            body["attributes"] = {**defaults, **dict(body.get("attributes") or {})}
+            body.setdefault("name", f"{kind}_{body.get('stream', 'downstream')}")
+        try:
+            parse_toxic(body, protocol)
+        except ToxicError as exc:
+            raise _fail(f"toxic {i} ({body.get('name') or kind})", f"{exc} (knob names too: {', '.join(KNOB_TOXICS)})") from None
+        out.append(body)
+    return tuple(out)
 
 
 def rule_rng(seed: int, rule: str, conn: int, direction: str) -> random.Random:
@@ -143,9 +182,9 @@ def parse_schedule(doc: Mapping[str, Any], protocol: str) -> Schedule:
     direction, frame type, field or action is refused naming it."""
     if not isinstance(doc, Mapping):
         raise _fail("top level", "must be a table/object")
-    unknown = sorted(set(doc) - {"seed", "rule", "protocol"})
+    unknown = sorted(set(doc) - {"seed", "rule", "protocol", "toxic"})
     if unknown:
-        raise _fail("top level", f"unknown key(s) {', '.join(unknown)} (known: seed, protocol, rule)")
+        raise _fail("top level", f"unknown key(s) {', '.join(unknown)} (known: seed, protocol, rule, toxic)")
     raw_rules = doc.get("rule", [])
     if not isinstance(raw_rules, list):
         raise _fail("rule", "must be a list of tables ([[rule]])")
@@ -222,7 +261,7 @@ def parse_schedule(doc: Mapping[str, Any], protocol: str) -> Schedule:
     seed = doc.get("seed", 0)
     if not isinstance(seed, int):
         raise _fail("seed", "must be an integer")
-    return Schedule(protocol, tuple(rules), seed)
+    return Schedule(protocol, tuple(rules), seed, _toxics(doc.get("toxic", []), protocol))
 
 
 def _opt_int(raw: Mapping[str, Any], key: str) -> int | None:
