@@ -180,3 +180,43 @@ async def test_a_client_that_asks_but_never_reads_cannot_grow_the_store() -> Non
                 tracemalloc.stop()
             assert held < 40 << 20, f"the store holds {held >> 20} MiB for a client that does not read"
             await hostile.aclose()
+
+
+async def test_a_held_append_block_costs_its_own_size_and_no_more() -> None:
+    """A hostile writer sends an AppendBlock of 4 MiB and never its AppendBlockEnd
+    (§5.3: the store holds one block per connection until its end comes): the
+    store holds about the block, once, per connection -- three such connections
+    about three blocks -- measured with tracemalloc, and nothing is stored."""
+    import gc
+    import tracemalloc
+
+    from refwire.pravega.frames import AppendBlock, CreateSegment, Hello, SetupAppend, encode_command
+
+    server = SegmentStoreServer()
+    block = 4 << 20
+    with trio.fail_after(30):
+        async with running(server) as (host, port):
+            tracemalloc.start()
+            try:
+                base = tracemalloc.get_traced_memory()[0]
+                streams = []
+                for k in range(3):
+                    wid = uuid.UUID(int=k + 1)
+                    s = await trio.open_tcp_stream(host, port)
+                    head = encode_command(Hello(high_version=17, low_version=5))
+                    head += encode_command(CreateSegment(request_id=1, segment=f"{SEG}-{k}"))
+                    head += encode_command(SetupAppend(request_id=2, writer_id=wid, segment=f"{SEG}-{k}"))
+                    await s.send_all(head)
+                    await trio.sleep(0.2)
+                    await s.send_all(encode_command(AppendBlock(writer_id=wid, data=b"e" * block)))
+                    streams.append(s)
+                await trio.sleep(1.0)
+                gc.collect()
+                held = tracemalloc.get_traced_memory()[0] - base
+            finally:
+                tracemalloc.stop()
+            for s in streams:
+                await s.aclose()
+    print(f"three held 4 MiB blocks: {held / (1 << 20):.1f} MiB")
+    assert held < 3 * 2.5 * block, f"{held >> 20} MiB held for three 4 MiB blocks"
+    assert all(server.store.segments[f"{SEG}-{k}"].length == 0 for k in range(3))
