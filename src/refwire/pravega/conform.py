@@ -616,16 +616,13 @@ async def _side_writes(c: Conversation, seg: str, w: WriterSession, acked_n: int
 async def s2_5(c: Conversation) -> None:
     seg = segment_of(c, "pv.S2.5")
     w = WriterSession(seg, writer_of(c), style="rust")
-    sent: list[bytes] = []
     await _side_writes(c, seg, w, 4, 2)
-    sent = [bytes(e.frame) for e in w.pending]  # 5..6, not yet known to be stored
     await hello(c)
     got = await setup(c, 2, w)
     if got is not None and 4 <= got.last_event_number <= 6:
         c.note("lastEventNumber within 4..6")
     for i in range(2):
         w.add(bytes(c.rng.getrandbits(8) for _ in range(40)) + bytes([6 + i]))
-    del sent
     await _write_all(c, w, 8)
     data = await read_all(c, 3, seg)
     if data is not None:
