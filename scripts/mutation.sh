@@ -6,6 +6,14 @@
 #   bash scripts/mutation.sh src/refwire/wire.py
 #   JOBS=2 bash scripts/mutation.sh src/refwire/sansio.py
 #
+#   RERUN=old-output.txt bash scripts/mutation.sh src/refwire/tank/frames.py
+#
+# RERUN= runs only the mutants a previous run of this script on the same module
+# did not kill (its output, saved to a file) and counts the ones it killed as
+# still killed: valid while the module is unchanged and tests were only added
+# (a changed function renumbers its mutants: add a line "  <function>__mutmut_*: changed"
+# to the old output so all of that function's mutants run again).
+#
 # Prints killed / survived / timeout counts, the kill rate over the
 # non-equivalent mutants and the surviving mutants (`mutmut show NAME` in the
 # scratch dir prints one's diff).  Mutants listed in tests/mutation/equivalent.txt
@@ -24,9 +32,9 @@ case "$MODULE" in
     src/refwire/lumberjack/frames.py) TESTS=(tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py) ;;
     src/refwire/lumberjack/connection.py) TESTS=(tests/test_lumberjack_machines.py tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py) ;;
     src/refwire/pravega/frames_codec.py|src/refwire/pravega/frames.py)
-        TESTS=(tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_limits.py) ;;
+        TESTS=(tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_limits.py tests/test_pravega_edges.py) ;;
     src/refwire/pravega/connection.py|src/refwire/pravega/writer.py)
-        TESTS=(tests/test_pravega_machines.py tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_limits.py) ;;
+        TESTS=(tests/test_pravega_machines.py tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_limits.py tests/test_pravega_edges.py) ;;
     src/refwire/pravega/draft2017/partial.py|src/refwire/pravega/draft2017/frames.py)
         TESTS=(tests/test_pravega_draft_vectors.py tests/test_pravega_draft_machines.py tests/test_pravega_draft_limits.py) ;;
     src/refwire/pravega/draft2017/connection.py)
@@ -60,18 +68,31 @@ rm -rf "$WORK"/tests/.hypothesis
 } >> "$WORK/pyproject.toml"
 
 MUTMUT="$ROOT/.venv/bin/mutmut"
-(cd "$WORK" && "$MUTMUT" run --max-children "$JOBS" >"$WORK/run.log" 2>&1) || {
+NAMES=()
+if [ -n "${RERUN:-}" ]; then
+    mapfile -t NAMES < <(sed -n 's/^  \([^ ]*__mutmut_[0-9*]*\): .*/\1/p' "$RERUN")
+    [ ${#NAMES[@]} -gt 0 ] || { echo "$RERUN lists no surviving mutants: nothing to rerun" >&2; exit 0; }
+fi
+(cd "$WORK" && "$MUTMUT" run --max-children "$JOBS" "${NAMES[@]}" >"$WORK/run.log" 2>&1) || {
     echo "mutmut run failed; see $WORK/run.log" >&2; tail -30 "$WORK/run.log" >&2; exit 1; }
 (cd "$WORK" && "$MUTMUT" results --all true) >"$WORK/results.txt" 2>&1
 
-"$ROOT/.venv/bin/python" - "$WORK/results.txt" "$ROOT/tests/mutation/equivalent.txt" "$WORK" <<'EOF'
+"$ROOT/.venv/bin/python" - "$WORK/results.txt" "$ROOT/tests/mutation/equivalent.txt" "$WORK" "${RERUN:-}" <<'EOF'
 import re, sys
-results, eq_file, work = sys.argv[1:4]
+results, eq_file, work, rerun = sys.argv[1:5]
 status = {}
 for line in open(results):
     m = re.match(r"\s*([\w.]+__mutmut_\d+): (.+)$", line)
     if m:
         status[m.group(1)] = m.group(2).strip()
+if rerun:
+    # mutants the previous run killed were not run again: they stay killed
+    import fnmatch
+    again = set(re.findall(r"^  ([^ ]+__mutmut_[\d*]+): ", open(rerun).read(), re.M))
+    for k, v in status.items():
+        if v == "not checked" and not any(fnmatch.fnmatchcase(k, pat) for pat in again):
+            status[k] = "killed"
+    print(f"rerun of the {len(again)} mutants {rerun} did not kill; the others count as killed")
 equivalent = {}
 try:
     for line in open(eq_file):

@@ -108,6 +108,7 @@ def _uvarint(data: bytes | memoryview, p: int, end: int, *, field: str, base: in
     try:
         return decode_uvarint(data, p, end, field=field, base=base)
     except LocalProtocolError as exc:
+        exc.located(protocol=PROTOCOL, frame="bundle")  # decode_uvarint knows neither
         # decode_uvarint reaches ``end`` before its 5-byte cap only when every byte left continues the varint.
         if end - p <= _VARINT_MAX and all(b & 0x80 for b in data[p:end]):
             raise TruncatedBundle(
@@ -247,7 +248,10 @@ def parse_bundle_header(data: bytes | memoryview, start: int = 0, end: int | Non
 def snappy_decompress(payload: bytes | memoryview, *, max_size: int, offset: int = 0) -> bytes:
     """Raw Snappy (§4): the declared uncompressed length is read and checked
     against ``max_size`` *before* anything is inflated; corrupt input raises."""
-    n, _ = decode_uvarint(payload, 0, len(payload), field="snappyLength", base=offset)
+    try:
+        n, _ = decode_uvarint(payload, 0, len(payload), field="snappyLength", base=offset)
+    except LocalProtocolError as exc:
+        raise exc.located(protocol=PROTOCOL, frame="bundle") from None
     if n > max_size:
         raise LimitExceeded(
             f"Snappy length {n} exceeds the limit max_decompressed_size={max_size}",
@@ -305,7 +309,8 @@ def _decode_messages(
                 else:
                     delta, p = _uvarint(data, p, end, field="seqDelta", base=base)
                     seq += 1 + delta
-                if seq > header.last_seq or (i == n - 1 and seq != header.last_seq):
+                # the last message takes lastSeq, so a middle one must stay below it (no repeated seq)
+                if seq >= header.last_seq if i < n - 1 else seq != header.last_seq:
                     raise _err(f"message {i}: seq {seq} disagrees with lastSeq {header.last_seq}", "seqDelta", base + start)
             elif i > 0:
                 seq += 1
