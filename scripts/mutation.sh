@@ -55,7 +55,7 @@ NAME=$(echo "${MODULE#src/refwire/}" | sed 's/\.py$//; s#/#-#g')
 WORK=${MUTATION_DIR:-/tmp/refwire-mutation-$NAME-$$}
 if [ -n "${RESUME:-}" ] && [ -d "$WORK/mutants" ]; then
     # RESUME=1 with MUTATION_DIR=<a stopped run's scratch dir>: mutmut continues where it stopped
-    grep -q '^timeout_multiplier' "$WORK/pyproject.toml" || echo 'timeout_multiplier = 3.0' >> "$WORK/pyproject.toml"
+    sed -i '/^timeout_multiplier/d' "$WORK/pyproject.toml"; echo 'timeout_multiplier = 1.0' >> "$WORK/pyproject.toml"
 else
     rm -rf "$WORK"
     mkdir -p "$WORK"
@@ -69,9 +69,9 @@ else
         echo "only_mutate = [\"$MODULE\"]"
         printf 'pytest_add_cli_args_test_selection = ['; printf '"%s", ' "${TESTS[@]}"; echo ']'
         echo 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]'
-        # a mutant that makes a decoder spin is cut off after 6 x (its tests' time + 1 s)
+        # a mutant that makes a decoder spin is cut off after 2 x (its tests' time + 1 s)
         # of CPU, not mutmut's default 30 x: each one would otherwise cost minutes
-        echo 'timeout_multiplier = 3.0'
+        echo 'timeout_multiplier = 1.0'
     } >> "$WORK/pyproject.toml"
 fi
 
