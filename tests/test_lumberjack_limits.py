@@ -584,3 +584,31 @@ def test_a_trickling_c_frame_is_scanned_once_for_its_length(monkeypatch: pytest.
     got = decode_split(frame, DEFAULT_LIMITS, 1)
     assert got == [Compressed(b"z" * 1000)]
     assert calls <= 4  # the header (2 and 6 bytes), then the whole frame: not once per byte
+
+
+def test_offsets_inside_a_buffer_with_a_dead_prefix() -> None:
+    """Chunks shorter than what is buffered are appended behind the consumed bytes
+    (no compaction while the dead prefix is small): offsets still count from the stream."""
+    dec = FrameDecoder()
+    for chunk in (b"2W", b"\x00", b"\x00", b"\x00\x01", b"2J"):
+        dec.feed(chunk)
+    assert dec.frames() == [Window(1)]
+    for chunk in (b"\x00", b"\x00\x00", b"\x00\x00\x00\x00", b"\x00"):  # seq 0, len 0
+        dec.feed(chunk)
+    assert dec._buf.pos == 6  # the W is still there, dead
+    with pytest.raises(LocalProtocolError) as info:
+        dec.frames()
+    assert (info.value.field, info.value.offset) == ("len", 12)
+
+
+def test_inflate_frames_passes_strict_versions_on() -> None:
+    lenient = inflate_frames(zlib.compress(b"1J" + u32(1) + u32(2) + b"{}"), strict_versions=False)
+    assert [f.version for f in lenient] == [V1]  # type: ignore[union-attr]
+
+
+def test_a_d_frame_waiting_for_its_value_keeps_its_place() -> None:
+    frame = d_frame([(b"k" * 10, b"v" * 10)] * 2)
+    dec = FrameDecoder()
+    dec.feed(frame[: 10 + 4 + 10 + 4 + 5])  # inside the first value
+    assert dec.frames() == []
+    assert dec._d_resume == (0, 10, 2)
