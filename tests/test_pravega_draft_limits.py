@@ -10,12 +10,15 @@ data offset), wrapping the inner error with its own field and offset.
 from __future__ import annotations
 
 import struct
+import uuid
 
 import pytest
 
 from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError
+from refwire.pravega.draft2017 import frames as df
 from refwire.pravega.draft2017.frames import PROTOCOL, KeepAlive, Part, PartialMessage
 from refwire.pravega.draft2017.partial import Reassembly, command_name, error, split_message, split_reply, wrap_inner
+from refwire.pravega.frames_codec import Command, decode_command
 
 HEADER = 8
 
@@ -231,3 +234,64 @@ def test_split_message_and_reply() -> None:
             PartialMessage(part=Part.END, data=msg[16:]).encode(),
         ]
     )
+
+
+# --------------------------------------------------------------------------- the draft's command table
+
+
+def _i32(v: int) -> bytes:
+    return struct.pack(">i", v)
+
+
+def _i64(v: int) -> bytes:
+    return struct.pack(">q", v)
+
+
+def _utf(s: str) -> bytes:
+    return struct.pack(">H", len(s.encode())) + s.encode()
+
+
+_UID = uuid.UUID(int=0x1112131415161718191A1B1C1D1E1F20)
+
+
+@pytest.mark.parametrize(
+    ("cmd", "code", "body"),
+    [
+        (PartialMessage(part=Part.MIDDLE, data=b"xy"), -2, b"\x01xy"),
+        (PartialMessage(part=Part.END), -2, b"\x02"),
+        (df.Event(data=b"ev"), 0, b"ev"),
+        (df.SetupAppend(connection_id=_UID, segment="s"), 1, _UID.bytes + _utf("s")),
+        (df.AppendSetup(segment="s", connection_id=_UID, connection_offset_ack_level=-1), 2, _utf("s") + _UID.bytes + _i64(-1)),
+        (df.BeginAppendBlock(connection_id=_UID, connection_offset=5, length=6), 3, _UID.bytes + _i64(5) + _i32(6)),
+        (df.EndAppendBlock(connection_id=_UID, connection_offset=7, block_length=8), 4, _UID.bytes + _i64(7) + _i32(8)),
+        (df.DataAppended(connection_id=_UID, ack_level=9), 5, _UID.bytes + _i64(9)),
+        (df.ReadSegment(segment="s", offset=10, suggested_length=11), 6, _utf("s") + _i64(10) + _i32(11)),
+        (
+            df.SegmentRead(segment="s", offset=12, at_tail=True, end_of_segment=False, data=b"dd"),
+            7,
+            _utf("s") + _i64(12) + b"\x01\x00dd",
+        ),
+        (df.SegmentRead(segment="", offset=0, at_tail=False, end_of_segment=True), 7, _utf("") + _i64(0) + b"\x00\x01"),
+        (KeepAlive(data=b"k"), 100, b"k"),
+        (KeepAlive(), 100, b""),
+    ],
+    ids=lambda v: type(v).__name__ if not isinstance(v, (int, bytes)) else None,
+)
+def test_draft_commands_exact_bytes(cmd: Command, code: int, body: bytes) -> None:
+    wire = cmd.encode()
+    assert wire == struct.pack(">ii", code, len(body)) + body
+    assert type(cmd).TYPE == code and type(cmd).PROTOCOL == PROTOCOL
+    assert decode_command(code, body, dialect=df.DRAFT, allow_inner=True) == cmd
+
+
+def test_draft_directions_and_strictness() -> None:
+    assert [(c, df.DRAFT.commands[c].DIRECTION) for c in sorted(df.DRAFT.commands)] == [
+        (-2, "both"), (0, "inner"), (1, "request"), (2, "reply"), (3, "request"), (4, "request"),
+        (5, "reply"), (6, "request"), (7, "reply"), (100, "both"),
+    ]  # fmt: skip
+    assert [int(p) for p in Part] == [0, 1, 2] and PROTOCOL == "pravega-draft-2017"
+    with pytest.raises(LocalProtocolError) as info:
+        decode_command(5, _UID.bytes + _i64(9) + b"!", dialect=df.DRAFT, base=8)
+    assert (info.value.field, info.value.offset, info.value.protocol) == ("(trailing)", 32, PROTOCOL)
+    with pytest.raises(LocalProtocolError):
+        decode_command(0, b"x", dialect=df.DRAFT)  # an Event is not a top-level command

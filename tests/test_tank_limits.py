@@ -742,3 +742,150 @@ def test_snappy_errors_at_offset_zero_by_default() -> None:
     assert loc(e) == ("messageSet", 0)
     e = err(snappy_decompress, b"\x80", max_size=100)
     assert loc(e) == ("snappyLength", 0)
+
+
+# --------------------------------------------------------------------------- frames: field names of every read and write
+
+Seg = tuple[str, bytes]
+
+
+def _requests_by_field() -> list[tuple[int, list[Seg]]]:
+    """Each request's payload cut into (field, bytes) in wire order."""
+    t = b"\x01t"
+    return [
+        (
+            tf.PRODUCE,
+            [
+                ("clientVersion", b"\x02\x00"),
+                ("requestId", u32le(7)),
+                ("clientId", b"\x02ci"),
+                ("requiredAcks", b"\x01"),
+                ("ackTimeoutMs", u32le(9)),
+                ("topicsCnt", b"\x01"),
+                ("topic", t),
+                ("partitionsCnt", b"\x01"),
+                ("partitionId", b"\x01\x00"),
+                ("bundleLen", b"\x02"),
+                ("bundle", b"BB"),
+            ],
+        ),
+        (
+            tf.PRODUCE_WITH_SEQNUM,
+            [
+                ("clientVersion", b"\x02\x00"),
+                ("requestId", u32le(7)),
+                ("clientId", b"\x00"),
+                ("requiredAcks", b"\x01"),
+                ("ackTimeoutMs", u32le(9)),
+                ("topicsCnt", b"\x01"),
+                ("topic", t),
+                ("partitionsCnt", b"\x01"),
+                ("partitionId", b"\x01\x00"),
+                ("bundleLen", b"\x82\x00"),
+                ("baseSeqNum", u64(5)),
+                ("bundle", b"B" * 2),
+            ],
+        ),
+        (
+            tf.CONSUME,
+            [
+                ("clientVersion", b"\x03\x00"),
+                ("requestId", u32le(7)),
+                ("clientId", b"\x01c"),
+                ("maxWaitMs", u64(1)),
+                ("minBytes", u32le(2)),
+                ("opFlags", b"\x00"),
+                ("topicsCnt", b"\x01"),
+                ("topic", t),
+                ("partitionsCnt", b"\x01"),
+                ("partitionId", b"\x01\x00"),
+                ("absSeqNum", u64(3)),
+                ("fetchSize", u32le(4)),
+            ],
+        ),
+        (tf.DISCOVER_PARTITIONS, [("requestId", u32le(1)), ("topic", t)]),
+        (
+            tf.CREATE_TOPIC,
+            [
+                ("requestId", u32le(1)),
+                ("topic", t),
+                ("partitions", b"\x01\x00"),
+                ("configLen", b"\x82\x00"),
+                ("config", b"c" * 2),
+            ],
+        ),
+        (tf.RELOAD_CONF, [("requestId", u32le(1)), ("topic", t), ("partition", b"\x01\x00")]),
+        (tf.STATUS, [("requestId", u32le(1))]),
+        (tf.DISCOVER_TOPICS, [("requestId", u32le(1)), ("flags", b"\x01")]),
+        (tf.DISCOVER_TOPOLOGY, [("requestId", u32le(1)), ("flags", b"\x01")]),
+    ]
+
+
+@pytest.mark.parametrize(("msg_id", "segs"), _requests_by_field(), ids=lambda v: tf._name(v) if isinstance(v, int) else "")
+def test_every_truncated_request_names_the_field_it_stopped_in(msg_id: int, segs: list[Seg]) -> None:
+    payload = b"".join(b for _, b in segs)
+    tf.decode_request(msg_id, payload)  # whole: fine
+    pos = 0
+    for field, raw in segs:
+        for cut in range(pos, pos + len(raw)):
+            with pytest.raises(LocalProtocolError) as info:
+                tf.decode_request(msg_id, payload[:cut], offset=100)
+            e = info.value
+            assert (e.field, e.protocol, e.frame) == (field, "tank", tf._name(msg_id)), (field, cut)
+            assert 105 + pos <= e.offset <= 105 + cut
+        pos += len(raw)
+
+
+def test_field_names_of_encode_errors() -> None:
+    big = "t" * 256
+    cases = [
+        (lambda: tf.ProduceRequest(1, (), client_id=b"c" * 256).encode(), "clientId"),
+        (lambda: tf.ProduceRequest(1, (tf.ProduceTopic(big, ()),)).encode(), "topic"),
+        (lambda: tf.ConsumeRequest(1, (), client_id=b"c" * 256).encode(), "clientId"),
+        (lambda: tf.ConsumeRequest(1, (tf.ConsumeTopic(big, ()),)).encode(), "topic"),
+        (lambda: tf.CreateTopicRequest(1, big, 1).encode(), "topic"),
+        (lambda: tf.ReloadConfRequest(1, big, 1).encode(), "topic"),
+        (lambda: tf.DiscoverPartitionsRequest(1, big).encode(), "topic"),
+    ]
+    for make, field in cases:
+        with pytest.raises(LocalProtocolError) as info:
+            make()
+        assert (info.value.field, info.value.protocol) == (field, "tank")
+        assert info.value.reason == f"{field} is 256 bytes; str8 holds at most 255"
+    # strings with lone surrogates travel as the bytes they stand for
+    assert tf.DiscoverPartitionsRequest(1, "a\udcff").encode()[9:12] == b"\x02a\xff"
+    assert tf.decode_request(tf.DISCOVER_PARTITIONS, u32le(1) + b"\x02a\xff") == tf.DiscoverPartitionsRequest(1, "a\udcff")
+    assert tf.decode_request(tf.DISCOVER_PARTITIONS, u32le(1) + "\x02é".encode()) == tf.DiscoverPartitionsRequest(1, "é")
+    with pytest.raises(LocalProtocolError) as info:
+        tf.decode_request(tf.DISCOVER_PARTITIONS, u32le(1) + b"\x01t\x01")
+    assert info.value.reason == "partition id list has an odd byte count"
+    assert tf.decode_request(tf.DISCOVER_PARTITIONS, u32le(1) + b"\x01t\x01\x00\x02\x00").partitions == (1, 2)  # type: ignore[union-attr]
+    e = err(tf.decode_request, tf.STATUS, b"")
+    assert e.offset == 5  # default offset 0: the payload starts after the 5-byte header
+
+
+def test_receive_buffer_limit_before_a_header() -> None:
+    dec = tf.FrameDecoder(tf.REQUEST_IDS, Limits(max_buffered=10))
+    dec.feed(b"\x03\x00\x00\x00\x00" * 2)  # 10 bytes: at the limit
+    with pytest.raises(LimitExceeded) as info:
+        dec.feed(b"\x03")
+    e = info.value
+    assert (e.reason, e.protocol, e.field, e.offset) == ("receive buffer overflow", "tank", "buffer", 0)
+    dec = tf.FrameDecoder(tf.REQUEST_IDS, Limits(max_buffered=10))
+    dec.feed(b"\x0a\x64\x00\x00\x00")
+    assert dec.next_frame() is None  # a header is in: the frame limit governs from here
+    dec.feed(b"x" * 20)
+    assert dec.next_frame() is None
+
+
+def test_frame_decoder_errors_name_tank() -> None:
+    dec = tf.FrameDecoder(tf.REQUEST_IDS, Limits(max_frame_size=10))
+    dec.feed(b"\x0a\x06\x00\x00\x00")
+    with pytest.raises(LimitExceeded) as info:
+        dec.next_frame()
+    assert info.value.protocol == "tank"
+    dec = tf.FrameDecoder(tf.REQUEST_IDS)
+    dec.feed(b"\x09\x00\x00\x00\x00")
+    with pytest.raises(LocalProtocolError) as info2:
+        dec.next_frame()
+    assert (info2.value.protocol, info2.value.frame) == ("tank", "ConsumePeer")
