@@ -889,3 +889,68 @@ def test_frame_decoder_errors_name_tank() -> None:
     with pytest.raises(LocalProtocolError) as info2:
         dec.next_frame()
     assert (info2.value.protocol, info2.value.frame) == ("tank", "ConsumePeer")
+
+
+def _produce(**kw: object) -> tf.ProduceRequest:
+    base = {"request_id": 1, "topics": (tf.ProduceTopic("t", (tf.ProducePartition(1, b"b", 5),)),), "with_seqnum": True}
+    base.update(kw)
+    return tf.ProduceRequest(**base)  # type: ignore[arg-type]
+
+
+def _consume(**kw: object) -> tf.ConsumeRequest:
+    base = {"request_id": 1, "topics": (tf.ConsumeTopic("t", (tf.ConsumePartition(1, 2, 3),)),), "client_version": 3}
+    base.update(kw)
+    return tf.ConsumeRequest(**base)  # type: ignore[arg-type]
+
+
+_PART = tf.ProducePartition(1, b"b", 5)
+_CPART = tf.ConsumePartition(1, 2, 3)
+
+
+@pytest.mark.parametrize(
+    ("make", "field"),
+    [
+        (lambda: _produce(client_version=-1), "clientVersion"),
+        (lambda: _produce(request_id=-1), "requestId"),
+        (lambda: _produce(required_acks=256), "requiredAcks"),
+        (lambda: _produce(ack_timeout_ms=-1), "ackTimeoutMs"),
+        (lambda: _produce(topics=(tf.ProduceTopic("t", ()),) * 256), "topicsCnt"),
+        (lambda: _produce(topics=(tf.ProduceTopic("t", (_PART,) * 256),)), "partitionsCnt"),
+        (lambda: _produce(topics=(tf.ProduceTopic("t", (tf.ProducePartition(-1, b""),)),), with_seqnum=False), "partitionId"),
+        (lambda: _produce(topics=(tf.ProduceTopic("t", (tf.ProducePartition(1, b"", -1),)),)), "baseSeqNum"),
+        (lambda: _consume(client_version=2**16), "clientVersion"),
+        (lambda: _consume(request_id=2**32), "requestId"),
+        (lambda: _consume(max_wait_ms=-1), "maxWaitMs"),
+        (lambda: _consume(min_bytes=-1), "minBytes"),
+        (lambda: _consume(op_flags=256), "opFlags"),
+        (lambda: _consume(topics=(tf.ConsumeTopic("t", ()),) * 256), "topicsCnt"),
+        (lambda: _consume(topics=(tf.ConsumeTopic("t", (_CPART,) * 256),)), "partitionsCnt"),
+        (lambda: _consume(topics=(tf.ConsumeTopic("t", (tf.ConsumePartition(-1, 2, 3),)),)), "partitionId"),
+        (lambda: _consume(topics=(tf.ConsumeTopic("t", (tf.ConsumePartition(1, -2, 3),)),)), "absSeqNum"),
+        (lambda: _consume(topics=(tf.ConsumeTopic("t", (tf.ConsumePartition(1, 2, -3),)),)), "fetchSize"),
+        (lambda: tf.DiscoverPartitionsRequest(-1, "t"), "requestId"),
+        (lambda: tf.DiscoverPartitionsRequest(1, "t", (2**16,)), "partitionId"),
+        (lambda: tf.CreateTopicRequest(-1, "t", 1), "requestId"),
+        (lambda: tf.CreateTopicRequest(1, "t", -1), "partitions"),
+        (lambda: tf.ReloadConfRequest(-1, "t", 1), "requestId"),
+        (lambda: tf.ReloadConfRequest(1, "t", -1), "partition"),
+        (lambda: tf.StatusRequest(-1), "requestId"),
+        (lambda: tf.DiscoverTopicsRequest(-1), "requestId"),
+        (lambda: tf.DiscoverTopicsRequest(1, 256), "flags"),
+        (lambda: tf.DiscoverTopologyRequest(-1), "requestId"),
+        (lambda: tf.DiscoverTopologyRequest(1, 256), "flags"),
+    ],
+)
+def test_every_encode_range_error_names_its_field(make: object, field: str) -> None:
+    with pytest.raises(LocalProtocolError) as info:
+        make().encode()  # type: ignore[operator]
+    assert info.value.field == field
+
+
+def test_request_fields_survive_a_round_trip() -> None:
+    p = _produce(client_version=3, client_id=b"x", required_acks=2, ack_timeout_ms=7)
+    assert tf.decode_request(p.msg_id, p.encode()[5:]) == p
+    with pytest.raises(LocalProtocolError) as info:
+        tf.ConsumeRequest(1, (), op_flags=1).encode()
+    e = info.value
+    assert (e.reason, e.protocol) == ("opFlags need clientVersion >= 3", "tank")
