@@ -27,7 +27,7 @@ JOBS=${JOBS:-1}   # the machine is shared: one worker unless told otherwise
 
 # module -> the unit tests that are meant to pin its behaviour
 case "$MODULE" in
-    src/refwire/wire.py)   TESTS=(tests/test_wire.py) ;;
+    src/refwire/wire.py)   TESTS=(tests/test_wire.py tests/test_wire_limits.py) ;;
     src/refwire/sansio.py) TESTS=(tests/test_sansio.py tests/test_pump.py tests/test_machine_contract.py) ;;
     src/refwire/lumberjack/frames.py) TESTS=(tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py) ;;
     src/refwire/lumberjack/connection.py) TESTS=(tests/test_lumberjack_machines.py tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py) ;;
