@@ -9,11 +9,25 @@ from __future__ import annotations
 import struct
 import uuid
 
+import attrs
 import pytest
 
 from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError
 from refwire.pravega import frames as pf
-from refwire.pravega.frames_codec import CommandDecoder, Dialect, decode_command, encode_command, split_frames
+from refwire.pravega import frames_codec as fc
+from refwire.pravega.draft2017 import frames as draft
+from refwire.pravega.frames_codec import (
+    BOOL,
+    I32,
+    I64,
+    UTF,
+    CommandDecoder,
+    Dialect,
+    decode_command,
+    encode_command,
+    f,
+    split_frames,
+)
 from refwire.pravega.writer import MAX_BLOCK, MAX_EVENT_SIZE, PendingEvent, WriterSession
 from refwire.wire import Limits
 
@@ -486,3 +500,110 @@ def test_writer_setup_errors_in_full() -> None:
     assert (e.reason, e.protocol, e.frame, e.field) == (
         "server says event 2 is stored, but only 1 were written", "pravega", "AppendSetup", "last_event_number"
     )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- frames_codec: what the first run left
+
+
+SAMPLES: list[pf.Command] = [
+    pf.SetupAppend(request_id=1, writer_id=WID, segment="seg", delegation_token="tok"),
+    pf.AppendBlockEnd(writer_id=WID, size_of_whole_events=1, data=b"ab", num_events=1, last_event_number=2, request_id=3),
+    pf.ConditionalAppend(writer_id=WID, event_number=1, expected_offset=2, event=b"ev", request_id=4),
+    pf.SegmentRead(segment="s", offset=5, at_tail=True, end_of_segment=False, data=b"dd", request_id=7),
+    pf.CreateSegment(request_id=1, segment="s", target_rate=2, scale_type=1),
+    pf.TableEntriesUpdated(request_id=1, updated_versions=(3, 4)),
+    pf.ReadTable(request_id=1, segment="s", delegation_token="", keys=(pf.TableKey(b"k", 9), pf.TableKey(b""))),
+    pf.TableRead(request_id=1, segment="s", entries=(pf.TableEntry(pf.TableKey(b"k", 9), b"v"),)),
+    pf.DeleteTableSegment(request_id=1, segment="s", must_be_empty=True),
+]
+
+
+@pytest.mark.parametrize("cmd", SAMPLES, ids=lambda c: type(c).__name__)
+def test_every_truncation_names_a_field_of_the_command(cmd: pf.Command) -> None:
+    wire = cmd.encode()
+    code = type(cmd).TYPE
+    names = [n for n, _k, _o in type(cmd).LAYOUT]
+    for cut in range(8, len(wire)):
+        try:
+            decode_command(code, wire[8:cut], base=8)
+        except LocalProtocolError as e:
+            assert (e.protocol, e.frame) == ("pravega", type(cmd).NAME)
+            assert e.field is not None and any(e.field == n or e.field.startswith((n + ".", n + "[")) for n in names), e.field
+            assert 8 <= e.offset <= cut  # type: ignore[operator]
+
+
+def test_opt_blob_edges() -> None:
+    head = i64(1) + utf("s") + utf("") + i32(10)
+    assert decode_command(83, head + b"\x00\x00\x00").continuation_token == b""  # type: ignore[attr-defined]
+    with pytest.raises(LocalProtocolError) as info:
+        decode_command(83, head + i32(5) + b"abcd")
+    assert info.value.field == "continuation_token"
+    assert decode_command(83, head + i32(-3)).continuation_token == b""  # type: ignore[attr-defined]
+    assert decode_command(83, head + i32(2) + b"ct").continuation_token == b"ct"  # type: ignore[attr-defined]
+
+
+def test_negative_lengths_inside_entries_and_blobs() -> None:
+    with pytest.raises(LocalProtocolError):
+        decode_command(79, i64(1) + utf("s") + i32(1) + i32(4) + i32(0) + i32(4) + i32(-1))
+    with pytest.raises(LocalProtocolError):
+        decode_command(6, i64(1) + WID.bytes + i32(0) + i32(-1))  # a BLOB32 outside AppendBlockEnd
+
+
+def test_errors_name_the_dialect() -> None:
+    with pytest.raises(LocalProtocolError) as info:
+        draft.SetupAppend(connection_id=WID, segment="s" * 0x10000).encode()
+    assert info.value.protocol == "pravega-draft-2017"
+    with pytest.raises(LocalProtocolError) as info:
+        draft.ReadSegment(segment="s", offset=2**63, suggested_length=1).encode()
+    assert info.value.protocol == "pravega-draft-2017"
+    with pytest.raises(LocalProtocolError) as info:
+        pf.SetupAppend(request_id=1, writer_id=WID, segment="s" * 0x10000).encode()
+    assert info.value.protocol == "pravega"
+    with pytest.raises(LocalProtocolError) as info:
+        encode_command(pf.KeepAlive(), max_frame_size=7)
+    assert info.value.protocol == "pravega"
+    with pytest.raises(LocalProtocolError) as info:
+        decode_command(4242, b"")
+    assert (info.value.protocol, info.value.offset) == ("pravega", -8)
+    with pytest.raises(LocalProtocolError) as info:
+        decode_command(5, b"", dialect=draft.DRAFT)
+    assert info.value.protocol == "pravega-draft-2017"
+    with pytest.raises(LocalProtocolError) as info:
+        split_frames(pf.KeepAlive().encode()[:5])
+    e = info.value
+    assert (e.reason, e.protocol, e.offset) == ("truncated frame at the end of the buffer", "pravega", 0)
+    for data in (hdr(100, -1), hdr(100, 2**24)):
+        with pytest.raises(LocalProtocolError) as info:
+            drain(CommandDecoder(), data, 100)
+        assert info.value.protocol == "pravega"
+    dec = CommandDecoder(dialect=draft.DRAFT)
+    dec.feed(draft.DataAppended(connection_id=WID, ack_level=3).encode())
+    assert list(dec.commands()) == [draft.DataAppended(connection_id=WID, ack_level=3)]
+
+
+def test_a_new_dialect_registers_its_commands() -> None:
+    d = Dialect("test-proto", {})
+
+    @d.command(9, "reply")
+    @attrs.frozen(kw_only=True)
+    class Probe(pf.Command):
+        a: int = f(I64)
+        s: str = f(UTF, default="dflt")
+        b: bool = f(BOOL, optional=True)
+        c: int = f(I32, default=5, optional=-1)
+
+    assert (Probe.TYPE, Probe.NAME, Probe.DIRECTION, Probe.PROTOCOL) == (9, "Probe", "reply", "test-proto")
+    assert Probe.LAYOUT == (("a", I64, fc._NO_DEFAULT), ("s", UTF, fc._NO_DEFAULT), ("b", BOOL, True), ("c", I32, -1))
+    assert d.commands == {9: Probe}
+    p = Probe(a=1)
+    assert (p.s, p.b, p.c) == ("dflt", True, 5)
+    assert decode_command(9, i64(1) + utf("x"), dialect=d) == Probe(a=1, s="x", b=True, c=-1)
+    assert decode_command(9, p.encode()[8:], dialect=d) == p
+    with pytest.raises(ValueError, match="type code 9 registered twice"):
+        d.command(9, "reply")(Probe)
+    code = 31_999
+    try:
+        cls = fc.command(code, "both")(attrs.frozen(kw_only=True)(type("Probe2", (pf.Command,), {"__annotations__": {}})))
+        assert pf.COMMANDS[code] is cls and cls.DIRECTION == "both" and cls.PROTOCOL == "pravega"
+    finally:
+        pf.COMMANDS.pop(code, None)
