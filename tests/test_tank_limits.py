@@ -954,3 +954,10 @@ def test_request_fields_survive_a_round_trip() -> None:
         tf.ConsumeRequest(1, (), op_flags=1).encode()
     e = info.value
     assert (e.reason, e.protocol) == ("opFlags need clientVersion >= 3", "tank")
+
+
+def test_produce_with_seqnum_needs_a_base_seq() -> None:
+    with pytest.raises(LocalProtocolError) as info:
+        _produce(topics=(tf.ProduceTopic("t", (tf.ProducePartition(1, b""),)),)).encode()
+    e = info.value
+    assert (e.reason, e.protocol, e.field) == ("ProduceWithSeqnum needs base_seq on every partition", "tank", "baseSeqNum")
