@@ -559,3 +559,118 @@ def test_fragmented_errors_in_a_later_chunk_name_its_offset() -> None:
     e2 = info2.value
     assert (e2.field, e2.protocol, e2.frame) == ("last_chunk_size", "seastar-rpc", "compressed")
     assert f"exceeds the limit max_decompressed_size={2 * CHUNK_SIZE}" in e2.reason
+
+
+# --------------------------------------------------------------------------- frames: what the first run left
+
+
+@pytest.mark.parametrize(
+    ("kind", "frame", "cfg"),
+    [
+        ("request", sf.Request(1, 1, b"x" * 11), {"timeout": False}),
+        ("response", sf.Response(1, b"x" * 11), {"duration": False}),
+        ("stream", sf.StreamMessage(b"x" * 11), {}),
+    ],
+)
+def test_frame_limit_errors_name_the_limit(kind: sf.Kind, frame: object, cfg: dict[str, bool]) -> None:
+    wire = frame.encode(
+        **({"with_timeout": False} if kind == "request" else {"with_duration": False} if kind == "response" else {})
+    )  # type: ignore[attr-defined]
+    e = _refused(_dec(kind, 10, **cfg), wire, 1000)
+    assert isinstance(e, LimitExceeded) and e.protocol == "seastar-rpc"
+    assert "exceeds the limit max_frame_size=10" in e.reason
+    assert _drain(_dec(kind, 11, **cfg), wire, 1) == [frame]
+
+
+def test_exception_truncations_name_their_field() -> None:
+    body = sf.UnknownVerb(5).encode()
+    for cut, field in ((0, "type"), (3, "type"), (4, "len"), (7, "len")):
+        with pytest.raises(LocalProtocolError) as info:
+            sf.decode_exception(body[:cut])
+        e = info.value
+        assert (e.field, e.protocol, e.frame) == (field, "seastar-rpc", "exception")
+        assert e.offset == (0 if field == "type" else 4)
+    assert sf.decode_exception(struct.pack("<II", 1, 8) + bytes(8)) == sf.UnknownVerb(0)
+    with pytest.raises(LocalProtocolError) as info:
+        sf.decode_exception(struct.pack("<II", 0, 5) + b"abc")
+    assert info.value.offset == 4  # default base 0
+
+
+def test_negotiation_ranges_and_text() -> None:
+    assert sf.Features(connection_id=0, stream_parent=0).encode()
+    for kw, field in (({"connection_id": -1}, "connection_id"), ({"stream_parent": 2**64}, "stream_parent")):
+        with pytest.raises(LocalProtocolError) as info:
+            sf.Features(**kw).encode()  # type: ignore[arg-type]
+        e = info.value
+        assert (e.field, e.frame, e.protocol) == (field, "negotiation", "seastar-rpc")
+        assert e.reason.startswith(f"{field} ") and "is out of range 0..18446744073709551615" in e.reason
+    n = sf.Negotiation(((2**32 - 1, b""),))
+    assert n.encode()[12:16] == b"\xff\xff\xff\xff"
+    assert sf.Features(compress="LZ4é").encode().endswith("LZ4é".encode("latin-1"))
+    assert sf.Features.from_negotiation(sf.Negotiation(((0, "é".encode("latin-1")),))).compress == "é"
+    assert sf.Negotiation(((1, b"a"), (1, b"b"), (2, b"c"))).features() == {1: b"a", 2: b"c"}
+    # a later record that claims one byte too many: its flen is named at its offset
+    body = struct.pack("<II", 1, 0) + struct.pack("<II", 2, 3) + b"ab"
+    with pytest.raises(LocalProtocolError) as info:
+        sf.decode_negotiation_records(body)
+    assert (info.value.field, info.value.offset, info.value.reason.endswith("claims 3 bytes, 2 left")) == (
+        "flen",
+        12 + 8 + 4,
+        True,
+    )
+    d = sf.FrameDecoder("request", limits=Limits(max_string_size=4))
+    with pytest.raises(LimitExceeded) as info2:
+        _drain(d, sf.MAGIC + u32(5), 1000)
+    assert info2.value.protocol == "seastar-rpc" and "max_string_size=4" in info2.value.reason
+    d = sf.FrameDecoder("request")
+    with pytest.raises(LocalProtocolError) as info:
+        _drain(d, b"SSTARRPX" + u32(0), 1000)
+    assert info.value.reason == "wrong protocol magic: 5353544152525058"
+
+
+def test_decoder_phases() -> None:
+    d = sf.FrameDecoder("request")
+    assert (d.timeout, d.duration, d.compressor, d.discard_over) == (False, False, None, None)
+    neg = sf.Negotiation(((1, b""),)).encode()
+    req = sf.Request(1, 2, b"p").encode(with_timeout=False)
+    assert _drain(d, neg + req, 1000) == [sf.Negotiation(((1, b""),))]
+    assert d.next_frame() is None and d.buffered == len(req)  # paused until configured
+    d.configure()
+    assert (d.timeout, d.duration, d.kind) == (False, False, "request")
+    assert d.next_frame() == sf.Request(1, 2, b"p")
+    d2 = sf.FrameDecoder("response", negotiation=False)
+    d2.feed(sf.Response(1, b"r").encode(with_duration=False))
+    assert d2.next_frame() == sf.Response(1, b"r")  # no negotiation: frames at once
+    d3 = sf.FrameDecoder("request")
+    d3.feed(neg[:11])
+    assert d3.next_frame() is None
+    d3.feed(neg[11:])
+    assert d3.next_frame() == sf.Negotiation(((1, b""),))
+    d3.configure(kind="response", duration=True)
+    assert d3.kind == "response" and d3.duration
+    d4 = sf.FrameDecoder("request", negotiation=False)
+    d4.feed(b"\x01")
+    e = d4.eof_error()
+    assert e is not None and "a frame" in e.reason
+
+
+def test_encode_range_errors_name_the_frame() -> None:
+    with pytest.raises(LocalProtocolError) as info:
+        sf.Request(0, 2**63, b"", None).encode(with_timeout=True)
+    assert (info.value.field, info.value.frame) == ("msg_id", "request")
+    with pytest.raises(LocalProtocolError) as info:
+        sf.Request(2**64, 0, b"", 0).encode(with_timeout=False)
+    assert (info.value.field, info.value.frame) == ("verb", "request")
+    with pytest.raises(LocalProtocolError) as info:
+        sf.Request(1, 1, b"", 2**64).encode(with_timeout=True)
+    assert (info.value.field, info.value.frame) == ("timeout_ms", "request")
+    with pytest.raises(LocalProtocolError) as info:
+        sf.Response(2**63, b"", 0).encode(with_duration=True)
+    assert (info.value.field, info.value.frame) == ("msg_id", "response")
+    with pytest.raises(LocalProtocolError) as info:
+        sf.Response(1, b"", -1).encode(with_duration=True)
+    assert (info.value.field, info.value.frame) == ("handler_duration", "response")
+    assert sf.Response(1, b"", 0).encode(with_duration=True) == struct.pack("<qII", 1, 0, 0)
+    with pytest.raises(LocalProtocolError) as info:
+        sf.Response(2**63, b"", None).encode(with_duration=False)
+    assert info.value.field == "msg_id"
