@@ -239,6 +239,8 @@ def test_split_frames() -> None:
         pf.DataAppended(writer_id=WID, event_number=5, previous_event_number=4, request_id=3, current_segment_write_offset=99),
         pf.SegmentRead(segment="s/é", offset=5, at_tail=True, end_of_segment=False, data=b"dd", request_id=7),
         pf.SegmentRead(segment="", offset=0, at_tail=False, end_of_segment=True, data=b"", request_id=-1),
+        # an ASCII name followed by ASCII-looking bytes: a string read one byte too long would still look valid
+        pf.SegmentRead(segment="abc", offset=0x4142434445464748, at_tail=False, end_of_segment=False, data=b"zz", request_id=1),
     ],
     ids=lambda c: type(c).__name__,
 )
@@ -607,3 +609,10 @@ def test_a_new_dialect_registers_its_commands() -> None:
         assert pf.COMMANDS[code] is cls and cls.DIRECTION == "both" and cls.PROTOCOL == "pravega"
     finally:
         pf.COMMANDS.pop(code, None)
+
+
+def test_request_id_of() -> None:
+    assert pf.request_id_of(pf.Hello()) == 0
+    assert pf.request_id_of(pf.KeepAlive()) == -1
+    assert pf.request_id_of(pf.AppendBlock(writer_id=WID)) == -1
+    assert pf.request_id_of(pf.SetupAppend(request_id=7, writer_id=WID, segment="s")) == 7
