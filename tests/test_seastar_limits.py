@@ -674,3 +674,21 @@ def test_encode_range_errors_name_the_frame() -> None:
     with pytest.raises(LocalProtocolError) as info:
         sf.Response(2**63, b"", None).encode(with_duration=False)
     assert info.value.field == "msg_id"
+
+
+def test_envelope_limit_and_negotiation_record_errors_in_full() -> None:
+    d = sf.FrameDecoder("request", limits=Limits(max_frame_size=10), negotiation=False)
+    d.configure(compressor=make_compressor("LZ4"))
+    d.feed(u32(11))
+    with pytest.raises(LimitExceeded) as info:
+        d.next_frame()
+    e = info.value
+    assert (e.protocol, e.field) == ("seastar-rpc", "clen") and "exceeds the limit max_frame_size=10" in e.reason
+    with pytest.raises(LocalProtocolError) as info2:
+        sf.Negotiation(((-1, b""),)).encode()
+    e2 = info2.value
+    assert (e2.field, e2.frame, e2.protocol) == ("feature_number", "negotiation", "seastar-rpc")
+    d2 = sf.FrameDecoder("response", negotiation=False)
+    d2.feed(b"\x01")
+    eof = d2.eof_error()
+    assert eof is not None and eof.protocol == "seastar-rpc"
