@@ -6,6 +6,14 @@
 #   bash scripts/mutation.sh src/refwire/wire.py
 #   JOBS=2 bash scripts/mutation.sh src/refwire/sansio.py
 #
+#   RERUN=old-output.txt bash scripts/mutation.sh src/refwire/tank/frames.py
+#
+# RERUN= runs only the mutants a previous run of this script on the same module
+# did not kill (its output, saved to a file) and counts the ones it killed as
+# still killed: valid while the module is unchanged and tests were only added
+# (a changed function renumbers its mutants: add a line "  <function>__mutmut_*: changed"
+# to the old output so all of that function's mutants run again).
+#
 # Prints killed / survived / timeout counts, the kill rate over the
 # non-equivalent mutants and the surviving mutants (`mutmut show NAME` in the
 # scratch dir prints one's diff).  Mutants listed in tests/mutation/equivalent.txt
@@ -19,45 +27,80 @@ JOBS=${JOBS:-1}   # the machine is shared: one worker unless told otherwise
 
 # module -> the unit tests that are meant to pin its behaviour
 case "$MODULE" in
-    src/refwire/wire.py)   TESTS=(tests/test_wire.py) ;;
+    src/refwire/wire.py)   TESTS=(tests/test_wire.py tests/test_wire_limits.py) ;;
     src/refwire/sansio.py) TESTS=(tests/test_sansio.py tests/test_pump.py tests/test_machine_contract.py) ;;
-    src/refwire/lumberjack/frames.py) TESTS=(tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py) ;;
-    src/refwire/lumberjack/connection.py) TESTS=(tests/test_lumberjack_machines.py tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py) ;;
-    src/refwire/tank/bundles.py) TESTS=(tests/test_tank_codec.py tests/test_tank_vectors.py) ;;
-    src/refwire/seastar_rpc/compression.py) TESTS=(tests/test_seastar_codec.py tests/test_seastar_vectors.py) ;;
+    src/refwire/lumberjack/frames.py) TESTS=(tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py) ;;
+    src/refwire/lumberjack/connection.py) TESTS=(tests/test_lumberjack_machines.py tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py) ;;
+    src/refwire/pravega/frames_codec.py|src/refwire/pravega/frames.py)
+        TESTS=(tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_limits.py tests/test_pravega_edges.py) ;;
+    src/refwire/pravega/connection.py|src/refwire/pravega/writer.py)
+        TESTS=(tests/test_pravega_machines.py tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_limits.py tests/test_pravega_edges.py) ;;
+    src/refwire/pravega/draft2017/partial.py|src/refwire/pravega/draft2017/frames.py)
+        TESTS=(tests/test_pravega_draft_vectors.py tests/test_pravega_draft_machines.py tests/test_pravega_draft_limits.py) ;;
+    src/refwire/pravega/draft2017/connection.py)
+        TESTS=(tests/test_pravega_draft_machines.py tests/test_pravega_draft_vectors.py tests/test_pravega_draft_limits.py) ;;
+    src/refwire/tank/bundles.py|src/refwire/tank/frames.py)
+        TESTS=(tests/test_tank_codec.py tests/test_tank_vectors.py tests/test_tank_limits.py) ;;
+    src/refwire/tank/connection.py) TESTS=(tests/test_tank_machines.py tests/test_tank_codec.py tests/test_tank_limits.py) ;;
+    src/refwire/seastar_rpc/compression.py|src/refwire/seastar_rpc/frames.py)
+        TESTS=(tests/test_seastar_codec.py tests/test_seastar_vectors.py tests/test_seastar_limits.py) ;;
+    src/refwire/seastar_rpc/connection.py) TESTS=(tests/test_seastar_machines.py tests/test_seastar_codec.py tests/test_seastar_limits.py) ;;
     *) echo "no unit-test mapping for $MODULE (add one in $0)" >&2; exit 2 ;;
 esac
 [ -f "$MODULE" ] || { echo "$MODULE: no such file" >&2; exit 2; }
+# a mapped test file that does not exist (yet) is skipped
+EXISTING=(); for t in "${TESTS[@]}"; do [ -f "$t" ] && EXISTING+=("$t"); done; TESTS=("${EXISTING[@]}")
 
-NAME=$(basename "$MODULE" .py)
+NAME=$(echo "${MODULE#src/refwire/}" | sed 's/\.py$//; s#/#-#g')
 WORK=${MUTATION_DIR:-/tmp/refwire-mutation-$NAME-$$}
-rm -rf "$WORK"
-mkdir -p "$WORK"
-cp -r pyproject.toml src sim specs tests "$WORK"/
-rm -rf "$WORK"/tests/.hypothesis
-{
-    echo
-    echo "[tool.mutmut]"
-    echo 'source_paths = ["src"]'
-    echo 'also_copy = ["specs", "sim"]'
-    echo "only_mutate = [\"$MODULE\"]"
-    printf 'pytest_add_cli_args_test_selection = ['; printf '"%s", ' "${TESTS[@]}"; echo ']'
-    echo 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]'
-} >> "$WORK/pyproject.toml"
+if [ -n "${RESUME:-}" ] && [ -d "$WORK/mutants" ]; then
+    # RESUME=1 with MUTATION_DIR=<a stopped run's scratch dir>: mutmut continues where it stopped
+    sed -i '/^timeout_multiplier/d' "$WORK/pyproject.toml"; echo 'timeout_multiplier = 1.0' >> "$WORK/pyproject.toml"
+else
+    rm -rf "$WORK"
+    mkdir -p "$WORK"
+    cp -r pyproject.toml src sim specs tests "$WORK"/
+    rm -rf "$WORK"/tests/.hypothesis
+    {
+        echo
+        echo "[tool.mutmut]"
+        echo 'source_paths = ["src"]'
+        echo 'also_copy = ["specs", "sim"]'
+        echo "only_mutate = [\"$MODULE\"]"
+        printf 'pytest_add_cli_args_test_selection = ['; printf '"%s", ' "${TESTS[@]}"; echo ']'
+        echo 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]'
+        # a mutant that makes a decoder spin is cut off after 2 x (its tests' time + 1 s)
+        # of CPU, not mutmut's default 30 x: each one would otherwise cost minutes
+        echo 'timeout_multiplier = 1.0'
+    } >> "$WORK/pyproject.toml"
+fi
 
 MUTMUT="$ROOT/.venv/bin/mutmut"
-(cd "$WORK" && "$MUTMUT" run --max-children "$JOBS" >"$WORK/run.log" 2>&1) || {
+NAMES=()
+if [ -n "${RERUN:-}" ]; then
+    mapfile -t NAMES < <(sed -n 's/^  \([^ ]*__mutmut_[0-9*]*\): .*/\1/p' "$RERUN")
+    [ ${#NAMES[@]} -gt 0 ] || { echo "$RERUN lists no surviving mutants: nothing to rerun" >&2; exit 0; }
+fi
+(cd "$WORK" && "$MUTMUT" run --max-children "$JOBS" "${NAMES[@]}" >"$WORK/run.log" 2>&1) || {
     echo "mutmut run failed; see $WORK/run.log" >&2; tail -30 "$WORK/run.log" >&2; exit 1; }
 (cd "$WORK" && "$MUTMUT" results --all true) >"$WORK/results.txt" 2>&1
 
-"$ROOT/.venv/bin/python" - "$WORK/results.txt" "$ROOT/tests/mutation/equivalent.txt" "$WORK" <<'EOF'
+"$ROOT/.venv/bin/python" - "$WORK/results.txt" "$ROOT/tests/mutation/equivalent.txt" "$WORK" "${RERUN:-}" <<'EOF'
 import re, sys
-results, eq_file, work = sys.argv[1:4]
+results, eq_file, work, rerun = sys.argv[1:5]
 status = {}
 for line in open(results):
     m = re.match(r"\s*([\w.]+__mutmut_\d+): (.+)$", line)
     if m:
         status[m.group(1)] = m.group(2).strip()
+if rerun:
+    # mutants the previous run killed were not run again: they stay killed
+    import fnmatch
+    again = set(re.findall(r"^  ([^ ]+__mutmut_[\d*]+): ", open(rerun).read(), re.M))
+    for k, v in status.items():
+        if v == "not checked" and not any(fnmatch.fnmatchcase(k, pat) for pat in again):
+            status[k] = "killed"
+    print(f"rerun of the {len(again)} mutants {rerun} did not kill; the others count as killed")
 equivalent = {}
 try:
     for line in open(eq_file):

@@ -291,9 +291,12 @@ class Reader:
         return v == 1
 
     def uvarint(self, field: str, *, max_bytes: int = 5, bits: int = 32) -> int:
-        value, self._pos = decode_uvarint(
-            self._data, self._pos, self._end, field=field, max_bytes=max_bytes, bits=bits, base=self._base_delta
-        )
+        try:
+            value, self._pos = decode_uvarint(
+                self._data, self._pos, self._end, field=field, max_bytes=max_bytes, bits=bits, base=self._base_delta
+            )
+        except LocalProtocolError as exc:  # decode_uvarint knows no protocol or frame; this reader does
+            raise exc.located(protocol=self.protocol, frame=self.frame) from None
         return value
 
     # -- byte strings -------------------------------------------------------

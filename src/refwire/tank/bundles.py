@@ -118,8 +118,10 @@ def _uvarint(data: bytes | memoryview, p: int, end: int, *, field: str, base: in
 
 
 def _raise_if_truncated(exc: LocalProtocolError, data: bytes | memoryview, p: int, end: int) -> None:
-    """Raise ``exc`` (from decode_uvarint, for the varint at ``p``) as a
+    """Name the protocol and frame on ``exc`` (from decode_uvarint, for the varint
+    at ``p``: it knows neither), and raise it as a
     :class:`~refwire.errors.TruncatedBundle` if the varint ran past ``end``."""
+    exc.located(protocol=PROTOCOL, frame="bundle")
     # decode_uvarint reaches ``end`` before its 5-byte cap only when every byte left continues the varint.
     if end - p <= _VARINT_MAX and all(b & 0x80 for b in data[p:end]):
         raise TruncatedBundle(exc.reason, protocol=exc.protocol, frame=exc.frame, field=exc.field, offset=exc.offset) from None
@@ -256,7 +258,10 @@ def parse_bundle_header(data: bytes | memoryview, start: int = 0, end: int | Non
 def snappy_decompress(payload: bytes | memoryview, *, max_size: int, offset: int = 0) -> bytes:
     """Raw Snappy (§4): the declared uncompressed length is read and checked
     against ``max_size`` *before* anything is inflated; corrupt input raises."""
-    n, _ = decode_uvarint(payload, 0, len(payload), field="snappyLength", base=offset)
+    try:
+        n, _ = decode_uvarint(payload, 0, len(payload), field="snappyLength", base=offset)
+    except LocalProtocolError as exc:
+        raise exc.located(protocol=PROTOCOL, frame="bundle") from None
     if n > max_size:
         raise LimitExceeded(
             f"Snappy length {n} exceeds the limit max_decompressed_size={max_size}",
@@ -321,7 +326,8 @@ def _decode_messages(
                 else:
                     delta, p = _uvarint(data, p, end, field="seqDelta", base=base)
                     seq += 1 + delta
-                if seq > last_seq or (i == n - 1 and seq != last_seq):
+                # the last message takes lastSeq, so a middle one must stay below it (no repeated seq)
+                if seq >= last_seq if i < n - 1 else seq != last_seq:
                     raise _err(f"message {i}: seq {seq} disagrees with lastSeq {last_seq}", "seqDelta", base + start)
             else:
                 seq += 1
