@@ -25,7 +25,10 @@ from typing import Any, Protocol
 
 import trio
 
-__all__ = ["Conversation", "Observer", "Split"]
+from ..errors import ProtocolError
+from ..sansio import NEED_DATA
+
+__all__ = ["Conversation", "MachineObserver", "Observer", "Split", "Token"]
 
 #: How :meth:`Conversation.send` cuts its bytes: "seeded" (1 to 3 writes at
 #: offsets drawn from the case seed), "whole", "bytes" (one byte per write), or
@@ -43,6 +46,59 @@ class Observer(Protocol):
     def eof(self) -> list[tuple[str, dict[str, Any]]]:
         """Tokens for what was left undecoded when the stream ended."""
         ...
+
+
+Token = tuple[str, dict[str, Any]]
+
+
+class MachineObserver:
+    """An :class:`Observer` that decodes with one of refwire's Sans-IO machines:
+    each event becomes tokens (:meth:`tokens`, which may also keep what the
+    cases compare); the first protocol error is one ``invalid <field>`` token,
+    and nothing after it is decoded.  At the end of the stream the machine is
+    told (``eof="eof"``: an EOF, ``"lost"``: a reset) and its tokens but
+    ``closed`` kept, or not told at all (``None``)."""
+
+    def __init__(self, machine: Any, *, eof: str | None = None) -> None:
+        self.machine = machine
+        self.broken = False
+        self._eof = eof
+
+    def feed(self, data: bytes) -> list[Token]:
+        if self.broken:
+            return []
+        self.machine.receive_data(data, now=0.0)
+        return self._drain()
+
+    def eof(self) -> list[Token]:
+        if self.broken or self._eof is None:
+            return []
+        if self._eof == "lost":
+            self.machine.connection_lost(now=0.0)
+        else:
+            self.machine.receive_data(b"", now=0.0)
+        return [t for t in self._drain() if t[0] != "closed"]
+
+    def tokens(self, event: Any) -> list[Token] | None:
+        """The tokens for one event; None: stop decoding (the connection is over)."""
+        raise NotImplementedError
+
+    def _drain(self) -> list[Token]:
+        out: list[Token] = []
+        while True:
+            try:
+                ev = self.machine.next_event()
+            except ProtocolError as err:
+                self.broken = True
+                invalid = {"type": "invalid", "frame": err.frame, "field": err.field, "offset": err.offset, "reason": err.reason}
+                out.append((f"invalid {err.field or 'frame'}", invalid))
+                return out
+            if ev is NEED_DATA:
+                return out
+            found = self.tokens(ev)
+            if found is None:
+                return out
+            out.extend(found)
 
 
 class Conversation:

@@ -30,11 +30,10 @@ from typing import Any
 import attrs
 import trio
 
-from ..conform.conversation import Conversation
+from ..conform.conversation import Conversation, MachineObserver, Token
 from ..conform.model import CaseBook, Verdict, expect
 from ..conform.runner import Catalogue
 from ..errors import ProtocolError
-from ..sansio import NEED_DATA
 from .connection import ClientConnection, ServerConnection
 from .events import Append, ConnectionClosed, HelloReceived, KeepAliveReceived, ReplyReceived, RequestReceived
 from .frames import (
@@ -120,56 +119,29 @@ def _token(cmd: Command) -> str:
 # --------------------------------------------------------------------------- observer
 
 
-class ServerObserver:
+class ServerObserver(MachineObserver):
     """Tokens for what a segment store sends, decoded by refwire's client
     machine: ``Hello``, ``KeepAlive``, ``<Reply> <requestId>`` (``DataAppended
     <eventNumber>``); ``invalid <field>`` at the first byte that does not
     decode.  The decoded replies are kept in :attr:`replies` for the case."""
 
     def __init__(self) -> None:
-        self.machine = ClientConnection(CLIENT_LIMITS, version=(NULL_VALUE_HIGH, 0))
+        super().__init__(ClientConnection(CLIENT_LIMITS, version=(NULL_VALUE_HIGH, 0)), eof="lost")
         self.replies: list[Command] = []
         self.hellos: list[HelloReceived] = []
-        self._broken = False
 
-    def feed(self, data: bytes) -> list[tuple[str, dict[str, Any]]]:
-        if self._broken:
-            return []
-        self.machine.receive_data(data, now=0.0)
-        return self._drain()
-
-    def eof(self) -> list[tuple[str, dict[str, Any]]]:
-        if self._broken:
-            return []
-        self.machine.connection_lost(now=0.0)
-        return [t for t in self._drain() if t[0] != "closed"]
-
-    def _drain(self) -> list[tuple[str, dict[str, Any]]]:
-        out: list[tuple[str, dict[str, Any]]] = []
-        while True:
-            try:
-                ev = self.machine.next_event()
-            except ProtocolError as err:
-                self._broken = True
-                out.append(
-                    (
-                        f"invalid {err.field or 'frame'}",
-                        {"type": "invalid", "field": err.field, "offset": err.offset, "reason": err.reason},
-                    )
-                )
-                return out
-            if ev is NEED_DATA:
-                return out
-            if isinstance(ev, HelloReceived):
-                self.hellos.append(ev)
-                out.append(("Hello", {"type": "Hello", "high": ev.high_version, "low": ev.low_version}))
-            elif isinstance(ev, KeepAliveReceived):
-                out.append(("KeepAlive", {"type": "KeepAlive"}))
-            elif isinstance(ev, ReplyReceived):
-                self.replies.append(ev.command)
-                out.append((_token(ev.command), {"type": ev.command.NAME}))
-            elif isinstance(ev, ConnectionClosed):
-                out.append(("closed", {"type": "closed", "reason": ev.reason}))
+    def tokens(self, ev: Any) -> list[Token]:
+        if isinstance(ev, HelloReceived):
+            self.hellos.append(ev)
+            return [("Hello", {"type": "Hello", "high": ev.high_version, "low": ev.low_version})]
+        if isinstance(ev, KeepAliveReceived):
+            return [("KeepAlive", {"type": "KeepAlive"})]
+        if isinstance(ev, ReplyReceived):
+            self.replies.append(ev.command)
+            return [(_token(ev.command), {"type": ev.command.NAME})]
+        if isinstance(ev, ConnectionClosed):
+            return [("closed", {"type": "closed", "reason": ev.reason})]
+        return []
 
 
 #: The observer accepts any server Hello (judging versions is the cases' job).
@@ -865,7 +837,7 @@ def stream_segment(slug: str) -> str:
     return f"conform/{slug}/0.#epoch.0"
 
 
-class ClientObserver:
+class ClientObserver(MachineObserver):
     """Tokens for what a client sends, decoded by refwire's segment-store machine:
     ``Hello``, ``KeepAlive``, requests by name (``SetupAppend``, ``ReadSegment``…),
     ``append <eventNumber>`` for each reassembled append; ``invalid <field>`` at
@@ -874,39 +846,22 @@ class ClientObserver:
     answers."""
 
     def __init__(self) -> None:
-        self.machine = ServerConnection(frame_timeout=None)
+        super().__init__(ServerConnection(frame_timeout=None))
         self.events: list[Any] = []
-        self._broken = False
 
-    def feed(self, data: bytes) -> list[tuple[str, dict[str, Any]]]:
-        if self._broken:
-            return []
-        self.machine.receive_data(data, now=0.0)
-        return self._drain()
-
-    def eof(self) -> list[tuple[str, dict[str, Any]]]:
+    def tokens(self, ev: Any) -> list[Token] | None:
+        if isinstance(ev, ConnectionClosed):
+            return None
+        self.events.append(ev)
+        if isinstance(ev, HelloReceived):
+            return [("Hello", {"type": "Hello", "high": ev.high_version, "low": ev.low_version})]
+        if isinstance(ev, KeepAliveReceived):
+            return [("KeepAlive", {"type": "KeepAlive"})]
+        if isinstance(ev, Append):
+            return [(f"append {ev.event_number}", {"type": "Append", "events": ev.event_count})]
+        if isinstance(ev, RequestReceived):
+            return [(ev.command.NAME, {"type": ev.command.NAME})]
         return []
-
-    def _drain(self) -> list[tuple[str, dict[str, Any]]]:
-        out: list[tuple[str, dict[str, Any]]] = []
-        while True:
-            try:
-                ev = self.machine.next_event()
-            except ProtocolError as err:
-                self._broken = True
-                out.append((f"invalid {err.field or 'frame'}", {"type": "invalid", "field": err.field, "offset": err.offset}))
-                return out
-            if ev is NEED_DATA or isinstance(ev, ConnectionClosed):
-                return out
-            self.events.append(ev)
-            if isinstance(ev, HelloReceived):
-                out.append(("Hello", {"type": "Hello", "high": ev.high_version, "low": ev.low_version}))
-            elif isinstance(ev, KeepAliveReceived):
-                out.append(("KeepAlive", {"type": "KeepAlive"}))
-            elif isinstance(ev, Append):
-                out.append((f"append {ev.event_number}", {"type": "Append", "events": ev.event_count}))
-            elif isinstance(ev, RequestReceived):
-                out.append((ev.command.NAME, {"type": ev.command.NAME}))
 
 
 @attrs.define

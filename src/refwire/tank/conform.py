@@ -20,7 +20,7 @@ from typing import Any
 
 import trio
 
-from ..conform.conversation import Conversation
+from ..conform.conversation import Conversation, MachineObserver, Token
 from ..conform.model import CaseBook, Verdict, expect
 from ..conform.runner import Catalogue
 from ..errors import ProtocolError
@@ -72,7 +72,7 @@ def topic_of(case_id: str) -> str:
 # --------------------------------------------------------------------------- observer
 
 
-class ServerObserver:
+class ServerObserver(MachineObserver):
     """Tokens for what a broker sends, decoded by refwire's own client machine
     (which knows each request's layout): ``ping``, ``create R err=E``,
     ``produce R E,E…``, ``consume R err=E msgs=N``; ``invalid <field>`` at the
@@ -80,65 +80,42 @@ class ServerObserver:
     :meth:`request`, which returns their bytes."""
 
     def __init__(self) -> None:
-        self.machine = ClientConnection(now=0.0, ping_interval=None, limits=Limits(max_frame_size=256 << 20))
-        self._broken = False
+        super().__init__(ClientConnection(now=0.0, ping_interval=None, limits=Limits(max_frame_size=256 << 20)), eof="eof")
         #: decoded consume results by request id (cases compare their messages)
         self.consumed: dict[int, ConsumeResult] = {}
 
     def request(self, req: Any) -> bytes:
         self.machine.send(req, now=0.0)
-        return self.machine.data_to_send()
+        data: bytes = self.machine.data_to_send()
+        return data
 
-    def feed(self, data: bytes) -> list[tuple[str, dict[str, Any]]]:
-        if self._broken:
-            return []
-        self.machine.receive_data(data, now=0.0)
-        return self._drain()
-
-    def eof(self) -> list[tuple[str, dict[str, Any]]]:
-        if self._broken:
-            return []
-        self.machine.receive_data(b"", now=0.0)
-        return [t for t in self._drain() if t[0] != "closed"]
-
-    def _drain(self) -> list[tuple[str, dict[str, Any]]]:
-        from ..sansio import NEED_DATA
+    def tokens(self, ev: Any) -> list[Token]:
         from .events import Connected, ConnectionClosed
 
-        out: list[tuple[str, dict[str, Any]]] = []
-        while True:
-            try:
-                ev = self.machine.next_event()
-            except ProtocolError as err:
-                self._broken = True
-                out.append((f"invalid {err.field or 'frame'}", {"type": "invalid", "field": err.field, "offset": err.offset, "reason": err.reason}))
-                return out
-            if ev is NEED_DATA:
-                return out
-            if isinstance(ev, Connected):
-                out.append(("ping", {"type": "Ping"}))
-            elif isinstance(ev, ConnectionClosed):
-                out.append(("closed", {"type": "closed", "reason": ev.reason}))
-            elif isinstance(ev, ProduceResponse):
-                errs = ",".join(f"0x{r.error:02x}" for r in ev.results)
-                out.append((f"produce {ev.request_id} {errs}", {"type": "ProduceResponse", "errors": [r.error for r in ev.results]}))
-            elif isinstance(ev, ConsumeResult):
-                self.consumed[ev.request_id] = ev
-                for p in ev.partitions:
-                    msgs = p.messages
-                    seqs = [getattr(m, "seq", None) for m in msgs]
-                    out.append(
-                        (
-                            f"consume {ev.request_id} err=0x{p.error:02x} msgs={len(msgs)}",
-                            {"type": "ConsumeResult", "error": p.error, "hwmark": p.hwmark, "seqs": seqs, "first_avail": p.first_avail},
-                        )
+        if isinstance(ev, Connected):
+            return [("ping", {"type": "Ping"})]
+        if isinstance(ev, ConnectionClosed):
+            return [("closed", {"type": "closed", "reason": ev.reason})]
+        if isinstance(ev, ProduceResponse):
+            errs = ",".join(f"0x{r.error:02x}" for r in ev.results)
+            return [(f"produce {ev.request_id} {errs}", {"type": "ProduceResponse", "errors": [r.error for r in ev.results]})]
+        if isinstance(ev, ConsumeResult):
+            self.consumed[ev.request_id] = ev
+            out: list[Token] = []
+            for p in ev.partitions:
+                seqs = [getattr(m, "seq", None) for m in p.messages]
+                out.append(
+                    (
+                        f"consume {ev.request_id} err=0x{p.error:02x} msgs={len(p.messages)}",
+                        {"type": "ConsumeResult", "error": p.error, "hwmark": p.hwmark, "seqs": seqs, "first_avail": p.first_avail},
                     )
-                for t in ev.unknown_topics:
-                    out.append((f"consume {ev.request_id} unknown-topic", {"type": "ConsumeResult", "unknown": t}))
-            elif isinstance(ev, CreateTopicResponse):
-                out.append((f"create {ev.request_id} err=0x{ev.error:02x}", {"type": "CreateTopicResponse", "error": ev.error}))
-            else:
-                out.append((type(ev).__name__, {"type": type(ev).__name__}))
+                )
+            for t in ev.unknown_topics:
+                out.append((f"consume {ev.request_id} unknown-topic", {"type": "ConsumeResult", "unknown": t}))
+            return out
+        if isinstance(ev, CreateTopicResponse):
+            return [(f"create {ev.request_id} err=0x{ev.error:02x}", {"type": "CreateTopicResponse", "error": ev.error})]
+        return [(type(ev).__name__, {"type": type(ev).__name__})]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -572,7 +549,7 @@ async def s4_3(c: Conversation) -> None:
 # in order.
 
 
-class ClientObserver:
+class ClientObserver(MachineObserver):
     """Tokens for what a client sends, decoded by refwire's broker machine:
     ``produce``, ``consume seq=S fetch=F``, other requests by name, and
     ``invalid <field>`` at the first byte that does not decode.  The decoded
@@ -581,44 +558,23 @@ class ClientObserver:
     def __init__(self) -> None:
         from .connection import BrokerConnection
 
-        self.machine = BrokerConnection(now=0.0, idle_timeout=None, limits=Limits(max_frame_size=256 << 20))
+        super().__init__(BrokerConnection(now=0.0, idle_timeout=None, limits=Limits(max_frame_size=256 << 20)))
         self.machine.data_to_send()  # its greeting Ping is the case's to send
         self.requests: list[Any] = []
-        self._broken = False
 
-    def feed(self, data: bytes) -> list[tuple[str, dict[str, Any]]]:
-        if self._broken:
-            return []
-        self.machine.receive_data(data, now=0.0)
-        return self._drain()
-
-    def eof(self) -> list[tuple[str, dict[str, Any]]]:
+    def tokens(self, ev: Any) -> list[Token]:
+        if isinstance(ev, ProduceRequest):
+            self.requests.append(ev)
+            return [("produce", {"type": "Produce", "request_id": ev.request_id})]
+        if isinstance(ev, ConsumeRequest):
+            self.requests.append(ev)
+            p = ev.topics[0].partitions[0] if ev.topics and ev.topics[0].partitions else None
+            token = "consume" if p is None else f"consume seq={p.seq} fetch={p.fetch_size}"
+            return [(token, {"type": "Consume", "request_id": ev.request_id})]
+        if hasattr(ev, "request_id"):
+            self.requests.append(ev)
+            return [(type(ev).__name__, {"type": type(ev).__name__})]
         return []
-
-    def _drain(self) -> list[tuple[str, dict[str, Any]]]:
-        from ..sansio import NEED_DATA
-
-        out: list[tuple[str, dict[str, Any]]] = []
-        while True:
-            try:
-                ev = self.machine.next_event()
-            except ProtocolError as err:
-                self._broken = True
-                out.append((f"invalid {err.field or 'frame'}", {"type": "invalid", "field": err.field, "offset": err.offset}))
-                return out
-            if ev is NEED_DATA:
-                return out
-            if isinstance(ev, ProduceRequest):
-                self.requests.append(ev)
-                out.append(("produce", {"type": "Produce", "request_id": ev.request_id}))
-            elif isinstance(ev, ConsumeRequest):
-                self.requests.append(ev)
-                p = ev.topics[0].partitions[0] if ev.topics and ev.topics[0].partitions else None
-                token = "consume" if p is None else f"consume seq={p.seq} fetch={p.fetch_size}"
-                out.append((token, {"type": "Consume", "request_id": ev.request_id}))
-            elif hasattr(ev, "request_id"):
-                self.requests.append(ev)
-                out.append((type(ev).__name__, {"type": type(ev).__name__}))
 
 
 Shaper = Any  # (ConsumeResponse, ConsumeRequest) -> ConsumeResponse: how a case's broker misbehaves

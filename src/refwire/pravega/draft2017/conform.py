@@ -27,11 +27,10 @@ from typing import Any
 
 import trio
 
-from ...conform.conversation import Conversation
+from ...conform.conversation import Conversation, MachineObserver, Token
 from ...conform.model import CaseBook, Verdict, expect
 from ...conform.runner import Catalogue
 from ...errors import DraftWriteFailed, ProtocolError
-from ...sansio import NEED_DATA
 from ..frames import HEADER, encode_event
 from .connection import DEFAULT_LIMITS, ClientConnection, ServerConnection
 from .events import BlockAppend, ConnectionClosed, KeepAliveReceived, ReplyReceived, RequestReceived
@@ -82,7 +81,7 @@ def segment_of(case_id: str) -> str:
 # --------------------------------------------------------------------------- observer
 
 
-class ServerObserver:
+class ServerObserver(MachineObserver):
     """Tokens for what a draft segment store sends, decoded (and reassembled from
     partial messages, §5) by refwire's own client machine: ``setup L``,
     ``ack L``, ``read O n=N``, ``keepalive N``; ``invalid <field>`` at the first
@@ -91,8 +90,7 @@ class ServerObserver:
     data for the cases to compare."""
 
     def __init__(self) -> None:
-        self.machine = ClientConnection(DEFAULT_LIMITS)
-        self._broken = False
+        super().__init__(ClientConnection(DEFAULT_LIMITS), eof="eof")
         self.reads: list[SegmentRead] = []
         self.keepalives: list[bytes] = []
         #: PartialMessage frames received (a header scan, independent of the machine)
@@ -100,18 +98,10 @@ class ServerObserver:
         self._scan = bytearray()
         self._skip = 0
 
-    def feed(self, data: bytes) -> list[tuple[str, dict[str, Any]]]:
-        if self._broken:
-            return []
-        self._count_parts(data)
-        self.machine.receive_data(data, now=0.0)
-        return self._drain()
-
-    def eof(self) -> list[tuple[str, dict[str, Any]]]:
-        if self._broken:
-            return []
-        self.machine.receive_data(b"", now=0.0)
-        return [t for t in self._drain() if t[0] != "closed"]
+    def feed(self, data: bytes) -> list[Token]:
+        if not self.broken:
+            self._count_parts(data)
+        return super().feed(data)
 
     def _count_parts(self, data: bytes) -> None:
         """Walk the frame headers (§1) to count PartialMessage frames."""
@@ -135,44 +125,25 @@ class ServerObserver:
             del buf[:HEADER]
             self._skip = length
 
-    def _drain(self) -> list[tuple[str, dict[str, Any]]]:
-        out: list[tuple[str, dict[str, Any]]] = []
-        while True:
-            try:
-                ev = self.machine.next_event()
-            except ProtocolError as err:
-                self._broken = True
-                out.append(
-                    (
-                        f"invalid {err.field or 'frame'}",
-                        {"type": "invalid", "frame": err.frame, "field": err.field, "offset": err.offset, "reason": err.reason},
-                    )
-                )
-                return out
-            if ev is NEED_DATA:
-                return out
-            if isinstance(ev, ConnectionClosed):
-                out.append(("closed", {"type": "closed", "reason": ev.reason}))
-            elif isinstance(ev, KeepAliveReceived):
-                self.keepalives.append(ev.data)
-                out.append((f"keepalive {len(ev.data)}", {"type": "KeepAlive", "data": ev.data.hex()}))
-            elif isinstance(ev, ReplyReceived):
-                cmd = ev.command
-                if isinstance(cmd, AppendSetup):
-                    lvl = cmd.connection_offset_ack_level
-                    out.append((f"setup {lvl}", {"type": "AppendSetup", "segment": cmd.segment, "level": lvl}))
-                elif isinstance(cmd, DataAppended):
-                    out.append((f"ack {cmd.ack_level}", {"type": "DataAppended", "level": cmd.ack_level}))
-                elif isinstance(cmd, SegmentRead):
-                    self.reads.append(cmd)
-                    out.append(
-                        (
-                            f"read {cmd.offset} n={len(cmd.data)}",
-                            {"type": "SegmentRead", "at_tail": cmd.at_tail, "end_of_segment": cmd.end_of_segment},
-                        )
-                    )
-                else:
-                    out.append((cmd.NAME, {"type": cmd.NAME}))
+    def tokens(self, ev: Any) -> list[Token]:
+        if isinstance(ev, ConnectionClosed):
+            return [("closed", {"type": "closed", "reason": ev.reason})]
+        if isinstance(ev, KeepAliveReceived):
+            self.keepalives.append(ev.data)
+            return [(f"keepalive {len(ev.data)}", {"type": "KeepAlive", "data": ev.data.hex()})]
+        if not isinstance(ev, ReplyReceived):
+            return []
+        cmd = ev.command
+        if isinstance(cmd, AppendSetup):
+            lvl = cmd.connection_offset_ack_level
+            return [(f"setup {lvl}", {"type": "AppendSetup", "segment": cmd.segment, "level": lvl})]
+        if isinstance(cmd, DataAppended):
+            return [(f"ack {cmd.ack_level}", {"type": "DataAppended", "level": cmd.ack_level})]
+        if isinstance(cmd, SegmentRead):
+            self.reads.append(cmd)
+            info = {"type": "SegmentRead", "at_tail": cmd.at_tail, "end_of_segment": cmd.end_of_segment}
+            return [(f"read {cmd.offset} n={len(cmd.data)}", info)]
+        return [(cmd.NAME, {"type": cmd.NAME})]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -627,7 +598,7 @@ async def s4_1(c: Conversation) -> None:
 # read it back from 0, exit 0 only when it read each event once, in order.
 
 
-class ClientObserver:
+class ClientObserver(MachineObserver):
     """Tokens for what a draft client sends, decoded by refwire's server machine:
     ``setup``, ``block O..L`` (a complete append block, §6.3), ``read O``,
     ``keepalive N``; ``invalid <field>`` at the first byte or block that breaks
@@ -636,44 +607,24 @@ class ClientObserver:
     the same machine (:attr:`machine`)."""
 
     def __init__(self) -> None:
-        self.machine = ServerConnection(DEFAULT_LIMITS)
+        super().__init__(ServerConnection(DEFAULT_LIMITS))
         self.inbox: list[Any] = []
-        self.broken = False
 
-    def feed(self, data: bytes) -> list[tuple[str, dict[str, Any]]]:
-        if self.broken:
-            return []
-        self.machine.receive_data(data, now=0.0)
-        return self._drain()
-
-    def eof(self) -> list[tuple[str, dict[str, Any]]]:
+    def tokens(self, ev: Any) -> list[Token]:
+        if isinstance(ev, RequestReceived):
+            self.inbox.append(ev.command)
+            cmd = ev.command
+            if isinstance(cmd, SetupAppend):
+                return [("setup", {"type": "SetupAppend", "segment": cmd.segment})]
+            if isinstance(cmd, ReadSegment):
+                return [(f"read {cmd.offset}", {"type": "ReadSegment", "offset": cmd.offset})]
+            return [(cmd.NAME, {"type": cmd.NAME})]
+        if isinstance(ev, BlockAppend):
+            self.inbox.append(ev)
+            return [(f"block {ev.previous_level}..{ev.level}", {"type": "block", "bytes": len(ev.data)})]
+        if isinstance(ev, KeepAliveReceived):
+            return [(f"keepalive {len(ev.data)}", {"type": "KeepAlive"})]
         return []
-
-    def _drain(self) -> list[tuple[str, dict[str, Any]]]:
-        out: list[tuple[str, dict[str, Any]]] = []
-        while True:
-            try:
-                ev = self.machine.next_event()
-            except ProtocolError as err:
-                self.broken = True
-                out.append((f"invalid {err.field or 'frame'}", {"type": "invalid", "field": err.field, "offset": err.offset}))
-                return out
-            if ev is NEED_DATA:
-                return out
-            if isinstance(ev, RequestReceived):
-                self.inbox.append(ev.command)
-                cmd = ev.command
-                if isinstance(cmd, SetupAppend):
-                    out.append(("setup", {"type": "SetupAppend", "segment": cmd.segment}))
-                elif isinstance(cmd, ReadSegment):
-                    out.append((f"read {cmd.offset}", {"type": "ReadSegment", "offset": cmd.offset}))
-                else:
-                    out.append((cmd.NAME, {"type": cmd.NAME}))
-            elif isinstance(ev, BlockAppend):
-                self.inbox.append(ev)
-                out.append((f"block {ev.previous_level}..{ev.level}", {"type": "block", "bytes": len(ev.data)}))
-            elif isinstance(ev, KeepAliveReceived):
-                out.append((f"keepalive {len(ev.data)}", {"type": "KeepAlive"}))
 
 
 def _parse_events(data: bytes) -> list[bytes] | None:
