@@ -8,15 +8,11 @@ back in order (specs/pravega/README.md §5.6)."""
 from __future__ import annotations
 
 import io
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from test_pravega_interop import run_peer as run_pravega_peer
 
 from refwire.chaos import open_chaos, rules_from
 from refwire.pravega.client import parse_events
@@ -24,30 +20,6 @@ from refwire.pravega.controller import PravegaController
 from refwire.pravega.server import SegmentStoreServer
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
-
-PEER = Path(__file__).resolve().parent / "peers" / "pravega_client_peer.py"
-
-
-async def _run_peer(uri: str, n: int) -> list[dict[str, Any]]:
-    env = dict(os.environ, RUST_LOG="error")
-    proc = await trio.lowlevel.open_process(
-        [sys.executable, str(PEER), uri, "events", str(n)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
-    )
-    out = bytearray()
-    try:
-        with trio.fail_after(90):
-            assert proc.stdout is not None
-            async for chunk in proc.stdout:
-                out.extend(chunk)
-            await proc.wait()
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            with trio.move_on_after(5):
-                await proc.wait()
-    text = out.decode(errors="replace")
-    assert proc.returncode == 0, text[-3000:]
-    return [json.loads(line[7:]) for line in text.splitlines() if line.startswith("RESULT ")]
 
 
 @pytest.mark.usefixtures("pravega_client")
@@ -67,7 +39,10 @@ async def test_the_real_pravega_client_through_a_reset_writes_each_event_once() 
             ctl = PravegaController(server.admin, (phost, int(pport)))  # the proxy is the store clients are told of
             ctl_l = await trio.open_tcp_listeners(0, host="127.0.0.1")
             await nursery.start(ctl.serve, ctl_l)
-            steps = {r["step"]: r for r in await _run_peer(f"tcp://127.0.0.1:{ctl_l[0].socket.getsockname()[1]}", 300)}
+            steps = {
+                r["step"]: r
+                for r in await run_pravega_peer(f"tcp://127.0.0.1:{ctl_l[0].socket.getsockname()[1]}", "events", 300, deadline=90)
+            }
             await ctl.shutdown(grace=1)
         nursery.cancel_scope.cancel()
     assert [a["action"] for a in proxy.decisions] == ["reset"]
