@@ -155,122 +155,143 @@ def _lumberjack_fields(f: Any, raw: bytes) -> tuple[str, bytes, dict[str, Any]]:
     return "C", raw, {"version": version, "length": len(f.payload)}
 
 
-class PravegaObserver:
+class _LengthFramed:
+    """Frames that a fixed header sizes (Pravega's and TANK's): the shared cut.
+    A subclass says whether a first byte can start a frame (:meth:`_starts`),
+    reads its header (:meth:`_header`: the frame's name and whole size, or an
+    error) and describes a whole frame (:meth:`_observe`).  At the first byte
+    that fits no frame the rest of the direction is relayed as bytes."""
+
+    HEADER: int
+
+    def __init__(self, max_frame_size: int) -> None:
+        self._max = max_frame_size
+        self._pending = bytearray()
+        self._broken = False
+
+    def held(self) -> int:
+        return len(self._pending)
+
+    def _starts(self, first: int) -> str | None:
+        """Why no frame starts with byte ``first`` (None: one may)."""
+        raise NotImplementedError
+
+    def _header(self, head: bytes) -> tuple[str, int] | str:
+        """(name, whole frame size) from the header bytes, or why they are no header."""
+        raise NotImplementedError
+
+    def _observe(self, name: str, raw: bytes) -> Observed:
+        raise NotImplementedError
+
+    def feed(self, data: bytes) -> list[Observed]:
+        if self._broken:
+            return [Observed("?", data)] if data else []
+        self._pending += data
+        out: list[Observed] = []
+        buf = self._pending
+        while buf:
+            why = self._starts(buf[0])  # known from the first byte: nothing is held for it
+            if why is None and len(buf) >= self.HEADER:
+                head = self._header(bytes(buf[: self.HEADER]))
+                if isinstance(head, str):
+                    why = head
+                elif head[1] > self._max:
+                    why = f"{head[0]} of {head[1]} bytes is over max_frame_size={self._max}"
+            if why is not None:
+                self._broken = True
+                out.append(Observed("?", bytes(buf), {"error": why}))
+                buf.clear()
+                break
+            if len(buf) < self.HEADER:
+                break
+            name, size = cast(tuple[str, int], head)
+            if len(buf) < size:
+                break
+            raw = bytes(buf[:size])
+            del buf[:size]
+            out.append(self._observe(name, raw))
+        return out
+
+
+class PravegaObserver(_LengthFramed):
     """Pravega commands (or the draft's), split by the 8-byte header and decoded
     by the dialect's own command table; a command whose payload does not decode
     is still one frame (``fields`` has the error), since its length is known."""
 
+    HEADER = 8
+
     def __init__(self, max_frame_size: int, *, draft: bool = False) -> None:
         from ..pravega.frames_codec import CURRENT
 
+        super().__init__(max_frame_size)
         if draft:
             from ..pravega.draft2017.frames import DRAFT
 
             self._dialect = DRAFT
         else:
             self._dialect = CURRENT
-        self._max = max_frame_size
-        self._pending = bytearray()
-        self._broken = False
 
-    def held(self) -> int:
-        return len(self._pending)
+    def _starts(self, first: int) -> str | None:
+        # every type code is -127..100: its first byte is 0x00 or 0xff
+        return None if first in (0x00, 0xFF) else f"no command starts with byte {first:#04x}"
 
-    def feed(self, data: bytes) -> list[Observed]:
+    def _header(self, head: bytes) -> tuple[str, int] | str:
+        code = int.from_bytes(head[:4], "big", signed=True)
+        n = int.from_bytes(head[4:8], "big", signed=True)
+        cls = self._dialect.commands.get(code)
+        if cls is None or n < 0:
+            return f"{'unknown type' if cls is None else 'bad length'} {code}/{n}"
+        return cls.NAME, 8 + n
+
+    def _observe(self, name: str, raw: bytes) -> Observed:
         from ..errors import ProtocolError
         from ..pravega.frames_codec import decode_command
 
-        if self._broken:
-            return [Observed("?", data)] if data else []
-        self._pending += data
-        out: list[Observed] = []
-        buf = self._pending
-        while buf:
-            if buf[0] not in (0x00, 0xFF):  # every type code is -127..100: its first byte says so at once
-                self._broken = True
-                out.append(Observed("?", bytes(buf), {"error": f"no command starts with byte {buf[0]:#04x}"}))
-                buf.clear()
-                break
-            if len(buf) < 8:
-                break
-            code = int.from_bytes(buf[:4], "big", signed=True)
-            n = int.from_bytes(buf[4:8], "big", signed=True)
-            cls = self._dialect.commands.get(code)
-            if cls is None or n < 0 or n + 8 > self._max:
-                self._broken = True
-                why = "unknown type" if cls is None else "bad length"
-                out.append(Observed("?", bytes(buf), {"error": f"{why} {code}/{n}"}))
-                buf.clear()
-                break
-            if len(buf) < 8 + n:
-                break
-            raw = bytes(buf[: 8 + n])
-            del buf[: 8 + n]
-            fields: dict[str, Any] = {"type": code, "length": n}
-            try:
-                cmd = decode_command(code, raw, start=8, end=8 + n, base=8, allow_inner=True, dialect=self._dialect)
-                for a in attrs.fields(cast(Any, type(cmd))):  # every scalar field (rules may corrupt those with a span)
-                    value = getattr(cmd, a.name)
-                    if isinstance(value, bool | int | str):
-                        fields[a.name] = value
-                    elif isinstance(value, uuid.UUID):
-                        fields[a.name] = str(value)
-            except ProtocolError as exc:
-                fields["error"] = str(exc)
-            out.append(Observed(cls.NAME, raw, fields))
-        return out
+        code = int.from_bytes(raw[:4], "big", signed=True)
+        fields: dict[str, Any] = {"type": code, "length": len(raw) - 8}
+        try:
+            cmd = decode_command(code, raw, start=8, end=len(raw), base=8, allow_inner=True, dialect=self._dialect)
+            for a in attrs.fields(cast(Any, type(cmd))):  # every scalar field (rules may corrupt those with a span)
+                value = getattr(cmd, a.name)
+                if isinstance(value, bool | int | str):
+                    fields[a.name] = value
+                elif isinstance(value, uuid.UUID):
+                    fields[a.name] = str(value)
+        except ProtocolError as exc:
+            fields["error"] = str(exc)
+        return Observed(name, raw, fields)
 
 
-class TankObserver:
+class TankObserver(_LengthFramed):
     """TANK frames (``msgId:u8 payloadLen:u32le``, §2), named by message id, with
     the ``request_id`` of each request (after ``clientVersion:u16`` for Produce and
     Consume, first for the others, §3) and of each response (after ``headerLen:u32``
     for a Consume's, first for the others)."""
 
+    HEADER = 5
+
     def __init__(self, max_frame_size: int, direction: str = "c2s") -> None:
-        self._max = max_frame_size
+        super().__init__(max_frame_size)
         self._rid_at = _TANK_RID_C2S if direction == "c2s" else _TANK_RID_S2C
-        self._pending = bytearray()
-        self._broken = False
 
-    def held(self) -> int:
-        return len(self._pending)
-
-    def feed(self, data: bytes) -> list[Observed]:
+    def _starts(self, first: int) -> str | None:
         from ..tank.frames import MSG_NAMES
 
-        if self._broken:
-            return [Observed("?", data)] if data else []
-        self._pending += data
-        out: list[Observed] = []
-        buf = self._pending
-        while buf:
-            if buf[0] not in MSG_NAMES:  # known from the first byte: nothing is held for it
-                self._broken = True
-                out.append(Observed("?", bytes(buf), {"error": f"message id {buf[0]:#04x}"}))
-                buf.clear()
-                break
-            if len(buf) < 5:
-                break
-            msg_id, n = buf[0], int.from_bytes(buf[1:5], "little")
-            name = MSG_NAMES.get(msg_id)
-            if name is None or n + 5 > self._max:
-                self._broken = True
-                out.append(Observed("?", bytes(buf), {"error": f"message id {msg_id:#04x} length {n}"}))
-                buf.clear()
-                break
-            if len(buf) < 5 + n:
-                break
-            raw = bytes(buf[: 5 + n])
-            del buf[: 5 + n]
-            fields: dict[str, Any] = {"msg_id": msg_id, "length": n}
-            spans = {"msg_id": (0, 1), "length": (1, 4)}
-            at = self._rid_at.get(name)
-            if at is not None and 5 + n >= at + 4:
-                fields["request_id"] = int.from_bytes(raw[at : at + 4], "little")
-                spans["request_id"] = (at, 4)
-            out.append(Observed(name, raw, fields, spans))
-        return out
+        return None if first in MSG_NAMES else f"message id {first:#04x}"
+
+    def _header(self, head: bytes) -> tuple[str, int] | str:
+        from ..tank.frames import MSG_NAMES
+
+        return MSG_NAMES[head[0]], 5 + int.from_bytes(head[1:5], "little")
+
+    def _observe(self, name: str, raw: bytes) -> Observed:
+        fields: dict[str, Any] = {"msg_id": raw[0], "length": len(raw) - 5}
+        spans = {"msg_id": (0, 1), "length": (1, 4)}
+        at = self._rid_at.get(name)
+        if at is not None and len(raw) >= at + 4:
+            fields["request_id"] = int.from_bytes(raw[at : at + 4], "little")
+            spans["request_id"] = (at, 4)
+        return Observed(name, raw, fields, spans)
 
 
 class SeastarObserver:
