@@ -93,3 +93,33 @@ async def test_check_flags_a_reply_the_proxy_forged() -> None:
     assert proxy.checker is not None
     [v] = proxy.checker.finish()
     assert v.check == "reply-without-request" and "msg_id 99" in v.detail and "injected fault" in v.detail
+
+
+
+@pytest.mark.parametrize("compress", [None, "LZ4"])
+async def test_a_request_sent_with_the_negotiation_is_relayed_without_waiting_for_more(compress: str | None) -> None:
+    """A client may write its negotiation and its first request at once, before
+    the server's reply says how frames look (§2).  The proxy holds the request
+    until that reply configures its decoder, then relays it at once: the call is
+    answered although the client sends nothing more."""
+    from refwire.seastar_rpc.compression import envelope, make_compressor
+    from refwire.seastar_rpc.frames import Features, Request
+
+    server = SeastarServer(demo_registry())
+    async with trio.open_nursery() as nursery:
+        [address] = await nursery.start(server.serve_tcp, "127.0.0.1", 0)
+        host, port = address.rsplit(":", 1)
+        async with open_chaos("seastar-rpc", upstream=(host, int(port)), record=io.StringIO(), check=True) as proxy:
+            phost, pport = proxy.addresses[0].rsplit(":", 1)
+            stream = await trio.open_tcp_stream(phost, int(pport))
+            request = Request(ECHO, 1, b"early", 0).encode(with_timeout=True)
+            if compress is not None:  # refwire's server takes the one compressor offered
+                request = envelope(make_compressor(compress), request)
+            with trio.fail_after(5):
+                await stream.send_all(Features(compress=compress, timeout=True).encode() + request)
+                while proxy.stats["frames"] < 4:  # both negotiations, the request, its response
+                    assert await stream.receive_some(65536)
+            await stream.aclose()
+        await server.shutdown(0.5)
+        nursery.cancel_scope.cancel()
+    assert proxy.checker is not None and proxy.checker.finish() == []

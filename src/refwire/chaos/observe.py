@@ -309,6 +309,9 @@ class SeastarObserver:
         self._pending = bytearray()
         self._start = 0  #: stream offset of ``_pending[0]``
         self._broken = False
+        #: set when the server's negotiation reply configured this (client) direction
+        #: while it held bytes: feeding it ``b""`` now decodes them (the proxy does)
+        self.unblocked = False
         session[direction] = self
 
     def held(self) -> int:
@@ -384,6 +387,7 @@ class SeastarObserver:
                 timeout=bool(offer.timeout) if offer is not None else False,
                 compressor=None if name is None else make_compressor(name),
             )
+            server_side.unblocked = server_side.held() > 0
         self.decoder.configure(
             kind="stream" if stream else "response",
             duration=reply.handler_duration,

@@ -61,6 +61,16 @@ INNER_ACTIONS = frozenset({"drop", "duplicate", "corrupt", "rewrite"})
 RELAY_QUEUE = 16
 
 
+class _Wake:
+    """Put in a direction's chunk queue when its observer can decode bytes it holds
+    without new ones (a Seastar request that waited for the server's negotiation
+    reply, specs/seastar-rpc/README.md §2)."""
+
+
+_WAKE = _Wake()
+_OTHER = {"c2s": "s2c", "s2c": "c2s"}
+
+
 @attrs.define
 class _RuleState:
     rng: Any
@@ -86,6 +96,9 @@ class _Link:
     #: frames seen inside envelopes so far (a rule's position counts them apart)
     inner_frames: int = 0
     toxics: dict[int, ToxicState] = attrs.field(factory=dict)
+    #: this direction's observer (as sent) and how to make it decode what it holds
+    observer: Any = None
+    wake: Callable[[], None] | None = None
 
 
 class ChaosProxy:
@@ -350,6 +363,7 @@ class ChaosProxy:
         finally:
             for d in links:
                 self._links.pop((conn, d), None)
+                self._delivered.pop((conn, d), None)
             await trio.aclose_forcefully(client)
             await trio.aclose_forcefully(upstream)
             self._sessions.pop(conn, None)
@@ -416,7 +430,15 @@ class ChaosProxy:
         """One direction: a reader task stamps each chunk with the time it arrived (a
         ``latency`` toxic counts from it, so chunks wait side by side, not one after
         another) while this task decides on the frames and passes them on."""
-        send_ch, recv_ch = trio.open_memory_channel[tuple[float, bytes | None]](RELAY_QUEUE)
+        send_ch, recv_ch = trio.open_memory_channel[tuple[float, bytes | _Wake | None]](RELAY_QUEUE)
+
+        def wake() -> None:
+            try:
+                send_ch.send_nowait((trio.current_time(), _WAKE))
+            except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+                pass  # a full queue has bytes coming: feeding them decodes what is held too
+
+        link.wake = wake
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_read, link.src, send_ch)
             await self._pass_on(link, recv_ch, ends, scope)
@@ -425,7 +447,7 @@ class ChaosProxy:
     async def _pass_on(
         self,
         link: _Link,
-        chunks: trio.MemoryReceiveChannel[tuple[float, bytes | None]],
+        chunks: trio.MemoryReceiveChannel[tuple[float, bytes | _Wake | None]],
         ends: dict[str, str],
         scope: trio.CancelScope,
     ) -> None:
@@ -434,11 +456,20 @@ class ChaosProxy:
         observer = observer_for(self.protocol, self.max_frame_size, direction, sessions[0])
         delivered = observer_for(self.protocol, self.max_frame_size, direction, sessions[1]) if self.checker is not None else None
         self._delivered[(conn, direction)] = (delivered, [0])
+        link.observer = observer
         states: dict[str, _RuleState] = {}
         index = 0
+        other = self._links.get((conn, _OTHER[direction]))
         try:
             while True:
-                link.arrived, data = await chunks.receive()
+                arrived, data = await chunks.receive()
+                if isinstance(data, _Wake):
+                    for frame in observer.feed(b""):
+                        await self._one_frame(frame, link, index, states)
+                        index += 1
+                        link.frames = index
+                    continue
+                link.arrived = arrived
                 if data is None:
                     ends[direction] = "RST"
                     await _reset(dst)
@@ -468,6 +499,9 @@ class ChaosProxy:
                     await self._one_frame(frame, link, index, states)
                     index += 1
                     link.frames = index
+                    if other is not None and other.wake is not None and getattr(other.observer, "unblocked", False):
+                        other.observer.unblocked = False  # this frame let the other direction's held bytes decode
+                        other.wake()
         except _Closed:
             ends[direction] = "closed by a rule"
             scope.cancel()
@@ -654,6 +688,12 @@ class ChaosProxy:
         for frame in observer.feed(chunk):
             self.checker.received(conn, direction, counter[0], frame)
             counter[0] += 1
+        other, other_counter = self._delivered.get((conn, _OTHER[direction]), (None, [0]))
+        if other is not None and getattr(other, "unblocked", False):
+            other.unblocked = False  # what this direction delivered lets the other's held bytes decode
+            for frame in other.feed(b""):
+                self.checker.received(conn, _OTHER[direction], other_counter[0], frame)
+                other_counter[0] += 1
         new = self.checker.violations[self._violations_written :]
         for v in new:
             self._write(v.to_json())
@@ -740,7 +780,7 @@ def replay_plan(lines: Sequence[str]) -> dict[tuple[int | str, ...], list[Rule]]
     return plan
 
 
-async def _read(src: trio.abc.Stream, out: trio.MemorySendChannel[tuple[float, bytes | None]]) -> None:
+async def _read(src: trio.abc.Stream, out: trio.MemorySendChannel[tuple[float, bytes | _Wake | None]]) -> None:
     """Each chunk of ``src`` with the trio time it arrived; ``b""`` at its end, None if it broke."""
     async with out:
         while True:
