@@ -26,14 +26,14 @@ pytestmark = pytest.mark.timeout(60)
 
 @asynccontextmanager
 async def proxied(
-    protocol: str, serve: Any, rules: Sequence[dict[str, Any]], seed: int = 3
+    protocol: str, serve: Any, rules: Sequence[dict[str, Any]], seed: int = 3, *, check: bool = False
 ) -> AsyncIterator[tuple[ChaosProxy, str, int]]:
     async with trio.open_nursery() as nursery:
         listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
         await nursery.start(serve, listeners)
         port = listeners[0].socket.getsockname()[1]
         async with open_chaos(
-            protocol, upstream=("127.0.0.1", port), schedule=rules_from(rules, protocol, seed), record=io.StringIO()
+            protocol, upstream=("127.0.0.1", port), schedule=rules_from(rules, protocol, seed), record=io.StringIO(), check=check
         ) as proxy:
             phost, pport = proxy.addresses[0].rsplit(":", 1)
             yield proxy, phost, int(pport)
@@ -221,3 +221,172 @@ async def test_capture_writes_what_was_sent_and_what_was_delivered(tmp_path: Any
     sent, delivered = acks("sent"), acks("delivered")
     assert 2 in sent and 2 not in delivered and len(sent) == len(delivered) + 1
     assert sorted((tmp_path / "cap" / "sent").glob("*.json")) and sorted((tmp_path / "cap" / "delivered").glob("*.json"))
+
+
+async def _read_all(c: Any, topic: str) -> list[bytes]:
+    """A consumer's read of partition 0 from its start to the high-water mark (§5)."""
+    got: list[bytes] = []
+    seq = 0
+    while True:
+        try:
+            pd = await c.consume(topic, 0, seq)
+        except ConnectionLost:
+            continue  # a fault ended the connection: ask again for the same seq on a new one
+        assert pd.chunk is not None
+        got += [m.content for m in pd.chunk.messages]
+        if pd.chunk.drained or not pd.chunk.messages:
+            return got
+        seq = pd.chunk.next_seq
+
+
+async def _produce_then_read(
+    broker: Any, rules: Sequence[dict[str, Any]] = (), *, replay: Any = None
+) -> tuple[ChaosProxy, list[bytes]]:
+    """Five produces, each retried on a new connection until acked (at-least-once),
+    then a read of the partition from its start on another connection."""
+    from refwire.tank.bundles import Message
+    from refwire.tank.client import ClientConfig, TankClient
+
+    cfg = ClientConfig(ping_interval=None, request_timeout=0.5)
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+            await nursery.start(broker.serve, listeners)
+            upstream = ("127.0.0.1", listeners[0].socket.getsockname()[1])
+            schedule = rules_from(rules, "tank", 3)
+            async with open_chaos(
+                "tank", upstream=upstream, schedule=schedule, record=io.StringIO(), check=True, replay=replay
+            ) as proxy:
+                host, port = proxy.addresses[0].rsplit(":", 1)
+                async with TankClient.connect_tcp(host, int(port), config=cfg) as producer:
+                    assert await producer.create_topic("t", 1) == 0
+                    for i in range(5):
+                        for _ in range(5):
+                            try:
+                                result = await producer.produce("t", 0, [Message(b"m%d" % i, i, key=b"k" if i % 2 else None)])
+                            except ConnectionLost:
+                                continue  # the client reconnects at the next request
+                            assert result.error == 0
+                            break
+                async with TankClient.connect_tcp(host, int(port), config=cfg) as consumer:
+                    got = await _read_all(consumer, "t")
+            nursery.cancel_scope.cancel()
+    return proxy, got
+
+
+async def test_tank_check_is_clean_when_every_acked_message_is_read_back() -> None:
+    from refwire.tank.server import TankBroker
+
+    rules = [
+        {"name": "split", "direction": "c2s", "type": "tk:Produce", "field": "request_id", "gap": 0.05, "action": "split"},
+        {"name": "slow", "direction": "s2c", "type": "tk:Consume", "seconds": 0.05, "action": "delay"},
+    ]
+    proxy, got = await _produce_then_read(TankBroker(), rules)
+    assert got == [b"m0", b"m1", b"m2", b"m3", b"m4"]
+    assert {a["rule"] for a in proxy.decisions} == {"split", "slow"}
+    assert proxy.finish() == []
+
+
+async def test_tank_check_names_an_acked_message_the_broker_never_served() -> None:
+    """A broker that acknowledges the third produce without storing it (a planted
+    bug): the consumer's read from seq 0 to the high-water mark lacks it."""
+    from refwire.tank.server import TankBroker
+    from refwire.tank.storage import MemoryLog, MemoryStorage
+
+    class Forgetful(MemoryLog):
+        appended = 0
+
+        def append(self, entry: Any) -> None:
+            Forgetful.appended += 1
+            if Forgetful.appended != 3:
+                super().append(entry)
+
+    class Storage(MemoryStorage):
+        def _new_log(self, topic: str, partition: int) -> MemoryLog:
+            return Forgetful()
+
+    proxy, got = await _produce_then_read(TankBroker(Storage()))
+    assert got == [b"m0", b"m1", b"m3", b"m4"]
+    [v] = proxy.finish()
+    assert v.check == "acked-not-visible" and v.direction == "s2c"
+    # s2c frames of the producer: Ping on accept, CreateTopic, then the three acks
+    assert "t/0: a message acked to the producer (conn 1, frame 4)" in v.detail and "the broker never served it" in v.detail
+    assert v.conn == 2 and v.frame == 1  # the consumer's connection, at the answer that reached the high-water mark
+
+
+def test_tank_check_tells_a_hidden_message_from_a_broker_bug() -> None:
+    """The broker's answer held the message, the client's did not: an injected fault (§5)."""
+    from refwire.chaos.check import TankChecker
+    from refwire.chaos.observe import Observed
+    from refwire.tank.bundles import Message, encode_bundle, encode_entry
+    from refwire.tank.frames import ConsumePartition, ConsumeRequest, ConsumeTopic, ProducePartition, ProduceRequest, ProduceTopic
+    from refwire.tank.responses import ConsumePartitionResult, ConsumeResponse, ConsumeTopicResult, ProduceResponse, ProduceResult
+
+    def frame(name: str, data: bytes) -> Observed:
+        return Observed(name, data)
+
+    c = TankChecker()
+    produce = ProduceRequest(1, (ProduceTopic("t", (ProducePartition(0, encode_bundle([Message(b"x")])),)),)).encode()
+    ack = ProduceResponse(1, (ProduceResult("t", 0, 0),)).encode()
+    for d, f in (("c2s", frame("Produce", produce)), ("s2c", frame("Produce", ack))):
+        c.sent(0, d, 0, f)
+        c.received(0, d, 0, f)
+    ask = ConsumeRequest(2, (ConsumeTopic("t", (ConsumePartition(0, 0, 1 << 20),)),), 0, 0, b"").encode()
+    whole = encode_entry(encode_bundle([Message(b"x")]))
+    served = ConsumeResponse(2, (ConsumeTopicResult("t", (ConsumePartitionResult(0, 0, 1, 1, whole),)),)).encode()
+    hidden = ConsumeResponse(2, (ConsumeTopicResult("t", (ConsumePartitionResult(0, 0, 1, 1, b""),)),)).encode()
+    c.sent(1, "c2s", 0, frame("Consume", ask))
+    c.received(1, "c2s", 0, frame("Consume", ask))
+    c.sent(1, "s2c", 0, frame("Consume", served))
+    assert c.violations == []
+    c.received(1, "s2c", 0, frame("Consume", hidden))
+    [v] = c.finish()
+    assert v.check == "acked-not-visible" and "an injected fault hid it" in v.detail and "read from seq 0" in v.detail
+
+
+async def test_tank_check_tells_a_rewritten_request_id_from_a_broker_bug() -> None:
+    from refwire.tank.client import ClientConfig, TankClient
+    from refwire.tank.server import TankBroker
+
+    rules = [{"name": "rid", "direction": "c2s", "type": "tk:Consume", "field": "request_id", "value": 7, "action": "rewrite"}]
+    with trio.fail_after(30):
+        async with proxied("tank", TankBroker().serve, rules, check=True) as (proxy, host, port):
+            async with TankClient.connect_tcp(host, port, config=ClientConfig(ping_interval=None, request_timeout=0.5)) as c:
+                assert await c.create_topic("t", 1) == 0
+                with pytest.raises((trio.TooSlowError, ConnectionLost)):
+                    await c.consume("t", 0, 0)
+    [v] = proxy.finish()
+    assert v.check == "reply-without-request" and "request 7" in v.detail and "changed the request" in v.detail
+
+
+async def test_tank_faults_keep_every_acked_message_and_replay_takes_the_same_decisions() -> None:
+    """A dropped produce ack (the producer times out and resends), a reset after
+    a produce and a corrupted consume length (the consumer asks again): every acked message is
+    read back, --check finds nothing the faults did not excuse, and the record
+    replayed against a fresh broker takes the same decisions at the same frames."""
+    from refwire.chaos.proxy import replay_plan
+    from refwire.tank.server import TankBroker
+
+    rules = [
+        {"name": "drop-ack", "direction": "s2c", "type": "tk:Produce", "nth": 3, "count": 1, "action": "drop"},
+        # positions count every frame of a connection's direction from 1: the resending
+        # connection's fourth is the produce of m3; the consumer's second, its first answer
+        {"name": "rst", "direction": "c2s", "type": "tk:Produce", "nth": 4, "count": 1, "action": "reset"},
+        {
+            "name": "bad-len",
+            "direction": "s2c",
+            "type": "tk:Consume",
+            "nth": 2,
+            "count": 1,
+            "field": "length",
+            "action": "corrupt",
+        },
+    ]
+    proxy, got = await _produce_then_read(TankBroker(), rules)
+    assert set(got) == {b"m%d" % i for i in range(5)}  # resent ones may be there twice (TANK has no dedup)
+    assert proxy.finish() == []
+    first = [(d["conn"], d["dir"], d["frame"], d["rule"], d["action"]) for d in proxy.decisions]
+    assert {r for _, _, _, r, _ in first} == {"drop-ack", "rst", "bad-len"}
+    again, got2 = await _produce_then_read(TankBroker(), replay=replay_plan([json.dumps(d) for d in proxy.decisions]))
+    assert [(d["conn"], d["dir"], d["frame"], d["rule"], d["action"]) for d in again.decisions] == first
+    assert got2 == got
