@@ -6,6 +6,7 @@ frames even inside LZ4 envelopes; rules match them by verb and msg_id, and
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -123,3 +124,56 @@ async def test_a_request_sent_with_the_negotiation_is_relayed_without_waiting_fo
         await server.shutdown(0.5)
         nursery.cancel_scope.cancel()
     assert proxy.checker is not None and proxy.checker.finish() == []
+
+
+async def _calls_through(rules: Sequence[dict[str, Any]], replay: Any = None) -> tuple[ChaosProxy, list[bytes]]:
+    """Six echo calls, each retried (on a new connection after an error) until answered."""
+    from refwire.errors import RpcConnectionError, RpcError
+
+    server = SeastarServer(demo_registry())
+    answers: list[bytes] = []
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            [address] = await nursery.start(server.serve_tcp, "127.0.0.1", 0)
+            host, port = address.rsplit(":", 1)
+            schedule = rules_from(rules, "seastar-rpc", 2)
+            async with open_chaos(
+                "seastar-rpc", upstream=(host, int(port)), schedule=schedule, record=io.StringIO(), check=True, replay=replay
+            ) as proxy:
+                phost, pport = proxy.addresses[0].rsplit(":", 1)
+                i = 0
+                while i < 6:
+                    async with SeastarClient.connect_tcp(phost, int(pport)) as client:
+                        while i < 6:
+                            try:
+                                answers.append(await client.call(ECHO, b"call %d" % i, timeout=0.3))
+                                i += 1
+                            except CallTimeout:
+                                continue  # the reply was held past the call's timeout: call again
+                            except (RpcConnectionError, RpcError):
+                                break  # the connection is gone: a new one
+            await server.shutdown(0.5)
+            nursery.cancel_scope.cancel()
+    return proxy, answers
+
+
+async def test_faults_between_refwire_peers_every_call_answered_and_replay_repeats_them() -> None:
+    """A reply delayed past the call's timeout (its late arrival is not a violation:
+    the id was issued), a request split at its msg_id field and a reset after a
+    request: every call is answered on retry, --check finds nothing, and the
+    record replayed takes the same decisions at the same frames."""
+    from refwire.chaos.proxy import replay_plan
+
+    rules = [
+        {"name": "late", "direction": "s2c", "type": "ss:response", "where": {"msg_id": 2}, "count": 1, "seconds": 0.6, "action": "delay"},
+        {"name": "split", "direction": "c2s", "type": "ss:request", "field": "msg_id", "gap": 0.02, "action": "split"},
+        {"name": "rst", "direction": "c2s", "type": "ss:request", "where": {"msg_id": 5}, "count": 1, "action": "reset"},
+    ]
+    proxy, answers = await _calls_through(rules)
+    assert answers == [b"call %d" % i for i in range(6)]
+    assert proxy.finish() == []
+    first = [(d["conn"], d["dir"], d["frame"], d["rule"], d["action"]) for d in proxy.decisions]
+    assert {r for *_, r, _ in first} == {"late", "split", "rst"}
+    again, answers2 = await _calls_through([], replay=replay_plan([json.dumps(d) for d in proxy.decisions]))
+    assert [(d["conn"], d["dir"], d["frame"], d["rule"], d["action"]) for d in again.decisions] == first
+    assert answers2 == answers
