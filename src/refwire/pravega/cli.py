@@ -75,6 +75,13 @@ def register(cmds: Commands) -> None:
         metavar="S",
         help="answer a read parked at the tail with an empty atTail read after S seconds (0 = wait forever, as Java; default 10)",
     )
+    s.add_argument(
+        "--max-parked-reads",
+        type=positive_int,
+        default=1000,
+        metavar="N",
+        help="reads one connection may have parked at the tail; one more answers its oldest at once (default 1000)",
+    )
     s.add_argument("--stack-traces", action="store_true", help="fill serverStackTrace in error replies")
     add_frame_timeout(s, "; idle connections between frames stay open, as with the real server")
     s.add_argument(
@@ -131,6 +138,7 @@ async def _serve(args: argparse.Namespace) -> int:
 
     config = ServerConfig(
         tail_wait=args.tail_wait or None,
+        max_parked_reads=args.max_parked_reads,
         stack_traces=args.stack_traces,
         max_connections=max_connections(args),
         frame_timeout=frame_timeout(args),

@@ -22,6 +22,7 @@ from ..cliutil import (
     stop_on_signal,
 )
 from ..drivers import listener_address
+from .frames import DEFAULT_MAX_REQUEST, broker_limits
 
 __all__ = ["register"]
 
@@ -62,6 +63,14 @@ def register(cmds: Commands) -> None:
         default=1000,
         metavar="N",
         help="long polls one connection may have parked; one more answers its oldest at once (default 1000)",
+    )
+    s.add_argument(
+        "--max-request-size",
+        type=positive_int,
+        default=DEFAULT_MAX_REQUEST,
+        metavar="BYTES",
+        help="largest request frame (header included) a client may send; a larger one closes its connection "
+        f"from the header alone (default {DEFAULT_MAX_REQUEST >> 20} MiB)",
     )
     s.add_argument(
         "--topic",
@@ -145,6 +154,7 @@ async def _serve(args: argparse.Namespace) -> int:
         startup_ts=int(time.time()),
         max_long_polls=args.max_long_polls,
         frame_timeout=frame_timeout(args),
+        limits=broker_limits(args.max_request_size),
     )
     broker = TankBroker(storage, config, max_connections=max_connections(args))
     host, port = args.listen

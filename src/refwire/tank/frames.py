@@ -26,6 +26,7 @@ __all__ = [
     "CONSUME",
     "CREATE_TOPIC",
     "DEFAULT_LIMITS",
+    "DEFAULT_MAX_REQUEST",
     "DISCOVER_PARTITIONS",
     "DISCOVER_TOPICS",
     "DISCOVER_TOPOLOGY",
@@ -51,6 +52,7 @@ __all__ = [
     "ReloadConfRequest",
     "Request",
     "StatusRequest",
+    "broker_limits",
     "decode_request",
     "frame",
 ]
@@ -90,6 +92,16 @@ DEFAULT_LIMITS: Final = Limits(
     max_string_size=255,
     max_buffered=256 * 1024 * 1024,
 )
+
+#: The largest request a refwire broker reads (§6, refwire's choice: the real
+#: broker documents none): one 64 MiB bundle, its clamp, plus its request's head.
+DEFAULT_MAX_REQUEST: Final = 64 * 1024 * 1024 + 64 * 1024
+
+
+def broker_limits(max_request_size: int = DEFAULT_MAX_REQUEST) -> Limits:
+    """:data:`DEFAULT_LIMITS` with requests (and what one connection buffers) capped at ``max_request_size``."""
+    return attrs.evolve(DEFAULT_LIMITS, max_frame_size=max_request_size, max_buffered=max_request_size)
+
 
 _HDR: Final = struct.Struct("<BI")
 HEADER_SIZE: Final = 5

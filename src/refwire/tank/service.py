@@ -19,7 +19,6 @@ from ..errors import LocalProtocolError
 from ..wire import Limits
 from .bundles import U64_MAX, BundleHeader, decode_bundle, encode_entry, parse_bundle_header
 from .frames import (
-    DEFAULT_LIMITS,
     ConsumeRequest,
     CreateTopicRequest,
     DiscoverPartitionsRequest,
@@ -30,6 +29,7 @@ from .frames import (
     ReloadConfRequest,
     Request,
     StatusRequest,
+    broker_limits,
 )
 from .responses import (
     ERR_BOUNDARY,
@@ -82,7 +82,7 @@ def normalize_max_wait(ms: int) -> int:
 
 @attrs.frozen(kw_only=True)
 class BrokerConfig:
-    limits: Limits = DEFAULT_LIMITS
+    limits: Limits = attrs.field(factory=broker_limits)  #: requests up to DEFAULT_MAX_REQUEST (§6)
     read_only: bool = False  #: ``tank -r``: produces get 0xfe
     #: decode every produced bundle (Snappy included) before storing it; the real
     #: broker stores whatever parses at the header level (§3).
