@@ -69,6 +69,84 @@ async def _calls(port: int, comp: tuple[str, ...], n: int, inflight: int, payloa
         return time.perf_counter() - t0
 
 
+BARE_SERVER = """
+import struct, sys, trio
+async def echo(stream):
+    buf = bytearray()
+    while True:
+        data = await stream.receive_some(65536)
+        if not data:
+            return
+        buf += data
+        pos = 0
+        while len(buf) - pos >= 4:
+            (n,) = struct.unpack_from("<I", buf, pos)
+            if len(buf) - pos - 4 < n:
+                break
+            pos += 4 + n
+        if pos:
+            await stream.send_all(bytes(buf[:pos]))
+            del buf[:pos]
+async def main():
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    print(f"listening on 127.0.0.1:{listeners[0].socket.getsockname()[1]}", file=sys.stderr, flush=True)
+    await trio.serve_listeners(echo, listeners)
+trio.run(main)
+"""
+
+
+def start_bare_server() -> tuple[subprocess.Popen[str], int]:
+    """The floor for calls/s: a bare trio echo of length-prefixed messages, no RPC layer at all."""
+    proc = subprocess.Popen([sys.executable, "-c", BARE_SERVER], stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    m = re.search(r":(\d+)", proc.stderr.readline())
+    if not m:
+        proc.kill()
+        raise SystemExit("bare echo server did not start")
+    return proc, int(m.group(1))
+
+
+async def _bare_calls(port: int, n: int, inflight: int, payload: bytes) -> float:
+    """``n`` messages of ``payload``, ``inflight`` at a time, over one connection to the bare echo."""
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    frame = struct.pack("<I", len(payload)) + payload
+    slots = trio.Semaphore(inflight)
+
+    async def reader() -> None:
+        buf = bytearray()
+        got = 0
+        while got < n:
+            data = await stream.receive_some(65536)
+            if not data:
+                raise SystemExit("bare echo closed")
+            buf += data
+            pos = 0
+            while len(buf) - pos >= 4:
+                (size,) = struct.unpack_from("<I", buf, pos)
+                if len(buf) - pos - 4 < size:
+                    break
+                if buf[pos + 4 : pos + 4 + size] != payload:
+                    raise SystemExit("bare echo: wrong reply")
+                pos += 4 + size
+                got += 1
+                slots.release()
+            del buf[:pos]
+
+    t0 = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reader)
+        for _ in range(n):
+            await slots.acquire()
+            await stream.send_all(frame)
+    dt = time.perf_counter() - t0
+    await stream.aclose()
+    return dt
+
+
+def bare_calls_per_s(port: int, n: int, inflight: int) -> float:
+    return n / trio.run(_bare_calls, port, n, inflight, b"0123456789abcdef")
+
+
 def calls_per_s(port: int, comp: tuple[str, ...], n: int, inflight: int) -> float:
     dt = trio.run(_calls, port, comp, n, inflight, b"0123456789abcdef")
     return n / dt
@@ -145,12 +223,15 @@ def main() -> int:
     if a.quick:
         a.calls, a.big, a.bigcalls, a.frames, a.reps = 500, 64 * 1024, 8, 5_000, 1
     proc, port = start_server()
+    bare_proc, bare_port = start_bare_server()
     try:
         print(f"Seastar RPC benchmark: python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
               f"median of {a.reps} round-robin reps; server in its own process")
         small: dict[str, float] = {}
         if "calls" in only:
-            small = median_rows(a.reps, {k: (lambda c=c: calls_per_s(port, c, a.calls, a.inflight)) for k, c in COMPRESSORS.items()})
+            rows: dict[str, Callable[[], float]] = {k: (lambda c=c: calls_per_s(port, c, a.calls, a.inflight)) for k, c in COMPRESSORS.items()}
+            rows["bare trio echo"] = lambda: bare_calls_per_s(bare_port, a.calls, a.inflight)
+            small = median_rows(a.reps, rows)
             print(f"\n1. Calls/s: {a.calls} echo calls of 16 bytes, {a.inflight} in flight")
             for k, v in small.items():
                 print(f"   {k:<16} {v:>10,.0f} calls/s   ({v / small['none']:.2f}x uncompressed)")
@@ -168,12 +249,14 @@ def main() -> int:
                 print(f"   {k:<22} {v:>12,.0f} frames/s")
             ratios.append(f"FrameDecoder costs {dec['bare struct loop'] / dec['refwire FrameDecoder']:.2f}x a bare struct loop")
         if small:
+            ratios.append(f"refwire calls {small['none'] / small['bare trio echo']:.2f}x a bare trio length-prefixed echo")
             ratios.append(f"LZ4 {small['LZ4'] / small['none']:.2f}x / LZ4_FRAGMENTED {small['LZ4_FRAGMENTED'] / small['none']:.2f}x "
                           "the uncompressed call rate")
         print(f"\nRatios: {'; '.join(ratios)}")
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        for pr in (proc, bare_proc):
+            pr.terminate()
+            pr.wait(timeout=20)
     return 0
 
 
