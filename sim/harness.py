@@ -5,7 +5,7 @@ restarts at seeded times until the network is healed."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import trio
 
@@ -14,7 +14,7 @@ from .net import SimNet
 from .rand import SimRandom
 from .trace import Trace
 
-__all__ = ["HALVE", "Hostile", "RunBase", "crash_restart_loop", "role_transitions", "safety_then_liveness", "shrink_toward"]
+__all__ = ["HALVE", "Hostile", "Misfit", "RunBase", "crash_restart_loop", "role_transitions", "safety_then_liveness", "shrink_toward"]
 
 
 async def safety_then_liveness(
@@ -96,16 +96,33 @@ class RunBase:
             self.trace.record(trio.current_time(), "VIOLATION", kind, detail)
 
 
-    async def hostile_peer(self, h: int, address: str, kinds: Mapping[str, Hostile]) -> None:
+    async def hostile_peer(self, h: int, address: str, kinds: Mapping[str, Hostile | Misfit], tag: str = "hostile") -> None:
         """One hostile peer of the swarm: connect to ``address`` (retrying while the
         server is down), send one of ``kinds`` (drawn from the seed), half-close
         after it if that kind says so, and wait for the server to end the
-        connection within the kind's budget (else ``hostile-not-closed``)."""
-        rng = self.rng.child("hostile", h)
+        connection within the kind's budget (else ``hostile-not-closed``).
+
+        A :class:`Misfit` may also reset the connection once its reply came
+        (``end="reset"``) and name bytes the server's reply must hold
+        (``expect``): a connection the server ended cleanly without them is
+        ``misfit-wrong-reply`` (one a fault or a crash reset is not judged)."""
+        rng = self.rng.child(tag, h)
         kind = rng.pick(sorted(kinds))
-        data, budget, half_close = kinds[kind]
-        self.trace.record(trio.current_time(), "hostile", h, kind)
+        spec = kinds[kind]
+        move = spec if isinstance(spec, Misfit) else Misfit(spec[0], spec[1], "eof" if spec[2] else "")
+        self.trace.record(trio.current_time(), tag, h, kind)
         try:
+            if move.script is not None:
+                with trio.move_on_after(move.budget) as scope:
+                    try:
+                        await move.script(self, rng)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                        pass
+                if scope.cancelled_caught:
+                    self.violate("hostile-not-closed", f"{tag} peer {h} ({kind}) still connected after {move.budget:.0f} s")
+                    return
+                self.hostiles_closed += 1
+                return
             for _ in range(50):
                 try:
                     stream = await self.net.connect(address)
@@ -114,31 +131,73 @@ class RunBase:
                     await trio.sleep(rng.between(0.5, 2.0))
             else:
                 return  # never reached the server: nothing to judge
-            with trio.move_on_after(budget) as scope:
+            got = bytearray()
+            ended_cleanly = False
+            with trio.move_on_after(move.budget) as scope:
                 try:
-                    await stream.send_all(data)
-                    if half_close:
+                    await stream.send_all(move.data)
+                    if move.end == "eof":
                         await stream.send_eof()
-                    while await stream.receive_some(4096):
-                        pass
+                    elif move.end == "reset" and not move.expect:
+                        stream.reset()
+                    while chunk := await stream.receive_some(4096):
+                        if len(got) < 1 << 16:
+                            got += chunk
+                        if move.end == "reset" and move.expect in got:
+                            stream.reset()
+                            break
+                    else:
+                        ended_cleanly = True
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                     pass
             await trio.aclose_forcefully(stream)
             if scope.cancelled_caught:
-                self.violate("hostile-not-closed", f"hostile peer {h} ({kind}) still connected after {budget:.0f} s")
+                self.violate("hostile-not-closed", f"{tag} peer {h} ({kind}) still connected after {move.budget:.0f} s")
+                return
+            if move.expect and ended_cleanly and move.expect not in got:
+                self.violate("misfit-wrong-reply", f"{tag} peer {h} ({kind}): the reply {bytes(got[:48]).hex()} lacks {move.expect.hex()}")
                 return
             self.hostiles_closed += 1
         finally:
             self.hostiles_done += 1
 
     async def all_hostiles_done(self) -> None:
-        """Until every hostile peer of the workload has finished."""
-        while self.hostiles_done < int(self.wl.get("hostiles", 0)):
+        """Until every hostile and misfit peer of the workload has finished."""
+        while self.hostiles_done < int(self.wl.get("hostiles", 0)) + int(self.wl.get("misfits", 0)):
             await trio.sleep(1.0)
+
+    def start_misfits(self, nursery: trio.Nursery, address: str, kinds: Mapping[str, Hostile | Misfit]) -> None:
+        """Start the workload's ``misfits`` peers (each a :meth:`hostile_peer` drawing from ``kinds``)."""
+        for h in range(int(self.wl.get("misfits", 0))):
+            nursery.start_soon(self.hostile_peer, h, address, kinds, "misfit")
+
+    def swarm_slack(self) -> float:
+        """Extra liveness seconds while hostile or misfit peers run (each ends within ~190 s)."""
+        return 200.0 if self.wl.get("hostiles") or self.wl.get("misfits") else 0.0
 
 
 #: A hostile peer's move: (bytes, seconds the server has to end the connection, half-close after them).
 Hostile = tuple[bytes, float, bool]
+
+
+class Misfit(NamedTuple):
+    """A misfit peer's move (the ``misfits`` knob): protocol-legal but unusual
+    input no well-behaved client of the swarm sends (a keepalive, padding, a
+    compressed window split mid-batch, a request inside an append block ...),
+    or a peer that disappears at an awkward moment.  The server must answer as
+    the spec says (``expect``) and end the connection within ``budget``."""
+
+    data: bytes
+    #: seconds the server has to end the connection (its idle timeout, or at once after an EOF)
+    budget: float
+    #: after ``data``: "" (wait), "eof" (half-close) or "reset" (reset once ``expect`` arrived)
+    end: str = ""
+    #: bytes the server's reply must contain when it ends the connection cleanly
+    expect: bytes = b""
+    #: instead of ``data``: a peer too clever for a fixed script (it reads the server's replies),
+    #: ``await script(run, rng)``; it judges the server itself (``run.violate``) and must end
+    #: within ``budget``
+    script: Callable[[Any, SimRandom], Awaitable[None]] | None = None
 
 
 def role_transitions(role: str, seen: Iterable[tuple[str, str, str]]) -> set[str]:
