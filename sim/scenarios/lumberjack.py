@@ -33,10 +33,21 @@ import trio
 
 from refwire.lumberjack import V1, V2, Batch, next_seq
 from refwire.lumberjack.client import ClientConfig, LumberjackClient
+from refwire.lumberjack.frames import Ack, Compressed, JsonFrame, Window
 from refwire.lumberjack.server import ConnectionInfo, LumberjackServer, ServerConfig
 
 from ..faults import Faults
-from ..harness import HALVE, Hostile, RunBase, coverage, crash_restart_loop, safety_then_liveness, shrink_toward, sum_stats
+from ..harness import (
+    HALVE,
+    Hostile,
+    Misfit,
+    RunBase,
+    coverage,
+    crash_restart_loop,
+    safety_then_liveness,
+    shrink_toward,
+    sum_stats,
+)
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -61,6 +72,29 @@ HOSTILE: dict[str, Hostile] = {
     "cut-by-eof": (b"2W\x00\x00\x00\x01" + b"2J\x00\x00\x00\x01\x00\x00\x00\x40" + b'{"half":', 30.0, True),
     "empty-window": (b"2W\x00\x00\x00\x00", 90.0, False),
     "bad-zlib": (b"2W\x00\x00\x00\x01" + b"2C\x00\x00\x00\x08" + b"notzlib!", 30.0, False),
+}
+
+
+
+def _json(seq: int, i: int) -> bytes:
+    """A ``J`` frame of a misfit's event: client -1, index ``i`` (apart from the swarm's clients)."""
+    return JsonFrame(seq, b'{"c":-1,"i":%d}' % i).encode()
+
+
+#: Misfit peers (``misfits``; specs/lumberjack/README.md §3.6): windows compressed the ways
+#: refwire's client never does -- a ``C`` holding a whole window, one holding a ``W`` and the
+#: first event only, one holding an event in the middle of a batch, and the last event plain.
+#: Every event is stored and acked as if plain (``A 1``, then ``A 3``); the idle timeout
+#: (60 s) then ends the connection.
+MISFITS: dict[str, Misfit] = {
+    "compressed-split": Misfit(
+        Compressed.wrap(Window(1).encode() + _json(1, 0)).encode()
+        + Compressed.wrap(Window(3).encode() + _json(1, 1)).encode()
+        + Compressed.wrap(_json(2, 2)).encode()
+        + _json(3, 3),
+        90.0,
+        expect=Ack(1).encode() + Ack(3).encode(),
+    ),
 }
 
 
@@ -89,6 +123,7 @@ class LumberjackScenario:
         }
         wl["liveness_time"] = liveness_bound(wl)
         wl["hostiles"] = rng.pick([0, 0, 1, 2])  # drawn last: the knobs above keep their draws
+        wl["misfits"] = rng.pick([0, 0, 1, 2])  # after hostiles, for the same reason
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
@@ -96,6 +131,7 @@ class LumberjackScenario:
             workload,
             [
                 ("hostiles", 0),
+                ("misfits", 0),
                 ("clients", 1),
                 ("events", HALVE),
                 ("restarts", 0),
@@ -245,8 +281,9 @@ class _Run(RunBase):
                 nursery.start_soon(self.client_task, c)
             for h in range(wl.get("hostiles", 0)):
                 nursery.start_soon(self.hostile_peer, h, ADDRESS, HOSTILE)
+            self.start_misfits(nursery, ADDRESS, MISFITS)
 
-            async def done() -> None:  # the clients, then the hostile peers (each ends within ~190 s)
+            async def done() -> None:  # the clients, then the hostile and misfit peers (each ends within ~190 s)
                 await self.all_done.wait()
                 await self.all_hostiles_done()
 
@@ -255,7 +292,7 @@ class _Run(RunBase):
                 self.healed,
                 self.trace,
                 safety_time=wl["safety_time"],
-                liveness_time=wl["liveness_time"] + (200.0 if wl.get("hostiles") else 0.0),
+                liveness_time=wl["liveness_time"] + self.swarm_slack(),
                 done=done,
             )
             if not converged:
