@@ -23,7 +23,7 @@ from refwire.pravega.server import SegmentStoreServer, ServerConfig
 from refwire.pravega.storage import MemoryLog
 
 from ..faults import Faults
-from ..harness import Hostile, RunBase, coverage, crash_restart_loop, safety_then_liveness
+from ..harness import Hostile, Misfit, RunBase, coverage, crash_restart_loop, safety_then_liveness
 from ..net import SimListener
 from ..rand import SimRandom
 from ..trace import Trace
@@ -61,6 +61,8 @@ class PravegaRun(RunBase, Generic[W]):
     PROTOCOL_ERROR_REPLACES: ClassVar[tuple[str, ...]] = ("pass",)
     #: what the swarm's hostile peers may send (``hostiles`` in the workload)
     HOSTILE: ClassVar[Mapping[str, Hostile]] = {}
+    #: what the swarm's misfit peers may send (``misfits`` in the workload)
+    MISFITS: ClassVar[Mapping[str, Misfit]] = {}
 
     def __init__(self, rng: SimRandom, faults: Faults, wl: dict[str, Any], trace: Trace) -> None:
         super().__init__(rng, faults, wl, trace)
@@ -242,13 +244,14 @@ class PravegaRun(RunBase, Generic[W]):
             self.start_readers(nursery)
             for h in range(wl.get("hostiles", 0)):
                 nursery.start_soon(self.hostile_peer, h, self.ADDRESS, self.HOSTILE)
+            self.start_misfits(nursery, self.ADDRESS, self.MISFITS)
 
             async def done() -> None:
                 await self.writers_done.wait()
                 await self.all_read.wait()
                 await self.all_hostiles_done()
 
-            liveness = wl["liveness_time"] + (200.0 if wl.get("hostiles") else 0.0)
+            liveness = wl["liveness_time"] + self.swarm_slack()
             converged = await safety_then_liveness(
                 self.net, self.healed, self.trace, safety_time=wl["safety_time"], liveness_time=liveness, done=done
             )

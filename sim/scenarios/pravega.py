@@ -29,9 +29,19 @@ import trio
 
 from refwire.errors import ProtocolError, RequestFailed, WriteFailed
 from refwire.pravega.client import EventWriter, PravegaConnection, SegmentReader, WriterConfig, parse_events
+from refwire.pravega.frames import (
+    AppendBlock,
+    ConditionalAppend,
+    ConditionalCheckFailed,
+    GetStreamSegmentInfo,
+    Hello,
+    KeepAlive,
+    Padding,
+    SetupAppend,
+)
 from refwire.pravega.server import SegmentStoreServer, ServerConfig
 
-from ..harness import HALVE, Hostile, shrink_toward, sum_stats
+from ..harness import HALVE, Hostile, Misfit, shrink_toward, sum_stats
 from ..net import SimListener
 from ..rand import SimRandom
 from ._pravega_base import TRANSIENT, PravegaRun, PravegaScenarioBase
@@ -41,6 +51,38 @@ ADDRESS = "pravega-store:12345"
 
 def segment_name(i: int) -> str:
     return f"sim/stream/{i}.#epoch.0"
+
+#: a misfit's writer and segment: a segment the store does not have, so nothing it sends is stored
+_MISFIT_WRITER = uuid.UUID(int=0x5EED0F15F17)
+_MISFIT_SEGMENT = "sim/misfit/0.#epoch.0"
+_SETUP = SetupAppend(request_id=1, writer_id=_MISFIT_WRITER, segment=_MISFIT_SEGMENT).encode()
+_BLOCK = AppendBlock(writer_id=_MISFIT_WRITER).encode()
+_OLD_HELLO = Hello(high_version=1, low_version=1).encode()  # older than the oldest compatible version
+
+#: Misfit peers (``misfits``; specs/pravega/README.md §4, §5.3): commands refwire's writers and
+#: readers never send -- a KeepAlive and a top-level Padding (answered with a KeepAlive, ignored),
+#: a ConditionalAppend, a Hello, KeepAlive and request inside an open AppendBlock and an EOF
+#: there, and a Hello whose versions are too old (answered with our Hello, then closed).
+#: Their segment does not exist, so the store answers NoSuchSegment and stores nothing.
+MISFITS: dict[str, Misfit] = {
+    "keepalive-padding": Misfit(Hello().encode() + KeepAlive().encode() + Padding(length=8).encode(), 30.0, "eof", Hello().encode() + KeepAlive().encode()),
+    "old-hello": Misfit(_OLD_HELLO, 30.0, expect=Hello().encode()),
+    "conditional": Misfit(
+        Hello().encode()
+        + SetupAppend(request_id=1, writer_id=_MISFIT_WRITER, segment=segment_name(0)).encode()
+        + ConditionalAppend(writer_id=_MISFIT_WRITER, event_number=1, expected_offset=1 << 60, event=b"misfit", request_id=2).encode(),
+        30.0,
+        "eof",
+        ConditionalCheckFailed(writer_id=_MISFIT_WRITER, event_number=1, request_id=2).encode(),
+    ),
+    "commands-in-block": Misfit(
+        Hello().encode() + _SETUP + _BLOCK + Hello().encode() + KeepAlive().encode() + GetStreamSegmentInfo(request_id=3, segment_name=_MISFIT_SEGMENT).encode(),
+        30.0,
+        "eof",
+        Hello().encode(),
+    ),
+    "old-hello-in-block": Misfit(Hello().encode() + _SETUP + _BLOCK + _OLD_HELLO, 30.0, expect=Hello().encode()),
+}
 
 
 class _Run(PravegaRun[EventWriter]):
@@ -58,6 +100,7 @@ class _Run(PravegaRun[EventWriter]):
         ),
         "cut-by-eof": (struct.pack(">ii", 20, 100) + b"\x00" * 10, 30.0, True),
     }
+    MISFITS: ClassVar[Mapping[str, Misfit]] = MISFITS
     FILL = b"x"
     STRIDE = 1
 
@@ -224,6 +267,7 @@ class PravegaScenario(PravegaScenarioBase):
         }
         wl["liveness_time"] = 300.0 + wl["events"] * wl["writers"] * 0.05
         wl["hostiles"] = rng.pick([0, 0, 1, 2])  # drawn last: the knobs above keep their draws
+        wl["misfits"] = rng.pick([0, 0, 1, 2])  # after hostiles, for the same reason
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
@@ -231,6 +275,7 @@ class PravegaScenario(PravegaScenarioBase):
             workload,
             [
                 ("hostiles", 0),
+                ("misfits", 0),
                 ("writers", 1),
                 ("segments", 1),
                 ("events", HALVE),
