@@ -30,10 +30,21 @@ import trio
 
 from refwire.errors import DraftWriteFailed, ProtocolError
 from refwire.pravega.draft2017.client import DraftConnection, DraftReader, DraftWriter, DraftWriterConfig
+from refwire.pravega.draft2017.frames import (
+    BeginAppendBlock,
+    EndAppendBlock,
+    Event,
+    KeepAlive,
+    Part,
+    PartialMessage,
+    ReadSegment,
+    SetupAppend,
+)
+from refwire.pravega.draft2017.partial import split_message
 from refwire.pravega.draft2017.server import DraftConfig, DraftFrontend
 from refwire.pravega.server import SegmentStoreServer, ServerConfig
 
-from ..harness import HALVE, Hostile, shrink_toward, sum_stats
+from ..harness import HALVE, Hostile, Misfit, shrink_toward, sum_stats
 from ..net import SimListener
 from ..rand import SimRandom
 from ._pravega_base import PravegaRun, PravegaScenarioBase
@@ -43,6 +54,35 @@ ADDRESS = "pravega-draft:12345"
 
 def segment_name(i: int) -> str:
     return f"draft/stream/{i}.#epoch.0"
+
+
+#: a misfit's ConnectionId, on segment 0 (which every workload has)
+_MISFIT_ID = uuid.UUID(int=0x5EED0F15F17)
+_ECHO = KeepAlive(data=b"misfit").encode()
+#: the first 5 bytes of an Event, as the only content of a block: it never completes, so nothing is stored
+_HALF_EVENT = PartialMessage(part=int(Part.BEGIN), data=Event(data=b"never finished").encode()[:5]).encode()
+
+#: Misfit peers (``misfits``; specs/pravega-draft-2017/README.md §5, §6): a ReadSegment cut into
+#: PartialMessages outside any block, and a block ending with the first part of an event (the
+#: trailer), then a KeepAlive inside the trailer and a reset there.  Each KeepAlive is echoed.
+MISFITS: dict[str, Misfit] = {
+    "partial-request": Misfit(
+        b"".join(split_message(ReadSegment(segment=segment_name(0), offset=0, suggested_length=100).encode(), [9])) + _ECHO,
+        30.0,
+        "eof",
+        _ECHO,
+    ),
+    "reset-in-trailer": Misfit(
+        SetupAppend(connection_id=_MISFIT_ID, segment=segment_name(0)).encode()
+        + BeginAppendBlock(connection_id=_MISFIT_ID, connection_offset=0, length=len(_HALF_EVENT)).encode()
+        + _HALF_EVENT
+        + EndAppendBlock(connection_id=_MISFIT_ID, connection_offset=0, block_length=0).encode()
+        + _ECHO,
+        30.0,
+        "reset",
+        _ECHO,
+    ),
+}
 
 
 class RandomPlan:
@@ -77,6 +117,7 @@ class _Run(PravegaRun[DraftWriter]):
         "middle-without-begin": (struct.pack(">ii", -2, 5) + b"\x01abcd", 30.0, False),
         "cut-by-eof": (struct.pack(">ii", 1, 100) + bytes(10), 30.0, True),
     }
+    MISFITS: ClassVar[Mapping[str, Misfit]] = MISFITS
     FILL = b"y"
     STRIDE = 7
     PROTOCOL_ERROR_REPLACES = ("pass", "liveness")  # the cause beats its symptom
@@ -245,6 +286,7 @@ class PravegaDraftScenario(PravegaScenarioBase):
         }
         wl["liveness_time"] = 300.0 + wl["events"] * wl["writers"] * 0.05
         wl["hostiles"] = rng.pick([0, 0, 1, 2])  # drawn last: the knobs above keep their draws
+        wl["misfits"] = rng.pick([0, 0, 1, 2])  # after hostiles, for the same reason
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
@@ -252,6 +294,7 @@ class PravegaDraftScenario(PravegaScenarioBase):
             workload,
             [
                 ("hostiles", 0),
+                ("misfits", 0),
                 ("writers", 1),
                 ("segments", 1),
                 ("restarts", 0),
