@@ -29,6 +29,7 @@ from typing import Any
 
 import trio
 
+from refwire.sansio import NEED_DATA
 from refwire.seastar_rpc.client import (
     CallTimeout,
     ClientConfig,
@@ -40,18 +41,21 @@ from refwire.seastar_rpc.client import (
     StreamClosedError,
     UnknownVerbError,
 )
-from refwire.seastar_rpc.connection import CallReceived, OversizedCall
+from refwire.seastar_rpc.connection import CallReceived, ClientConnection, OversizedCall
 from refwire.seastar_rpc.demo import demo_registry
+from refwire.seastar_rpc.events import Call, CallFailed, Negotiated, Reply
+from refwire.seastar_rpc.frames import NoOp
 from refwire.seastar_rpc.server import SeastarServer, ServerConfig
 
 from ..faults import Faults
-from ..harness import HALVE, Hostile, RunBase, coverage, safety_then_liveness, shrink_toward
+from ..harness import HALVE, Hostile, Misfit, RunBase, coverage, safety_then_liveness, shrink_toward
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
 
 ADDRESS = "seastar-server:7000"
 _I32 = struct.Struct("<i")
+_U32 = struct.Struct("<I")
 
 
 #: Hostile peers (specs/seastar-rpc/README.md §2, §6): a bad magic or a negotiation frame over the
@@ -62,6 +66,91 @@ HOSTILE: dict[str, Hostile] = {
     "negotiation-over-limit": (b"SSTARRPC" + struct.pack("<I", 1 << 20), 30.0, False),
     "cut-by-eof": (b"SSTARRPC" + struct.pack("<I", 100) + bytes(10), 30.0, True),
     "silent": (b"", 60.0, False),
+}
+
+
+
+async def _negotiated(run: RunBase, machine: ClientConnection) -> trio.abc.HalfCloseableStream | None:
+    """A raw connection to the server negotiated by ``machine`` (None: the network lost it)."""
+    for _ in range(20):
+        try:
+            stream = await run.net.connect(ADDRESS)
+            break
+        except OSError:
+            await trio.sleep(1.0)
+    else:
+        return None
+    machine.initiate(now=trio.current_time())
+    await stream.send_all(machine.data_to_send())
+    while data := await stream.receive_some(4096):
+        machine.receive_data(data, now=trio.current_time())
+        event = machine.next_event()
+        if isinstance(event, Negotiated):
+            return stream
+        assert event is NEED_DATA, event
+    return None
+
+
+async def _noops_then_garbage(run: RunBase, rng: SimRandom) -> None:
+    """The ``compressed-noops`` misfit: an RPC connection and a stream connection of it, both
+    with LZ4, each sending the no-op compressed frame (skipped) and then a compressed frame
+    that does not decompress (a protocol error: the server closes it; the stream first, as
+    its parent's close would abort it)."""
+    parent = ClientConnection(compressors=("LZ4",))
+    parent_stream = await _negotiated(run, parent)
+    if parent_stream is None or parent.connection_id is None:
+        return
+    child = ClientConnection(compressors=("LZ4",), stream_parent=parent.connection_id)
+    child_stream = await _negotiated(run, child)
+    for machine, stream in ((child, child_stream), (parent, parent_stream)):
+        if stream is None:
+            continue
+        machine.send(NoOp(), now=trio.current_time())
+        await stream.send_all(machine.data_to_send() + _U32.pack(4) + b"\xff" * 4)
+        while await stream.receive_some(4096):
+            pass
+        await trio.aclose_forcefully(stream)
+    await trio.aclose_forcefully(parent_stream)
+
+
+async def _oversized_call(run: RunBase, rng: SimRandom) -> None:
+    """The ``oversized-call`` misfit: once the network is healed (its data is 16 MiB: no
+    trickling it), a call one byte longer than the server admits (``max_memory``): its data
+    is skipped unread and it is answered with Seastar's USER error, and the connection stays
+    up -- a ``sum`` call after it gets its sum (else ``misfit-wrong-reply``); then an EOF,
+    and the server closes."""
+    await run.healed.wait()
+    machine = ClientConnection(timeout=False, handler_duration=False)
+    stream = await _negotiated(run, machine)
+    if stream is None:
+        return
+    machine.send(Call(2, bytes(ServerConfig().max_memory + 1)), now=trio.current_time())
+    machine.send(Call(1, _I32.pack(2) + _I32.pack(3)), now=trio.current_time())
+    await stream.send_all(machine.data_to_send())
+    answers: dict[int, Reply | CallFailed] = {}
+    eof_sent = False
+    while data := await stream.receive_some(4096):
+        machine.receive_data(data, now=trio.current_time())
+        while (event := machine.next_event()) is not NEED_DATA:
+            if isinstance(event, Reply | CallFailed):
+                answers[event.msg_id] = event
+        if len(answers) == 2 and not eof_sent:  # an EOF earlier would drop the sum's reply (§7)
+            await stream.send_eof()
+            eof_sent = True
+    await trio.aclose_forcefully(stream)
+    big, small = answers.get(1), answers.get(2)
+    if not (isinstance(big, CallFailed) and isinstance(small, Reply) and small.payload == _I32.pack(5)):
+        run.violate("misfit-wrong-reply", f"oversized-call: the oversized call got {big!r}, the sum after it {small!r}")
+
+
+#: Misfit peers (``misfits``; specs/seastar-rpc/README.md §2-§5): a client that ends the connection
+#: before negotiating (closed at the EOF), a call longer than the server admits (answered with the
+#: USER error, its data skipped, closed at the EOF), and no-op compressed frames on an RPC and a
+#: stream connection followed by a frame that does not decompress (closed as a protocol error).
+MISFITS: dict[str, Misfit] = {
+    "eof-at-once": Misfit(b"", 30.0, "eof"),
+    "oversized-call": Misfit(b"", 120.0, script=_oversized_call),
+    "compressed-noops": Misfit(b"", 60.0, script=_noops_then_garbage),
 }
 
 
@@ -83,11 +172,12 @@ class SeastarScenario:
             "liveness_time": 300.0,
         }
         wl["hostiles"] = rng.pick([0, 0, 1, 2])  # drawn last: the knobs above keep their draws
+        wl["misfits"] = rng.pick([0, 0, 1, 2])  # after hostiles, for the same reason
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
         return shrink_toward(
-            workload, [("hostiles", 0), ("clients", 1), ("calls", HALVE), ("streams", 0), ("big", 0), ("compress", ""), ("concurrency", 1)]
+            workload, [("hostiles", 0), ("misfits", 0), ("clients", 1), ("calls", HALVE), ("streams", 0), ("big", 0), ("compress", ""), ("concurrency", 1)]
         )
 
     async def run(self, *, rng: SimRandom, faults: Faults, workload: dict[str, Any], trace: Trace) -> ScenarioReport:
@@ -305,6 +395,7 @@ class _Run(RunBase):
                 nursery.start_soon(self.client_task, c)
             for h in range(wl.get("hostiles", 0)):
                 nursery.start_soon(self.hostile_peer, h, ADDRESS, HOSTILE)
+            self.start_misfits(nursery, ADDRESS, MISFITS)
 
             async def done() -> None:
                 await self.all_done.wait()
@@ -319,7 +410,7 @@ class _Run(RunBase):
                 self.healed,
                 self.trace,
                 safety_time=wl["safety_time"],
-                liveness_time=wl["liveness_time"] + (200.0 if wl.get("hostiles") else 0.0),
+                liveness_time=wl["liveness_time"] + self.swarm_slack(),
                 done=done,
                 safety_done=calls_completed,
             )
