@@ -41,6 +41,7 @@ from ..harness import (
     HALVE,
     Hostile,
     Misfit,
+    Rogue,
     RunBase,
     coverage,
     crash_restart_loop,
@@ -92,9 +93,18 @@ MISFITS: dict[str, Misfit] = {
         + Compressed.wrap(Window(3).encode() + _json(1, 1)).encode()
         + Compressed.wrap(_json(2, 2)).encode()
         + _json(3, 3),
-        90.0,
-        expect=Ack(1).encode() + Ack(3).encode(),
+        180.0,  # the application may take 28 s per batch, then the 60 s idle timeout
+        expect=(Ack(1).encode(), Ack(3).encode()),  # keepalives (A 0) may come between
     ),
+}
+
+#: Rogue servers (``rogues``; specs/lumberjack/README.md §3.4, §3.5) for one of our clients
+#: sending a window of 3 events: one that acks only the first event of every window and hangs
+#: up (the client resends the rest, window after window, until all are acked), and one that
+#: acks 1 then 3, sends a keepalive (``A 0``) to the idle client and hangs up.
+ROGUES: dict[str, Rogue] = {
+    "partial-ack-then-eof": Rogue(Ack(1).encode()),
+    "ack-keepalive-eof": Rogue(Ack(1).encode() + Ack(3).encode() + Ack(0).encode()),
 }
 
 
@@ -124,6 +134,7 @@ class LumberjackScenario:
         wl["liveness_time"] = liveness_bound(wl)
         wl["hostiles"] = rng.pick([0, 0, 1, 2])  # drawn last: the knobs above keep their draws
         wl["misfits"] = rng.pick([0, 0, 1, 2])  # after hostiles, for the same reason
+        wl["rogues"] = rng.pick([0, 0, 1])  # after misfits, for the same reason
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
@@ -132,6 +143,7 @@ class LumberjackScenario:
             [
                 ("hostiles", 0),
                 ("misfits", 0),
+                ("rogues", 0),
                 ("clients", 1),
                 ("events", HALVE),
                 ("restarts", 0),
@@ -271,6 +283,28 @@ class _Run(RunBase):
         if len(self.done) == wl["clients"]:
             self.all_done.set()
 
+    async def rogue_client(self, address: str, kind: str, rogue: Rogue, rng: SimRandom) -> None:
+        """One of our clients sending 3 events in one window to a rogue server: ``send``
+        returns within 120 s, and the client reports acked exactly the events the rogue
+        acked, each once and in order (``rogue-acks``)."""
+        events = [{"c": -2, "i": i} for i in range(3)]
+        acked: list[Any] = []
+        client = LumberjackClient(
+            lambda: self.net.connect(address),
+            config=ClientConfig(window_size=3, ack_timeout=10.0, backoff_initial=0.1, backoff_max=1.0),
+            on_acked=acked.extend,
+            rng=rng.child("client"),
+        )
+        self.clients.append(client)
+        with trio.move_on_after(120) as scope:
+            await client.send(events)
+            await trio.sleep(1.0)  # the rogue's keepalive and EOF reach the idle client
+        await client.aclose()
+        if scope.cancelled_caught:
+            self.violate("rogue-acks", f"rogue {kind}: send() still running after 120 s, {len(acked)} of 3 events acked")
+        elif acked != events:
+            self.violate("rogue-acks", f"rogue {kind}: the client reported {acked} acked, the rogue acked {events}")
+
     async def main(self) -> ScenarioReport:
         wl = self.wl
         self.counts["events_total"] = wl["clients"] * wl["events"]
@@ -282,6 +316,7 @@ class _Run(RunBase):
             for h in range(wl.get("hostiles", 0)):
                 nursery.start_soon(self.hostile_peer, h, ADDRESS, HOSTILE)
             self.start_misfits(nursery, ADDRESS, MISFITS)
+            self.start_rogues(nursery, ADDRESS, ROGUES, self.rogue_client)
 
             async def done() -> None:  # the clients, then the hostile and misfit peers (each ends within ~190 s)
                 await self.all_done.wait()
@@ -314,6 +349,7 @@ class _Run(RunBase):
         counts = dict(self.counts)
         counts["deliveries"] = self.deliveries
         counts["hostiles_closed"] = self.hostiles_closed
+        counts["misfits_closed"] = self.misfits_closed
         counts |= sum_stats("client", self.clients, ("reconnects", "resent_events", "keepalives", "windows", "failures"))
         counts |= sum_stats("server", self.servers, ("connections", "protocol_errors", "batches"))
         return ScenarioReport(
