@@ -41,7 +41,7 @@ from refwire.pravega.frames import (
 )
 from refwire.pravega.server import SegmentStoreServer, ServerConfig
 
-from ..harness import HALVE, Hostile, Misfit, shrink_toward, sum_stats
+from ..harness import HALVE, Hostile, Misfit, Rogue, shrink_toward, sum_stats
 from ..net import SimListener
 from ..rand import SimRandom
 from ._pravega_base import TRANSIENT, PravegaRun, PravegaScenarioBase
@@ -84,6 +84,10 @@ MISFITS: dict[str, Misfit] = {
     "old-hello-in-block": Misfit(Hello().encode() + _SETUP + _BLOCK + _OLD_HELLO, 30.0, expect=Hello().encode()),
 }
 
+#: Rogue stores (``rogues``; specs/pravega/README.md §4): one answering a reader's Hello with
+#: its own and a KeepAlive, then hanging up.
+ROGUES: dict[str, Rogue] = {"keepalive-then-eof": Rogue(Hello().encode() + KeepAlive().encode())}
+
 
 class _Run(PravegaRun[EventWriter]):
     ADDRESS = ADDRESS
@@ -101,6 +105,7 @@ class _Run(PravegaRun[EventWriter]):
         "cut-by-eof": (struct.pack(">ii", 20, 100) + b"\x00" * 10, 30.0, True),
     }
     MISFITS: ClassVar[Mapping[str, Misfit]] = MISFITS
+    ROGUES: ClassVar[Mapping[str, Rogue]] = ROGUES
     FILL = b"x"
     STRIDE = 1
 
@@ -217,6 +222,16 @@ class _Run(PravegaRun[EventWriter]):
                 self.client_transitions |= conn.machine.transitions_seen
             nursery.cancel_scope.cancel()
 
+    async def rogue_read(self, address: str) -> None:
+        conn = PravegaConnection(await self.net.connect(address))
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(conn.run)
+                await SegmentReader(conn, segment_name(0), offset=0, read_size=4096).read(timeout=30)
+                nursery.cancel_scope.cancel()
+        finally:
+            self.client_transitions |= conn.machine.transitions_seen
+
     def check_read(self, key: tuple[int, int], offset: int, data: bytes) -> None:
         have = self.read[key]
         if offset != len(have):
@@ -268,6 +283,7 @@ class PravegaScenario(PravegaScenarioBase):
         wl["liveness_time"] = 300.0 + wl["events"] * wl["writers"] * 0.05
         wl["hostiles"] = rng.pick([0, 0, 1, 2])  # drawn last: the knobs above keep their draws
         wl["misfits"] = rng.pick([0, 0, 1, 2])  # after hostiles, for the same reason
+        wl["rogues"] = rng.pick([0, 0, 1])  # after misfits, for the same reason
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
@@ -276,6 +292,7 @@ class PravegaScenario(PravegaScenarioBase):
             [
                 ("hostiles", 0),
                 ("misfits", 0),
+                ("rogues", 0),
                 ("writers", 1),
                 ("segments", 1),
                 ("events", HALVE),

@@ -44,7 +44,7 @@ from refwire.pravega.draft2017.partial import split_message
 from refwire.pravega.draft2017.server import DraftConfig, DraftFrontend
 from refwire.pravega.server import SegmentStoreServer, ServerConfig
 
-from ..harness import HALVE, Hostile, Misfit, shrink_toward, sum_stats
+from ..harness import HALVE, Hostile, Misfit, Rogue, shrink_toward, sum_stats
 from ..net import SimListener
 from ..rand import SimRandom
 from ._pravega_base import PravegaRun, PravegaScenarioBase
@@ -84,6 +84,10 @@ MISFITS: dict[str, Misfit] = {
     ),
 }
 
+#: Rogue stores (``rogues``; specs/pravega-draft-2017/README.md §1): one hanging up on a reader
+#: as soon as it asked.
+ROGUES: dict[str, Rogue] = {"eof-at-once": Rogue()}
+
 
 class RandomPlan:
     """Blocks of random size; events cut at random points; straddles; padding."""
@@ -118,6 +122,7 @@ class _Run(PravegaRun[DraftWriter]):
         "cut-by-eof": (struct.pack(">ii", 1, 100) + bytes(10), 30.0, True),
     }
     MISFITS: ClassVar[Mapping[str, Misfit]] = MISFITS
+    ROGUES: ClassVar[Mapping[str, Rogue]] = ROGUES
     FILL = b"y"
     STRIDE = 7
     PROTOCOL_ERROR_REPLACES = ("pass", "liveness")  # the cause beats its symptom
@@ -236,6 +241,16 @@ class _Run(PravegaRun[DraftWriter]):
             nursery.cancel_scope.cancel()
         return got
 
+    async def rogue_read(self, address: str) -> None:
+        conn = DraftConnection(await self.net.connect(address))
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(conn.run)
+                await DraftReader(conn, segment_name(0), offset=0, read_size=3000).read(timeout=30)
+                nursery.cancel_scope.cancel()
+        finally:
+            self.client_transitions |= conn.machine.transitions_seen
+
     async def _read_until(self, s: int, reader: DraftReader, got: bytes, want: int) -> bytes:
         while len(got) < want:
             r = await reader.read(timeout=30)
@@ -287,6 +302,7 @@ class PravegaDraftScenario(PravegaScenarioBase):
         wl["liveness_time"] = 300.0 + wl["events"] * wl["writers"] * 0.05
         wl["hostiles"] = rng.pick([0, 0, 1, 2])  # drawn last: the knobs above keep their draws
         wl["misfits"] = rng.pick([0, 0, 1, 2])  # after hostiles, for the same reason
+        wl["rogues"] = rng.pick([0, 0, 1])  # after misfits, for the same reason
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
@@ -295,6 +311,7 @@ class PravegaDraftScenario(PravegaScenarioBase):
             [
                 ("hostiles", 0),
                 ("misfits", 0),
+                ("rogues", 0),
                 ("writers", 1),
                 ("segments", 1),
                 ("restarts", 0),
