@@ -23,6 +23,7 @@ refused connects).  Invariants (specs/seastar-rpc/README.md §7):
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from collections.abc import Iterable
 from typing import Any
@@ -44,11 +45,11 @@ from refwire.seastar_rpc.client import (
 from refwire.seastar_rpc.connection import CallReceived, ClientConnection, OversizedCall
 from refwire.seastar_rpc.demo import demo_registry
 from refwire.seastar_rpc.events import Call, CallFailed, Negotiated, Reply
-from refwire.seastar_rpc.frames import NoOp
+from refwire.seastar_rpc.frames import Features, NoOp
 from refwire.seastar_rpc.server import SeastarServer, ServerConfig
 
 from ..faults import Faults
-from ..harness import HALVE, Hostile, Misfit, RunBase, coverage, safety_then_liveness, shrink_toward
+from ..harness import HALVE, Hostile, Misfit, Rogue, RunBase, coverage, safety_then_liveness, shrink_toward
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -153,6 +154,23 @@ MISFITS: dict[str, Misfit] = {
     "compressed-noops": Misfit(b"", 60.0, script=_noops_then_garbage),
 }
 
+#: a rogue server's negotiation reply: LZ4 chosen, streaming offered (a connection id)
+_ROGUE_REPLY = Features(compress="LZ4", connection_id=(1 << 16) | 1).encode()
+
+#: Rogue servers (``rogues``; specs/seastar-rpc/README.md §2, §4, §5) for one of our clients that
+#: calls (and on the last one opens a stream first): one hanging up, resetting, saying nothing or
+#: sending a bad magic instead of its negotiation reply, one hanging up right after it, and one
+#: sending no-op frames then, seconds later, a frame that does not decompress, on every connection.
+ROGUES: dict[str, Rogue] = {
+    "eof-before-reply": Rogue(),
+    "reset-before-reply": Rogue(end="reset"),
+    "silent": Rogue(end=""),
+    "bad-magic-reply": Rogue(b"NOTMAGIC" + bytes(4)),
+    "reply-then-eof": Rogue(_ROGUE_REPLY),
+    # the stream connection (the 2nd) gets its bad frame first: its parent's would abort it
+    "noops-then-garbage": Rogue(_ROGUE_REPLY + _U32.pack(0) * 2, then=_U32.pack(4) + b"\xff" * 4, then_after=(6.0, 2.0)),
+}
+
 
 class SeastarScenario:
     name = "seastar-rpc"
@@ -173,11 +191,12 @@ class SeastarScenario:
         }
         wl["hostiles"] = rng.pick([0, 0, 1, 2])  # drawn last: the knobs above keep their draws
         wl["misfits"] = rng.pick([0, 0, 1, 2])  # after hostiles, for the same reason
+        wl["rogues"] = rng.pick([0, 0, 1, 2])  # after misfits, for the same reason
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
         return shrink_toward(
-            workload, [("hostiles", 0), ("misfits", 0), ("clients", 1), ("calls", HALVE), ("streams", 0), ("big", 0), ("compress", ""), ("concurrency", 1)]
+            workload, [("hostiles", 0), ("misfits", 0), ("rogues", 0), ("clients", 1), ("calls", HALVE), ("streams", 0), ("big", 0), ("compress", ""), ("concurrency", 1)]
         )
 
     async def run(self, *, rng: SimRandom, faults: Faults, workload: dict[str, Any], trace: Trace) -> ScenarioReport:
@@ -383,6 +402,29 @@ class _Run(RunBase):
         if len(self.done) == wl["clients"]:
             self.all_done.set()
 
+    async def rogue_client(self, address: str, kind: str, rogue: Rogue, rng: SimRandom) -> None:
+        """One of our clients against a rogue server: a call (after a stream's messages,
+        with ``noops-then-garbage``) that the rogue never answers must end in an error --
+        the negotiation's, the connection's or the stream's -- within 60 s, never in a
+        reply or a stream message (``rogue-reply``)."""
+        client = SeastarClient(lambda: self.net.connect(address), config=ClientConfig(compressors=("LZ4",), negotiation_timeout=10.0))
+        self.clients.append(client)
+        answered: list[bytes] = []
+        with trio.move_on_after(60) as scope:
+            try:
+                async with client:
+                    if kind == "noops-then-garbage":
+                        stream = await client.open_stream()
+                        with contextlib.suppress(StreamClosedError, RpcError):
+                            answered.extend([m async for m in stream])
+                    answered.append(await client.call(2, b"rogue", timeout=30))
+            except (RpcError, StreamClosedError, OSError):
+                pass
+        if scope.cancelled_caught:
+            self.violate("rogue-reply", f"rogue {kind}: the client still waiting after 60 s")
+        elif answered:
+            self.violate("rogue-reply", f"rogue {kind}: the client got {answered!r} from a server that never answered")
+
     async def main(self) -> ScenarioReport:
         wl = self.wl
         outcome, violation, detail = "pass", "", ""
@@ -396,6 +438,7 @@ class _Run(RunBase):
             for h in range(wl.get("hostiles", 0)):
                 nursery.start_soon(self.hostile_peer, h, ADDRESS, HOSTILE)
             self.start_misfits(nursery, ADDRESS, MISFITS)
+            self.start_rogues(nursery, ADDRESS, ROGUES, self.rogue_client)
 
             async def done() -> None:
                 await self.all_done.wait()
@@ -436,6 +479,7 @@ class _Run(RunBase):
             counts[f"server_{key}"] = self.server.stats[key]
         counts["client_stray"] = sum(cl.stats["stray"] for cl in self.clients)
         counts["hostiles_closed"] = self.hostiles_closed
+        counts["misfits_closed"] = self.misfits_closed
         return ScenarioReport(
             outcome=outcome,
             violation=violation,
