@@ -73,9 +73,8 @@ def coverage_lines(reached: Mapping[str, Iterable[str]]) -> list[str]:
         why = reasons().get(protocol, {})
         missing = [k for k in keys if k not in seen]
         explained = sum(1 for k in missing if k in why)
-        lines.append(
-            f"  {protocol}: {len(keys) - len(missing)}/{len(keys)} transitions reached, {explained} of the rest explained"
-        )
+        rest = f", {explained} of the {len(missing)} others explained" if missing else ""
+        lines.append(f"  {protocol}: {len(keys) - len(missing)}/{len(keys)} transitions reached{rest}")
         never.extend((protocol, k, why.get(k, NO_REASON)) for k in missing)
     if never:
         lines.append(f"never reached ({len(never)} transitions):")
