@@ -19,6 +19,11 @@ simulated network.  Invariants (specs/lumberjack/README.md §3):
   window, a ``C`` that does not inflate) is closed by the server, or answered as
   the spec says, within the idle timeout; the well-behaved clients' invariants
   above hold beside it;
+* ``misfit-wrong-reply`` -- a misfit peer (``misfits``: windows compressed in splits our client
+  never makes) gets every event acked (``A 1`` then ``A 3``) and is closed within its budget;
+* ``rogue-acks`` -- after healing, one of our clients sending a window of 3 to a rogue server
+  (``rogues``: partial acks then EOF, or acks, a keepalive to the idle client and EOF) finishes
+  within 120 s and reports acked exactly the events the rogue acked, once each, in order;
 * liveness -- once faults are healed, every client's ``send`` returns within
   ``liveness_time`` virtual seconds.
 """

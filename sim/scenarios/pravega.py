@@ -14,6 +14,11 @@ are shared with the draft dialect's scenario: :mod:`._pravega_base`).  Invariant
 * ``read-mismatch`` -- what readers read equals the stored bytes at that offset;
 * ``client-protocol-error`` -- our store never sent our client anything it had to reject;
 * ``lost`` -- after the liveness phase every event is stored exactly once;
+* ``misfit-wrong-reply`` / ``hostile-not-closed`` -- misfit peers (``misfits``: KeepAlive, Padding,
+  a ConditionalAppend, commands and EOF inside an AppendBlock, an incompatible Hello) get the
+  replies the store owes and are closed in time; nothing they send is stored;
+* ``rogue-read`` -- after healing, a reader against a rogue store (``rogues``: Hello, KeepAlive,
+  EOF) ends with the connection lost within 60 s, never with data;
 * liveness -- once faults are healed, every writer finishes and every reader
   reaches the end within ``liveness_time`` virtual seconds.
 """

@@ -13,7 +13,12 @@ back (the store splits large replies into partial messages).  Invariants:
   refuses a backwards level: a client protocol error);
 * ``read-mismatch`` -- reassembled SegmentReads equal the stored bytes;
 * ``client-protocol-error`` -- our store never sent our client anything it rejected;
-* ``lost`` -- after the liveness phase every event is stored.
+* ``lost`` -- after the liveness phase every event is stored;
+* ``misfit-wrong-reply`` / ``hostile-not-closed`` -- misfit peers (``misfits``: a ReadSegment in
+  PartialMessages outside a block; a block ending in a trailer, a KeepAlive and a reset there)
+  get their KeepAlive echoed and are closed in time, and nothing they send is stored;
+* ``rogue-read`` -- after healing, a reader against a rogue store that hangs up at once ends
+  with the connection lost within 60 s, never with data.
 
 The store's life, the run and the report are shared with today's dialect's
 scenario (:mod:`._pravega_base`).

@@ -17,6 +17,13 @@ refused connects).  Invariants (specs/seastar-rpc/README.md §7):
   timeout or connection error);
 * ``orphan-stream`` -- a stream never outlives its parent connection on the
   server (checked continuously), nor on the client once the client closed;
+* ``misfit-wrong-reply`` / ``hostile-not-closed`` -- misfit peers (``misfits``: EOF before
+  negotiating, a call over ``max_memory`` answered with USER and then a call that must still be
+  answered, no-op then undecompressable frames on an RPC and a stream connection) are answered
+  as the spec says and closed in time;
+* ``rogue-reply`` -- after healing, a client against a rogue server (``rogues``: EOF, reset,
+  silence or a bad magic instead of a negotiation reply; EOF after it; no-ops then a bad frame)
+  never gets an answer the rogue did not send and ends within 60 s;
 * liveness -- once faults are healed, every client finishes and a fresh call
   on a fresh connection succeeds within ``liveness_time``.
 """

@@ -18,6 +18,9 @@ before any resend, so nothing is stored twice.  Invariants (specs/tank/README.md
 * ``produce`` -- a produce is never half stored, and the broker never
   refuses a planned bundle;
 * ``client-protocol-error`` -- our client never had to reject our broker's bytes;
+* ``rogue-answer`` -- after healing, one of our clients creating a topic on a rogue broker
+  (``rogues``: an answer without the first Ping, then a Ping and EOF; or EOF first) gets the
+  rogue's answer, or a lost connection, within 60 s;
 * liveness -- after healing, every producer and consumer finishes within
   ``liveness_time`` virtual seconds.
 """
