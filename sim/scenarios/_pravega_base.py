@@ -23,7 +23,7 @@ from refwire.pravega.server import SegmentStoreServer, ServerConfig
 from refwire.pravega.storage import MemoryLog
 
 from ..faults import Faults
-from ..harness import Hostile, RunBase, coverage, crash_restart_loop, safety_then_liveness
+from ..harness import Hostile, Misfit, Rogue, RunBase, coverage, crash_restart_loop, safety_then_liveness
 from ..net import SimListener
 from ..rand import SimRandom
 from ..trace import Trace
@@ -61,6 +61,10 @@ class PravegaRun(RunBase, Generic[W]):
     PROTOCOL_ERROR_REPLACES: ClassVar[tuple[str, ...]] = ("pass",)
     #: what the swarm's hostile peers may send (``hostiles`` in the workload)
     HOSTILE: ClassVar[Mapping[str, Hostile]] = {}
+    #: what the swarm's misfit peers may send (``misfits`` in the workload)
+    MISFITS: ClassVar[Mapping[str, Misfit]] = {}
+    #: rogue servers one of our readers meets (``rogues`` in the workload)
+    ROGUES: ClassVar[Mapping[str, Rogue]] = {}
 
     def __init__(self, rng: SimRandom, faults: Faults, wl: dict[str, Any], trace: Trace) -> None:
         super().__init__(rng, faults, wl, trace)
@@ -228,6 +232,32 @@ class PravegaRun(RunBase, Generic[W]):
     def client_protocol_error(self, who: str, exc: ProtocolError) -> None:
         self.violate("client-protocol-error", f"{who}: {exc}")
 
+    async def rogue_read(self, address: str) -> None:
+        """One read of segment 0 through ``address`` with the dialect's reader (its
+        machine's transitions go to the coverage)."""
+        raise NotImplementedError
+
+    async def rogue_client(self, address: str, kind: str, rogue: Rogue, rng: SimRandom) -> None:
+        """One of our readers against a store that hangs up after its reply: within 60 s the
+        read ends with the connection lost -- no data invented, never stuck (``rogue-read``)."""
+        with trio.move_on_after(60) as scope:
+            try:
+                try:
+                    await self.rogue_read(address)
+                except BaseExceptionGroup as group:
+                    raise first_error(group) from group
+            except TRANSIENT:
+                return
+            except ProtocolError as exc:
+                if exc.field == "(eof)":
+                    return
+                self.violate("rogue-read", f"rogue {kind}: the reader rejected the store: {exc}")
+                return
+        if scope.cancelled_caught:
+            self.violate("rogue-read", f"rogue {kind}: the read still waiting after 60 s")
+        else:
+            self.violate("rogue-read", f"rogue {kind}: the read returned data the store never sent")
+
     # -- the run ------------------------------------------------------------------
     async def main(self) -> ScenarioReport:
         wl = self.wl
@@ -242,13 +272,15 @@ class PravegaRun(RunBase, Generic[W]):
             self.start_readers(nursery)
             for h in range(wl.get("hostiles", 0)):
                 nursery.start_soon(self.hostile_peer, h, self.ADDRESS, self.HOSTILE)
+            self.start_misfits(nursery, self.ADDRESS, self.MISFITS)
+            self.start_rogues(nursery, self.ADDRESS, self.ROGUES, self.rogue_client)
 
             async def done() -> None:
                 await self.writers_done.wait()
                 await self.all_read.wait()
                 await self.all_hostiles_done()
 
-            liveness = wl["liveness_time"] + (200.0 if wl.get("hostiles") else 0.0)
+            liveness = wl["liveness_time"] + self.swarm_slack()
             converged = await safety_then_liveness(
                 self.net, self.healed, self.trace, safety_time=wl["safety_time"], liveness_time=liveness, done=done
             )
@@ -264,6 +296,7 @@ class PravegaRun(RunBase, Generic[W]):
         counts = dict(self.counts)
         self.add_counts(counts)
         counts["hostiles_closed"] = self.hostiles_closed
+        counts["misfits_closed"] = self.misfits_closed
         if counts["writer_protocol_errors"] and outcome in self.PROTOCOL_ERROR_REPLACES:
             first = next(wr.last_protocol_error for wr in self.writers if wr.last_protocol_error is not None)
             outcome, violation, detail = "violation", "client-protocol-error", self.protocol_error_detail(counts, first)

@@ -19,6 +19,11 @@ simulated network.  Invariants (specs/lumberjack/README.md §3):
   window, a ``C`` that does not inflate) is closed by the server, or answered as
   the spec says, within the idle timeout; the well-behaved clients' invariants
   above hold beside it;
+* ``misfit-wrong-reply`` -- a misfit peer (``misfits``: windows compressed in splits our client
+  never makes) gets every event acked (``A 1`` then ``A 3``) and is closed within its budget;
+* ``rogue-acks`` -- after healing, one of our clients sending a window of 3 to a rogue server
+  (``rogues``: partial acks then EOF, or acks, a keepalive to the idle client and EOF) finishes
+  within 120 s and reports acked exactly the events the rogue acked, once each, in order;
 * liveness -- once faults are healed, every client's ``send`` returns within
   ``liveness_time`` virtual seconds.
 """
@@ -33,10 +38,22 @@ import trio
 
 from refwire.lumberjack import V1, V2, Batch, next_seq
 from refwire.lumberjack.client import ClientConfig, LumberjackClient
+from refwire.lumberjack.frames import Ack, Compressed, JsonFrame, Window
 from refwire.lumberjack.server import ConnectionInfo, LumberjackServer, ServerConfig
 
 from ..faults import Faults
-from ..harness import HALVE, Hostile, RunBase, coverage, crash_restart_loop, safety_then_liveness, shrink_toward, sum_stats
+from ..harness import (
+    HALVE,
+    Hostile,
+    Misfit,
+    Rogue,
+    RunBase,
+    coverage,
+    crash_restart_loop,
+    safety_then_liveness,
+    shrink_toward,
+    sum_stats,
+)
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -61,6 +78,38 @@ HOSTILE: dict[str, Hostile] = {
     "cut-by-eof": (b"2W\x00\x00\x00\x01" + b"2J\x00\x00\x00\x01\x00\x00\x00\x40" + b'{"half":', 30.0, True),
     "empty-window": (b"2W\x00\x00\x00\x00", 90.0, False),
     "bad-zlib": (b"2W\x00\x00\x00\x01" + b"2C\x00\x00\x00\x08" + b"notzlib!", 30.0, False),
+}
+
+
+
+def _json(seq: int, i: int) -> bytes:
+    """A ``J`` frame of a misfit's event: client -1, index ``i`` (apart from the swarm's clients)."""
+    return JsonFrame(seq, b'{"c":-1,"i":%d}' % i).encode()
+
+
+#: Misfit peers (``misfits``; specs/lumberjack/README.md §3.6): windows compressed the ways
+#: refwire's client never does -- a ``C`` holding a whole window, one holding a ``W`` and the
+#: first event only, one holding an event in the middle of a batch, and the last event plain.
+#: Every event is stored and acked as if plain (``A 1``, then ``A 3``); the idle timeout
+#: (60 s) then ends the connection.
+MISFITS: dict[str, Misfit] = {
+    "compressed-split": Misfit(
+        Compressed.wrap(Window(1).encode() + _json(1, 0)).encode()
+        + Compressed.wrap(Window(3).encode() + _json(1, 1)).encode()
+        + Compressed.wrap(_json(2, 2)).encode()
+        + _json(3, 3),
+        180.0,  # the application may take 28 s per batch, then the 60 s idle timeout
+        expect=(Ack(1).encode(), Ack(3).encode()),  # keepalives (A 0) may come between
+    ),
+}
+
+#: Rogue servers (``rogues``; specs/lumberjack/README.md §3.4, §3.5) for one of our clients
+#: sending a window of 3 events: one that acks only the first event of every window and hangs
+#: up (the client resends the rest, window after window, until all are acked), and one that
+#: acks 1 then 3, sends a keepalive (``A 0``) to the idle client and hangs up.
+ROGUES: dict[str, Rogue] = {
+    "partial-ack-then-eof": Rogue(Ack(1).encode()),
+    "ack-keepalive-eof": Rogue(Ack(1).encode() + Ack(3).encode() + Ack(0).encode()),
 }
 
 
@@ -89,6 +138,8 @@ class LumberjackScenario:
         }
         wl["liveness_time"] = liveness_bound(wl)
         wl["hostiles"] = rng.pick([0, 0, 1, 2])  # drawn last: the knobs above keep their draws
+        wl["misfits"] = rng.pick([0, 0, 1, 2])  # after hostiles, for the same reason
+        wl["rogues"] = rng.pick([0, 0, 1])  # after misfits, for the same reason
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
@@ -96,6 +147,8 @@ class LumberjackScenario:
             workload,
             [
                 ("hostiles", 0),
+                ("misfits", 0),
+                ("rogues", 0),
                 ("clients", 1),
                 ("events", HALVE),
                 ("restarts", 0),
@@ -235,6 +288,28 @@ class _Run(RunBase):
         if len(self.done) == wl["clients"]:
             self.all_done.set()
 
+    async def rogue_client(self, address: str, kind: str, rogue: Rogue, rng: SimRandom) -> None:
+        """One of our clients sending 3 events in one window to a rogue server: ``send``
+        returns within 120 s, and the client reports acked exactly the events the rogue
+        acked, each once and in order (``rogue-acks``)."""
+        events = [{"c": -2, "i": i} for i in range(3)]
+        acked: list[Any] = []
+        client = LumberjackClient(
+            lambda: self.net.connect(address),
+            config=ClientConfig(window_size=3, ack_timeout=10.0, backoff_initial=0.1, backoff_max=1.0),
+            on_acked=acked.extend,
+            rng=rng.child("client"),
+        )
+        self.clients.append(client)
+        with trio.move_on_after(120) as scope:
+            await client.send(events)
+            await trio.sleep(1.0)  # the rogue's keepalive and EOF reach the idle client
+        await client.aclose()
+        if scope.cancelled_caught:
+            self.violate("rogue-acks", f"rogue {kind}: send() still running after 120 s, {len(acked)} of 3 events acked")
+        elif acked != events:
+            self.violate("rogue-acks", f"rogue {kind}: the client reported {acked} acked, the rogue acked {events}")
+
     async def main(self) -> ScenarioReport:
         wl = self.wl
         self.counts["events_total"] = wl["clients"] * wl["events"]
@@ -245,8 +320,10 @@ class _Run(RunBase):
                 nursery.start_soon(self.client_task, c)
             for h in range(wl.get("hostiles", 0)):
                 nursery.start_soon(self.hostile_peer, h, ADDRESS, HOSTILE)
+            self.start_misfits(nursery, ADDRESS, MISFITS)
+            self.start_rogues(nursery, ADDRESS, ROGUES, self.rogue_client)
 
-            async def done() -> None:  # the clients, then the hostile peers (each ends within ~190 s)
+            async def done() -> None:  # the clients, then the hostile and misfit peers (each ends within ~190 s)
                 await self.all_done.wait()
                 await self.all_hostiles_done()
 
@@ -255,7 +332,7 @@ class _Run(RunBase):
                 self.healed,
                 self.trace,
                 safety_time=wl["safety_time"],
-                liveness_time=wl["liveness_time"] + (200.0 if wl.get("hostiles") else 0.0),
+                liveness_time=wl["liveness_time"] + self.swarm_slack(),
                 done=done,
             )
             if not converged:
@@ -277,6 +354,7 @@ class _Run(RunBase):
         counts = dict(self.counts)
         counts["deliveries"] = self.deliveries
         counts["hostiles_closed"] = self.hostiles_closed
+        counts["misfits_closed"] = self.misfits_closed
         counts |= sum_stats("client", self.clients, ("reconnects", "resent_events", "keepalives", "windows", "failures"))
         counts |= sum_stats("server", self.servers, ("connections", "protocol_errors", "batches"))
         return ScenarioReport(

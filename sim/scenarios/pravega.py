@@ -14,6 +14,11 @@ are shared with the draft dialect's scenario: :mod:`._pravega_base`).  Invariant
 * ``read-mismatch`` -- what readers read equals the stored bytes at that offset;
 * ``client-protocol-error`` -- our store never sent our client anything it had to reject;
 * ``lost`` -- after the liveness phase every event is stored exactly once;
+* ``misfit-wrong-reply`` / ``hostile-not-closed`` -- misfit peers (``misfits``: KeepAlive, Padding,
+  a ConditionalAppend, commands and EOF inside an AppendBlock, an incompatible Hello) get the
+  replies the store owes and are closed in time; nothing they send is stored;
+* ``rogue-read`` -- after healing, a reader against a rogue store (``rogues``: Hello, KeepAlive,
+  EOF) ends with the connection lost within 60 s, never with data;
 * liveness -- once faults are healed, every writer finishes and every reader
   reaches the end within ``liveness_time`` virtual seconds.
 """
@@ -29,9 +34,19 @@ import trio
 
 from refwire.errors import ProtocolError, RequestFailed, WriteFailed
 from refwire.pravega.client import EventWriter, PravegaConnection, SegmentReader, WriterConfig, parse_events
+from refwire.pravega.frames import (
+    AppendBlock,
+    ConditionalAppend,
+    ConditionalCheckFailed,
+    GetStreamSegmentInfo,
+    Hello,
+    KeepAlive,
+    Padding,
+    SetupAppend,
+)
 from refwire.pravega.server import SegmentStoreServer, ServerConfig
 
-from ..harness import HALVE, Hostile, shrink_toward, sum_stats
+from ..harness import HALVE, Hostile, Misfit, Rogue, shrink_toward, sum_stats
 from ..net import SimListener
 from ..rand import SimRandom
 from ._pravega_base import TRANSIENT, PravegaRun, PravegaScenarioBase
@@ -41,6 +56,42 @@ ADDRESS = "pravega-store:12345"
 
 def segment_name(i: int) -> str:
     return f"sim/stream/{i}.#epoch.0"
+
+#: a misfit's writer and segment: a segment the store does not have, so nothing it sends is stored
+_MISFIT_WRITER = uuid.UUID(int=0x5EED0F15F17)
+_MISFIT_SEGMENT = "sim/misfit/0.#epoch.0"
+_SETUP = SetupAppend(request_id=1, writer_id=_MISFIT_WRITER, segment=_MISFIT_SEGMENT).encode()
+_BLOCK = AppendBlock(writer_id=_MISFIT_WRITER).encode()
+_OLD_HELLO = Hello(high_version=1, low_version=1).encode()  # older than the oldest compatible version
+
+#: Misfit peers (``misfits``; specs/pravega/README.md §4, §5.3): commands refwire's writers and
+#: readers never send -- a KeepAlive and a top-level Padding (answered with a KeepAlive, ignored),
+#: a ConditionalAppend, a Hello, KeepAlive and request inside an open AppendBlock and an EOF
+#: there, and a Hello whose versions are too old (answered with our Hello, then closed).
+#: Their segment does not exist, so the store answers NoSuchSegment and stores nothing.
+MISFITS: dict[str, Misfit] = {
+    "keepalive-padding": Misfit(Hello().encode() + KeepAlive().encode() + Padding(length=8).encode(), 30.0, "eof", Hello().encode() + KeepAlive().encode()),
+    "old-hello": Misfit(_OLD_HELLO, 30.0, expect=Hello().encode()),
+    "conditional": Misfit(
+        Hello().encode()
+        + SetupAppend(request_id=1, writer_id=_MISFIT_WRITER, segment=segment_name(0)).encode()
+        + ConditionalAppend(writer_id=_MISFIT_WRITER, event_number=1, expected_offset=1 << 60, event=b"misfit", request_id=2).encode(),
+        30.0,
+        "eof",
+        ConditionalCheckFailed(writer_id=_MISFIT_WRITER, event_number=1, request_id=2).encode(),
+    ),
+    "commands-in-block": Misfit(
+        Hello().encode() + _SETUP + _BLOCK + Hello().encode() + KeepAlive().encode() + GetStreamSegmentInfo(request_id=3, segment_name=_MISFIT_SEGMENT).encode(),
+        30.0,
+        "eof",
+        Hello().encode(),
+    ),
+    "old-hello-in-block": Misfit(Hello().encode() + _SETUP + _BLOCK + _OLD_HELLO, 30.0, expect=Hello().encode()),
+}
+
+#: Rogue stores (``rogues``; specs/pravega/README.md §4): one answering a reader's Hello with
+#: its own and a KeepAlive, then hanging up.
+ROGUES: dict[str, Rogue] = {"keepalive-then-eof": Rogue(Hello().encode() + KeepAlive().encode())}
 
 
 class _Run(PravegaRun[EventWriter]):
@@ -58,6 +109,8 @@ class _Run(PravegaRun[EventWriter]):
         ),
         "cut-by-eof": (struct.pack(">ii", 20, 100) + b"\x00" * 10, 30.0, True),
     }
+    MISFITS: ClassVar[Mapping[str, Misfit]] = MISFITS
+    ROGUES: ClassVar[Mapping[str, Rogue]] = ROGUES
     FILL = b"x"
     STRIDE = 1
 
@@ -174,6 +227,16 @@ class _Run(PravegaRun[EventWriter]):
                 self.client_transitions |= conn.machine.transitions_seen
             nursery.cancel_scope.cancel()
 
+    async def rogue_read(self, address: str) -> None:
+        conn = PravegaConnection(await self.net.connect(address))
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(conn.run)
+                await SegmentReader(conn, segment_name(0), offset=0, read_size=4096).read(timeout=30)
+                nursery.cancel_scope.cancel()
+        finally:
+            self.client_transitions |= conn.machine.transitions_seen
+
     def check_read(self, key: tuple[int, int], offset: int, data: bytes) -> None:
         have = self.read[key]
         if offset != len(have):
@@ -224,6 +287,8 @@ class PravegaScenario(PravegaScenarioBase):
         }
         wl["liveness_time"] = 300.0 + wl["events"] * wl["writers"] * 0.05
         wl["hostiles"] = rng.pick([0, 0, 1, 2])  # drawn last: the knobs above keep their draws
+        wl["misfits"] = rng.pick([0, 0, 1, 2])  # after hostiles, for the same reason
+        wl["rogues"] = rng.pick([0, 0, 1])  # after misfits, for the same reason
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
@@ -231,6 +296,8 @@ class PravegaScenario(PravegaScenarioBase):
             workload,
             [
                 ("hostiles", 0),
+                ("misfits", 0),
+                ("rogues", 0),
                 ("writers", 1),
                 ("segments", 1),
                 ("events", HALVE),

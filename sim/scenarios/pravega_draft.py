@@ -13,7 +13,12 @@ back (the store splits large replies into partial messages).  Invariants:
   refuses a backwards level: a client protocol error);
 * ``read-mismatch`` -- reassembled SegmentReads equal the stored bytes;
 * ``client-protocol-error`` -- our store never sent our client anything it rejected;
-* ``lost`` -- after the liveness phase every event is stored.
+* ``lost`` -- after the liveness phase every event is stored;
+* ``misfit-wrong-reply`` / ``hostile-not-closed`` -- misfit peers (``misfits``: a ReadSegment in
+  PartialMessages outside a block; a block ending in a trailer, a KeepAlive and a reset there)
+  get their KeepAlive echoed and are closed in time, and nothing they send is stored;
+* ``rogue-read`` -- after healing, a reader against a rogue store that hangs up at once ends
+  with the connection lost within 60 s, never with data.
 
 The store's life, the run and the report are shared with today's dialect's
 scenario (:mod:`._pravega_base`).
@@ -30,10 +35,21 @@ import trio
 
 from refwire.errors import DraftWriteFailed, ProtocolError
 from refwire.pravega.draft2017.client import DraftConnection, DraftReader, DraftWriter, DraftWriterConfig
+from refwire.pravega.draft2017.frames import (
+    BeginAppendBlock,
+    EndAppendBlock,
+    Event,
+    KeepAlive,
+    Part,
+    PartialMessage,
+    ReadSegment,
+    SetupAppend,
+)
+from refwire.pravega.draft2017.partial import split_message
 from refwire.pravega.draft2017.server import DraftConfig, DraftFrontend
 from refwire.pravega.server import SegmentStoreServer, ServerConfig
 
-from ..harness import HALVE, Hostile, shrink_toward, sum_stats
+from ..harness import HALVE, Hostile, Misfit, Rogue, shrink_toward, sum_stats
 from ..net import SimListener
 from ..rand import SimRandom
 from ._pravega_base import PravegaRun, PravegaScenarioBase
@@ -43,6 +59,39 @@ ADDRESS = "pravega-draft:12345"
 
 def segment_name(i: int) -> str:
     return f"draft/stream/{i}.#epoch.0"
+
+
+#: a misfit's ConnectionId, on segment 0 (which every workload has)
+_MISFIT_ID = uuid.UUID(int=0x5EED0F15F17)
+_ECHO = KeepAlive(data=b"misfit").encode()
+#: the first 5 bytes of an Event, as the only content of a block: it never completes, so nothing is stored
+_HALF_EVENT = PartialMessage(part=int(Part.BEGIN), data=Event(data=b"never finished").encode()[:5]).encode()
+
+#: Misfit peers (``misfits``; specs/pravega-draft-2017/README.md §5, §6): a ReadSegment cut into
+#: PartialMessages outside any block, and a block ending with the first part of an event (the
+#: trailer), then a KeepAlive inside the trailer and a reset there.  Each KeepAlive is echoed.
+MISFITS: dict[str, Misfit] = {
+    "partial-request": Misfit(
+        b"".join(split_message(ReadSegment(segment=segment_name(0), offset=0, suggested_length=100).encode(), [9])) + _ECHO,
+        30.0,
+        "eof",
+        _ECHO,
+    ),
+    "reset-in-trailer": Misfit(
+        SetupAppend(connection_id=_MISFIT_ID, segment=segment_name(0)).encode()
+        + BeginAppendBlock(connection_id=_MISFIT_ID, connection_offset=0, length=len(_HALF_EVENT)).encode()
+        + _HALF_EVENT
+        + EndAppendBlock(connection_id=_MISFIT_ID, connection_offset=0, block_length=0).encode()
+        + _ECHO,
+        30.0,
+        "reset",
+        _ECHO,
+    ),
+}
+
+#: Rogue stores (``rogues``; specs/pravega-draft-2017/README.md §1): one hanging up on a reader
+#: as soon as it asked.
+ROGUES: dict[str, Rogue] = {"eof-at-once": Rogue()}
 
 
 class RandomPlan:
@@ -77,6 +126,8 @@ class _Run(PravegaRun[DraftWriter]):
         "middle-without-begin": (struct.pack(">ii", -2, 5) + b"\x01abcd", 30.0, False),
         "cut-by-eof": (struct.pack(">ii", 1, 100) + bytes(10), 30.0, True),
     }
+    MISFITS: ClassVar[Mapping[str, Misfit]] = MISFITS
+    ROGUES: ClassVar[Mapping[str, Rogue]] = ROGUES
     FILL = b"y"
     STRIDE = 7
     PROTOCOL_ERROR_REPLACES = ("pass", "liveness")  # the cause beats its symptom
@@ -195,6 +246,16 @@ class _Run(PravegaRun[DraftWriter]):
             nursery.cancel_scope.cancel()
         return got
 
+    async def rogue_read(self, address: str) -> None:
+        conn = DraftConnection(await self.net.connect(address))
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(conn.run)
+                await DraftReader(conn, segment_name(0), offset=0, read_size=3000).read(timeout=30)
+                nursery.cancel_scope.cancel()
+        finally:
+            self.client_transitions |= conn.machine.transitions_seen
+
     async def _read_until(self, s: int, reader: DraftReader, got: bytes, want: int) -> bytes:
         while len(got) < want:
             r = await reader.read(timeout=30)
@@ -245,6 +306,8 @@ class PravegaDraftScenario(PravegaScenarioBase):
         }
         wl["liveness_time"] = 300.0 + wl["events"] * wl["writers"] * 0.05
         wl["hostiles"] = rng.pick([0, 0, 1, 2])  # drawn last: the knobs above keep their draws
+        wl["misfits"] = rng.pick([0, 0, 1, 2])  # after hostiles, for the same reason
+        wl["rogues"] = rng.pick([0, 0, 1])  # after misfits, for the same reason
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
@@ -252,6 +315,8 @@ class PravegaDraftScenario(PravegaScenarioBase):
             workload,
             [
                 ("hostiles", 0),
+                ("misfits", 0),
+                ("rogues", 0),
                 ("writers", 1),
                 ("segments", 1),
                 ("restarts", 0),

@@ -17,18 +17,27 @@ refused connects).  Invariants (specs/seastar-rpc/README.md §7):
   timeout or connection error);
 * ``orphan-stream`` -- a stream never outlives its parent connection on the
   server (checked continuously), nor on the client once the client closed;
+* ``misfit-wrong-reply`` / ``hostile-not-closed`` -- misfit peers (``misfits``: EOF before
+  negotiating, a call over ``max_memory`` answered with USER and then a call that must still be
+  answered, no-op then undecompressable frames on an RPC and a stream connection) are answered
+  as the spec says and closed in time;
+* ``rogue-reply`` -- after healing, a client against a rogue server (``rogues``: EOF, reset,
+  silence or a bad magic instead of a negotiation reply; EOF after it; no-ops then a bad frame)
+  never gets an answer the rogue did not send and ends within 60 s;
 * liveness -- once faults are healed, every client finishes and a fresh call
   on a fresh connection succeeds within ``liveness_time``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from collections.abc import Iterable
 from typing import Any
 
 import trio
 
+from refwire.sansio import NEED_DATA
 from refwire.seastar_rpc.client import (
     CallTimeout,
     ClientConfig,
@@ -40,18 +49,21 @@ from refwire.seastar_rpc.client import (
     StreamClosedError,
     UnknownVerbError,
 )
-from refwire.seastar_rpc.connection import CallReceived, OversizedCall
+from refwire.seastar_rpc.connection import CallReceived, ClientConnection, OversizedCall
 from refwire.seastar_rpc.demo import demo_registry
+from refwire.seastar_rpc.events import Call, CallFailed, Negotiated, Reply
+from refwire.seastar_rpc.frames import Features, NoOp
 from refwire.seastar_rpc.server import SeastarServer, ServerConfig
 
 from ..faults import Faults
-from ..harness import HALVE, Hostile, RunBase, coverage, safety_then_liveness, shrink_toward
+from ..harness import HALVE, Hostile, Misfit, Rogue, RunBase, coverage, safety_then_liveness, shrink_toward
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
 
 ADDRESS = "seastar-server:7000"
 _I32 = struct.Struct("<i")
+_U32 = struct.Struct("<I")
 
 
 #: Hostile peers (specs/seastar-rpc/README.md §2, §6): a bad magic or a negotiation frame over the
@@ -62,6 +74,108 @@ HOSTILE: dict[str, Hostile] = {
     "negotiation-over-limit": (b"SSTARRPC" + struct.pack("<I", 1 << 20), 30.0, False),
     "cut-by-eof": (b"SSTARRPC" + struct.pack("<I", 100) + bytes(10), 30.0, True),
     "silent": (b"", 60.0, False),
+}
+
+
+
+async def _negotiated(run: RunBase, machine: ClientConnection) -> trio.abc.HalfCloseableStream | None:
+    """A raw connection to the server negotiated by ``machine`` (None: the network lost it)."""
+    for _ in range(20):
+        try:
+            stream = await run.net.connect(ADDRESS)
+            break
+        except OSError:
+            await trio.sleep(1.0)
+    else:
+        return None
+    machine.initiate(now=trio.current_time())
+    await stream.send_all(machine.data_to_send())
+    while data := await stream.receive_some(4096):
+        machine.receive_data(data, now=trio.current_time())
+        event = machine.next_event()
+        if isinstance(event, Negotiated):
+            return stream
+        assert event is NEED_DATA, event
+    return None
+
+
+async def _noops_then_garbage(run: RunBase, rng: SimRandom) -> None:
+    """The ``compressed-noops`` misfit: an RPC connection and a stream connection of it, both
+    with LZ4, each sending the no-op compressed frame (skipped) and then a compressed frame
+    that does not decompress (a protocol error: the server closes it; the stream first, as
+    its parent's close would abort it)."""
+    parent = ClientConnection(compressors=("LZ4",))
+    parent_stream = await _negotiated(run, parent)
+    if parent_stream is None or parent.connection_id is None:
+        return
+    child = ClientConnection(compressors=("LZ4",), stream_parent=parent.connection_id)
+    child_stream = await _negotiated(run, child)
+    for machine, stream in ((child, child_stream), (parent, parent_stream)):
+        if stream is None:
+            continue
+        machine.send(NoOp(), now=trio.current_time())
+        await stream.send_all(machine.data_to_send() + _U32.pack(4) + b"\xff" * 4)
+        while await stream.receive_some(4096):
+            pass
+        await trio.aclose_forcefully(stream)
+    await trio.aclose_forcefully(parent_stream)
+
+
+async def _oversized_call(run: RunBase, rng: SimRandom) -> None:
+    """The ``oversized-call`` misfit: once the network is healed (its data is 16 MiB: no
+    trickling it), a call one byte longer than the server admits (``max_memory``): its data
+    is skipped unread and it is answered with Seastar's USER error, and the connection stays
+    up -- a ``sum`` call after it gets its sum (else ``misfit-wrong-reply``); then an EOF,
+    and the server closes."""
+    await run.healed.wait()
+    machine = ClientConnection(timeout=False, handler_duration=False)
+    stream = await _negotiated(run, machine)
+    if stream is None:
+        return
+    machine.send(Call(2, bytes(ServerConfig().max_memory + 1)), now=trio.current_time())
+    machine.send(Call(1, _I32.pack(2) + _I32.pack(3)), now=trio.current_time())
+    await stream.send_all(machine.data_to_send())
+    answers: dict[int, Reply | CallFailed] = {}
+    eof_sent = False
+    while data := await stream.receive_some(4096):
+        machine.receive_data(data, now=trio.current_time())
+        while (event := machine.next_event()) is not NEED_DATA:
+            if isinstance(event, Reply | CallFailed):
+                answers[event.msg_id] = event
+        if len(answers) == 2 and not eof_sent:  # an EOF earlier would drop the sum's reply (§7)
+            await stream.send_eof()
+            eof_sent = True
+    await trio.aclose_forcefully(stream)
+    big, small = answers.get(1), answers.get(2)
+    if not (isinstance(big, CallFailed) and isinstance(small, Reply) and small.payload == _I32.pack(5)):
+        run.violate("misfit-wrong-reply", f"oversized-call: the oversized call got {big!r}, the sum after it {small!r}")
+
+
+#: Misfit peers (``misfits``; specs/seastar-rpc/README.md §2-§5): a client that ends the connection
+#: before negotiating (closed at the EOF), a call longer than the server admits (answered with the
+#: USER error, its data skipped, closed at the EOF), and no-op compressed frames on an RPC and a
+#: stream connection followed by a frame that does not decompress (closed as a protocol error).
+MISFITS: dict[str, Misfit] = {
+    "eof-at-once": Misfit(b"", 30.0, "eof"),
+    "oversized-call": Misfit(b"", 120.0, script=_oversized_call),
+    "compressed-noops": Misfit(b"", 60.0, script=_noops_then_garbage),
+}
+
+#: a rogue server's negotiation reply: LZ4 chosen, streaming offered (a connection id)
+_ROGUE_REPLY = Features(compress="LZ4", connection_id=(1 << 16) | 1).encode()
+
+#: Rogue servers (``rogues``; specs/seastar-rpc/README.md §2, §4, §5) for one of our clients that
+#: calls (and on the last one opens a stream first): one hanging up, resetting, saying nothing or
+#: sending a bad magic instead of its negotiation reply, one hanging up right after it, and one
+#: sending no-op frames then, seconds later, a frame that does not decompress, on every connection.
+ROGUES: dict[str, Rogue] = {
+    "eof-before-reply": Rogue(),
+    "reset-before-reply": Rogue(end="reset"),
+    "silent": Rogue(end=""),
+    "bad-magic-reply": Rogue(b"NOTMAGIC" + bytes(4)),
+    "reply-then-eof": Rogue(_ROGUE_REPLY),
+    # the stream connection (the 2nd) gets its bad frame first: its parent's would abort it
+    "noops-then-garbage": Rogue(_ROGUE_REPLY + _U32.pack(0) * 2, then=_U32.pack(4) + b"\xff" * 4, then_after=(6.0, 2.0)),
 }
 
 
@@ -83,11 +197,13 @@ class SeastarScenario:
             "liveness_time": 300.0,
         }
         wl["hostiles"] = rng.pick([0, 0, 1, 2])  # drawn last: the knobs above keep their draws
+        wl["misfits"] = rng.pick([0, 0, 1, 2])  # after hostiles, for the same reason
+        wl["rogues"] = rng.pick([0, 0, 1, 2])  # after misfits, for the same reason
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
         return shrink_toward(
-            workload, [("hostiles", 0), ("clients", 1), ("calls", HALVE), ("streams", 0), ("big", 0), ("compress", ""), ("concurrency", 1)]
+            workload, [("hostiles", 0), ("misfits", 0), ("rogues", 0), ("clients", 1), ("calls", HALVE), ("streams", 0), ("big", 0), ("compress", ""), ("concurrency", 1)]
         )
 
     async def run(self, *, rng: SimRandom, faults: Faults, workload: dict[str, Any], trace: Trace) -> ScenarioReport:
@@ -293,6 +409,29 @@ class _Run(RunBase):
         if len(self.done) == wl["clients"]:
             self.all_done.set()
 
+    async def rogue_client(self, address: str, kind: str, rogue: Rogue, rng: SimRandom) -> None:
+        """One of our clients against a rogue server: a call (after a stream's messages,
+        with ``noops-then-garbage``) that the rogue never answers must end in an error --
+        the negotiation's, the connection's or the stream's -- within 60 s, never in a
+        reply or a stream message (``rogue-reply``)."""
+        client = SeastarClient(lambda: self.net.connect(address), config=ClientConfig(compressors=("LZ4",), negotiation_timeout=10.0))
+        self.clients.append(client)
+        answered: list[bytes] = []
+        with trio.move_on_after(60) as scope:
+            try:
+                async with client:
+                    if kind == "noops-then-garbage":
+                        stream = await client.open_stream()
+                        with contextlib.suppress(StreamClosedError, RpcError):
+                            answered.extend([m async for m in stream])
+                    answered.append(await client.call(2, b"rogue", timeout=30))
+            except (RpcError, StreamClosedError, OSError):
+                pass
+        if scope.cancelled_caught:
+            self.violate("rogue-reply", f"rogue {kind}: the client still waiting after 60 s")
+        elif answered:
+            self.violate("rogue-reply", f"rogue {kind}: the client got {answered!r} from a server that never answered")
+
     async def main(self) -> ScenarioReport:
         wl = self.wl
         outcome, violation, detail = "pass", "", ""
@@ -305,6 +444,8 @@ class _Run(RunBase):
                 nursery.start_soon(self.client_task, c)
             for h in range(wl.get("hostiles", 0)):
                 nursery.start_soon(self.hostile_peer, h, ADDRESS, HOSTILE)
+            self.start_misfits(nursery, ADDRESS, MISFITS)
+            self.start_rogues(nursery, ADDRESS, ROGUES, self.rogue_client)
 
             async def done() -> None:
                 await self.all_done.wait()
@@ -319,7 +460,7 @@ class _Run(RunBase):
                 self.healed,
                 self.trace,
                 safety_time=wl["safety_time"],
-                liveness_time=wl["liveness_time"] + (200.0 if wl.get("hostiles") else 0.0),
+                liveness_time=wl["liveness_time"] + self.swarm_slack(),
                 done=done,
                 safety_done=calls_completed,
             )
@@ -345,6 +486,7 @@ class _Run(RunBase):
             counts[f"server_{key}"] = self.server.stats[key]
         counts["client_stray"] = sum(cl.stats["stray"] for cl in self.clients)
         counts["hostiles_closed"] = self.hostiles_closed
+        counts["misfits_closed"] = self.misfits_closed
         return ScenarioReport(
             outcome=outcome,
             violation=violation,

@@ -18,6 +18,9 @@ before any resend, so nothing is stored twice.  Invariants (specs/tank/README.md
 * ``produce`` -- a produce is never half stored, and the broker never
   refuses a planned bundle;
 * ``client-protocol-error`` -- our client never had to reject our broker's bytes;
+* ``rogue-answer`` -- after healing, one of our clients creating a topic on a rogue broker
+  (``rogues``: an answer without the first Ping, then a Ping and EOF; or EOF first) gets the
+  rogue's answer, or a lost connection, within 60 s;
 * liveness -- after healing, every producer and consumer finishes within
   ``liveness_time`` virtual seconds.
 """
@@ -33,10 +36,12 @@ import trio
 from refwire.errors import ConnectionLost
 from refwire.tank import BrokerConfig, MemoryStorage, Message
 from refwire.tank.client import ClientConfig, TankClient
+from refwire.tank.connection import PING_FRAME
+from refwire.tank.responses import CreateTopicResponse
 from refwire.tank.server import TankBroker
 
 from ..faults import Faults
-from ..harness import HALVE, Hostile, RunBase, coverage, crash_restart_loop, safety_then_liveness, shrink_toward, sum_stats
+from ..harness import HALVE, Hostile, Rogue, RunBase, coverage, crash_restart_loop, safety_then_liveness, shrink_toward, sum_stats
 from ..rand import SimRandom
 from ..trace import Trace
 from . import ScenarioReport
@@ -53,6 +58,14 @@ HOSTILE: dict[str, Hostile] = {
     "replica-id": (b"\x04" + struct.pack("<I", 0), 30.0, False),
     "cut-by-eof": (b"\x01" + struct.pack("<I", 100) + bytes(10), 30.0, True),
     "silent": (b"", 30.0, False),
+}
+
+#: Rogue brokers (``rogues``; specs/tank/README.md §3) for one of our clients creating a topic:
+#: one that answers without the (optional) first Ping, then pings and hangs up, and one that
+#: hangs up before saying anything.
+ROGUES: dict[str, Rogue] = {
+    "answer-without-ping": Rogue(CreateTopicResponse(1, "rogue", 1).encode() + PING_FRAME),
+    "eof-before-ping": Rogue(),
 }
 
 
@@ -78,6 +91,7 @@ class TankScenario:
             "bug": "",
         }
         wl["hostiles"] = rng.pick([0, 0, 1, 2])  # drawn last: the knobs above keep their draws
+        wl["rogues"] = rng.pick([0, 0, 1])  # after hostiles, for the same reason
         return wl
 
     def shrink_steps(self, workload: dict[str, Any]) -> Iterable[tuple[str, Any]]:
@@ -85,6 +99,7 @@ class TankScenario:
             workload,
             [
                 ("hostiles", 0),
+                ("rogues", 0),
                 ("partitions", 1),
                 ("consumers", 1),
                 ("restarts", 0),
@@ -305,6 +320,26 @@ class _Run(RunBase):
             for p in range(self.wl["partitions"]):
                 n.start_soon(self.consumer, k, c, p)
 
+    async def rogue_client(self, address: str, kind: str, rogue: Rogue, rng: SimRandom) -> None:
+        """One of our clients creating a topic on a rogue broker: within 60 s it gets the
+        rogue's answer (1: the topic exists) or, from one that hung up first, a lost
+        connection -- never another answer, never stuck (``rogue-answer``)."""
+        client = TankClient(lambda: self.net.connect(address), config=ClientConfig(ping_interval=5.0, request_timeout=20.0))
+        self.clients.append(client)
+        got: object = None
+        with trio.move_on_after(60) as scope:
+            async with client:
+                try:
+                    got = await client.create_topic("rogue")
+                except _LOST as exc:
+                    got = type(exc)
+                await trio.sleep(1.0)  # the Ping and the EOF after the answer
+        want: object = 1 if kind == "answer-without-ping" else _LOST
+        if scope.cancelled_caught:
+            self.violate("rogue-answer", f"rogue {kind}: create_topic still waiting after 60 s")
+        elif not (got == want or (isinstance(want, tuple) and isinstance(got, type) and issubclass(got, want))):
+            self.violate("rogue-answer", f"rogue {kind}: create_topic gave {got!r}, expected {want!r}")
+
     async def main(self) -> ScenarioReport:
         wl = self.wl
         self.pending = wl["partitions"] * (1 + wl["consumers"])
@@ -317,6 +352,7 @@ class _Run(RunBase):
                 nursery.start_soon(self.consumer_group, k)
             for h in range(wl.get("hostiles", 0)):
                 nursery.start_soon(self.hostile_peer, h, ADDRESS, HOSTILE)
+            self.start_rogues(nursery, ADDRESS, ROGUES, self.rogue_client)
 
             async def done() -> None:
                 await self.all_done.wait()
@@ -327,7 +363,7 @@ class _Run(RunBase):
                 self.healed,
                 self.trace,
                 safety_time=wl["safety_time"],
-                liveness_time=wl["liveness_time"] + (200.0 if wl.get("hostiles") else 0.0),
+                liveness_time=wl["liveness_time"] + self.swarm_slack(),
                 done=done,
             )
             if not converged and self.violation is None:

@@ -61,6 +61,8 @@ def test_campaign_command(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["campaign", "--protocols", "lumberjack", "--seeds", "3", "--out", str(out), "--campaign", "a"]) == 0
     text = capsys.readouterr().out
     assert "3 runs on local[2]" in text and "failures: none" in text and "never reached" in text
+    # three seeds reach few of Lumberjack's transitions, and unreached.toml explains none of them
+    assert ": NO REASON (reach it, or say why in" in text and "never-reached transitions have NO reason" in text
     assert (out / "runs" / "campaign=a" / "protocol=lumberjack").is_dir()
     assert (out / "tables" / "a" / "coverage").is_dir()
     args = ["campaign", "--protocols", "lumberjack", "--seeds", "3", "--out", str(out), "--campaign", "b", "--diff", "a", "--strict"]

@@ -96,3 +96,18 @@ def test_hostile_peers_are_closed_and_the_clients_unaffected(seed: int) -> None:
     r = run_seed("lumberjack", seed, workload={"hostiles": 2})
     assert r.ok, r.detail
     assert r.counts["hostiles_closed"] == 2
+
+
+def test_a_misfit_without_the_reply_it_is_owed_is_a_violation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The misfit judge is no rubber stamp: expecting an ack the server never sends (``A 4``
+    for a window of 3) turns a passing run into ``misfit-wrong-reply``."""
+    from refwire.sim.scenarios import lumberjack
+
+    from refwire.lumberjack.frames import Ack
+
+    honest = lumberjack.MISFITS["compressed-split"]
+    wl = {"misfits": 1, "hostiles": 0, "rogues": 0, "restarts": 0, "app_delay": 0.0}
+    assert run_seed("lumberjack", 3, workload=wl).ok
+    monkeypatch.setitem(lumberjack.MISFITS, "compressed-split", honest._replace(expect=(Ack(1).encode(), Ack(4).encode())))
+    r = run_seed("lumberjack", 3, workload=wl)
+    assert r.violation == "misfit-wrong-reply", r.detail

@@ -88,3 +88,20 @@ def test_hostile_peers_are_closed_and_the_clients_unaffected() -> None:
     r = run_seed("tank", 3, workload={"hostiles": 2})
     assert r.ok, r.detail
     assert r.counts["hostiles_closed"] == 2
+
+
+def test_a_client_taking_another_answer_from_a_rogue_is_a_violation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rogue judge is no rubber stamp: a rogue broker answering "created" (0) where the
+    judge expects the "exists" (1) the real rogue sends turns a passing run into ``rogue-answer``."""
+    from refwire.sim.harness import Rogue
+    from refwire.sim.scenarios import tank
+
+    from refwire.tank.connection import PING_FRAME
+    from refwire.tank.responses import CreateTopicResponse
+
+    wl = {"rogues": 1, "hostiles": 0}
+    monkeypatch.setattr(tank, "ROGUES", {"answer-without-ping": tank.ROGUES["answer-without-ping"]})
+    assert run_seed("tank", 4, workload=wl).ok
+    monkeypatch.setitem(tank.ROGUES, "answer-without-ping", Rogue(CreateTopicResponse(1, "rogue", 0).encode() + PING_FRAME))
+    r = run_seed("tank", 4, workload=wl)
+    assert r.violation == "rogue-answer", r.detail

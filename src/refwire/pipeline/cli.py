@@ -186,9 +186,15 @@ def _summary(runs: Any, tables: dict[str, Any], campaign: str, out: Path, t_star
         lines.append(f"    replay: {f['replay']}")
     never = cov.where("in_table AND NOT reached AND kind = 'transition'").orderBy("protocol", "item").collect()
     if never:
+        from .unreached import NO_REASON, reasons
+
+        why = reasons()
         lines.append(f"never reached ({len(never)} transitions):")
         for r in never:
-            lines.append(f"  {r['protocol']} {r['item']}")
+            lines.append(f"  {r['protocol']} {r['item']}: {why.get(r['protocol'], {}).get(r['item'], NO_REASON)}")
+        unexplained = sum(1 for r in never if r["item"] not in why.get(r["protocol"], {}))
+        if unexplained:
+            lines.append(f"  {unexplained} never-reached transitions have NO reason")
     with_table = {p for (p, _), (_, n) in covs.items() if n}
     unexpected = [r for r in cov.where("NOT in_table").orderBy("protocol", "item").collect() if r["protocol"] in with_table]
     for r in unexpected:
@@ -205,6 +211,7 @@ def _summary(runs: Any, tables: dict[str, Any], campaign: str, out: Path, t_star
 
 def _campaign_local(args: argparse.Namespace, protocols: tuple[str, ...], workload: dict[str, Any] | None, campaign: str, out: Path) -> int:
     from .campaign import failure_summary, run_loop, run_pool
+    from .unreached import coverage_lines, reached_by_protocol
 
     t0 = time.perf_counter()
     runner = run_pool if args.runner == "pool" else run_loop
@@ -223,6 +230,8 @@ def _campaign_local(args: argparse.Namespace, protocols: tuple[str, ...], worklo
     print(f"\n{len(rows)} runs ({args.runner}) in {dt:.1f} s ({len(rows) / max(dt, 1e-9):.1f} runs/s): {len(rows) - len(failed)} passed, {len(failed)} failed")
     for kind in failure_summary(rows):
         print(f"  {kind['protocol']} {kind['failure_kind']}: {kind['runs']} runs, smallest seed {kind['min_seed']}\n    replay: {kind['replay']}")
+    print("coverage:")
+    print("\n".join(coverage_lines(reached_by_protocol(rows))))
     print(f"output: {path}")
     return 1 if failed and not args.allow_failures else 0
 

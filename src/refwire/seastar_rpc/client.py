@@ -260,6 +260,7 @@ class SeastarClient:
         await link.negotiated.wait()  # the reply, or the connection's end (the machine times it out)
         if conn.reply is None:
             await trio.aclose_forcefully(stream)
+            self.transitions_seen |= conn.transitions_seen  # no link keeps this machine: its coverage now
             why = link.error
             if why is None and link.close_reason == NEGOTIATION_TIMED_OUT:
                 why = NEGOTIATION_TIMED_OUT
