@@ -15,7 +15,8 @@ added; a ``frame`` toxic is one more rule.
 
 Memory: a direction holds at most one incomplete frame (bounded by
 ``max_frame_size``) and whatever a ``delay`` holds while it sleeps -- one
-frame, since a delayed frame holds back the frames after it, as TCP would.
+frame, since a delayed frame holds back the frames after it, as TCP would --
+plus the one frame a ``reorder`` holds until the next has passed.
 Each direction also reads up to ``RELAY_QUEUE`` chunks of 64 KiB ahead of what
 it has passed on (so a ``latency`` toxic delays each chunk from its own
 arrival); past that it stops reading, and TCP pushes back on the sender.
@@ -99,6 +100,8 @@ class _Link:
     #: this direction's observer (as sent) and how to make it decode what it holds
     observer: Any = None
     wake: Callable[[], None] | None = None
+    #: a frame a ``reorder`` holds until the next one has been passed on
+    held: list[tuple[bytes, float]] = attrs.field(factory=list)
 
 
 class ChaosProxy:
@@ -476,6 +479,9 @@ class ChaosProxy:
                     scope.cancel()
                     return
                 if not data:
+                    if link.held:  # a reorder with no next frame: the held frame goes before the end
+                        held, link.held = link.held, []
+                        await self._pass_writes(link, held)
                     ends[direction] = "FIN"
                     slow = [
                         t.attributes["delay"]
@@ -646,12 +652,11 @@ class ChaosProxy:
             after = b"".join(w for w, _ in writes)
             self.stats["actions"] += 1
             self._write(self._action_entry(rule, frame, conn, direction, index, t, draw, before, after))
-        chain = [t for t in self.toxics if t.rule is None and t.direction == direction]
-        for chunk, wait in writes:
-            if wait > 0:
-                await trio.sleep(wait)
-            if chunk:
-                await self._through_toxics(link, chain, 0, chunk)
+        if end == "hold":  # reorder: this frame goes after the next one
+            link.held.extend(writes)
+            return
+        writes, link.held = [*writes, *link.held], []
+        await self._pass_writes(link, writes)
         if end == "close":
             raise _Closed
         if end == "reset":
@@ -660,6 +665,15 @@ class ChaosProxy:
             raise _Closed
         if end == "stall":
             await trio.sleep_forever()
+
+    async def _pass_writes(self, link: _Link, writes: Sequence[tuple[bytes, float]]) -> None:
+        """Each (bytes, seconds to wait before them) through the byte toxics to the peer."""
+        chain = [t for t in self.toxics if t.rule is None and t.direction == link.direction]
+        for chunk, wait in writes:
+            if wait > 0:
+                await trio.sleep(wait)
+            if chunk:
+                await self._through_toxics(link, chain, 0, chunk)
 
     async def _through_toxics(self, link: _Link, chain: Sequence[Toxic], i: int, chunk: bytes) -> None:
         """Pass ``chunk`` through the byte toxics ``chain[i:]`` armed on ``link``, then to its peer."""
@@ -710,6 +724,11 @@ class ChaosProxy:
             return [(data, rule.seconds)], end
         if a == "duplicate":
             return [(data, 0.0), (data, 0.0)], end
+        if a == "reorder":
+            return writes, "hold"
+        if a == "inject":
+            extra = (bytes.fromhex(rule.payload or ""), 0.0)
+            return ([extra, *writes] if rule.place == "before" else [*writes, extra]), end
         if a in ("split", "truncate"):
             span = self._field_span(frame, rule.field)
             if rule.at is None and span is None:
@@ -757,7 +776,7 @@ class ChaosProxy:
 
 def _params(rule: Rule) -> dict[str, Any]:
     """What an action needs to be applied again (``refwire chaos replay``)."""
-    return {k: getattr(rule, k) for k in ("seconds", "field", "value", "at", "gap", "then")}
+    return {k: getattr(rule, k) for k in ("seconds", "field", "value", "at", "gap", "then", "vector", "payload", "place")}
 
 
 def replay_plan(lines: Sequence[str]) -> dict[tuple[int | str, ...], list[Rule]]:

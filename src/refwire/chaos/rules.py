@@ -32,8 +32,12 @@ Actions: ``drop``, ``delay`` (``seconds``), ``duplicate``, ``split`` (at a
 named ``field``'s start or at byte ``at``, with a ``gap`` in seconds),
 ``truncate`` (keep ``at`` bytes, then ``then`` = ``close`` | ``reset`` |
 ``stall``), ``corrupt`` (flip the bits of one named ``field``),
-``rewrite`` (set one named ``field`` to ``value``), ``close`` / ``reset``
-(after this frame is passed on).
+``rewrite`` (set one named ``field`` to ``value``), ``reorder`` (hold this
+frame and pass it on right after the next frame of its direction; at the end of
+the direction, before the end), ``inject`` (the bytes of a vector from
+``specs/<protocol>/vectors`` named by ``vector`` -- ``"window-count-2"`` or
+``"frames/window-count-2"`` -- passed on ``place = "before"`` (default) or
+``"after"`` this frame), ``close`` / ``reset`` (after this frame is passed on).
 """
 
 from __future__ import annotations
@@ -53,11 +57,11 @@ from .observe import FIELDS, observed_types
 
 __all__ = ["ACTIONS", "Rule", "Schedule", "ScheduleError", "load_schedule", "rule_rng"]
 
-ACTIONS = ("drop", "delay", "duplicate", "split", "truncate", "corrupt", "rewrite", "close", "reset")
+ACTIONS = ("drop", "delay", "duplicate", "reorder", "split", "truncate", "corrupt", "rewrite", "inject", "close", "reset")
 DIRECTIONS = ("c2s", "s2c", "both")
 _KEYS = {
     "name", "direction", "type", "where", "connection", "nth", "every", "first", "after", "count",
-    "probability", "burst", "window", "action", "seconds", "field", "value", "at", "gap", "then",
+    "probability", "burst", "window", "action", "seconds", "field", "value", "at", "gap", "then", "vector", "place",
 }  # fmt: skip
 
 
@@ -89,6 +93,10 @@ class Rule:
     at: int | None = None
     gap: float = 0.0
     then: str = "close"
+    #: ``inject``: the vector's name, its bytes (hex, so a record replays them as they were) and where they go
+    vector: str | None = None
+    payload: str | None = None
+    place: str = "before"
 
     def matches_frame(self, direction: str, ftype: str, fields: Mapping[str, Any], conn: int, index: int, t: float) -> bool:
         """The deterministic part of matching (position, fields, time); draws come after."""
@@ -248,6 +256,8 @@ def parse_schedule(doc: Mapping[str, Any], protocol: str) -> Schedule:
                 at=_opt_int(raw, "at"),
                 gap=float(raw.get("gap", 0.0)),
                 then=str(raw.get("then", "close")),
+                vector=None if raw.get("vector") is None else str(raw["vector"]),
+                place=str(raw.get("place", "before")),
             )
         except (TypeError, ValueError, IndexError) as exc:
             raise _fail(where, f"bad value: {exc}") from None
@@ -257,11 +267,44 @@ def parse_schedule(doc: Mapping[str, Any], protocol: str) -> Schedule:
             raise _fail(where, f"unknown 'then' {rule.then!r} (known: close, reset, stall)")
         if action in ("split", "truncate") and rule.at is None and not field:
             raise _fail(where, f"action {action!r} needs 'at' (a byte offset) or a field")
+        if rule.place not in ("before", "after"):
+            raise _fail(where, f"unknown place {rule.place!r} (known: before, after)")
+        if action == "inject":
+            if not rule.vector:
+                raise _fail(where, "action 'inject' needs a vector (a name from specs/<protocol>/vectors)")
+            rule = attrs.evolve(rule, payload=_vector_hex(protocol, rule.vector, where))
         rules.append(rule)
     seed = doc.get("seed", 0)
     if not isinstance(seed, int):
         raise _fail("seed", "must be an integer")
     return Schedule(protocol, tuple(rules), seed, _toxics(doc.get("toxic", []), protocol))
+
+
+def _vector_hex(protocol: str, name: str, where: str) -> str:
+    """The hex of the vector ``name`` (``"NAME"`` or ``"FILE/NAME"``) of ``protocol``'s spec."""
+    from .. import specs
+
+    try:
+        files = specs.vector_files(protocol)
+    except KeyError:
+        raise _fail(where, f"{protocol} has no vectors to inject") from None
+    stem, _, vname = name.rpartition("/")
+    found: list[tuple[str, str]] = []
+    known: list[str] = []
+    for fstem, fpath in files.items():
+        if stem and fstem != stem:
+            continue
+        for v in json.loads(fpath.read_text(encoding="utf-8")).get("vectors", []):
+            if isinstance(v, Mapping) and isinstance(v.get("hex"), str) and "name" in v:
+                known.append(f"{fstem}/{v['name']}")
+                if v["name"] == vname:
+                    found.append((f"{fstem}/{v['name']}", v["hex"]))
+    if not found:
+        some = ", ".join(known[:8]) + (", ..." if len(known) > 8 else "")
+        raise _fail(where, f"no vector {name!r} in specs/{protocol}/vectors (e.g. {some})")
+    if len(found) > 1:
+        raise _fail(where, f"vector {name!r} is in more than one file ({', '.join(k for k, _ in found)}): name one")
+    return found[0][1]
 
 
 def _opt_int(raw: Mapping[str, Any], key: str) -> int | None:
