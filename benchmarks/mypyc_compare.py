@@ -8,9 +8,9 @@ pure run the compiled modules are moved aside (to ``build/mypyc-stash``) and put
 back afterwards, whatever happens.  Every block times its own bare ``struct``
 floor in the same process, so each figure is already a ratio (bare ÷ refwire,
 how many times slower than the floor) and the two builds' ratios compare
-directly.  The table shows, per decoder, the best ratio of the rounds for each
-build (``--rounds``, default 2; the builds alternate, so drift on the machine
-lands on both alike).
+directly.  The table shows, per decoder and build, the median ratio of the rounds
+and their range (``--rounds``, default 3; the builds alternate block by block, so
+drift on the machine lands on both alike).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import argparse
 import json
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -107,7 +108,7 @@ def ratios(block: str, out: str, patterns: list[tuple[str, str]]) -> dict[str, f
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=2, help="rounds of pure + compiled runs; the best ratio of each is kept")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of pure + compiled runs; the median ratio of each is shown")
     ap.add_argument("--only", default="lumberjack,pravega,tank,seastar", help="comma-separated blocks")
     args = ap.parse_args()
     only = set(args.only.split(","))
@@ -115,7 +116,7 @@ def main() -> None:
     if not compiled_modules():
         raise SystemExit("mypyc_compare: no compiled modules; run `bash scripts/build_mypyc.sh` first")
     print("compiled modules:", ", ".join(str(p.relative_to(ROOT / "src")).split(".")[0] for p in compiled_modules()))
-    best: dict[str, dict[str, float]] = {"pure": {}, "compiled": {}}
+    seen: dict[str, dict[str, list[float]]] = {"pure": {}, "compiled": {}}
     for rnd in range(args.rounds):
         for block, cmd, patterns in BLOCKS:
             if block not in only:
@@ -135,12 +136,16 @@ def main() -> None:
                     f"round {rnd + 1} {block:10} {build:8} " + "   ".join(f"{k}: {v:.2f}{X}" for k, v in got.items()), flush=True
                 )
                 for label, value in got.items():
-                    best[build][label] = min(value, best[build].get(label, float("inf")))
+                    seen[build].setdefault(label, []).append(value)
     print()
-    print("| decoder (bare ÷ refwire, best of the rounds) | pure Python | mypyc-compiled | goal |")
+    print("| decoder (bare ÷ refwire: median of the rounds, range) | pure Python | mypyc-compiled | goal |")
     print("| --- | --- | --- | --- |")
-    for label in best["pure"]:
-        print(f"| {label} | {best['pure'][label]:.2f}{X} | {best['compiled'][label]:.2f}{X} | {GOALS.get(label, '')} |")
+
+    def cell(xs: list[float]) -> str:
+        return f"{statistics.median(xs):.2f}{X} ({min(xs):.2f} to {max(xs):.2f})"
+
+    for label in seen["pure"]:
+        print(f"| {label} | {cell(seen['pure'][label])} | {cell(seen['compiled'][label])} | {GOALS.get(label, '')} |")
 
 
 if __name__ == "__main__":
