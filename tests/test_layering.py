@@ -23,7 +23,8 @@ CORE_NAMES = {
 #: What a core may never import (top-level module names).
 FORBIDDEN_IN_CORE = {"trio", "socket", "ssl", "os", "time", "random", "asyncio", "selectors", "threading", "logging"}
 #: Shared primitives every core may use; plus its own package's core modules.
-SHARED = {"refwire.wire", "refwire.errors", "refwire.sansio"}
+#: (``refwire._mypyc``: the run-time no-op ``mypyc_attr`` of the optional compiled build.)
+SHARED = {"refwire.wire", "refwire.errors", "refwire.sansio", "refwire._mypyc"}
 
 
 def _module_name(path: Path) -> str:

@@ -345,6 +345,8 @@ def test_stream_len_at_the_limit_and_one_past(step: int) -> None:
     assert isinstance(e, LimitExceeded) and (e.frame, e.field, e.offset) == ("stream", "len", 4)
     # EOS is never a length, whatever the limit
     assert _drain(_dec("stream", 0), sf.StreamEnd().encode(), 1) == [sf.StreamEnd()]
+    if not sf.__file__ or not sf.__file__.endswith(".py"):
+        pytest.skip("the compiled build (setup.py) takes only real bytes as a payload, so no _Len stand-in")
     huge = object.__new__(sf.StreamMessage)
     object.__setattr__(huge, "payload", _Len(sf.EOS))  # claims 2**32 - 1 bytes without holding them
     with pytest.raises(LocalProtocolError, match="shorter than 0xffffffff"):

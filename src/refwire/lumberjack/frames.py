@@ -98,12 +98,16 @@ _PACK_J_HDR: Final = struct.Struct(">BBII").pack
 _PACK_6: Final = struct.Struct(">BBI").pack
 
 
-def _check_u32(name: str, value: int) -> None:
+def _check_u32(frame: object, name: str) -> None:
+    # The field is read untyped (getattr), so the compiled build (setup.py) also
+    # reaches the LocalProtocolError for a value that is not an int at all.
+    value = getattr(frame, name)
     if not (isinstance(value, int) and 0 <= value <= MAX_U32):
         raise LocalProtocolError(f"{name} must be a u32, got {value!r}", protocol=PROTOCOL, field=name)
 
 
-def _check_version(version: int) -> None:
+def _check_version(frame: object) -> None:
+    version = getattr(frame, "version")  # noqa: B009 (untyped read, as in _check_u32)
     if version not in VERSIONS:
         raise LocalProtocolError(f"version must be 0x31 ('1') or 0x32 ('2'), got {version!r}", protocol=PROTOCOL, field="version")
 
@@ -119,8 +123,8 @@ class Window:
     version: int = V2
 
     def __attrs_post_init__(self) -> None:
-        _check_version(self.version)
-        _check_u32("count", self.count)
+        _check_version(self)
+        _check_u32(self, "count")
 
     def encode(self) -> bytes:
         return _PACK_6(self.version, WINDOW, self.count)
@@ -135,8 +139,8 @@ class Ack:
     version: int = V2
 
     def __attrs_post_init__(self) -> None:
-        _check_version(self.version)
-        _check_u32("seq", self.seq)
+        _check_version(self)
+        _check_u32(self, "seq")
 
     def encode(self) -> bytes:
         return _PACK_6(self.version, ACK, self.seq)
@@ -158,9 +162,9 @@ class JsonFrame:
     data: Any = attrs.field(default=None, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        if self.version != V2:
+        if getattr(self, "version") != V2:  # noqa: B009 (untyped read, as in _check_u32)
             raise LocalProtocolError("a J frame exists only in version 2", protocol=PROTOCOL, frame="J", field="version")
-        _check_u32("seq", self.seq)
+        _check_u32(self, "seq")
 
     def fields(self) -> Any:
         """The decoded JSON document."""
@@ -183,9 +187,9 @@ class DataFrame:
     version: int = V1
 
     def __attrs_post_init__(self) -> None:
-        if self.version != V1:
+        if getattr(self, "version") != V1:  # noqa: B009 (untyped read, as in _check_u32)
             raise LocalProtocolError("a D frame exists only in version 1", protocol=PROTOCOL, frame="D", field="version")
-        _check_u32("seq", self.seq)
+        _check_u32(self, "seq")
 
     def fields(self) -> dict[str, str]:
         """The pairs as a dict of UTF-8 strings (invalid bytes replaced, the
@@ -210,7 +214,7 @@ class Compressed:
     version: int = V2
 
     def __attrs_post_init__(self) -> None:
-        _check_version(self.version)
+        _check_version(self)
 
     @classmethod
     def wrap(cls, frames: bytes, *, level: int = 3, version: int = V2) -> Compressed:

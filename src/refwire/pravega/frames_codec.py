@@ -31,11 +31,12 @@ from __future__ import annotations
 import functools
 import struct
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 import attrs
 
+from .._mypyc import mypyc_attr
 from ..errors import LocalProtocolError
 from ..wire import I32BE, I64BE, Limits, Reader, ReceiveBuffer, check_limit, encode_mutf8
 
@@ -191,6 +192,7 @@ class TableEntry:
 # --------------------------------------------------------------------------- base class
 
 
+@mypyc_attr(native_class=False)  # compiled (setup.py), its attrs subclasses need a Python base
 class Command:
     """Base of every wire command.  Subclasses are frozen attrs classes
     registered with :func:`command`."""
@@ -218,27 +220,31 @@ class Dialect:
 
     protocol: str  #: the name errors carry
     commands: dict[int, type[Command]]
-    fast: dict[int, Any] = attrs.field(factory=dict)  #: hand-written decoders for hot commands
-    normalize: dict[int, Any] = attrs.field(factory=dict)  #: decode-time mappings Java applies
+    # (Mapping, not dict: the compiled build (setup.py) checks a dict-typed class
+    # attribute when the class body runs, and the field specifier is none)
+    fast: Mapping[int, Any] = attrs.field(factory=dict)  #: hand-written decoders for hot commands
+    normalize: Mapping[int, Any] = attrs.field(factory=dict)  #: decode-time mappings Java applies
     #: bytes after the last field are an error on field ``(trailing)`` (the draft
     #: dialect, specs/pravega-draft-2017/README.md §2 D11); today's Pravega ignores them (§2.4)
     strict_trailing: bool = False
 
     def command(self, code: int, direction: str) -> Callable[[type[Any]], type[Any]]:
         """Class decorator registering a command class under ``code``."""
+        # A partial, not a closure: mypyc (the optional compiled build) cannot
+        # compile a closure inside a method of an attrs class.
+        return functools.partial(_register, self, code, direction)
 
-        def register(cls: type[Any]) -> type[Any]:
-            if code in self.commands:
-                raise ValueError(f"type code {code} registered twice")
-            cls.TYPE = code
-            cls.NAME = cls.__name__
-            cls.DIRECTION = direction
-            cls.PROTOCOL = self.protocol
-            cls.LAYOUT = tuple((a.name, a.metadata["kind"], a.metadata["optional"]) for a in attrs.fields(cls))
-            self.commands[code] = cls
-            return cls
 
-        return register
+def _register(dialect: Dialect, code: int, direction: str, cls: type[Any]) -> type[Any]:
+    if code in dialect.commands:
+        raise ValueError(f"type code {code} registered twice")
+    cls.TYPE = code
+    cls.NAME = cls.__name__
+    cls.DIRECTION = direction
+    cls.PROTOCOL = dialect.protocol
+    cls.LAYOUT = tuple((a.name, a.metadata["kind"], a.metadata["optional"]) for a in attrs.fields(cls))
+    dialect.commands[code] = cls
+    return cls
 
 
 CURRENT: Final = Dialect(PROTOCOL, COMMANDS, _FAST, _NORMALIZE)

@@ -234,26 +234,28 @@ class Features:
                 seen[number] = data
                 offsets[number] = pos
             pos += 8 + len(data)
-
-        def u64(feature: Feature) -> int | None:
-            data = seen.get(feature)
-            if data is None:
-                return None
-            if len(data) != 8:
-                raise _err(f"{feature.name} must carry 8 bytes, got {len(data)}", "negotiation", feature.name.lower(),
-                           offsets[feature] + 4)
-            return int(_U64.unpack(data)[0])
-
         compress = seen.get(Feature.COMPRESS)
         return cls(
             compress=None if compress is None else compress.decode("latin-1"),
             timeout=Feature.TIMEOUT in seen,
-            connection_id=u64(Feature.CONNECTION_ID),
-            stream_parent=u64(Feature.STREAM_PARENT),
+            connection_id=_feature_u64(seen, offsets, Feature.CONNECTION_ID),
+            stream_parent=_feature_u64(seen, offsets, Feature.STREAM_PARENT),
             isolation=seen.get(Feature.ISOLATION),
             handler_duration=Feature.HANDLER_DURATION in seen,
             unknown=tuple((k, v) for k, v in seen.items() if k not in Feature._value2member_map_),
         )
+
+
+def _feature_u64(seen: dict[int, bytes], offsets: dict[int, int], feature: Feature) -> int | None:
+    """The u64 of a CONNECTION_ID or STREAM_PARENT record, if present (a module
+    function, not a closure: mypyc cannot compile a closure in an attrs class's method)."""
+    data = seen.get(feature)
+    if data is None:
+        return None
+    if len(data) != 8:
+        raise _err(f"{feature.name} must carry 8 bytes, got {len(data)}", "negotiation", feature.name.lower(),
+                   offsets[feature] + 4)
+    return int(_U64.unpack(data)[0])
 
 
 # --------------------------------------------------------------------------- frames
