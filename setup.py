@@ -19,8 +19,9 @@ import os
 
 from setuptools import setup
 
-#: The codec cores (source paths): the byte primitives, each protocol's frame
-#: codec and its Sans-IO connection machine.
+#: The codec cores (source paths): the byte primitives and each protocol's frame
+#: codec (the connection machines stay interpreted: tests and the conformance
+#: runner subclass them).
 MYPYC_MODULES = [
     "src/refwire/wire.py",
     "src/refwire/lumberjack/frames.py",
