@@ -75,7 +75,8 @@ def _area(filename: str, func: str) -> str:
     path = filename.replace("\\", "/")
     if path.endswith("/contextlib.py"):
         return "contextlib (@contextmanager enter/exit)"
-    if "/trio/" in path or "/outcome/" in path or "_contextvars" in func:
+    if "/trio/" in path or "/outcome/" in path or "_contextvars" in func or (path.endswith("/random.py") and func == "shuffle"):
+        # (trio shuffles each batch of runnable tasks with random.Random.shuffle)
         return "trio run loop (scheduling, cancel scopes, clock)"
     if "/sim/net.py" in path:
         return "sim: network"
