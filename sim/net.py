@@ -244,10 +244,11 @@ class SimStream(trio.abc.HalfCloseableStream):
             rng = pipe.rng
             faults = net.faults
             # Fixed draw order, every draw always taken: see SimRandom.
-            reset = rng.chance(faults.reset_prob)
-            blackhole = rng.chance(faults.blackhole_prob)
-            stall = rng.chance(faults.stall_prob)
-            torn = rng.chance(faults.torn_write_prob)
+            # (rng.random() < p is SimRandom.chance, without its call: this runs per write.)
+            reset = rng.random() < faults.reset_prob
+            blackhole = rng.random() < faults.blackhole_prob
+            stall = rng.random() < faults.stall_prob
+            torn = rng.random() < faults.torn_write_prob
             if reset:
                 net._reset(self._conn, f"{self.side}:send-fault")
                 raise trio.BrokenResourceError(f"connection {self.conn_id} was reset (fault)")
@@ -333,7 +334,7 @@ class SimStream(trio.abc.HalfCloseableStream):
             self._check_receive()
             net = self._net
             pipe = self._rx
-            if pipe.rng.chance(net.faults.reset_prob):
+            if pipe.rng.random() < net.faults.reset_prob:  # SimRandom.chance, inlined
                 net._reset(self._conn, f"{self.side}:receive-fault")
                 raise trio.BrokenResourceError(f"connection {self.conn_id} was reset (fault)")
             while True:
@@ -349,8 +350,11 @@ class SimStream(trio.abc.HalfCloseableStream):
                         return b""
                 else:
                     deadline = math.inf
-                with trio.move_on_at(deadline):
+                if deadline == math.inf:  # the same wait without a cancel scope that never fires
                     await pipe.lot.park()
+                else:
+                    with trio.move_on_at(deadline):
+                        await pipe.lot.park()
                 self._check_receive()
 
     # -- closing -------------------------------------------------------------
@@ -540,9 +544,10 @@ class SimNet:
         """Take the next read's bytes from the ready prefix of ``pipe``."""
         rng = pipe.rng
         faults = self.faults
-        trickle = rng.chance(faults.trickle)
-        split = rng.chance(faults.boundary_split)
-        partial = rng.chance(faults.partial_read)
+        # SimRandom.chance, inlined (this runs per read)
+        trickle = rng.random() < faults.trickle
+        split = rng.random() < faults.boundary_split
+        partial = rng.random() < faults.partial_read
         available = 0
         boundaries: list[int] = []
         offset = pipe.head_offset

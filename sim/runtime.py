@@ -38,7 +38,7 @@ import trio.testing
 
 from .rand import derive_seed
 
-__all__ = ["check_hash_seed", "check_trio_hooks", "run_deterministic", "scheduler_seed"]
+__all__ = ["check_hash_seed", "check_trio_hooks", "run_deterministic", "scheduler_seed", "virtual_clock"]
 
 T = TypeVar("T")
 
@@ -71,6 +71,28 @@ def check_trio_hooks() -> tuple[ModuleType, random.Random]:
     return module, rng
 
 
+def virtual_clock() -> trio.testing.MockClock:
+    """``MockClock(autojump_threshold=0)`` whose ``current_time`` skips the real clock.
+
+    At rate 0 (always, here) ``MockClock.current_time`` reads ``perf_counter`` and
+    returns ``virtual_base + 0.0 * (real - real_base)``, i.e. ``virtual_base``; the
+    simulator asks for the time thousands of times per seed.  The value is the same
+    float, so runs are the same.  MockClock is final, so the method is replaced on
+    the instance; ``_rate`` and ``_virtual_base`` are its private state: if a trio
+    upgrade renames them, the clock keeps MockClock's own method.
+    """
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    state = vars(clock)
+    if isinstance(state.get("_rate"), float) and isinstance(state.get("_virtual_base"), float):
+        slow = clock.current_time
+
+        def current_time() -> float:
+            return state["_virtual_base"] if state["_rate"] == 0.0 else slow()
+
+        clock.current_time = current_time  # type: ignore[method-assign]
+    return clock
+
+
 def scheduler_seed(seed: int) -> int:
     """The seed given to trio's scheduler RNG for simulation seed ``seed``."""
     return derive_seed(seed, "trio/scheduler")
@@ -79,7 +101,7 @@ def scheduler_seed(seed: int) -> int:
 def run_deterministic(async_fn: Callable[[], Awaitable[T]], seed: int) -> T:
     """Run ``async_fn()`` under virtual time with trio's scheduler seeded from ``seed``.
 
-    Uses ``trio.run(async_fn, clock=MockClock(autojump_threshold=0))``.  The
+    Uses ``trio.run(async_fn, clock=virtual_clock())`` (a ``MockClock(autojump_threshold=0)``).  The
     scheduling flag and the scheduler RNG state are restored on return, also
     on error, so other trio runs in the same process are unaffected.
 
@@ -93,8 +115,7 @@ def run_deterministic(async_fn: Callable[[], Awaitable[T]], seed: int) -> T:
     setattr(module, _FLAG, True)
     rng.seed(scheduler_seed(seed))
     try:
-        clock = trio.testing.MockClock(autojump_threshold=0)
-        return trio.run(async_fn, clock=clock)
+        return trio.run(async_fn, clock=virtual_clock())
     finally:
         setattr(module, _FLAG, saved_flag)
         rng.setstate(saved_state)

@@ -45,3 +45,18 @@ def test_chaos_benchmark_quick_run_completes() -> None:
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     assert "through refwire chaos (frames decoded)" in out.stdout and "events/s" in out.stdout
+
+
+def test_sim_benchmark_quick_run_completes() -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "sim_bench.py"), "--quick", "--profile", "--top", "3"],
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    for protocol in ("lumberjack", "pravega", "pravega-draft-2017", "tank", "seastar-rpc"):
+        assert protocol in out.stdout
+    assert "seeds/s (CPU)" in out.stdout and "Where the time goes" in out.stdout and "by area" in out.stdout

@@ -21,6 +21,7 @@ from refwire.errors import ProtocolError
 from refwire.pravega.client import parse_events
 from refwire.pravega.server import SegmentStoreServer, ServerConfig
 from refwire.pravega.storage import MemoryLog
+from refwire.pravega.store import Segment
 
 from ..faults import Faults
 from ..harness import Hostile, Misfit, Rogue, RunBase, coverage, crash_restart_loop, safety_then_liveness
@@ -79,6 +80,9 @@ class PravegaRun(RunBase, Generic[W]):
         self.readers_done = 0
         self.client_transitions: set[tuple[str, str, str]] = set()
         self.counts: dict[str, int] = {"server_restarts": 0, "events_total": 0, "read_bytes": 0}
+        #: segment index -> (the Segment parsed, the (writer, event) pairs of its whole events, the
+        #: bytes they span): parse_durable parses only what became durable since (see there)
+        self._parsed: dict[int, tuple[Segment, list[tuple[int, int]], int]] = {}
 
     # -- what each dialect brings -------------------------------------------------
     def segment_name(self, i: int) -> str:
@@ -146,12 +150,21 @@ class PravegaRun(RunBase, Generic[W]):
         seg = self.server.store.segments.get(self.segment_name(s))
         if seg is None:
             return None
-        events, used = parse_events(seg.read_bytes(0, seg.visible))
-        out = []
+        # The durable bytes of one Segment object only grow (a crash makes a new store, so new
+        # objects): continue from the whole events parsed last time (it was checked after every
+        # acked batch, re-parsing the whole segment each time).
+        out: list[tuple[int, int]] = []
+        used = 0
+        cached = self._parsed.get(s)
+        if cached is not None and cached[0] is seg and seg.start_offset == 0 and cached[2] <= seg.visible:
+            out, used = list(cached[1]), cached[2]
+        events, n = parse_events(seg.read_bytes(used, seg.visible - used), base=used)
         for _off, p in events:
             w, _s, i = p.split(b":")[:3]
             out.append((int(w), int(i)))
-        return out, used, seg.visible
+        used += n
+        self._parsed[s] = (seg, out, used)
+        return list(out), used, seg.visible
 
     def matches_durable(self, s: int, offset: int, data: bytes) -> bool:
         """Whether ``data`` read at ``offset`` of segment ``s`` is its durable bytes there."""
