@@ -11,7 +11,7 @@ from typing import Any, Final, NamedTuple
 import trio
 
 from .faults import Faults
-from .net import SimNet
+from .net import OPENED, SimNet
 from .rand import SimRandom
 from .trace import Trace
 
@@ -115,11 +115,18 @@ class RunBase:
         self.trace.record(trio.current_time(), tag, h, kind)
         try:
             if move.script is not None:
-                with trio.move_on_after(move.budget) as scope:
-                    try:
-                        await move.script(self, rng)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                        pass
+                opened: list[Any] = []
+                token = OPENED.set(opened)
+                try:
+                    with trio.move_on_after(move.budget) as scope:
+                        try:
+                            await move.script(self, rng)
+                        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                            pass
+                finally:
+                    OPENED.reset(token)
+                if scope.cancelled_caught and any(s.blackholed for s in opened):
+                    return  # a fault swallowed what one of its connections would have seen: nothing to judge
                 if scope.cancelled_caught:
                     self.violate("hostile-not-closed", f"{tag} peer {h} ({kind}) still connected after {move.budget:.0f} s")
                     return

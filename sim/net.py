@@ -36,6 +36,7 @@ the others.
 from __future__ import annotations
 
 import collections
+import contextvars
 import errno
 import math
 import operator
@@ -47,6 +48,10 @@ import trio.lowlevel
 from .faults import Faults
 from .rand import SimRandom
 from .trace import Trace
+
+#: When set (a list), :meth:`SimNet.connect` adds each client end it opens to it: a
+#: scripted peer's judge asks afterwards whether a fault blackholed one of them.
+OPENED: contextvars.ContextVar[list[SimStream] | None] = contextvars.ContextVar("sim_opened", default=None)
 
 __all__ = ["DEFAULT_RECEIVE_SIZE", "SimListener", "SimNet", "SimStream"]
 
@@ -485,6 +490,9 @@ class SimNet:
         self._record(conn, "a", "connect", address)
         listener._backlog.append(conn.server)
         listener._lot.unpark_all()
+        opened = OPENED.get()
+        if opened is not None:
+            opened.append(conn.client)
         return conn.client
 
     def reset_all(self, address: str | None = None) -> int:

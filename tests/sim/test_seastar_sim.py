@@ -56,3 +56,4 @@ def test_hostile_peers_are_closed_and_the_clients_unaffected() -> None:
     r = run_seed("seastar-rpc", 4, workload={"hostiles": 2})
     assert r.ok, r.detail
     assert r.counts["hostiles_closed"] == 2
+test_frozen_regression = simtests.regression_test("seastar-rpc")
