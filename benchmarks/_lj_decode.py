@@ -28,6 +28,7 @@ import struct
 import time
 from collections.abc import Callable
 
+from _floors import lumberjack_frames
 from _lj_common import event_payloads, report
 
 WINDOW = 2048
@@ -50,18 +51,7 @@ def rows(n: int, plain: bytes, windowed: bytes) -> list[tuple[str, str, bytes, C
     from refwire.lumberjack import NEED_DATA, Batch, FrameDecoder, ServerConnection
 
     def bare() -> int:
-        unpack = struct.Struct(">2xII").unpack_from
-        buf = plain
-        end = len(buf)
-        pos = 0
-        count = 0
-        while pos < end:
-            _seq, ln = unpack(buf, pos)
-            pos += 10
-            _payload = buf[pos : pos + ln]
-            pos += ln
-            count += 1
-        return count
+        return lumberjack_frames(plain)
 
     def bare_json() -> int:
         unpack = struct.Struct(">2xII").unpack_from

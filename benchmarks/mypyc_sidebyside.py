@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import struct
 import sys
 import tempfile
 import time
@@ -36,6 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _floors import lumberjack_frames, pravega_appends, seastar_responses, tank_chunk  # noqa: E402
 from _lj_decode import build_streams  # noqa: E402
 
 X = "\u00d7"
@@ -87,20 +87,8 @@ def load_builds(tmp: Path) -> dict[str, dict[str, ModuleType]]:
 
 def lumberjack_rows(n: int, builds: dict[str, dict[str, ModuleType]]) -> tuple[int, dict[str, Row]]:
     plain, _ = build_streams(n)
-    unpack = struct.Struct(">2xII").unpack_from
-
     def bare() -> int:
-        buf = plain
-        end = len(buf)
-        pos = 0
-        count = 0
-        while pos < end:
-            _seq, ln = unpack(buf, pos)
-            pos += 10
-            _payload = buf[pos : pos + ln]
-            pos += ln
-            count += 1
-        return count
+        return lumberjack_frames(plain)
 
     def decoder(mods: dict[str, ModuleType]) -> Row:
         frame_decoder = mods["refwire.lumberjack"].FrameDecoder
@@ -126,26 +114,8 @@ def pravega_rows(n: int, builds: dict[str, dict[str, ModuleType]]) -> tuple[int,
     session.on_append_setup(fr.AppendSetup(request_id=1, segment=session.segment, writer_id=wid, last_event_number=fr.NULL_VALUE))
     setup = fr.Hello().encode() + fr.SetupAppend(request_id=1, writer_id=wid, segment=session.segment).encode()
     stream = session.take()
-    hdr = struct.Struct(">ii")
-    blockend = struct.Struct(">16sii")
-    tail = struct.Struct(">iqq")
-
     def bare() -> int:
-        pos, events, data = 0, 0, stream
-        end = len(data)
-        while pos < end:
-            t, ln = hdr.unpack_from(data, pos)
-            body = pos + 8
-            if t == 4:
-                _wid, _size, dlen = blockend.unpack_from(data, body)
-                _blob = data[body + 24 : body + 24 + dlen]
-                n_ev, _last, _rid = tail.unpack_from(data, body + 24 + dlen)
-                events += n_ev
-            elif t == 3:
-                _wid2 = data[body : body + 16]
-                _blob = data[body + 16 : body + ln]
-            pos = body + ln
-        return events
+        return pravega_appends(stream)
 
     def decoder(mods: dict[str, ModuleType]) -> Row:
         command_decoder = mods["refwire.pravega.frames"].CommandDecoder
@@ -194,32 +164,8 @@ def tank_rows(n: int, builds: dict[str, dict[str, ModuleType]]) -> tuple[int, di
     msgs = [tank.Message(b"y" * 32, 1_700_000_000_000 + i // 10) for i in range(100)]
     plain = b"".join(tank.encode_entry(tank.encode_bundle(msgs, compress=False)) for _ in range(n // 100))
     total = (n // 100) * 100
-    q = struct.Struct("<Q")
-
     def bare() -> int:
-        chunk = plain
-        p, end, count = 0, len(chunk), 0
-        while p < end:
-            blen, p = decode_uvarint(chunk, p, end)
-            bend = p + blen
-            flags = chunk[p]
-            p += 1
-            k = (flags >> 2) & 15
-            if k == 0:
-                k, p = decode_uvarint(chunk, p, bend)
-            for _ in range(k):
-                mf = chunk[p]
-                p += 1
-                if not mf & 2:
-                    q.unpack_from(chunk, p)
-                    p += 8
-                if mf & 1:
-                    p += 1 + chunk[p]
-                clen, p = decode_uvarint(chunk, p, bend)
-                chunk[p : p + clen]
-                p += clen
-                count += 1
-        return count
+        return tank_chunk(plain, decode_uvarint)
 
     def refwire(mods: dict[str, ModuleType]) -> Row:
         read_chunk = mods["refwire.tank"].read_chunk
@@ -236,17 +182,8 @@ def seastar_rows(n: int, builds: dict[str, dict[str, ModuleType]]) -> tuple[int,
     body = b"x" * 16
     response = builds["pure"]["refwire.seastar_rpc"].Response
     wire = b"".join(response(i, body, 0).encode(with_duration=True) for i in range(1, n + 1))
-    hdr = struct.Struct("<qII")
-
     def bare() -> int:
-        pos, k, end = 0, 0, len(wire)
-        unpack = hdr.unpack_from
-        while pos < end:
-            _mid, ln, _dur = unpack(wire, pos)
-            _payload = wire[pos + 16 : pos + 16 + ln]
-            pos += 16 + ln
-            k += 1
-        return k
+        return seastar_responses(wire)
 
     def refwire(mods: dict[str, ModuleType]) -> Row:
         frame_decoder = mods["refwire.seastar_rpc"].FrameDecoder

@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _floors import pravega_appends
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PEER = ROOT / "tests" / "interop" / "peers" / "pravega_client_peer.py"
@@ -80,7 +82,6 @@ def worker_refwire_writer(store: str, n: int, mode: str) -> dict[str, Any]:
 
 
 def worker_decode(n: int, style: str, passes: int) -> dict[str, Any]:
-    import struct
     import uuid
 
     from refwire.pravega.connection import ServerConnection
@@ -100,29 +101,8 @@ def worker_decode(n: int, style: str, passes: int) -> dict[str, Any]:
     setup = Hello().encode() + SetupAppend(request_id=1, writer_id=wid, segment=session.segment).encode()
     stream = session.take()
     mb = len(stream) / 1e6
-    hdr = struct.Struct(">ii")
-
-    blockend = struct.Struct(">16sii")
-    tail = struct.Struct(">iqq")
-
     def bare() -> int:
-        # The lower bound: the same fields pulled out with struct alone -- no
-        # limits, no errors, no objects -- data copied out as the decoder does.
-        pos, events, data = 0, 0, stream
-        end = len(data)
-        while pos < end:
-            t, ln = hdr.unpack_from(data, pos)
-            body = pos + 8
-            if t == 4:
-                _wid, _size, dlen = blockend.unpack_from(data, body)
-                _blob = data[body + 24 : body + 24 + dlen]
-                n_ev, _last, _rid = tail.unpack_from(data, body + 24 + dlen)
-                events += n_ev
-            elif t == 3:
-                _wid2 = data[body : body + 16]
-                _blob = data[body + 16 : body + ln]
-            pos = body + ln
-        return events
+        return pravega_appends(stream)
 
     def decoder() -> int:
         d = CommandDecoder(allow_inner=True)

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 
 import trio
+from _floors import seastar_responses
 
 from refwire.seastar_rpc import FrameDecoder, Response
 from refwire.seastar_rpc.client import ClientConfig, SeastarClient
@@ -172,17 +173,8 @@ def decode_rows(frames: int, passes: int = 5) -> dict[str, float]:
             n += 1
         return n
 
-    hdr = struct.Struct("<qII")
-
     def bare_struct() -> int:
-        pos, n, end = 0, 0, len(wire)
-        unpack = hdr.unpack_from
-        while pos < end:
-            _mid, ln, _dur = unpack(wire, pos)
-            _payload = wire[pos + 16 : pos + 16 + ln]
-            pos += 16 + ln
-            n += 1
-        return n
+        return seastar_responses(wire)
 
     rows = (("refwire FrameDecoder", refwire_decode), ("bare struct loop", bare_struct))
     for name, fn in rows:  # checked (and warmed up) before any timing

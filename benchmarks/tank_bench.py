@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 
 import trio
+from _floors import tank_chunk
 
 from refwire.tank import Message, encode_bundle, encode_entry, read_chunk
 from refwire.tank.client import TankClient
@@ -82,28 +83,7 @@ async def _broker_run(n: int, size: int, compress: bool, bundle: int) -> tuple[f
 
 def _struct_walk(chunk: bytes) -> int:
     """Lower bound: walk entries and messages with struct/varint, no objects."""
-    p, end, count = 0, len(chunk), 0
-    while p < end:
-        blen, p = decode_uvarint(chunk, p, end)
-        bend = p + blen
-        flags = chunk[p]
-        p += 1
-        n = (flags >> 2) & 15
-        if n == 0:
-            n, p = decode_uvarint(chunk, p, bend)
-        for _ in range(n):
-            mf = chunk[p]
-            p += 1
-            if not mf & 2:
-                _Q.unpack_from(chunk, p)
-                p += 8
-            if mf & 1:
-                p += 1 + chunk[p]
-            clen, p = decode_uvarint(chunk, p, bend)
-            chunk[p : p + clen]
-            p += clen
-            count += 1
-    return count
+    return tank_chunk(chunk, decode_uvarint)
 
 
 def _best_interleaved(rows: list[Callable[[], int]], passes: int) -> list[float]:
