@@ -245,10 +245,22 @@ class PravegaRun(RunBase, Generic[W]):
     def client_protocol_error(self, who: str, exc: ProtocolError) -> None:
         self.violate("client-protocol-error", f"{who}: {exc}")
 
+    #: the dialect's client connection and segment reader, and the reader's read size
+    CONNECTION: ClassVar[Any]
+    READER: ClassVar[Any]
+    READ_SIZE: ClassVar[int]
+
     async def rogue_read(self, address: str) -> None:
         """One read of segment 0 through ``address`` with the dialect's reader (its
         machine's transitions go to the coverage)."""
-        raise NotImplementedError
+        conn = self.CONNECTION(await self.net.connect(address))
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(conn.run)
+                await self.READER(conn, self.segment_name(0), offset=0, read_size=self.READ_SIZE).read(timeout=30)
+                nursery.cancel_scope.cancel()
+        finally:
+            self.client_transitions |= conn.machine.transitions_seen
 
     async def rogue_client(self, address: str, kind: str, rogue: Rogue, rng: SimRandom) -> None:
         """One of our readers against a store that hangs up after its reply: within 60 s the

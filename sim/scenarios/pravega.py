@@ -96,6 +96,9 @@ ROGUES: dict[str, Rogue] = {"keepalive-then-eof": Rogue(Hello().encode() + KeepA
 
 class _Run(PravegaRun[EventWriter]):
     ADDRESS = ADDRESS
+    CONNECTION = PravegaConnection
+    READER = SegmentReader
+    READ_SIZE = 4096
     #: Hostile peers (specs/pravega/README.md §1, §5.3, §8): each is closed without a reply at once
     #: (the store has no idle timeout, so nothing else would close them).
     HOSTILE: ClassVar[Mapping[str, Hostile]] = {
@@ -233,16 +236,6 @@ class _Run(PravegaRun[EventWriter]):
             finally:
                 self.client_transitions |= conn.machine.transitions_seen
             nursery.cancel_scope.cancel()
-
-    async def rogue_read(self, address: str) -> None:
-        conn = PravegaConnection(await self.net.connect(address))
-        try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(conn.run)
-                await SegmentReader(conn, segment_name(0), offset=0, read_size=4096).read(timeout=30)
-                nursery.cancel_scope.cancel()
-        finally:
-            self.client_transitions |= conn.machine.transitions_seen
 
     def count_events(self, key: tuple[int, int]) -> int:
         """The whole events among the bytes ``key`` read (parse errors as :func:`parse_events`

@@ -118,6 +118,9 @@ class RandomPlan:
 
 class _Run(PravegaRun[DraftWriter]):
     ADDRESS = ADDRESS
+    CONNECTION = DraftConnection
+    READER = DraftReader
+    READ_SIZE = 3000
     #: Hostile peers (specs/pravega-draft-2017/README.md §1, §3, §5): each is closed at once.
     HOSTILE: ClassVar[Mapping[str, Hostile]] = {
         "unknown-type": (struct.pack(">ii", 9, 4) + bytes(4), 30.0, False),
@@ -247,16 +250,6 @@ class _Run(PravegaRun[DraftWriter]):
                 self.client_transitions |= conn.machine.transitions_seen
             nursery.cancel_scope.cancel()
         return got
-
-    async def rogue_read(self, address: str) -> None:
-        conn = DraftConnection(await self.net.connect(address))
-        try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(conn.run)
-                await DraftReader(conn, segment_name(0), offset=0, read_size=3000).read(timeout=30)
-                nursery.cancel_scope.cancel()
-        finally:
-            self.client_transitions |= conn.machine.transitions_seen
 
     async def _read_until(self, s: int, reader: DraftReader, got: int, want: int) -> int:
         while got < want:
