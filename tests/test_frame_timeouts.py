@@ -6,6 +6,7 @@ frames stays open.  (Pravega's own case is in test_pravega_limits.py.)"""
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -13,6 +14,8 @@ from typing import Any
 
 import pytest
 import trio
+
+from refwire.seastar_rpc.frames import Request
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -134,3 +137,68 @@ async def test_frames_that_complete_in_time_are_not_closed(protocol: str) -> Non
                 await trio.sleep(0.06)
         assert not await _closed(stream)
         await stream.aclose()
+
+
+# --------------------------------------------------------------------------- --idle-timeout (off by default)
+
+IDLE = 0.6
+
+
+def _idle_servers(protocol: str, idle: float | None) -> Callable[[trio.Nursery, list[trio.SocketListener]], Awaitable[Any]]:
+    async def start(nursery: trio.Nursery, listeners: list[trio.SocketListener]) -> None:
+        if protocol == "pravega":
+            from refwire.pravega.server import SegmentStoreServer, ServerConfig
+
+            await nursery.start(SegmentStoreServer(config=ServerConfig(idle_timeout=idle)).serve, listeners)
+        elif protocol == "pravega-draft-2017":
+            from refwire.pravega.draft2017.server import DraftConfig, DraftFrontend
+            from refwire.pravega.server import SegmentStoreServer
+
+            await nursery.start(DraftFrontend(SegmentStoreServer(), config=DraftConfig(idle_timeout=idle)).serve, listeners)
+        else:
+            from refwire.seastar_rpc.demo import demo_registry
+            from refwire.seastar_rpc.server import SeastarServer, ServerConfig
+
+            config = ServerConfig(idle_timeout=idle, negotiation_timeout=None)
+            await nursery.start(SeastarServer(demo_registry(), config=config).serve, listeners)
+
+    return start
+
+
+#: a whole frame each server reads and answers or ignores (Seastar: its negotiation, then echo calls)
+IDLE_FRAMES = {
+    "pravega": struct.pack(">ii", 100, 0),  # KeepAlive
+    "pravega-draft-2017": struct.pack(">ii", 100, 0),
+    "seastar-rpc": b"SSTARRPC" + struct.pack("<I", 0),  # a negotiation with no features
+}
+
+
+@pytest.mark.parametrize("protocol", sorted(IDLE_FRAMES))
+async def test_idle_timeout_closes_a_silent_connection_and_frames_keep_one_open(protocol: str) -> None:
+    """With ``idle_timeout`` a connection that sends nothing is closed about then,
+    counted from the accept; one that sends a frame every half of it stays open;
+    without it (the default, as the real servers) a silent one stays open."""
+    frame = IDLE_FRAMES[protocol]
+    async with serving(_idle_servers(protocol, IDLE)) as port:
+        silent = await trio.open_tcp_stream("127.0.0.1", port)
+        busy = await trio.open_tcp_stream("127.0.0.1", port)
+        t0 = trio.current_time()
+        await busy.send_all(frame)
+        closed_at: float | None = None
+        with trio.move_on_after(IDLE + 3.0):
+            for i in itertools.count(1):
+                await trio.sleep(IDLE / 2.5)
+                await busy.send_all(frame if protocol != "seastar-rpc" else Request(2, i, b"x").encode(with_timeout=False))
+                if await _closed(silent):
+                    closed_at = trio.current_time() - t0
+                    break
+        assert closed_at is not None, "the silent connection was never closed"
+        assert IDLE * 0.9 <= closed_at <= IDLE + 1.0, closed_at
+        assert not await _closed(busy), "a connection that keeps sending must stay open"
+        await silent.aclose()
+        await busy.aclose()
+    async with serving(_idle_servers(protocol, None)) as port:
+        silent = await trio.open_tcp_stream("127.0.0.1", port)
+        await trio.sleep(IDLE + 0.5)
+        assert not await _closed(silent), "without idle_timeout an idle connection stays open"
+        await silent.aclose()

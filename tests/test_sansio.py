@@ -255,3 +255,43 @@ def test_no_eof_event_before_eof_and_idle_event() -> None:
     assert m.next_event() == "idle" and m.pumps == 1  # idle: nothing decoded
     m.idle = None
     assert m.next_event() == "a"
+
+
+def test_idle_timeout_counts_from_the_accept_then_from_each_input() -> None:
+    """``set_idle_timeout``: the deadline is the latest input + the timeout; at it
+    (not before) the connection fails with a limit error on field ``(idle)``, as a
+    transition where the state has one; after EOF, or with None, no timer."""
+    m = Toy()
+    assert m.idle_timeout is None
+    m.set_idle_timeout(0.5, now=10.0)
+    assert m.next_deadline() == 10.5
+    m.receive_data(b"a", now=10.3)
+    assert drain(m) == ["a"] and m.next_deadline() == 10.8
+    m.handle_timer(now=10.79)
+    assert m.next_event() is NEED_DATA and m.next_deadline() == 10.8
+    m.receive_data(b"b", now=10.8)  # now BUSY, whose error is a transition
+    assert drain(m) == ["b"] and m.next_deadline() == 11.3
+    m.handle_timer(now=11.3)
+    with pytest.raises(RemoteLimitExceeded) as info:
+        m.next_event()
+    assert info.value.field == "(idle)" and "no byte received for 0.5s: the limit idle_timeout=0.5s" in str(info.value)
+    assert m.state is S.FAILED and (S.BUSY.value, "error", S.FAILED.value) in m.transitions_seen
+    assert m.next_deadline() is None  # failed: no timer
+    quiet = Toy()
+    quiet.set_idle_timeout(1.0, now=0.0)
+    quiet.handle_timer(now=1.0)  # exactly at the deadline: due
+    with pytest.raises(RemoteLimitExceeded):
+        quiet.next_event()
+    assert quiet.state is S.ERROR  # OPEN has no error transition
+    ended = Toy()
+    ended.set_idle_timeout(1.0, now=0.0)
+    ended.receive_data(b"", now=0.2)
+    assert ended.next_deadline() is None
+    ended.handle_timer(now=5.0)
+    assert drain(ended) == [("closed", False, 5.0)]  # the plain EOF event, no idle error
+    off = Toy()
+    off.set_idle_timeout(None, now=0.0)
+    off.receive_data(b"x", now=1.0)
+    assert off.next_deadline() is None
+    off.handle_timer(now=1e9)
+    assert drain(off) == ["x"]

@@ -83,6 +83,23 @@ def add_frame_timeout(parser: argparse.ArgumentParser, note: str = "") -> None:
     )
 
 
+def add_idle_timeout(parser: argparse.ArgumentParser, note: str) -> None:
+    """``--idle-timeout S`` for a server whose real implementation has no idle rule (default 0: never)."""
+    parser.add_argument(
+        "--idle-timeout",
+        type=nonneg_float,
+        default=0.0,
+        metavar="S",
+        help="close a connection after S seconds without a byte received (default 0: never" + note + ")",
+    )
+
+
+def idle_timeout(args: argparse.Namespace) -> float | None:
+    """``--idle-timeout`` as a server config takes it (0 means never)."""
+    value: float = args.idle_timeout
+    return value or None
+
+
 def frame_timeout(args: argparse.Namespace) -> float | None:
     """``--frame-timeout`` as a server config takes it (0 means never)."""
     value: float = args.frame_timeout

@@ -208,6 +208,12 @@ class FrameMachine:
         self.frame_timeout: float | None = None
         self._partial_since: float | None = None
         self._partial_at = -1
+        #: Seconds without a byte received before the connection fails with a
+        #: :class:`~refwire.errors.LimitExceeded` on field ``(idle)``, counted from
+        #: the latest input (or :meth:`set_idle_timeout`).  None: never (the default;
+        #: machines whose protocol has an idle rule of its own keep theirs).
+        self.idle_timeout: float | None = None
+        self._last_input: float | None = None
 
     # -- input ----------------------------------------------------------------
     def receive_data(self, data: bytes | bytearray | memoryview, *, now: float) -> None:
@@ -221,6 +227,7 @@ class FrameMachine:
             self._eof = True
             self._input_ended()
             return
+        self._last_input = now
         self._feed(data)
 
     def connection_lost(self, *, now: float) -> None:
@@ -243,15 +250,22 @@ class FrameMachine:
         """Queue the bytes of the application's ``event`` (see the subclass)."""
         raise NotImplementedError
 
+    def set_idle_timeout(self, seconds: float | None, *, now: float) -> None:
+        """Fail the connection after ``seconds`` without a byte received, counted
+        from ``now`` (the accept) and then from each input; None: never."""
+        self.idle_timeout = seconds
+        self._last_input = now
+
     def next_deadline(self) -> float | None:
-        """When :meth:`handle_timer` is due (``None``: no timer); here only the
-        frame timeout (subclasses with timers of their own add theirs)."""
-        return self._frame_deadline()
+        """When :meth:`handle_timer` is due (``None``: no timer); here the frame
+        and idle timeouts (subclasses with timers of their own add theirs)."""
+        return earliest(self._frame_deadline(), self._idle_deadline())
 
     def handle_timer(self, *, now: float) -> None:
-        """Run what is due at ``now``: here only the frame timeout."""
+        """Run what is due at ``now``: here the frame and idle timeouts."""
         self._now = now
         self._frame_timer(now)
+        self._idle_timer(now)
 
     def next_event(self) -> Any:
         """The next event or :data:`NEED_DATA` (see :meth:`_next`)."""
@@ -325,12 +339,36 @@ class FrameMachine:
             field="(timeout)",
             offset=at,
         )
+        self._fail(exc)
+        self._partial_since = None
+
+    def _idle_deadline(self) -> float | None:
+        if self.idle_timeout is None or self._last_input is None or self._error is not None or self._eof:
+            return None
+        return self._last_input + self.idle_timeout
+
+    def _idle_timer(self, now: float) -> None:
+        """Past the idle timeout with no byte received the connection fails:
+        :meth:`next_event` raises (a :class:`~refwire.errors.LimitExceeded` on field ``(idle)``)."""
+        due = self._idle_deadline()
+        if due is None or now < due:
+            return
+        assert self._last_input is not None and self.idle_timeout is not None
+        self._fail(
+            LimitExceeded(
+                f"no byte received for {now - self._last_input:.1f}s: the limit idle_timeout={self.idle_timeout:g}s",
+                protocol=self.PROTOCOL,
+                field="(idle)",
+            )
+        )
+
+    def _fail(self, exc: ProtocolError) -> None:
+        """The connection fails with ``exc`` (raised by :meth:`next_event` once the events before it are out)."""
         if (self.state, "error") in self.TRANSITIONS:
             self._transition("error")
         else:
             self.state = self.ERROR_STATE
         self._error = to_remote(exc)
-        self._partial_since = None
 
     def _transition(self, inp: str, *, offset: int | None = None, frame: str | None = None) -> None:
         new = self.TRANSITIONS.get((self.state, inp))
@@ -361,11 +399,7 @@ class FrameMachine:
             if not events and self._eof:
                 self._at_eof()
         except ProtocolError as exc:
-            if (self.state, "error") in self.TRANSITIONS:
-                self._transition("error")
-            else:
-                self.state = self.ERROR_STATE
-            self._error = to_remote(exc)
+            self._fail(exc)
         if events:
             return events.popleft()
         if self._error is not None:

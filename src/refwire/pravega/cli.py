@@ -13,8 +13,10 @@ from ..cliutil import (
     Commands,
     UsageError,
     add_frame_timeout,
+    add_idle_timeout,
     frame_timeout,
     hostport,
+    idle_timeout,
     max_connections,
     nonneg_float,
     open_listeners,
@@ -84,6 +86,7 @@ def register(cmds: Commands) -> None:
     )
     s.add_argument("--stack-traces", action="store_true", help="fill serverStackTrace in error replies")
     add_frame_timeout(s, "; idle connections between frames stay open, as with the real server")
+    add_idle_timeout(s, ", as the real server; both dialects")
     s.add_argument(
         "--max-connections",
         type=int,
@@ -142,6 +145,7 @@ async def _serve(args: argparse.Namespace) -> int:
         stack_traces=args.stack_traces,
         max_connections=max_connections(args),
         frame_timeout=frame_timeout(args),
+        idle_timeout=idle_timeout(args),
     )
     data_dir = Path(args.data_dir) if args.data_dir else None
     if args.repair and not data_dir:
@@ -169,7 +173,7 @@ async def _serve(args: argparse.Namespace) -> int:
         if draft_listeners:
             from .draft2017.server import DraftConfig, DraftFrontend
 
-            draft = DraftFrontend(server, config=DraftConfig(tail_wait=args.tail_wait or None, max_connections=max_connections(args), frame_timeout=frame_timeout(args)))
+            draft = DraftFrontend(server, config=DraftConfig(tail_wait=args.tail_wait or None, max_connections=max_connections(args), frame_timeout=frame_timeout(args), idle_timeout=idle_timeout(args)))
             await nursery.start(draft.serve, draft_listeners)
             for lst in draft_listeners:
                 print(f"listening on {listener_address(lst)} (segment store, draft-2017 dialect)", file=sys.stderr, flush=True)

@@ -62,6 +62,9 @@ class ServerConfig:
     #: seconds a frame may stay incomplete once begun (None: never); between frames a
     #: connection may stay idle for ever, as with the real server (spec §11)
     frame_timeout: float | None = 30.0
+    #: seconds without a byte received before a connection is closed (None: never, the default, as
+    #: with the real server; it counts from the last byte, so a client waiting on a parked read idles too)
+    idle_timeout: float | None = None
     #: connections served at once; one past it is closed at once (None: no limit)
     max_connections: int | None = DEFAULT_MAX_CONNECTIONS
     receive_size: int = 256 * 1024
@@ -219,6 +222,8 @@ class _StoreConnection:
         self.server = server
         cfg = server.config
         self.conn = server.connection_class(cfg.limits, frame_timeout=cfg.frame_timeout)
+        if cfg.idle_timeout is not None:
+            self.conn.set_idle_timeout(cfg.idle_timeout, now=trio.current_time())
         self.pump = Pump(stream, self.conn, self.on_event, receive_size=cfg.receive_size, write_timeout=None)
         self._waiting_tx, self._waiting_rx = trio.open_memory_channel[_Waiting](cfg.max_queued_replies)
         self._waiting = 0  #: replies queued for the replier and not yet filled

@@ -12,8 +12,10 @@ from ..cliutil import (
     Commands,
     UsageError,
     add_frame_timeout,
+    add_idle_timeout,
     frame_timeout,
     hostport,
+    idle_timeout,
     max_connections,
     nonneg_float,
     open_listeners,
@@ -63,6 +65,7 @@ def register(cmds: Commands) -> None:
     s.add_argument("--reject-unknown-cookie", action="store_true", help="close connections whose isolation cookie names no --group (as a throwing isolate_connection)")
     s.add_argument("--exit-after", type=positive_int, metavar="N", help="shut down after N calls")
     add_frame_timeout(s)
+    add_idle_timeout(s, ", as Seastar")
     s.add_argument(
         "--negotiation-timeout",
         type=nonneg_float,
@@ -111,6 +114,7 @@ async def _serve(args: argparse.Namespace) -> int:
         groups=dict(args.group),
         unknown_cookie="reject" if args.reject_unknown_cookie else "default",
         frame_timeout=frame_timeout(args),
+        idle_timeout=idle_timeout(args),
         negotiation_timeout=args.negotiation_timeout or None,
     )
     done = trio.Event()

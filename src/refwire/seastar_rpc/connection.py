@@ -379,8 +379,10 @@ class ServerConnection(_Machine):
 
     # -- timers ----------------------------------------------------------------------
     def next_deadline(self) -> float | None:
-        """The negotiation deadline while no offer has come, and the frame timeout."""
-        return earliest(self._negotiation_deadline if self.state is State.NEGOTIATING else None, self._frame_deadline())
+        """The negotiation deadline while no offer has come, and the frame and idle timeouts."""
+        return earliest(
+            self._negotiation_deadline if self.state is State.NEGOTIATING else None, self._frame_deadline(), self._idle_deadline()
+        )
 
     def handle_timer(self, *, now: float) -> None:
         """Past the negotiation deadline with no offer: close (:data:`NEGOTIATION_TIMED_OUT`);
@@ -388,6 +390,7 @@ class ServerConnection(_Machine):
         self._now = now
         self._negotiation_due(now)
         self._frame_timer(now)
+        self._idle_timer(now)
 
     def send(self, event: object, *, now: float) -> None:
         """Queue the bytes of :class:`Accept`, :class:`Reject` (none),

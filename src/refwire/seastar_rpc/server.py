@@ -111,6 +111,9 @@ class ServerConfig:
     #: a frame begun and still incomplete after this many seconds fails the connection
     #: (a peer trickling bytes cannot hold it for ever; between frames idling is as before); None = never
     frame_timeout: float | None = 30.0
+    #: seconds without a byte received before a connection is closed (None: never, the default, as
+    #: with Seastar, which has no idle timeout; a client waiting on a long call idles too)
+    idle_timeout: float | None = None
     #: stream messages queued per stream before the reader stops reading (§5).
     stream_queue: int = 50
     #: ... and bytes: a message that would pass this waits until the application
@@ -343,6 +346,8 @@ class SeastarServer:
             negotiation_deadline=None if timeout is None else trio.current_time() + timeout,
             frame_timeout=cfg.frame_timeout,
         )
+        if cfg.idle_timeout is not None:
+            conn.set_idle_timeout(cfg.idle_timeout, now=trio.current_time())
         try:
             await _Session(self, conn, stream, conn_id).run()
         finally:

@@ -87,6 +87,9 @@ class DraftConfig:
     #: a frame begun and still incomplete after this many seconds fails the connection
     #: (a peer trickling bytes cannot hold it for ever; between frames idling is as before); None = never
     frame_timeout: float | None = 30.0
+    #: seconds without a byte received before a connection is closed (None: never, the default, as
+    #: with the real server; it counts from the last byte, so a client waiting on a parked read idles too)
+    idle_timeout: float | None = None
 
 
 class _Closing(Exception):
@@ -112,6 +115,8 @@ class _Conn:
         self.front = front
         self.stream = stream
         self.machine = front.connection_class(cfg.limits, reply_part_size=cfg.reply_part_size, frame_timeout=cfg.frame_timeout)
+        if cfg.idle_timeout is not None:
+            self.machine.set_idle_timeout(cfg.idle_timeout, now=trio.current_time())
         self.pump = Pump(stream, self.machine, self.on_event, receive_size=cfg.receive_size, write_timeout=None)
         self.unacked = 0  #: bytes of completed blocks not yet durable and acked
         self.released: deque[tuple[int, int]] = deque()  #: (log position, block bytes) awaiting their DataAppended
