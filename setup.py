@@ -1,4 +1,4 @@
-"""Optional mypyc build of the codec cores (performance issue 17).
+"""Optional mypyc build of the codec cores (for faster decoders; see the README's benchmarks).
 
 Everything about the package lives in pyproject.toml; this file only adds the
 compiled extension modules, and only when ``REFWIRE_MYPYC=1`` is set.  Without

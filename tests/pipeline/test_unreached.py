@@ -1,5 +1,5 @@
 """Every transition of every machine is reached by a small fixed campaign or explained
-in ``refwire/pipeline/unreached.toml`` (issue 15), the file names no transition the
+in ``refwire/pipeline/unreached.toml``, the file names no transition the
 catalogues lack, and both campaign reports print the never-reached ones with their reason."""
 
 from __future__ import annotations
