@@ -111,3 +111,42 @@ async def test_the_npm_lumberjack_client_through_the_proxy(
         assert [e["n"] for e in srv.received.events()] == list(range(200))
     assert proxy.stats["frames"] >= 2 * 200  # a W and a J (or C) per event, and their acks
     assert proxy.checker is not None and proxy.checker.finish() == []
+
+
+@pytest.mark.parametrize("client", ["pylogbeat", "lumberjack-client"])
+async def test_real_clients_into_timbersnakes_server_through_the_proxy(
+    client: str, pylogbeat_send: Any, lumberjack_client_send: Any, timbersnake_server: Any, run_peer: Any
+) -> None:
+    """Both real clients into timbersnake's (PyPI) server through refwire chaos,
+    windows split at their count field with a gap (pylogbeat's three; a seeded tenth
+    of the npm client's 300): every event arrives
+    once, and --check finds nothing -- timbersnake acks each frame it reads (a
+    ``C`` with its last frame's seq, spec lumberjack §7), which is cumulative."""
+    peer, args, env, which = (
+        (pylogbeat_send, ["--batch", "100", "--timeout", "15"], None, {})  # its three windows
+        if client == "pylogbeat"
+        else (
+            lumberjack_client_send,
+            ["--mode", "per-event", "--timeout", "15"],
+            lumberjack_client_send.env,
+            {"probability": 0.1},
+        )
+    )
+    rules = [{"name": "split-w", "direction": "c2s", "type": "lj:W", "field": "count", "gap": 0.02, "action": "split", **which}]
+    async with timbersnake_server(2) as ts:
+        async with open_chaos(
+            "lumberjack",
+            upstream=("127.0.0.1", ts.port),
+            schedule=rules_from(rules, "lumberjack", 1),
+            record=io.StringIO(),
+            check=True,
+        ) as proxy:
+            phost, pport = proxy.addresses[0].rsplit(":", 1)
+            run = await run_peer([*peer.command(), phost, pport, "300", *args], timeout=60, env=env)
+        assert run.returncode == 0 and run.summary.get("ok") is True, run.describe()
+        await ts.wait_until(lambda: len(ts.events) >= 300, 10, "300 events")
+        final = await ts.stop()
+    assert final["count"] == 300 and final["errors"] == 0 and ts.errors == [], final
+    assert sorted(ev["n"] for _, ev in ts.events) == list(range(300))
+    assert proxy.decisions and {a["rule"] for a in proxy.decisions} == {"split-w"}
+    assert proxy.finish() == []
