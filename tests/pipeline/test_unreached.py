@@ -22,7 +22,7 @@ SMALL_CAMPAIGN: dict[str, tuple[int, ...]] = {
     "lumberjack": (20, 178, 52, 118, 59),
     "pravega": (14, 142, 122),
     "pravega-draft-2017": (23, 19),
-    "seastar-rpc": (122, 199, 171, 15),
+    "seastar-rpc": (110, 122, 171, 54, 70),
     "tank": (69, 119, 9),
 }
 

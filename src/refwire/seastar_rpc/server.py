@@ -239,6 +239,9 @@ class _Memory:
         self._changed = trio.Event()
 
     async def acquire(self, n: int, deadline: float | None) -> bool:
+        if self.available >= n:  # the common case: no wait, so no cancel scope
+            self.available -= n
+            return True
         with trio.move_on_at(math.inf if deadline is None else deadline):
             while self.available < n:
                 await self._changed.wait()
@@ -492,7 +495,9 @@ class _Session:
 
     async def reply(self, call: CallReceived | OversizedCall, now: float, event: Respond | RespondError) -> None:
         """Send ``event`` unless the machine would drop it (deadline passed, connection
-        gone: counted as dropped); returns once written."""
+        gone: counted as dropped).  The pump's writer sends it with the replies queued
+        beside it (one write for many, as Seastar batches its output); a reply is never
+        lost to a close, which flushes first."""
         server = self.server
         if not self.conn.reply_wanted(call, now=now):
             server.stats["dropped_expired"] += 1
@@ -500,7 +505,7 @@ class _Session:
         if server.on_reply is not None:
             server.on_reply(self.conn_id, call, now)
         self.conn.send(event, now=now)
-        await self.pump.flush()
+        self.pump.kick()
 
     @property
     def _broken(self) -> bool:
