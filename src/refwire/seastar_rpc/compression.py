@@ -114,8 +114,9 @@ class LZ4Compressor:
         (size,) = _U32.unpack_from(payload, 0)
         if size == 0:
             raise _fail("RPC frame LZ4 decompression failure: decompressed size cannot be zero", "uncompressed_size", offset)
-        check_limit(size, limits.max_decompressed_size, name="max_decompressed_size", field="uncompressed_size",
-                    frame="compressed", offset=offset, protocol=PROTOCOL)
+        if size > limits.max_decompressed_size:
+            check_limit(size, limits.max_decompressed_size, name="max_decompressed_size", field="uncompressed_size",
+                        frame="compressed", offset=offset, protocol=PROTOCOL)
         return _decode_block(payload[4:], size, window=b"", field="block", offset=offset + 4)
 
 

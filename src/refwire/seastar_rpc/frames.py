@@ -618,16 +618,21 @@ class FrameDecoder:
     def _compressed(self) -> Frame | None:
         buf = self._buf
         base = buf.consumed
-        (clen,) = _U32.unpack_from(buf.data, buf.pos) if len(buf) >= 4 else (None,)
-        if clen is None:
+        data = buf.data
+        pos = buf.pos
+        have = len(data) - pos
+        if have < 4:
             self._need = 4
             return None
-        check_limit(clen, self.limits.max_frame_size, name="max_frame_size", field="clen", frame="compressed", offset=base,
-                    protocol=PROTOCOL)
-        if len(buf) < 4 + clen:
+        (clen,) = _U32.unpack_from(data, pos)
+        if clen > self.limits.max_frame_size:
+            check_limit(clen, self.limits.max_frame_size, name="max_frame_size", field="clen", frame="compressed", offset=base,
+                        protocol=PROTOCOL)
+        if have < 4 + clen:
             self._need = 4 + clen
             return None
-        payload = buf.take(4 + clen)[4:]
+        payload = _slice(data, pos + 4, pos + 4 + clen)  # one copy, not a take() and a slice of it
+        buf.advance_to(pos + 4 + clen)
         self._need = 0
         assert self.compressor is not None
         inner = self.compressor.decompress(payload, limits=self.limits, offset=base + 4)
