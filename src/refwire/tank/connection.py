@@ -185,6 +185,10 @@ class _Base(FrameMachine):
             self._transition("eof")
             self._closed_event = ConnectionClosed(clean, "" if clean else "EOF inside a frame")
 
+    def _step(self, inp: str) -> None:
+        if self.state is not State.CLOSED:  # frames buffered before an EOF still count
+            self._transition(inp)
+
     def _at_eof(self) -> None:
         if self._closed_event is not None:
             self._events.append(self._closed_event)
@@ -302,10 +306,6 @@ class ClientConnection(_Base):
             return self._consume_result(req, resp, off)
         return resp
 
-    def _step(self, inp: str) -> None:
-        if self.state is not State.CLOSED:  # frames buffered before an EOF still count
-            self._transition(inp)
-
     def _consume_result(self, req: ConsumeRequest, resp: ConsumeResponse, off: int) -> ConsumeResult:
         asked = {(t.name, p.partition): p.seq for t in req.topics for p in t.partitions}
         parts: list[PartitionData] = []
@@ -366,9 +366,9 @@ class BrokerConnection(_Base):
             msg_id, payload, off = got
             req = decode_request(msg_id, payload, offset=off, limits=self.limits)
             if isinstance(req, Ping):
-                self._transition("ping")  # accepted, never answered (§6)
+                self._step("ping")  # accepted, never answered (§6)
                 continue
-            self._transition("request")
+            self._step("request")
             self._events.append(req)
 
     def _idle_deadline(self) -> float | None:
