@@ -181,18 +181,25 @@ class _Base(FrameMachine):
             self._transition("reset")
             self._closed_event = ConnectionClosed(False, "send failed" if self._write_failed else "connection reset")
         else:
-            clean = self._decoder.at_boundary
             self._transition("eof")
-            self._closed_event = ConnectionClosed(clean, "" if clean else "EOF inside a frame")
+            # clean unless the EOF cuts a frame: known once the frames before it are decoded (_take_closed)
+            self._closed_event = ConnectionClosed(True)
 
     def _step(self, inp: str) -> None:
         if self.state is not State.CLOSED:  # frames buffered before an EOF still count
             self._transition(inp)
 
+    def _take_closed(self) -> ConnectionClosed | None:
+        """The closing event, once (called when every complete frame received is decoded)."""
+        ev, self._closed_event = self._closed_event, None
+        if ev is not None and ev.clean and not self._decoder.at_boundary:
+            ev = ConnectionClosed(False, "EOF inside a frame")
+        return ev
+
     def _at_eof(self) -> None:
-        if self._closed_event is not None:
-            self._events.append(self._closed_event)
-            self._closed_event = None
+        ev = self._take_closed()
+        if ev is not None:
+            self._events.append(ev)
 
 
 class ClientConnection(_Base):
@@ -250,10 +257,9 @@ class ClientConnection(_Base):
             self.pings_sent += 1
 
     def _at_eof(self) -> None:
-        ev = self._closed_event
+        ev = self._take_closed()
         if ev is None:
             return
-        self._closed_event = None
         if self._pending:
             ids = tuple(self._pending)
             self._pending.clear()
