@@ -309,11 +309,14 @@ class ClientConnection(_Base):
             return decode_produce_response(resp, req.layout())
         if isinstance(resp, ConsumeResponse):
             assert isinstance(req, ConsumeRequest)
-            return self._consume_result(req, resp, off)
+            return self._consume_result(req, resp, off, off + 5 + len(payload))
         return resp
 
-    def _consume_result(self, req: ConsumeRequest, resp: ConsumeResponse, off: int) -> ConsumeResult:
+    def _consume_result(self, req: ConsumeRequest, resp: ConsumeResponse, off: int, end: int) -> ConsumeResult:
+        """``off``: the frame's stream offset; ``end``: the offset just past it (the
+        chunks are the frame's tail, in partition order)."""
         asked = {(t.name, p.partition): p.seq for t in req.topics for p in t.partitions}
+        at = end - sum(len(p.chunk) for t in resp.topics for p in t.partitions)  # the first chunk's offset
         parts: list[PartitionData] = []
         unknown: list[str] = []
         for t in resp.topics:
@@ -333,8 +336,9 @@ class ClientConnection(_Base):
                 chunk = None
                 if p.error in (0, 0xFE):
                     chunk = read_chunk(
-                        p.chunk, base_seq=p.base_seq, hwmark=p.hwmark, requested_seq=seq, limits=self.limits, offset=off
+                        p.chunk, base_seq=p.base_seq, hwmark=p.hwmark, requested_seq=seq, limits=self.limits, offset=at
                     )
+                at += len(p.chunk)
                 parts.append(PartitionData(t.name, p.partition, p.error, p.hwmark, seq, chunk, p.first_avail))
         return ConsumeResult(resp.request_id, tuple(parts), tuple(unknown), resp)
 
