@@ -41,7 +41,7 @@ case "$MODULE" in
         TESTS=(tests/test_pravega_draft_machines.py tests/test_pravega_draft_vectors.py tests/test_pravega_draft_limits.py) ;;
     src/refwire/tank/bundles.py|src/refwire/tank/frames.py)
         TESTS=(tests/test_tank_codec.py tests/test_tank_vectors.py tests/test_tank_limits.py) ;;
-    src/refwire/tank/connection.py) TESTS=(tests/test_tank_machines.py tests/test_tank_codec.py tests/test_tank_limits.py) ;;
+    src/refwire/tank/connection.py) TESTS=(tests/test_tank_machines.py tests/test_tank_connection_edges.py tests/test_tank_codec.py tests/test_tank_limits.py) ;;
     src/refwire/seastar_rpc/compression.py|src/refwire/seastar_rpc/frames.py)
         TESTS=(tests/test_seastar_codec.py tests/test_seastar_vectors.py tests/test_seastar_limits.py) ;;
     src/refwire/seastar_rpc/connection.py) TESTS=(tests/test_seastar_machines.py tests/test_seastar_codec.py tests/test_seastar_limits.py) ;;
