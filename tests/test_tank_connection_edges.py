@@ -79,6 +79,9 @@ def test_broker_queues_frames_in_order_and_joins_them_once() -> None:
     assert b.data_to_send() == PING_FRAME + r1.encode() + r2.encode()
     b.send(r1, now=0.0)
     assert b.data_to_send() == r1.encode()
+    b.send(r2, now=0.0)
+    b.send(r1, now=0.0)
+    assert b.data_to_send() == r2.encode() + r1.encode()
     assert b.data_to_send() == b""
 
 
@@ -393,3 +396,16 @@ def test_client_chunk_walk_uses_its_limits() -> None:
         else:
             err = remote_error(c)
             assert isinstance(err, RemoteLimitExceeded) and err.field == "snappyLength"
+
+
+def test_replica_id_and_response_offsets_are_exact() -> None:
+    b = BrokerConnection(now=0.0)
+    b.receive_data(b"\x04\x02\x00\x00\x00\x01\x00", now=0.0)
+    err = remote_error(b)
+    assert err.reason == "obsolete ReplicaID (the real broker closes the connection) 0x04"
+    c = ClientConnection(now=0.0)
+    c.send(StatusRequest(1), now=0.0)
+    c.receive_data(PING_FRAME + b"\x0a\x02\x00\x00\x00\x01\x00", now=0.0)  # a requestId cut short
+    assert c.next_event() == Connected()
+    err = remote_error(c)
+    assert (err.field, err.offset) == ("requestId", 10)
