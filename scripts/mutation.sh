@@ -34,7 +34,7 @@ case "$MODULE" in
     src/refwire/pravega/frames_codec.py|src/refwire/pravega/frames.py)
         TESTS=(tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_limits.py tests/test_pravega_edges.py) ;;
     src/refwire/pravega/connection.py|src/refwire/pravega/writer.py)
-        TESTS=(tests/test_pravega_machines.py tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_limits.py tests/test_pravega_edges.py) ;;
+        TESTS=(tests/test_pravega_machines.py tests/test_pravega_connection_edges.py tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_limits.py tests/test_pravega_edges.py) ;;
     src/refwire/pravega/draft2017/partial.py|src/refwire/pravega/draft2017/frames.py)
         TESTS=(tests/test_pravega_draft_vectors.py tests/test_pravega_draft_machines.py tests/test_pravega_draft_limits.py) ;;
     src/refwire/pravega/draft2017/connection.py)
