@@ -441,3 +441,86 @@ def test_client_notes_a_partial_frame_at_the_latest_now(call: str) -> None:
         c.send(KeepAlive(), now=1.0)
     assert c.next_event() is NEED_DATA
     assert c.next_deadline() == 3.0
+
+
+# -- reply order behind reserved slots ------------------------------------------------------------
+
+
+def test_replies_wait_behind_a_reserved_slot_in_order() -> None:
+    s = ready()
+    assert not s.has_data_to_send()
+    first, second = s.reserve(now=0.0), s.reserve(now=0.0)
+    s.send(KeepAlive(), now=0.0)  # queued behind both slots
+    assert not s.has_data_to_send()
+    ack2 = DataAppended(writer_id=W, event_number=2)
+    s.send(ack2, now=0.0, slot=second)
+    assert s.data_to_send() == b""
+    ack1 = DataAppended(writer_id=W, event_number=1)
+    s.send(ack1, now=0.0, slot=first)
+    assert s.has_data_to_send()
+    assert s.data_to_send() == ack1.encode() + ack2.encode() + KeepAlive().encode()
+    s.send(KeepAlive(), now=0.0)  # nothing reserved: straight out
+    assert s.data_to_send() == KeepAlive().encode()
+    with pytest.raises(RuntimeError, match=r"^reply slot filled twice$"):
+        s.send(ack1, now=0.0, slot=first)
+
+
+def test_append_stored_fills_its_slot_even_without_an_ack() -> None:
+    s = ready()
+    s.receive_data(block_end(0, E1, 1, 1) + block_end(0, E2, 1, 1), now=0.0)
+    a1, a2 = s.next_event(), s.next_event()
+    assert isinstance(a1, Append) and isinstance(a2, Append)
+    slot1, slot2, slot3 = s.reserve(now=0.0), s.reserve(now=0.0), s.reserve(now=0.0)
+    s.send(KeepAlive(), now=0.0)
+    s.append_stored(a1, 10, now=0.0, slot=slot1)
+    s.append_stored(a2, 20, now=0.0, slot=slot2)  # event 1 again: already acked, no reply, the slot is released
+    ack = DataAppended(writer_id=W, event_number=1, previous_event_number=0, request_id=2, current_segment_write_offset=10)
+    assert s.data_to_send() == ack.encode()
+    s.append_failed(a1, SegmentIsSealed(request_id=3, segment=SEG), now=0.0)
+    assert s.data_to_send() == b""  # still behind slot3
+    s.append_stored(a1, 30, now=0.0, slot=slot3)  # the writer is gone: no ack, the slot is released
+    assert s.data_to_send() == KeepAlive().encode() + SegmentIsSealed(request_id=3, segment=SEG).encode()
+
+
+# -- the end of input ------------------------------------------------------------------------------
+
+
+def test_end_events_exactly_and_once_per_end() -> None:
+    s = ready()
+    in_block(s, E1)
+    s.receive_data(b"", now=0.0)
+    assert s.next_event() == ConnectionClosed(clean=False, reason="closed inside an append block")
+    assert s.next_event() is NEED_DATA
+    s.receive_data(b"", now=1.0)  # a repeated EOF is answered again, once
+    assert s.next_event() == ConnectionClosed(clean=True, reason="")
+    assert s.next_event() is NEED_DATA
+    s.connection_lost(now=2.0)  # a reset after the EOF: once more
+    assert s.next_event() == ConnectionClosed(clean=False, reason="reset")
+    assert s.next_event() is NEED_DATA
+    s.connection_lost(now=3.0)
+    assert s.next_event() is NEED_DATA
+
+
+def test_a_reset_closes_once() -> None:
+    s = ServerConnection()
+    s.connection_lost(now=0.0)
+    assert s.next_event() == ConnectionClosed(clean=False, reason="reset")
+    assert s.next_event() is NEED_DATA and s.state is State.CLOSED
+
+
+def test_eof_inside_a_frame_names_it() -> None:
+    s = ready()
+    off = at(s)
+    s.receive_data(Hello().encode()[:10], now=0.0)
+    s.receive_data(b"", now=0.0)
+    e = error(s)
+    assert e.reason == "connection closed inside a frame (10 bytes of it received)"
+    assert where(e) == ("pravega", "Hello", "(eof)", off)
+
+
+def test_block_before_setup_names_the_writer() -> None:
+    s = ready()
+    off = at(s)
+    e = error(s, block(E1, W2))
+    assert e.reason == f"writer {W2} referenced before SetupAppend"
+    assert where(e) == ("pravega", "AppendBlock", "writer_id", off + HDR)
