@@ -12,19 +12,22 @@ from test_pravega_machines import E1, E2, SEG, W2, W, block, block_end
 
 from refwire.errors import LocalProtocolError, RemoteLimitExceeded, RemoteProtocolError
 from refwire.pravega.connection import ClientConnection, ServerConnection, State
-from refwire.pravega.events import Append, AppendBytes, ConnectionClosed, HelloReceived, RequestReceived
+from refwire.pravega.events import Append, AppendBytes, ConnectionClosed, HelloReceived, KeepAliveReceived, RequestReceived
 from refwire.pravega.frames import (
     AppendBlock,
     AppendSetup,
     ConditionalAppend,
+    ConditionalBlockEnd,
     ConditionalCheckFailed,
     DataAppended,
     Hello,
     KeepAlive,
     Padding,
     PartialEvent,
+    ReadSegment,
     SegmentIsSealed,
     SetupAppend,
+    encode_event,
 )
 from refwire.sansio import NEED_DATA
 from refwire.wire import Limits
@@ -524,3 +527,107 @@ def test_block_before_setup_names_the_writer() -> None:
     e = error(s, block(E1, W2))
     assert e.reason == f"writer {W2} referenced before SetupAppend"
     assert where(e) == ("pravega", "AppendBlock", "writer_id", off + HDR)
+
+
+# -- commands at the top level ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        SetupAppend(request_id=5, writer_id=W2, segment=SEG),
+        AppendBlock(writer_id=W, data=E2),
+        Padding(length=0),
+        ConditionalAppend(writer_id=W, event_number=2, expected_offset=0, event=b"e"),
+    ],
+)
+def test_append_path_commands_inside_a_block(cmd: SetupAppend | AppendBlock | Padding | ConditionalAppend) -> None:
+    s = ready()
+    in_block(s, E1)
+    off = at(s)
+    e = error(s, cmd.encode())
+    assert e.reason == f"unexpected {cmd.NAME} following an append block"
+    assert where(e) == ("pravega", cmd.NAME, "type", off)
+
+
+def test_hello_and_keepalive_are_answered_in_order() -> None:
+    s = ServerConnection()
+    s.receive_data(Hello(high_version=20, low_version=3).encode() + KeepAlive().encode(), now=0.0)
+    assert s.next_event() == HelloReceived(20, 3, True)
+    assert s.peer_version == (20, 3) and s.state is State.OPEN
+    assert isinstance(s.next_event(), KeepAliveReceived)
+    assert s.data_to_send() == Hello().encode() + KeepAlive().encode()
+    bad = ServerConnection()
+    bad.receive_data(Hello(high_version=4, low_version=1).encode(), now=0.0)
+    assert bad.next_event() == HelloReceived(4, 1, False)
+    assert bad.state is State.CLOSING and bad.must_close and bad.data_to_send() == Hello().encode()
+    assert ("open", "hello-incompatible", "closing") in bad.transitions_seen
+
+
+@pytest.mark.parametrize("writers", [1, 2])
+def test_max_writers_at_the_line_and_one_past(writers: int) -> None:
+    s = ServerConnection(max_writers=2)
+    ids = [uuid.UUID(int=i + 1) for i in range(writers + 1)]
+    for i, w in enumerate(ids[:writers]):
+        s.receive_data(SetupAppend(request_id=i, writer_id=w, segment=SEG).encode(), now=0.0)
+        assert isinstance(s.next_event(), RequestReceived)
+    s.receive_data(SetupAppend(request_id=9, writer_id=ids[0], segment=SEG).encode(), now=0.0)
+    assert isinstance(s.next_event(), RequestReceived)  # the same writer again: not one more
+    off = at(s)
+    s.receive_data(SetupAppend(request_id=9, writer_id=ids[writers], segment=SEG).encode(), now=0.0)
+    if writers == 1:
+        ev = s.next_event()
+        assert ev == RequestReceived(SetupAppend(request_id=9, writer_id=ids[1], segment=SEG))
+        return
+    e = error(s)
+    assert isinstance(e, RemoteLimitExceeded) and "max_writers=2" in e.reason
+    assert where(e) == ("pravega", "SetupAppend", "writer_id", off)
+
+
+def test_max_writers_defaults_to_the_window_limit() -> None:
+    assert ServerConnection(Limits(max_window=7)).max_writers == 7
+    assert ServerConnection(Limits(max_window=7), max_writers=3).max_writers == 3
+    assert ServerConnection().frame_timeout == 30.0
+
+
+def test_conditional_appends_exactly() -> None:
+    s = ready()
+    s.receive_data(
+        ConditionalAppend(writer_id=W, event_number=3, expected_offset=11, event=b"ev", request_id=4).encode()
+        + ConditionalBlockEnd(writer_id=W, event_number=4, expected_offset=22, data=b"raw", request_id=5).encode(),
+        now=0.0,
+    )
+    assert s.next_event() == Append(SEG, W, 3, 1, encode_event(b"ev"), 4, 11, 0)
+    assert s.next_event() == Append(SEG, W, 4, 1, b"raw", 5, 22, 3)
+    off = at(s)
+    e = error(s, ConditionalAppend(writer_id=W, event_number=2, expected_offset=0, event=b"x").encode())
+    assert e.reason == "event number went backwards: 2 after 4"
+    assert where(e) == ("pravega", "ConditionalAppend", "event_number", off + HDR + 16)
+    s = ready()
+    off = at(s)
+    e = error(s, ConditionalBlockEnd(writer_id=W2, event_number=1, expected_offset=0, data=b"", request_id=1).encode())
+    assert e.reason == f"writer {W2} referenced before SetupAppend"
+    assert where(e) == ("pravega", "ConditionalBlockEnd", "writer_id", off + HDR)
+
+
+def test_top_level_padding_partial_event_and_replies() -> None:
+    s = ready()
+    s.receive_data(Padding(length=3).encode() + KeepAlive().encode(), now=0.0)
+    assert isinstance(s.next_event(), KeepAliveReceived)  # the Padding is dropped
+    off = at(s)
+    e = error(s, PartialEvent(data=b"x").encode())  # refused by the decoder already
+    assert e.reason == "PartialEvent is not a top-level command: type -2"
+    assert (e.field, e.offset) == ("type", off)
+    s = ready()
+    off = at(s)
+    e = error(s, DataAppended(writer_id=W, event_number=1).encode())
+    assert e.reason == "DataAppended is a reply, not a request"
+    assert where(e) == ("pravega", "DataAppended", "type", off)
+
+
+def test_a_request_is_handed_over_as_is() -> None:
+    s = ServerConnection()
+    read = ReadSegment(segment=SEG, offset=3, suggested_length=10)
+    s.receive_data(read.encode(), now=0.0)
+    assert s.next_event() == RequestReceived(read)
+    assert ("open", "request", "open") in s.transitions_seen
