@@ -480,3 +480,22 @@ def test_each_side_decodes_with_its_limits() -> None:
     assert client.next_event() == Reply(1, b"1234", UNMEASURED)
     with pytest.raises(RemoteLimitExceeded):
         client.next_event()
+
+
+@pytest.mark.parametrize("side", ["client", "server"])
+def test_eof_inside_a_stream_frame_names_it(side: str) -> None:
+    client, server = pair(stream_parent=0x10000)
+    m: ClientConnection | ServerConnection = client if side == "client" else server
+    m.receive_data(StreamMessage(b"abc").encode()[:5], now=0.0)
+    assert events(m) == []
+    m.receive_data(b"", now=0.0)
+    with pytest.raises(RemoteProtocolError) as ei:
+        events(m)
+    assert (ei.value.frame, ei.value.field) == ("stream", "(eof)")
+
+
+def test_send_failed_marks_the_write_failed() -> None:
+    client, server = pair()
+    client.send_failed(now=0.0)
+    server.send_failed(now=0.0)
+    assert client.write_failed is True and server.write_failed is True
