@@ -631,3 +631,72 @@ def test_a_request_is_handed_over_as_is() -> None:
     s.receive_data(read.encode(), now=0.0)
     assert s.next_event() == RequestReceived(read)
     assert ("open", "request", "open") in s.transitions_seen
+
+
+# -- the fast path falls back to the general one: the same outcome either way ---------------------------
+
+_PE = PartialEvent.TYPE.to_bytes(4, "big", signed=True)
+_PAD = Padding.TYPE.to_bytes(4, "big", signed=True)
+
+
+@pytest.mark.parametrize(
+    ("data", "size", "tail", "num", "last"),
+    [
+        (E1, len(E1), b"", 1, 1),  # whole events only
+        (E1, len(E1), b"x", 1, 1),  # block-end data ignored (counted)
+        (E1 + PartialEvent(data=E2[:3]).encode(), len(E1), E2[3:], 2, 2),
+        (E1 + PartialEvent(data=E2[:3]).encode() + b"zz", len(E1), E2[3:], 2, 2),  # bytes after the remainder
+        (E1 + Padding(length=2).encode(), len(E1), b"", 1, 1),
+        (E1 + Padding(length=2).encode(), len(E1), b"x", 1, 1),  # data after Padding
+        (E1 + b"\x00" * 7, len(E1), b"", 1, 1),  # a remainder shorter than a header
+        (E1 + KeepAlive().encode(), len(E1), b"", 1, 1),  # a remainder of another type
+        (E1 + _PE + (3).to_bytes(4, "big") + b"ab", len(E1), b"", 1, 1),  # a PartialEvent longer than the block
+        (E1 + _PE + (-1).to_bytes(4, "big", signed=True), len(E1), b"", 1, 1),
+        (E1 + _PAD + (3).to_bytes(4, "big") + b"ab", len(E1), b"", 1, 1),
+        (E1, len(E1) + 1, b"", 1, 1),  # sizeOfWholeEvents past the block
+        (E1, -1, b"", 1, 1),
+        (E1, len(E1), b"", 0, 1),  # numEvents 0
+        (E1, len(E1), b"", 1, -5),  # last event number below the session's
+        (b"", 0, E1, 1, 1),  # an empty block
+    ],
+)
+def test_block_and_end_together_or_apart(data: bytes, size: int, tail: bytes, num: int, last: int) -> None:
+    outcomes = []
+    for together in (True, False):
+        s = ready()
+        end = block_end(size, tail, num, last)
+        if together:
+            s.receive_data(block(data) + end, now=0.0)
+        else:
+            in_block(s, data)
+            s.receive_data(end, now=0.0)
+        try:
+            got: object = drain_server(s)
+        except RemoteProtocolError as e:
+            got = (e.reason, where(e))
+        outcomes.append((got, s.ignored_block_end_bytes, s.transitions_seen - {("open", "setup", "open")}))
+    assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("writer", [W, W2])
+def test_bare_block_end_together_or_apart_from_other_frames(writer: uuid.UUID) -> None:
+    """A bare AppendBlockEnd (the Rust client's), for a set-up writer and one not set up."""
+    outcomes = []
+    for lead in (b"", Padding(length=0).encode()):  # after a Padding the general path decodes it
+        s = ready(last=2)
+        s.receive_data(lead + block_end(0, E1 + E2, 2, 4, writer=writer), now=0.0)
+        try:
+            got: object = [e for e in drain_server(s) if isinstance(e, Append)]
+        except RemoteProtocolError as e:
+            got = (e.reason, e.field)
+        outcomes.append(got)
+    assert outcomes[0] == outcomes[1]
+    if writer == W:
+        assert outcomes[0] == [Append(SEG, W, 4, 2, E1 + E2, 2, None, 2)]
+
+
+def drain_server(s: ServerConnection) -> list[object]:
+    out = []
+    while (ev := s.next_event()) is not NEED_DATA:
+        out.append(ev)
+    return out
