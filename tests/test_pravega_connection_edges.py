@@ -649,6 +649,8 @@ _PAD = Padding.TYPE.to_bytes(4, "big", signed=True)
         (E1 + Padding(length=2).encode(), len(E1), b"", 1, 1),
         (E1 + Padding(length=2).encode(), len(E1), b"x", 1, 1),  # data after Padding
         (E1 + b"\x00" * 7, len(E1), b"", 1, 1),  # a remainder shorter than a header
+        (E1 + b"\x00", len(E1), b"", 1, 1),  # one byte of remainder
+        (E1 + Padding(length=0).encode(), len(E1), b"", 1, 1),  # a remainder of exactly a header
         (E1 + KeepAlive().encode(), len(E1), b"", 1, 1),  # a remainder of another type
         (E1 + _PE + (3).to_bytes(4, "big") + b"ab", len(E1), b"", 1, 1),  # a PartialEvent longer than the block
         (E1 + _PE + (-1).to_bytes(4, "big", signed=True), len(E1), b"", 1, 1),
