@@ -219,7 +219,7 @@ def test_reassembled_data_limit_at_the_line_and_one_past(extra: int, ok: bool) -
         assert isinstance(ev, Append) and len(ev.data) == 110
         return
     e = error(s)
-    assert isinstance(e, RemoteLimitExceeded) and "max_buffered" in e.reason and "111" in e.reason
+    assert isinstance(e, RemoteLimitExceeded) and e.reason == "data 111 exceeds the limit max_buffered=110"
     assert where(e) == ("pravega", "AppendBlockEnd", "data", off)
 
 
@@ -702,3 +702,30 @@ def drain_server(s: ServerConnection) -> list[object]:
     while (ev := s.next_event()) is not NEED_DATA:
         out.append(ev)
     return out
+
+
+def test_equal_event_numbers_on_the_general_path() -> None:
+    """The general path (after a Padding) allows an AppendBlockEnd whose last event
+    number equals the session's and the writer's last stored one."""
+    s = ready(last=5)
+    pad = Padding(length=0).encode()
+    s.receive_data(pad + block_end(0, E1, 1, 5) + pad + block_end(0, E2, 1, 5), now=0.0)
+    a1, a2 = s.next_event(), s.next_event()
+    assert a1 == Append(SEG, W, 5, 1, E1, 2, None, 5) and a2 == Append(SEG, W, 5, 1, E2, 2, None, 5)
+
+
+def test_nothing_is_decoded_once_closing() -> None:
+    s = ready()
+    s.close(now=0.0)
+    s.receive_data(block_end(0, E1, 1, 1), now=0.0)
+    assert s.next_event() is NEED_DATA and s.state is State.CLOSING
+
+
+def test_client_refuses_a_request_with_its_location() -> None:
+    c = ClientConnection()
+    c.receive_data(KeepAlive().encode() + SetupAppend(request_id=1, writer_id=W, segment=SEG).encode(), now=0.0)
+    assert isinstance(c.next_event(), KeepAliveReceived)
+    with pytest.raises(RemoteProtocolError) as ei:
+        c.next_event()
+    assert ei.value.reason == "SetupAppend is a request, not a reply"
+    assert where(ei.value) == ("pravega", "SetupAppend", "type", 8)
