@@ -729,3 +729,19 @@ def test_client_refuses_a_request_with_its_location() -> None:
         c.next_event()
     assert ei.value.reason == "SetupAppend is a request, not a reply"
     assert where(ei.value) == ("pravega", "SetupAppend", "type", 8)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [E1, E1 + PartialEvent(data=E2[:3]).encode(), E1 + Padding(length=1).encode()],
+    ids=["whole", "partial", "padding"],
+)
+def test_appended_data_is_bytes_when_the_frames_arrive_in_pieces(data: bytes) -> None:
+    """Bytes received in pieces are buffered in a bytearray: the Append still carries bytes."""
+    s = ready()
+    tail = E2[3:] if PartialEvent.TYPE.to_bytes(4, "big", signed=True) in data else b""
+    raw = block(data) + block_end(len(E1), tail, 1, 1)
+    for i in range(0, len(raw), 7):
+        s.receive_data(raw[i : i + 7], now=0.0)
+    (a,) = [e for e in drain_server(s) if isinstance(e, Append)]
+    assert type(a.data) is bytes
