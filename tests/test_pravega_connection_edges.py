@@ -6,6 +6,7 @@ writers), and the client's Hello check and send refusals."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 from test_pravega_machines import E1, E2, SEG, W2, W, block, block_end
@@ -745,3 +746,31 @@ def test_appended_data_is_bytes_when_the_frames_arrive_in_pieces(data: bytes) ->
         s.receive_data(raw[i : i + 7], now=0.0)
     (a,) = [e for e in drain_server(s) if isinstance(e, Append)]
     assert type(a.data) is bytes
+
+
+def test_in_flight_counts_fast_appends_too() -> None:
+    s = ready()
+    s.receive_data(block_end(0, E1, 1, 1) + block(E2) + block_end(len(E2), b"", 1, 2), now=0.0)
+    assert [type(s.next_event()), type(s.next_event())] == [Append, Append]
+    st = s.writer_state(SEG, W)
+    assert st is not None and (st.in_flight, st.last_stored) == (2, 2)
+    assert {("open", "block-end", "open"), ("open", "block", "in-block"), ("in-block", "block-end", "open")} <= s.transitions_seen
+
+
+def test_a_subclass_that_changes_the_append_path_is_not_bypassed() -> None:
+    """The fast path stands for the general path's methods: a subclass overriding one
+    of them gets the general path, so its override runs."""
+    calls: list[int] = []
+
+    class Counting(ServerConnection):
+        def _on_block_end(self, end: Any, offset: int) -> None:
+            calls.append(offset)
+            super()._on_block_end(end, offset)
+
+    s = Counting()
+    s.receive_data(SetupAppend(request_id=1, writer_id=W, segment=SEG).encode(), now=0.0)
+    s.next_event()
+    s.send(AppendSetup(request_id=1, segment=SEG, writer_id=W, last_event_number=0), now=0.0)
+    off = at(s)
+    s.receive_data(block_end(0, E1, 1, 1), now=0.0)
+    assert isinstance(s.next_event(), Append) and calls == [off]
