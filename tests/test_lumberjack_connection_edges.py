@@ -45,7 +45,7 @@ def refused(m: ServerConnection | ClientConnection, data: bytes = b"") -> Remote
         m.receive_data(data, now=0.0)
     with pytest.raises(RemoteProtocolError) as ei:
         drain(m)
-    assert m.state is State.ERROR
+    assert m.state is State.ERROR and ei.value.protocol == "lumberjack"
     return ei.value
 
 
@@ -425,3 +425,49 @@ def test_client_end_events_exactly() -> None:
     c = ClientConnection(compression_level=0)
     c.connection_lost(now=0.0)
     assert drain(c) == [ConnectionClosed(clean=False, reason="reset")]
+
+
+def test_server_frame_timeout_and_the_clock_of_each_call() -> None:
+    s = ServerConnection(frame_timeout=2.0, keepalive_interval=None)
+    s.receive_data(W2[:3], now=1.0)
+    assert drain(s) == [] and s.next_deadline() == 3.0
+    s.handle_timer(now=2.9)
+    assert drain(s) == []
+    s.handle_timer(now=3.0)
+    e = refused(s)
+    assert (e.field, e.offset) == ("(timeout)", 0)
+    s = ServerConnection(frame_timeout=2.0, keepalive_interval=5.0)
+    s.receive_data(Window(1).encode() + J(1) + W2[:3], now=1.0)
+    s.close_when_idle(now=2.0)  # the batch and the partial frame are noticed at this call's time
+    (b,) = drain(s)
+    assert isinstance(b, Batch)
+    assert s.next_deadline() == 4.0  # the frame timer from 2.0 (the keepalive is due at 7.0)
+    s.handle_timer(now=5.0)
+    with pytest.raises(RemoteProtocolError):
+        drain(s)
+
+
+def test_batch_timeout_covers_a_single_byte_of_a_frame() -> None:
+    s = ServerConnection(now=0.0, batch_timeout=2.0, idle_timeout=10.0)
+    s.receive_data(W2[:1], now=1.0)
+    assert drain(s) == [] and s.mid_batch
+    assert s.next_deadline() == 3.0
+
+
+def test_an_ack_after_the_window_completed_is_refused() -> None:
+    c = ClientConnection(compression_level=0)
+    sent(c, 2)
+    c.receive_data(Ack(2).encode(), now=0.0)
+    assert drain(c) == [AckReceived(2, 2, 2, True)]
+    e = refused(c, Ack(2).encode())
+    assert e.reason == "ack 2 with no window outstanding"
+    assert where(e) == ("A", "seq", 6 + 2)
+
+
+def test_client_ack_activity_is_the_latest_now() -> None:
+    c = ClientConnection(compression_level=0, ack_timeout=10.0)
+    sent(c, 2)
+    c.receive_data(Ack(1).encode(), now=4.0)
+    c.handle_timer(now=5.0)  # not due; the ack is decoded after it
+    assert drain(c) == [AckReceived(1, 1, 1, False)]
+    assert c.next_deadline() == 15.0
