@@ -471,3 +471,27 @@ def test_client_ack_activity_is_the_latest_now() -> None:
     c.handle_timer(now=5.0)  # not due; the ack is decoded after it
     assert drain(c) == [AckReceived(1, 1, 1, False)]
     assert c.next_deadline() == 15.0
+
+
+def test_running_acks_repeat_and_unknown() -> None:
+    c = ClientConnection(sequence="running", first_seq=10, compression_level=0)
+    sent(c, 3)  # seqs 10, 11, 12
+    c.receive_data(Ack(11).encode() + Ack(11).encode(), now=0.0)
+    assert drain(c) == [AckReceived(11, 2, 2, False), AckReceived(11, 0, 2, False)]  # a repeated ack moves nothing
+    e = refused(c, Ack(9).encode())
+    assert e.reason == "ack 9 names no event of the outstanding window (10..12)"
+    assert where(e) == ("A", "seq", 12 + 2)
+
+
+def test_client_send_refusals_name_lumberjack() -> None:
+    c = ClientConnection(limits=Limits(max_window=1))
+    with pytest.raises(LocalProtocolError) as ei:
+        c.send_window([], now=0.0)
+    assert ei.value.protocol == "lumberjack"
+    with pytest.raises(LimitExceeded) as li:
+        c.send_window([1, 2], now=0.0)
+    assert li.value.protocol == "lumberjack"
+    c.send_window([{"a": 1}], now=0.0)
+    with pytest.raises(LocalProtocolError) as ei:
+        c.send_window([{"a": 1}], now=0.0)
+    assert ei.value.protocol == "lumberjack"
