@@ -24,6 +24,7 @@ from refwire.lumberjack import (
     IdleAtShutdown,
     IdleTimeout,
     KeepAlive,
+    SendWindow,
     ServerConnection,
     State,
 )
@@ -495,3 +496,45 @@ def test_client_send_refusals_name_lumberjack() -> None:
     with pytest.raises(LocalProtocolError) as ei:
         c.send_window([{"a": 1}], now=0.0)
     assert ei.value.protocol == "lumberjack"
+
+
+def test_client_defaults_and_window_numbering() -> None:
+    c = ClientConnection()
+    assert (c.version, c.compression_level, c.sequence, c.ack_timeout, c.ack_interpretation) == (V2, 3, "window", 30.0, "seq")
+    for _ in range(2):  # every window numbers its events from 1
+        c.send_window([{"n": 1}, {"n": 2}], now=0.0)
+        c.data_to_send()
+        c.receive_data(Ack(2).encode(), now=0.0)
+        assert drain(c) == [AckReceived(2, 2, 2, True)]
+
+
+def test_client_window_bytes_use_the_encoded_events_and_the_compression_level() -> None:
+    from refwire.lumberjack.frames import encode_event, encode_window
+
+    pre = [encode_event({"b": 2}, V2)]
+    for compress in (0, 3):
+        for via_event in (False, True):
+            c = ClientConnection(compression_level=compress)
+            if via_event:
+                c.send(SendWindow([{"a": 1}], pre), now=0.0)
+            else:
+                c.send_window([{"a": 1}], now=0.0, encoded=pre)
+            assert c.data_to_send() == encode_window(V2, [1], pre, compression_level=compress)
+
+
+def test_client_ack_decoded_after_a_send_takes_the_send_time() -> None:
+    c = ClientConnection(compression_level=0, ack_timeout=30.0)
+    c.receive_data(Ack(0).encode(), now=2.0)  # a keepalive, decoded only after the send below
+    c.send_window([{"n": 1}], now=3.0)
+    assert drain(c) == [KeepAlive(V2)]
+    assert c.next_deadline() == 33.0
+
+
+def test_client_frame_errors_after_consumed_acks_keep_stream_offsets() -> None:
+    c = ClientConnection(compression_level=0)
+    sent(c, 3)
+    c.receive_data(Ack(1).encode(), now=0.0)
+    assert drain(c) == [AckReceived(1, 1, 1, False)]
+    e = refused(c, b"2W\x00\x00\x00\x01")
+    assert e.reason == "unexpected frame type 0x57 from the server (only A is allowed)"
+    assert (e.field, e.offset) == ("type", 6 + 1)  # its type byte, after the 6 bytes of the consumed ack
