@@ -538,3 +538,44 @@ def test_client_frame_errors_after_consumed_acks_keep_stream_offsets() -> None:
     e = refused(c, b"2W\x00\x00\x00\x01")
     assert e.reason == "unexpected frame type 0x57 from the server (only A is allowed)"
     assert (e.field, e.offset) == ("type", 6 + 1)  # its type byte, after the 6 bytes of the consumed ack
+
+
+def test_client_constructor_messages() -> None:
+    with pytest.raises(ValueError, match=r"^version must be V1 \(0x31\) or V2 \(0x32\)$"):
+        ClientConnection(version=0x33)
+    with pytest.raises(ValueError, match=r"^compression_level must be 0\.\.9$"):
+        ClientConnection(compression_level=10)
+    with pytest.raises(ValueError, match=r"^first_seq must be 1\.\.2\*\*32-1 \(0 is reserved for keepalives\)$"):
+        ClientConnection(first_seq=0)
+
+
+def test_batch_bytes_count_from_zero_for_every_batch() -> None:
+    payload_len = len(J(1)) - 10
+    s = ServerConnection(limits=Limits(max_batch_bytes=payload_len))
+    for seq in (1, 2):
+        s.receive_data(Window(1).encode() + J(seq), now=0.0)
+        (b,) = drain(s)
+        s.accept(b, now=0.0)
+
+
+def test_a_version_1_frame_inside_a_compressed_frame_is_refused_when_strict() -> None:
+    from refwire.lumberjack.frames import JsonFrame
+
+    j1 = bytearray(JsonFrame(1, b'{"a":1}').encode())
+    j1[0] = V1  # a '1J' frame: only a non-strict (mixed versions) connection accepts it
+    s = ServerConnection()
+    e = refused(s, C(Window(1).encode() + bytes(j1)))
+    assert e.frame is not None and e.frame.startswith("C")
+    mixed = ServerConnection(accept_mixed_versions=True)
+    mixed.receive_data(C(Window(1).encode() + bytes(j1)), now=0.0)
+    (b,) = drain(mixed)
+    assert isinstance(b, Batch)
+
+
+def test_accept_refusal_names_lumberjack() -> None:
+    s = ServerConnection()
+    b = batch_of(s)
+    s.accept(b, now=0.0)
+    with pytest.raises(LocalProtocolError) as ei:
+        s.accept(b, now=0.0)
+    assert ei.value.protocol == "lumberjack"
