@@ -579,3 +579,24 @@ def test_accept_refusal_names_lumberjack() -> None:
     with pytest.raises(LocalProtocolError) as ei:
         s.accept(b, now=0.0)
     assert ei.value.protocol == "lumberjack"
+
+
+def test_a_data_frame_of_the_other_version_in_a_batch() -> None:
+    from refwire.lumberjack.frames import DataFrame
+
+    for data, reason, name in (
+        (Window(1).encode() + DataFrame(1, ((b"k", b"v"),)).encode(), "version byte '1' on a version '2' connection", "D"),
+        (Window(1, V1).encode() + J(1), "version byte '2' on a version '1' connection", "J"),
+    ):
+        e = refused(ServerConnection(), data)
+        assert e.reason == reason
+        assert where(e) == (name, "version", 6)
+
+
+def test_a_mixed_version_error_inside_a_compressed_frame_names_the_c() -> None:
+    s = ServerConnection(accept_mixed_versions=True)
+    batch_of(s)
+    off = len(W2) + len(J(1))
+    e = refused(s, C(Window(1, V1).encode() + J(2)))
+    assert e.reason == "J frame in a version '1' batch"
+    assert where(e) == ("C>J", "type", off)
