@@ -600,3 +600,30 @@ def test_a_mixed_version_error_inside_a_compressed_frame_names_the_c() -> None:
     e = refused(s, C(Window(1, V1).encode() + J(2)))
     assert e.reason == "J frame in a version '1' batch"
     assert where(e) == ("C>J", "type", off)
+
+
+def test_errors_of_frames_inside_a_c_name_the_c_and_its_offset() -> None:
+    payload_len = len(J(1)) - 10
+    off = len(W2) + len(J(1))
+    cases = [
+        (ServerConnection(limits=Limits(max_batch_bytes=payload_len)), C(W2 + J(1) + J(2)), "C", "payload"),  # the inflate budget
+        (ServerConnection(), C(Window(1, V1).encode()), "C>W", "version"),
+        (ServerConnection(), C(W2 + J(1) + Window(1).encode()), "C>W", "type"),
+        (ServerConnection(limits=Limits(max_window=1)), C(W2), "C>W", "count"),
+    ]
+    for s, frame, name, field in cases:
+        batch_of(s)
+        e = refused(s, frame)
+        assert where(e) == (name, field, off)
+
+
+def test_batch_bytes_of_d_frames() -> None:
+    from refwire.lumberjack.frames import DataFrame
+
+    d1, d2 = DataFrame(1, ((b"k", b"v"),)), DataFrame(2, ((b"k", b"w"),))
+    from refwire.lumberjack.frames import held_bytes
+
+    s = ServerConnection(limits=Limits(max_batch_bytes=held_bytes(d1) + held_bytes(d2) - 1))
+    e = refused(s, Window(2, V1).encode() + d1.encode() + d2.encode())
+    assert isinstance(e, RemoteLimitExceeded)
+    assert where(e) == ("D", "payload", 6 + len(d1.encode()) + 6)
