@@ -627,3 +627,32 @@ def test_batch_bytes_of_d_frames() -> None:
     e = refused(s, Window(2, V1).encode() + d1.encode() + d2.encode())
     assert isinstance(e, RemoteLimitExceeded)
     assert where(e) == ("D", "payload", 6 + len(d1.encode()) + 6)
+
+
+def test_server_defaults() -> None:
+    s = ServerConnection()
+    assert (s.keepalive_version, s.pipeline_depth, s.ack_mode, s.keepalive_interval) == ("connection", 2, "last-seq", 5.0)
+    assert (s.idle_timeout, s.batch_timeout, s.frame_timeout, s.version) == (None, None, None, None)
+    d = ServerConnection(now=0.0, batch_timeout=2.0, keepalive_interval=None)  # the default depth: 2
+    for i in range(3):
+        d.receive_data(Window(1).encode() + J(i + 1), now=0.0)
+        drain(d)
+    d.receive_data(W2, now=1.0)
+    drain(d)
+    assert d.next_deadline() is None  # 3 batches wait: the driver is not reading
+
+
+def test_a_compressed_frame_of_the_other_version_and_an_ack_inside_one() -> None:
+    from refwire.lumberjack.frames import Compressed
+
+    off = len(W2) + len(J(1))
+    s = ServerConnection()
+    batch_of(s)
+    e = refused(s, Compressed(b"x", V1).encode())
+    assert e.reason == "version byte '1' on a version '2' connection"
+    assert where(e) == ("C", "version", off)
+    s = ServerConnection()
+    batch_of(s)
+    e = refused(s, C(Ack(1).encode()))
+    assert e.reason == "the client sent an A frame (acks flow from server to client)"
+    assert where(e) == ("C>A", "type", off)
