@@ -30,21 +30,21 @@ case "$MODULE" in
     src/refwire/wire.py)   TESTS=(tests/test_wire.py tests/test_wire_limits.py) ;;
     src/refwire/sansio.py) TESTS=(tests/test_sansio.py tests/test_pump.py tests/test_machine_contract.py) ;;
     src/refwire/lumberjack/frames.py) TESTS=(tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py) ;;
-    src/refwire/lumberjack/connection.py) TESTS=(tests/test_lumberjack_machines.py tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py) ;;
+    src/refwire/lumberjack/connection.py) TESTS=(tests/test_lumberjack_machines.py tests/test_lumberjack_connection_edges.py tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py) ;;
     src/refwire/pravega/frames_codec.py|src/refwire/pravega/frames.py)
         TESTS=(tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_limits.py tests/test_pravega_edges.py) ;;
     src/refwire/pravega/connection.py|src/refwire/pravega/writer.py)
-        TESTS=(tests/test_pravega_machines.py tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_limits.py tests/test_pravega_edges.py) ;;
+        TESTS=(tests/test_pravega_machines.py tests/test_pravega_connection_edges.py tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_limits.py tests/test_pravega_edges.py) ;;
     src/refwire/pravega/draft2017/partial.py|src/refwire/pravega/draft2017/frames.py)
         TESTS=(tests/test_pravega_draft_vectors.py tests/test_pravega_draft_machines.py tests/test_pravega_draft_limits.py) ;;
     src/refwire/pravega/draft2017/connection.py)
         TESTS=(tests/test_pravega_draft_machines.py tests/test_pravega_draft_vectors.py tests/test_pravega_draft_limits.py) ;;
     src/refwire/tank/bundles.py|src/refwire/tank/frames.py)
         TESTS=(tests/test_tank_codec.py tests/test_tank_vectors.py tests/test_tank_limits.py) ;;
-    src/refwire/tank/connection.py) TESTS=(tests/test_tank_machines.py tests/test_tank_codec.py tests/test_tank_limits.py) ;;
+    src/refwire/tank/connection.py) TESTS=(tests/test_tank_machines.py tests/test_tank_connection_edges.py tests/test_tank_codec.py tests/test_tank_limits.py) ;;
     src/refwire/seastar_rpc/compression.py|src/refwire/seastar_rpc/frames.py)
         TESTS=(tests/test_seastar_codec.py tests/test_seastar_vectors.py tests/test_seastar_limits.py) ;;
-    src/refwire/seastar_rpc/connection.py) TESTS=(tests/test_seastar_machines.py tests/test_seastar_codec.py tests/test_seastar_limits.py) ;;
+    src/refwire/seastar_rpc/connection.py) TESTS=(tests/test_seastar_machines.py tests/test_seastar_connection_edges.py tests/test_seastar_codec.py tests/test_seastar_limits.py) ;;
     *) echo "no unit-test mapping for $MODULE (add one in $0)" >&2; exit 2 ;;
 esac
 [ -f "$MODULE" ] || { echo "$MODULE: no such file" >&2; exit 2; }

@@ -199,3 +199,24 @@ def test_send_failed_closes_once(name: str) -> None:
     m.connection_lost(now=4.0)
     assert _drain(m) == []
     assert m.data_to_send() == b""
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_no_frame_timeout_once_input_ended(name: str) -> None:
+    """A frame cut short by EOF can never complete: a later ``handle_timer``
+    must not turn the ended connection into a ``(timeout)`` error (the EOF's
+    own outcome stays)."""
+    factory, prefix = MACHINES[name]
+    m = factory()
+    m.frame_timeout = 1.0
+    m.receive_data(prefix, now=1.0)
+    _drain(m)
+    m.receive_data(b"", now=1.5)
+    fields = []
+    for _ in range(2):  # the EOF's outcome, then again after every timer is due
+        try:
+            _drain(m)
+        except RemoteProtocolError as exc:
+            fields.append(exc.field)
+        m.handle_timer(now=1e9)
+    assert set(fields) <= {"(eof)"}, fields

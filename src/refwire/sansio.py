@@ -319,7 +319,8 @@ class FrameMachine:
             self._partial_since, self._partial_at = self._now, progress[1]
 
     def _frame_deadline(self) -> float | None:
-        if self._partial_since is None or self.frame_timeout is None or self._error is not None:
+        # once input ended (EOF, reset) a partial frame can never complete: no timer
+        if self._partial_since is None or self.frame_timeout is None or self._error is not None or self._eof:
             return None
         return self._partial_since + self.frame_timeout
 

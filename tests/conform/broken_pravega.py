@@ -118,7 +118,7 @@ class IgnoresOrphanAppends(ServerConnection):
 
 
 class DropsPartialEvents(ServerConnection):
-    def _reassemble(self, block: AppendBlock, size: int, end: AppendBlockEnd) -> bytes:
+    def _reassemble(self, block: AppendBlock, size: int, end: AppendBlockEnd, end_offset: int) -> bytes:
         return bytes(block.data[:size]) + bytes(end.data)  # the PartialEvent's bytes lost (wrong)
 
 

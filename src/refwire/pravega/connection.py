@@ -558,7 +558,7 @@ class ServerConnection(_Base):
                     field="size_of_whole_events",
                     offset=fo + 16,
                 )
-            data = self._reassemble(block, size, end)
+            data = self._reassemble(block, size, end, offset)
             self._block = None
         self._transition("block-end", offset=offset, frame="AppendBlockEnd")
         session.last_event_number = end.last_event_number
@@ -575,7 +575,8 @@ class ServerConnection(_Base):
             session.segment, end.writer_id, end.last_event_number, end.num_events, data, end.request_id, None, offset
         )
 
-    def _reassemble(self, block: AppendBlock, size: int, end: AppendBlockEnd) -> bytes:
+    def _reassemble(self, block: AppendBlock, size: int, end: AppendBlockEnd, end_offset: int) -> bytes:
+        """The block's whole events and its remainder completed by ``end`` (at stream offset ``end_offset``)."""
         if size == len(block.data):
             if end.data:
                 # Quirk copied from AppendDecoder: end.data is ignored when the block has no remainder.
@@ -618,7 +619,7 @@ class ServerConnection(_Base):
                     protocol=PROTOCOL,
                     frame="AppendBlockEnd",
                     field="data",
-                    offset=None,
+                    offset=end_offset + 8 + 24,  # its data: after the header, writer_id, size and data's length
                 )
             return data[:size]
         # AppendDecoder decodes one frame from the remainder and ignores bytes after it (§5.3).

@@ -683,7 +683,9 @@ class ClientConnection(_Machine):
     # -- timers ----------------------------------------------------------------------
     def _next_call_deadline(self) -> float | None:
         timers = self._timers
-        while timers and self._pending.get(timers[0][1], -1.0) != timers[0][0]:
+        # a timer is stale once its call is answered, cancelled or timed out (NaN: no
+        # deadline equals it, where -1.0 matched a call due at -1.0 on a clock below 0)
+        while timers and self._pending.get(timers[0][1], math.nan) != timers[0][0]:
             heapq.heappop(timers)
         return timers[0][0] if timers else None
 

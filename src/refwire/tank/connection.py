@@ -181,14 +181,25 @@ class _Base(FrameMachine):
             self._transition("reset")
             self._closed_event = ConnectionClosed(False, "send failed" if self._write_failed else "connection reset")
         else:
-            clean = self._decoder.at_boundary
             self._transition("eof")
-            self._closed_event = ConnectionClosed(clean, "" if clean else "EOF inside a frame")
+            # clean unless the EOF cuts a frame: known once the frames before it are decoded (_take_closed)
+            self._closed_event = ConnectionClosed(True)
+
+    def _step(self, inp: str) -> None:
+        if self.state is not State.CLOSED:  # frames buffered before an EOF still count
+            self._transition(inp)
+
+    def _take_closed(self) -> ConnectionClosed | None:
+        """The closing event, once (called when every complete frame received is decoded)."""
+        ev, self._closed_event = self._closed_event, None
+        if ev is not None and ev.clean and not self._decoder.at_boundary:
+            ev = ConnectionClosed(False, "EOF inside a frame")
+        return ev
 
     def _at_eof(self) -> None:
-        if self._closed_event is not None:
-            self._events.append(self._closed_event)
-            self._closed_event = None
+        ev = self._take_closed()
+        if ev is not None:
+            self._events.append(ev)
 
 
 class ClientConnection(_Base):
@@ -246,10 +257,9 @@ class ClientConnection(_Base):
             self.pings_sent += 1
 
     def _at_eof(self) -> None:
-        ev = self._closed_event
+        ev = self._take_closed()
         if ev is None:
             return
-        self._closed_event = None
         if self._pending:
             ids = tuple(self._pending)
             self._pending.clear()
@@ -299,15 +309,14 @@ class ClientConnection(_Base):
             return decode_produce_response(resp, req.layout())
         if isinstance(resp, ConsumeResponse):
             assert isinstance(req, ConsumeRequest)
-            return self._consume_result(req, resp, off)
+            return self._consume_result(req, resp, off, off + 5 + len(payload))
         return resp
 
-    def _step(self, inp: str) -> None:
-        if self.state is not State.CLOSED:  # frames buffered before an EOF still count
-            self._transition(inp)
-
-    def _consume_result(self, req: ConsumeRequest, resp: ConsumeResponse, off: int) -> ConsumeResult:
+    def _consume_result(self, req: ConsumeRequest, resp: ConsumeResponse, off: int, end: int) -> ConsumeResult:
+        """``off``: the frame's stream offset; ``end``: the offset just past it (the
+        chunks are the frame's tail, in partition order)."""
         asked = {(t.name, p.partition): p.seq for t in req.topics for p in t.partitions}
+        at = end - sum(len(p.chunk) for t in resp.topics for p in t.partitions)  # the first chunk's offset
         parts: list[PartitionData] = []
         unknown: list[str] = []
         for t in resp.topics:
@@ -327,8 +336,9 @@ class ClientConnection(_Base):
                 chunk = None
                 if p.error in (0, 0xFE):
                     chunk = read_chunk(
-                        p.chunk, base_seq=p.base_seq, hwmark=p.hwmark, requested_seq=seq, limits=self.limits, offset=off
+                        p.chunk, base_seq=p.base_seq, hwmark=p.hwmark, requested_seq=seq, limits=self.limits, offset=at
                     )
+                at += len(p.chunk)
                 parts.append(PartitionData(t.name, p.partition, p.error, p.hwmark, seq, chunk, p.first_avail))
         return ConsumeResult(resp.request_id, tuple(parts), tuple(unknown), resp)
 
@@ -366,9 +376,9 @@ class BrokerConnection(_Base):
             msg_id, payload, off = got
             req = decode_request(msg_id, payload, offset=off, limits=self.limits)
             if isinstance(req, Ping):
-                self._transition("ping")  # accepted, never answered (§6)
+                self._step("ping")  # accepted, never answered (§6)
                 continue
-            self._transition("request")
+            self._step("request")
             self._events.append(req)
 
     def _idle_deadline(self) -> float | None:
