@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import pytest
 
 from refwire.errors import LimitExceeded, LocalProtocolError, RemoteLimitExceeded, RemoteProtocolError
-from refwire.sansio import NEED_DATA, FrameMachine, Machine, NeedData, closed_inside, to_remote
+from refwire.sansio import NEED_DATA, FrameMachine, Machine, NeedData, closed_inside, earliest, to_remote
 
 
 class S(enum.Enum):
@@ -275,6 +275,7 @@ def test_idle_timeout_counts_from_the_accept_then_from_each_input() -> None:
     with pytest.raises(RemoteLimitExceeded) as info:
         m.next_event()
     assert info.value.field == "(idle)" and "no byte received for 0.5s: the limit idle_timeout=0.5s" in str(info.value)
+    assert info.value.protocol == "toy"
     assert m.state is S.FAILED and (S.BUSY.value, "error", S.FAILED.value) in m.transitions_seen
     assert m.next_deadline() is None  # failed: no timer
     quiet = Toy()
@@ -295,3 +296,79 @@ def test_idle_timeout_counts_from_the_accept_then_from_each_input() -> None:
     assert off.next_deadline() is None
     off.handle_timer(now=1e9)
     assert drain(off) == ["x"]
+
+
+def test_earliest_takes_the_smallest_set_deadline() -> None:
+    assert earliest() is None and earliest(None, None) is None
+    assert earliest(3.0, None, 1.0) == 1.0 and earliest(None, 2.5) == 2.5 and earliest(0.0, 4.0) == 0.0
+
+
+class Framed(Toy):
+    """A toy whose receive progress (bytes of an incomplete frame, the frame's stream
+    offset) and pending frame name the test sets, for the frame timer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.progress: tuple[int, int] | None = None
+        self.pending: str | None = None
+
+    def _receive_progress(self) -> tuple[int, int] | None:
+        return self.progress
+
+    def _pending_frame_name(self) -> str | None:
+        return self.pending
+
+
+def test_frame_timer_counts_from_when_the_incomplete_frame_began() -> None:
+    """The deadline is when the frame now incomplete began + ``frame_timeout``: more
+    bytes of the same frame keep it, a new frame (another offset) restarts it,
+    none pending clears it; at it (not before) the connection fails with a limit
+    error on ``(timeout)`` naming the frame, its bytes and its offset."""
+    m = Framed()
+    assert (m.frame_timeout, m._partial_since, m._partial_at, m.idle_timeout, m._last_input) == (None, None, -1, None, None)
+    m.progress = (5, 100)
+    m.receive_data(b"a", now=1.0)
+    assert drain(m) == ["a"] and m.next_deadline() is None  # no frame_timeout: never
+    m.frame_timeout = 2.0
+    m.receive_data(b"a", now=1.5)
+    assert drain(m) == ["a"] and m.next_deadline() == 3.5
+    m.progress = (7, 100)  # more of the same frame: the deadline stays
+    m.receive_data(b"a", now=2.0)
+    assert drain(m) == ["a"] and m.next_deadline() == 3.5
+    m.progress = (3, 150)  # that frame completed, another began
+    m.receive_data(b"a", now=2.5)
+    assert drain(m) == ["a"] and m.next_deadline() == 4.5
+    m.frame_timeout = None  # switched off while a frame is pending: no timer
+    assert m.next_deadline() is None
+    m.frame_timeout = 2.0
+    m.progress = (0, 160)  # nothing pending: no timer
+    m.receive_data(b"a", now=2.6)
+    assert drain(m) == ["a"] and m.next_deadline() is None
+    m.progress, m.pending = (3, 170), "Big"
+    m.receive_data(b"b", now=3.0)  # BUSY: its error is a transition
+    assert drain(m) == ["b"] and m.next_deadline() == 5.0
+    m.handle_timer(now=4.99)
+    assert m.next_event() is NEED_DATA and m.next_deadline() == 5.0
+    m.handle_timer(now=5.0)
+    assert m.next_deadline() is None and m._partial_since is None
+    with pytest.raises(RemoteLimitExceeded) as info:
+        m.next_event()
+    e = info.value
+    assert (e.field, e.frame, e.offset, e.protocol) == ("(timeout)", "Big", 170, "toy")
+    assert "a frame begun 2.0s ago is still incomplete (3 bytes of it received): the limit frame_timeout=2s" in str(e)
+    assert m.state is S.FAILED and (S.BUSY.value, "error", S.FAILED.value) in m.transitions_seen
+
+
+def test_frame_timer_without_progress_names_the_offset_it_noted_and_no_bytes() -> None:
+    m = Framed()
+    m.frame_timeout = 1.0
+    m.progress = (4, 40)
+    m.receive_data(b"a", now=0.0)
+    drain(m)
+    m.progress = None  # the machine stopped tracking (it decodes nothing more)
+    m.handle_timer(now=1.0)
+    with pytest.raises(RemoteLimitExceeded) as info:
+        m.next_event()
+    assert info.value.offset == 40 and "(0 bytes of it received)" in str(info.value) and info.value.frame is None
+    assert m.state is S.ERROR  # OPEN has no error transition
+    assert m.handle_timer(now=9.0) is None and m.next_deadline() is None  # failed: no second error, no timer
