@@ -78,6 +78,13 @@ HOSTILE: dict[str, Hostile] = {
     "cut-by-eof": (b"2W\x00\x00\x00\x01" + b"2J\x00\x00\x00\x01\x00\x00\x00\x40" + b'{"half":', 30.0, True),
     "empty-window": (b"2W\x00\x00\x00\x00", 90.0, False),
     "bad-zlib": (b"2W\x00\x00\x00\x01" + b"2C\x00\x00\x00\x08" + b"notzlib!", 30.0, False),
+    # a v2 window (its event, client -2, is stored and acked), then a v1 window on the same
+    # connection: the server does not accept mixed versions (spec §3.10) and closes at the 1W
+    "version-switch": (
+        bytes.fromhex("325700000001" "324a000000010000000e7b2263223a2d322c2269223a307d" "315700000001" "31440000000100000001000000016b0000000176"),
+        30.0,
+        False,
+    ),
 }
 
 
