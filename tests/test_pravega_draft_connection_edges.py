@@ -1334,3 +1334,49 @@ def test_silence_after_connection_lost_is_not_reported() -> None:
     assert c.data_to_send() == b""
     assert repr(c.next_event()) == "ConnectionClosed(clean=False, reason='reset')"
     assert c.next_event() is NEED_DATA
+
+
+def test_connection_lost_after_the_silence_close_gives_nothing() -> None:
+    c = ClientConnection(silence_timeout=30.0, now=0.0)
+    c.handle_timer(now=30.0)
+    assert repr(c.next_event()) == "ConnectionClosed(clean=False, reason='silence')"
+    c.connection_lost(now=31.0)
+    c.receive_data(b"", now=31.0)
+    assert c.next_event() is NEED_DATA
+
+
+def test_begin_inside_a_block_is_refused_on_its_type() -> None:
+    s = _opened(_server())
+    assert _run(s, _begin(100) + _begin(0, cid=B))[1] == (
+        "RemoteProtocolError",
+        "BeginAppendBlock is not allowed in state in-block",
+        "pravega-draft-2017",
+        "BeginAppendBlock",
+        "type",
+        65,
+        None,
+    )
+
+
+def test_server_frame_timer_counts_from_the_latest_call() -> None:
+    """The frame timeout counts from the time of the latest call that passed ``now``
+    when decoding stops inside a frame (the send/durable calls pass it too)."""
+    s = _server(frame_timeout=5.0)
+    s.receive_data(KA[:3], now=10.0)
+    assert s.next_event() is NEED_DATA
+    assert s.next_deadline() == 15.0
+    s.receive_data(KA[3:] + KA[:3], now=11.0)
+    s.send(KeepAlive(), now=12.0)
+    assert repr(s.next_event()) == "KeepAliveReceived(data=b'')"
+    assert s.next_event() is NEED_DATA
+    assert s.next_deadline() == 17.0
+    s.receive_data(KA[3:] + KA[:3], now=13.0)
+    s.durable(0, now=14.0)
+    assert repr(s.next_event()) == "KeepAliveReceived(data=b'')"
+    assert s.next_event() is NEED_DATA
+    assert s.next_deadline() == 19.0
+    s.receive_data(KA[3:] + KA[:3], now=15.0)
+    s.block_stored(BlockAppend("seg", A, b"", 0, 0), now=16.0)
+    assert repr(s.next_event()) == "KeepAliveReceived(data=b'')"
+    assert s.next_event() is NEED_DATA
+    assert s.next_deadline() == 21.0
