@@ -1380,3 +1380,136 @@ def test_server_frame_timer_counts_from_the_latest_call() -> None:
     assert repr(s.next_event()) == "KeepAliveReceived(data=b'')"
     assert s.next_event() is NEED_DATA
     assert s.next_deadline() == 21.0
+
+
+def _block_server(max_block: int) -> ServerConnection:
+    return ServerConnection(attrs.evolve(DEFAULT_LIMITS, max_buffered=max_block))
+
+
+CASES2: dict[str, Callable[[], Any]] = {
+    "c-end-early": lambda: _run(
+        ClientConnection(),
+        KA + PartialMessage(part=Part.BEGIN, data=KA[:5]).encode() + PartialMessage(part=Part.END, data=b"").encode(),
+    ),
+    "c-inner-decode": lambda: _run(ClientConnection(), KA + _parts(_hdr(5, 4) + b"\0" * 4, [5])),
+    "s-inner-decode": lambda: _run(ServerConnection(), KA + _parts(_hdr(6, 4) + b"\0" * 4, [5])),
+    "s-begin-at-max": lambda: _run(_opened(_block_server(20)), KA + _begin(20)),
+    "s-begin-past-max": lambda: _run(_opened(_block_server(20)), KA + _begin(21)),
+}
+EXPECTED2: dict[str, Any] = {
+    "c-end-early": (
+        ["KeepAliveReceived(data=b'')"],
+        (
+            "RemoteProtocolError",
+            "reassembled message: End part after 5 bytes of the message",
+            "pravega-draft-2017",
+            "PartialMessage",
+            "data",
+            31,
+            ("LocalProtocolError", "End part after 5 bytes of the message", "pravega-draft-2017", "KeepAlive", "(eof)", 0, None),
+        ),
+        "error",
+        [("open", "keepalive", "open"), ("open", "partial", "open")],
+    ),
+    "c-inner-decode": (
+        ["KeepAliveReceived(data=b'')"],
+        (
+            "RemoteProtocolError",
+            "reassembled message: truncated: connection_id needs 16 bytes, 4 left",
+            "pravega-draft-2017",
+            "PartialMessage",
+            "data",
+            31,
+            (
+                "LocalProtocolError",
+                "truncated: connection_id needs 16 bytes, 4 left",
+                "pravega-draft-2017",
+                "DataAppended",
+                "connection_id",
+                8,
+                None,
+            ),
+        ),
+        "error",
+        [("open", "keepalive", "open"), ("open", "partial", "open")],
+    ),
+    "s-inner-decode": (
+        ["KeepAliveReceived(data=b'')"],
+        (
+            "RemoteProtocolError",
+            "reassembled message: truncated: offset needs 8 bytes, 2 left",
+            "pravega-draft-2017",
+            "PartialMessage",
+            "data",
+            31,
+            (
+                "LocalProtocolError",
+                "truncated: offset needs 8 bytes, 2 left",
+                "pravega-draft-2017",
+                "ReadSegment",
+                "offset",
+                10,
+                None,
+            ),
+        ),
+        "error",
+        [("open", "keepalive", "open"), ("open", "partial", "open")],
+    ),
+    "s-begin-at-max": (
+        ["KeepAliveReceived(data=b'')"],
+        None,
+        "in-block",
+        [("open", "begin", "in-block"), ("open", "keepalive", "open"), ("open", "setup", "open")],
+    ),
+    "s-begin-past-max": (
+        ["KeepAliveReceived(data=b'')"],
+        (
+            "RemoteLimitExceeded",
+            "length 21 exceeds the limit max_block_size=20",
+            "pravega-draft-2017",
+            "BeginAppendBlock",
+            "length",
+            69,
+            None,
+        ),
+        "error",
+        [("open", "keepalive", "open"), ("open", "setup", "open")],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES2))
+def test_case2(name: str) -> None:
+    assert CASES2[name]() == EXPECTED2[name]
+
+
+def test_input_postpones_the_next_keepalive() -> None:
+    c = ClientConnection(keepalive_interval=10.0, silence_timeout=5.0, now=0.0)
+    assert c.next_deadline() == 5.0
+    c.receive_data(KA, now=4.0)
+    c.handle_timer(now=5.0)
+    assert c.next_deadline() == 9.0
+    c.receive_data(KA, now=8.0)
+    c.handle_timer(now=9.0)
+    assert c.next_deadline() == 13.0  # the KeepAlive moved to 18, past the silence check
+    assert c.data_to_send() == b""
+
+
+def test_an_early_timer_call_does_not_move_the_deadline() -> None:
+    c = ClientConnection(silence_timeout=30.0, now=100.0)
+    c.receive_data(KA, now=120.0)
+    c.handle_timer(now=125.0)
+    assert c.next_deadline() == 130.0
+
+
+def test_no_timer_work_after_a_protocol_error() -> None:
+    c = ClientConnection(keepalive_interval=10.0, silence_timeout=100.0, now=0.0)
+    c.receive_data(_hdr(99, 0), now=1.0)
+    with pytest.raises(ProtocolError):
+        c.next_event()
+    assert c.next_deadline() is None
+    c.handle_timer(now=10.0)
+    c.handle_timer(now=200.0)
+    assert c.data_to_send() == b""
+    with pytest.raises(ProtocolError):
+        c.next_event()
