@@ -29,7 +29,7 @@ from refwire.pravega.draft2017.frames import (
     SegmentRead,
     SetupAppend,
 )
-from refwire.pravega.frames import encode_event
+from refwire.pravega.frames import encode_command, encode_event
 from refwire.sansio import NEED_DATA
 
 A = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
@@ -1513,3 +1513,18 @@ def test_no_timer_work_after_a_protocol_error() -> None:
     assert c.data_to_send() == b""
     with pytest.raises(ProtocolError):
         c.next_event()
+
+
+def test_reply_past_the_wirecommand_size_goes_out_in_parts() -> None:
+    """A reply larger than 0xFFFFFF bytes (allowed by a larger ``max_decompressed_size``)
+    is encoded against that limit, then split (§5 "Sending")."""
+    from refwire.pravega.draft2017.connection import REPLY_PART_SIZE, split_reply
+    from refwire.pravega.frames import MAX_WIRECOMMAND_SIZE
+
+    limits = attrs.evolve(DEFAULT_LIMITS, max_decompressed_size=MAX_WIRECOMMAND_SIZE + 100)
+    big = SegmentRead(segment="s", offset=0, at_tail=False, end_of_segment=False, data=bytes(MAX_WIRECOMMAND_SIZE - 10))
+    s = ServerConnection(limits)
+    s.send(big, now=1.0)
+    frame = encode_command(big, max_frame_size=MAX_WIRECOMMAND_SIZE + 100)
+    assert len(frame) > MAX_WIRECOMMAND_SIZE
+    assert s.data_to_send() == split_reply(frame, REPLY_PART_SIZE)
