@@ -38,7 +38,7 @@ case "$MODULE" in
     src/refwire/pravega/draft2017/partial.py|src/refwire/pravega/draft2017/frames.py)
         TESTS=(tests/test_pravega_draft_vectors.py tests/test_pravega_draft_machines.py tests/test_pravega_draft_limits.py) ;;
     src/refwire/pravega/draft2017/connection.py)
-        TESTS=(tests/test_pravega_draft_machines.py tests/test_pravega_draft_vectors.py tests/test_pravega_draft_limits.py) ;;
+        TESTS=(tests/test_pravega_draft_machines.py tests/test_pravega_draft_vectors.py tests/test_pravega_draft_limits.py tests/test_pravega_draft_connection_edges.py) ;;
     src/refwire/tank/bundles.py|src/refwire/tank/frames.py)
         TESTS=(tests/test_tank_codec.py tests/test_tank_vectors.py tests/test_tank_limits.py) ;;
     src/refwire/tank/connection.py) TESTS=(tests/test_tank_machines.py tests/test_tank_connection_edges.py tests/test_tank_codec.py tests/test_tank_limits.py) ;;
