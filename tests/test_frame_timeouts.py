@@ -6,6 +6,7 @@ frames stays open.  (Pravega's own case is in test_pravega_limits.py.)"""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -50,25 +51,30 @@ async def tank(nursery: trio.Nursery, listeners: list[trio.SocketListener]) -> N
     await nursery.start(TankBroker(config=BrokerConfig(frame_timeout=TIMEOUT)).serve, listeners)
 
 
-async def seastar(nursery: trio.Nursery, listeners: list[trio.SocketListener]) -> None:
+# Each server with ``frame_timeout=TIMEOUT`` unless the keywords (its config's fields) say otherwise.
+
+
+async def seastar(nursery: trio.Nursery, listeners: list[trio.SocketListener], **config: Any) -> None:
     from refwire.seastar_rpc.demo import demo_registry
     from refwire.seastar_rpc.server import SeastarServer, ServerConfig
 
-    config = ServerConfig(frame_timeout=TIMEOUT, negotiation_timeout=None)  # only the frame timer may close
-    await nursery.start(SeastarServer(demo_registry(), config=config).serve, listeners)
+    # negotiation_timeout=None: only the timer under test may close
+    cfg = ServerConfig(**{"frame_timeout": TIMEOUT, "negotiation_timeout": None, **config})
+    await nursery.start(SeastarServer(demo_registry(), config=cfg).serve, listeners)
 
 
-async def draft(nursery: trio.Nursery, listeners: list[trio.SocketListener]) -> None:
+async def draft(nursery: trio.Nursery, listeners: list[trio.SocketListener], **config: Any) -> None:
     from refwire.pravega.draft2017.server import DraftConfig, DraftFrontend
     from refwire.pravega.server import SegmentStoreServer
 
-    await nursery.start(DraftFrontend(SegmentStoreServer(), config=DraftConfig(frame_timeout=TIMEOUT)).serve, listeners)
+    cfg = DraftConfig(**{"frame_timeout": TIMEOUT, **config})
+    await nursery.start(DraftFrontend(SegmentStoreServer(), config=cfg).serve, listeners)
 
 
-async def pravega(nursery: trio.Nursery, listeners: list[trio.SocketListener]) -> None:
+async def pravega(nursery: trio.Nursery, listeners: list[trio.SocketListener], **config: Any) -> None:
     from refwire.pravega.server import SegmentStoreServer, ServerConfig
 
-    await nursery.start(SegmentStoreServer(config=ServerConfig(frame_timeout=TIMEOUT)).serve, listeners)
+    await nursery.start(SegmentStoreServer(config=ServerConfig(**{"frame_timeout": TIMEOUT, **config})).serve, listeners)
 
 
 #: protocol -> (server, bytes of whole frames a good peer sends first, the start of a frame never finished)
@@ -145,24 +151,9 @@ IDLE = 0.6
 
 
 def _idle_servers(protocol: str, idle: float | None) -> Callable[[trio.Nursery, list[trio.SocketListener]], Awaitable[Any]]:
-    async def start(nursery: trio.Nursery, listeners: list[trio.SocketListener]) -> None:
-        if protocol == "pravega":
-            from refwire.pravega.server import SegmentStoreServer, ServerConfig
-
-            await nursery.start(SegmentStoreServer(config=ServerConfig(idle_timeout=idle)).serve, listeners)
-        elif protocol == "pravega-draft-2017":
-            from refwire.pravega.draft2017.server import DraftConfig, DraftFrontend
-            from refwire.pravega.server import SegmentStoreServer
-
-            await nursery.start(DraftFrontend(SegmentStoreServer(), config=DraftConfig(idle_timeout=idle)).serve, listeners)
-        else:
-            from refwire.seastar_rpc.demo import demo_registry
-            from refwire.seastar_rpc.server import SeastarServer, ServerConfig
-
-            config = ServerConfig(idle_timeout=idle, negotiation_timeout=None)
-            await nursery.start(SeastarServer(demo_registry(), config=config).serve, listeners)
-
-    return start
+    """The server of ``protocol`` with ``idle_timeout=idle`` and no frame timeout."""
+    start = {"pravega": pravega, "pravega-draft-2017": draft, "seastar-rpc": seastar}[protocol]
+    return functools.partial(start, idle_timeout=idle, frame_timeout=None)
 
 
 #: a whole frame each server reads and answers or ignores (Seastar: its negotiation, then echo calls)
