@@ -37,7 +37,7 @@ from ..errors import AckWaitExpired, RemoteProtocolError, SendFailed, WindowNotA
 from ..wire import Limits
 from .connection import ClientConnection, State
 from .events import AckReceived, AckTimeout, ConnectionClosed, KeepAlive, SendWindow
-from .frames import DEFAULT_LIMITS, V2, encode_event
+from .frames import DEFAULT_LIMITS, V2, EncodedWindow, encode_events
 
 __all__ = ["ClientConfig", "LumberjackClient", "SendFailed"]
 
@@ -198,7 +198,10 @@ class LumberjackClient:
     async def send(self, events: Sequence[Any]) -> None:
         """Send ``events``; return when every one of them is acked."""
         cfg = self.config
-        encoded = [encode_event(e, cfg.version) for e in events]
+        # Every window is encoded before the first is sent: an event that cannot
+        # be encoded fails the call with nothing sent.
+        size = cfg.window_size
+        encoded = [encode_events(cfg.version, events[i : i + size]) for i in range(0, len(events), size)]
         async with self._lock:
             if self._nursery is not None:
                 await self._send_windows(events, encoded, self._nursery)
@@ -217,12 +220,12 @@ class LumberjackClient:
             if failure is not None:
                 raise failure
 
-    async def _send_windows(self, events: Sequence[Any], encoded: list[Any], nursery: trio.Nursery) -> None:
+    async def _send_windows(self, events: Sequence[Any], encoded: list[EncodedWindow], nursery: trio.Nursery) -> None:
         cfg = self.config
         acked_before = self.stats["events_acked"]
-        for i in range(0, len(events), cfg.window_size):
+        for k, i in enumerate(range(0, len(events), cfg.window_size)):
             try:
-                await self._send_window(list(events[i : i + cfg.window_size]), encoded[i : i + cfg.window_size], nursery)
+                await self._send_window(list(events[i : i + cfg.window_size]), encoded[k], nursery)
             except SendFailed as exc:
                 # Everything after the failing window was never sent either.
                 raise SendFailed(
@@ -231,7 +234,7 @@ class LumberjackClient:
                     unacked=exc.unacked + list(events[i + cfg.window_size :]),
                 ) from exc.__cause__
 
-    async def _send_window(self, events: list[Any], encoded: list[Any], nursery: trio.Nursery) -> None:
+    async def _send_window(self, events: list[Any], encoded: EncodedWindow, nursery: trio.Nursery) -> None:
         cfg = self.config
         attempts = 0
         backoff = cfg.backoff_initial
@@ -271,8 +274,7 @@ class LumberjackClient:
                     self._next_seq = conn.next_seq
                 if conn is not None and sent:
                     # The machine keeps what the server did not ack (a partial ack counts).
-                    unacked = conn.unacked()
-                    events, encoded = unacked, encoded[len(encoded) - len(unacked) :]
+                    events, encoded = conn.unacked(), conn.unacked_encoded()
                 await self._drop()
                 if not events:
                     return

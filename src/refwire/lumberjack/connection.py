@@ -49,18 +49,20 @@ from .frames import (
     V2,
     Compressed,
     DataFrame,
+    EncodedWindow,
     Frame,
     FrameDecoder,
     JsonFrame,
     Window,
     encode_ack,
-    encode_event,
-    encode_window,
+    encode_data,
+    encode_events,
     frame_size,
     held_bytes,
     inflate_frames,
     next_seq,
     scan_acks,
+    window_bytes,
 )
 
 __all__ = [
@@ -608,6 +610,7 @@ class ServerConnection(FrameMachine):
 class _OutstandingWindow:
     events: list[Any]  # the application's objects, in order
     seqs: list[int]
+    encoded: EncodedWindow  # their frames, for a resend of the unacked tail
     acked: int = 0
     index: dict[int, int] | None = None  # seq -> count acked when seq is acked (running seqs)
 
@@ -687,8 +690,12 @@ class ClientConnection(FrameMachine):
         events (in one ``C`` when compressing), one chunk in ``data_to_send()``
         so no Nagle stall splits them.
 
-        ``encoded`` may give the events already prepared by :func:`encode_event`
-        (the trio client keeps them so a resend does not encode twice).
+        ``encoded`` may give the events already prepared: an
+        :class:`~refwire.lumberjack.frames.EncodedWindow` (from
+        :func:`~refwire.lumberjack.frames.encode_events`, or
+        :meth:`unacked_encoded` for a resend; renumbered in place for this
+        window), or one :func:`encode_event` result per event.  The trio client
+        encodes each window once, so a resend does not encode twice.
         """
         if not isinstance(event, SendWindow):
             raise TypeError(f"a Lumberjack client sends SendWindow events, not {type(event).__name__}")
@@ -705,23 +712,40 @@ class ClientConnection(FrameMachine):
             )
         if self.state is not State.IDLE:
             raise LocalProtocolError(f"cannot send a window in state {self.state.value}", protocol=PROTOCOL, frame="W")
-        self._now = now
         version = self.version
-        payloads = list(encoded) if encoded is not None else [encode_event(e, version) for e in events]
+        if isinstance(encoded, EncodedWindow) and (len(encoded) != n or encoded.version != version):
+            raise LocalProtocolError(
+                f"the encoded window holds {len(encoded)} version {chr(encoded.version)!r} events, "
+                f"not {n} version {chr(version)!r} ones",
+                protocol=PROTOCOL,
+                frame="W",
+            )
+        self._now = now
+        following = self.next_seq
         if self.sequence == "window":
             seqs = list(range(1, n + 1))
             index = None
         else:
             seqs = []
-            s = self.next_seq
             for _ in range(n):
-                seqs.append(s)
-                s = next_seq(s)
-            self.next_seq = s
+                seqs.append(following)
+                following = next_seq(following)
             index = {seq: i + 1 for i, seq in enumerate(seqs)}
-        self._out += encode_window(version, seqs, payloads, compression_level=self.compression_level)
+        if isinstance(encoded, EncodedWindow):
+            prepared = encoded
+            prepared.renumber(seqs)
+        elif encoded is not None:
+            prepared = EncodedWindow(version, bytearray(), [], seqs)
+            body, mark = prepared.body, prepared.starts.append
+            for seq, payload in zip(seqs, encoded, strict=True):
+                mark(len(body))
+                body += encode_data(version, seq, payload)
+        else:
+            prepared = encode_events(version, events, seqs)
+        self._out += window_bytes(version, n, prepared.body, self.compression_level)
+        self.next_seq = following  # (an event that cannot be encoded raised above: nothing is sent)
         self._transition("send")
-        self._win = _OutstandingWindow(list(events), seqs, 0, index)
+        self._win = _OutstandingWindow(list(events), seqs, prepared, 0, index)
         self._last_activity = now
 
     def send_window(self, events: Sequence[Any], *, now: float, encoded: Sequence[Any] | None = None) -> None:
@@ -732,6 +756,14 @@ class ClientConnection(FrameMachine):
         """The application's events of the current window not acked yet."""
         w = self._win
         return [] if w is None else w.events[w.acked :]
+
+    def unacked_encoded(self) -> EncodedWindow:
+        """The frames of :meth:`unacked`'s events, to resend them as sent
+        (``SendWindow(unacked, encoded)`` renumbers them for the new window)."""
+        w = self._win
+        if w is None:
+            return EncodedWindow(self.version, bytearray(), [], [])
+        return w.encoded.tail(len(w.events) - w.acked)
 
     @property
     def acked(self) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from .frames import DataFrame, JsonFrame
+from .frames import DataFrame, EncodedWindow, JsonFrame
 
 __all__ = [
     "Accept",
@@ -142,8 +142,9 @@ class AckTimeout:
 @attrs.frozen
 class SendWindow:
     """Client, sent: ``W n`` and the ``n`` application ``events`` (one ``C`` when
-    compressing).  ``encoded`` may give them already prepared by
-    :func:`~refwire.lumberjack.encode_event` (a resend does not encode twice)."""
+    compressing).  ``encoded`` may give them already prepared: an
+    :class:`~refwire.lumberjack.frames.EncodedWindow` (a resend does not encode
+    twice) or one :func:`~refwire.lumberjack.encode_event` result per event."""
 
     events: Sequence[Any]
-    encoded: Sequence[Any] | None = None
+    encoded: Sequence[Any] | EncodedWindow | None = None
