@@ -8,7 +8,9 @@ CPU (``time.process_time``) and wall seconds from the first accepted
 connection to the moment the ``N``-th event was counted.
 
 * refwire: :class:`refwire.lumberjack.LumberjackServer` with a handler that
-  adds ``len(batch.events)``; ``--no-validate`` sets ``validate_json=False``.
+  adds ``len(batch)`` (the events stay in the columns they were decoded
+  into); ``--events`` adds ``len(batch.events)`` instead, which builds a
+  ``JsonFrame`` per event; ``--no-validate`` sets ``validate_json=False``.
 * timbersnake: its ``Server`` on asyncio, served exactly as its own
   ``start_and_serve_forever`` does but on port 0.  It has no event callback, so
   the ``J`` parser it dispatches to inside ``C`` frames (``json_frame_str``,
@@ -79,8 +81,10 @@ def run_refwire(args: argparse.Namespace) -> None:
     st = Counter(args.expect, args.profile)
     expect = args.expect
 
+    frames = args.events
+
     async def handler(batch: Any, info: Any) -> None:
-        st.count += len(batch.events)
+        st.count += len(batch.events) if frames else len(batch)
         if st.count >= expect:
             st.reached()
 
@@ -166,6 +170,7 @@ def main() -> None:
     ap.add_argument("kind", choices=["refwire", "timbersnake"])
     ap.add_argument("--expect", type=int, required=True)
     ap.add_argument("--no-validate", action="store_true", help="refwire: validate_json=False")
+    ap.add_argument("--events", action="store_true", help="refwire: the handler reads batch.events (builds the frames)")
     ap.add_argument("--profile", metavar="FILE", help="cProfile from the first connection to the last event")
     ap.add_argument("--max-seconds", type=float, default=300.0)
     args = ap.parse_args()

@@ -241,6 +241,7 @@ def progress(msg: str) -> None:
 INGEST_SERVERS = [
     ("refwire_json", ["refwire"], "refwire, validate_json=True (default)"),
     ("refwire_raw", ["refwire", "--no-validate"], "refwire, validate_json=False"),
+    ("refwire_frames", ["refwire", "--events"], "refwire, validate_json=True, reads batch.events"),
     ("timbersnake", ["timbersnake"], "timbersnake 0.1.0"),
 ]
 
@@ -286,6 +287,8 @@ def print_ingest(rows: list[dict[str, Any]], n: int) -> None:
     print("   per window one write of 2W n + one 2C (zlib 3) of n 2J frames, then it waits for the window's ack.")
     print("   ev/s = events / client wall (connect to last ack); server CPU = process_time in the server process")
     print("   from its first accepted connection to the moment it counted the last event.")
+    print("   refwire's handler counts len(batch): the events stay in the columns they were decoded into;")
+    print("   'reads batch.events' builds a JsonFrame per event as well.  timbersnake json.loads every event.")
     out = []
     for row in rows:
         out.append(
@@ -432,7 +435,11 @@ def ratios(
         by = {(r["server"], r["window"]): r for r in ingest}
         for w in sorted({r["window"] for r in ingest}):
             ts = by[("timbersnake", w)]
-            for key, what in (("refwire_json", "validate_json=True"), ("refwire_raw", "validate_json=False")):
+            for key, what in (
+                ("refwire_json", "validate_json=True"),
+                ("refwire_raw", "validate_json=False"),
+                ("refwire_frames", "validate_json=True, batch.events"),
+            ):
                 rw = by[(key, w)]
                 out.append((f"server ev/s, refwire ({what}) ÷ timbersnake, w={w}", ratio_text(col(rw, "ev_s"), col(ts, "ev_s"))))
                 out.append(

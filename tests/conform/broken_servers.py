@@ -134,7 +134,7 @@ class AcksPartialBatchOnEof(ServerConnection):
     """At EOF inside a batch, acks the events received so far instead of nothing."""
 
     def _at_eof(self) -> None:
-        if self.state is State.IN_BATCH and self._cur:
+        if self.state is State.IN_BATCH and self._cur_n:
             self._finish_batch()
         self._transition("eof")
         self._events.append(ConnectionClosed(clean=True))

@@ -38,6 +38,7 @@ from .events import (
     Event,
     IdleAtShutdown,
     IdleTimeout,
+    JsonColumns,
     KeepAlive,
     SendWindow,
 )
@@ -50,9 +51,9 @@ from .frames import (
     Compressed,
     DataFrame,
     EncodedWindow,
-    Frame,
     FrameDecoder,
     JsonFrame,
+    JsonRun,
     Window,
     encode_ack,
     encode_data,
@@ -132,7 +133,7 @@ CLIENT_TRANSITIONS: Final[dict[tuple[State, str], frozenset[State]]] = {
 # --------------------------------------------------------------------------- helpers
 
 
-def _offset_of(frames: list[Frame], i: int, base: int) -> int:
+def _offset_of(frames: list[Any], i: int, base: int) -> int:
     return base + sum(frame_size(f) for f in frames[:i])
 
 
@@ -189,6 +190,9 @@ class ServerConnection(FrameMachine):
 
     role: Final = "server"
     PROTOCOL = PROTOCOL
+    #: decode J frames in :class:`JsonRun` columns (the fast path); off, one
+    #: :class:`JsonFrame` each (the tests compare the two)
+    _runs = True
     TRANSITIONS = SERVER_TRANSITIONS
     ERROR_STATE = State.ERROR
     CLOSED_STATE = State.CLOSED
@@ -228,7 +232,9 @@ class ServerConnection(FrameMachine):
         self.version: int | None = None
         self._decoder = FrameDecoder(limits, validate_json=validate_json, strict_versions=not accept_mixed_versions)
         self._batch_version = V2
-        self._cur: list[Event] = []
+        self._cur: list[Event] = []  # the batch's D frames (v1)
+        self._cur_cols: list[JsonColumns] = []  # its J frames (v2), in columns
+        self._cur_n = 0  # events received for the batch
         self._cur_count = 0
         #: bytes of events held for the batch being received (``max_batch_bytes``, §4)
         self._cur_bytes = 0
@@ -277,7 +283,7 @@ class ServerConnection(FrameMachine):
 
     def _pump(self) -> None:
         start = self._decoder.offset
-        frames, err = self._decoder.frames_before_error()
+        frames, err = self._decoder.frames_before_error(runs=self._runs)
         if frames:
             self._process(frames, 0, None, start)
         if err is not None:
@@ -298,7 +304,7 @@ class ServerConnection(FrameMachine):
                 protocol=PROTOCOL,
                 frame="W",
                 offset=self._decoder.offset,
-                detail=f"{len(self._cur)} of {self._cur_count} events received",
+                detail=f"{self._cur_n} of {self._cur_count} events received",
             )
         self._transition("eof")
         self._events.append(ConnectionClosed(clean=True))
@@ -312,20 +318,21 @@ class ServerConnection(FrameMachine):
         self.transitions_seen.add((self.state.value, inp, target.value))
         self.state = target
 
-    def _process(self, frames: list[Frame], depth: int, c_offset: int | None, base: int = 0) -> None:
-        """Run decoded frames through the machine.
+    def _process(self, frames: list[Any], depth: int, c_offset: int | None, base: int = 0) -> None:
+        """Run decoded frames (and :class:`JsonRun` columns) through the machine.
 
         Errors name the offending field at its stream offset; for frames inside
         a ``C`` the frame is named ``C>X`` and the offset is the ``C``'s (the
         inflated bytes have no stream offset).  Offsets of plain frames are
         computed only when an error happens.
         """
-        cur = self._cur
         mixed = self.accept_mixed_versions
         in_batch = State.IN_BATCH
         for i, f in enumerate(frames):
             t = type(f)
-            if t is JsonFrame or t is DataFrame:
+            if t is JsonRun:
+                self._take_run(f, frames, i, base, c_offset)
+            elif t is JsonFrame or t is DataFrame:
                 if self.state is not in_batch:
                     name = "J" if t is JsonFrame else "D"
                     raise self._error_at(
@@ -359,7 +366,11 @@ class ServerConnection(FrameMachine):
                         "version",
                         0,
                     )
-                cur.append(f)  # type: ignore[arg-type]
+                if t is JsonFrame:
+                    assert isinstance(f, JsonFrame)
+                    self._cur_cols.append((f.version, [f.seq], [f.payload], None if f.data is None else [f.data]))
+                else:
+                    self._cur.append(f)
                 self._cur_bytes += held_bytes(f)
                 if self._cur_bytes > self.limits.max_batch_bytes:
                     raise self._error_at(
@@ -373,10 +384,10 @@ class ServerConnection(FrameMachine):
                         10 if t is JsonFrame else 6,
                         limit=True,
                     )
-                n = len(cur)
+                self._cur_n += 1
+                n = self._cur_n
                 if n == self._cur_count:
                     self._finish_batch()
-                    cur = self._cur
                 elif n == 1:
                     # in-batch -> in-batch, recorded once per batch rather than per frame (hot path)
                     self.transitions_seen.add(_IN_BATCH_DATA)
@@ -385,7 +396,7 @@ class ServerConnection(FrameMachine):
                 self._check_version(f.version, frames, i, base, c_offset, "W")
                 if self.state is State.IN_BATCH:
                     raise self._error_at(
-                        f"W while the previous window still expects {self._cur_count - len(cur)} events",
+                        f"W while the previous window still expects {self._cur_count - self._cur_n} events",
                         frames,
                         i,
                         base,
@@ -424,16 +435,82 @@ class ServerConnection(FrameMachine):
                 assert isinstance(f, Compressed)
                 self._check_version(f.version, frames, i, base, c_offset, "C")
                 self._inflate_and_process(f, depth, c_offset if c_offset is not None else _offset_of(frames, i, base))
-                cur = self._cur
             else:  # Ack
                 raise self._error_at(
                     "the client sent an A frame (acks flow from server to client)", frames, i, base, c_offset, "A", "type", 1
                 )
 
+    def _take_run(self, run: JsonRun, frames: list[Any], i: int, base: int, c_offset: int | None) -> None:
+        """The ``J`` frames of ``run`` (``frames[i]``), a window's worth at a
+        time: the same checks, in the same order, as one ``J`` frame after
+        another in :meth:`_process`, and the same error at the same frame."""
+        seqs, payloads, docs = run.seqs, run.payloads, run.docs
+        n = len(seqs)
+        limit = self.limits.max_batch_bytes
+        j = 0
+        while j < n:
+            if self.state is not State.IN_BATCH:
+                raise self._error_at(
+                    "data frame outside a window (no W announced it)", frames, i, base, c_offset, "J", "type", 1, within=j
+                )
+            if self.accept_mixed_versions:
+                if self._batch_version != V2:  # §3.10: a '1' batch holds D frames
+                    raise self._error_at(
+                        f"J frame in a version {chr(self._batch_version)!r} batch", frames, i, base, c_offset, "J", "type", 1, within=j
+                    )
+            elif run.version != self._batch_version:
+                raise self._error_at(
+                    f"version byte {chr(run.version)!r} on a version {chr(self._batch_version)!r} connection",
+                    frames,
+                    i,
+                    base,
+                    c_offset,
+                    "J",
+                    "version",
+                    0,
+                    within=j,
+                )
+            before = self._cur_n
+            k = min(self._cur_count - before, n - j)
+            whole = j == 0 and k == n
+            part = payloads if whole else payloads[j : j + k]
+            held = self._cur_bytes + sum(map(len, part))
+            if held > limit:
+                over = self._cur_bytes
+                for m, p in enumerate(part):  # the frame that went past the limit
+                    over += len(p)
+                    if over > limit:
+                        if before == 0 and m > 0 and self._cur_count > 1:
+                            self.transitions_seen.add(_IN_BATCH_DATA)  # as the frames before it did
+                        raise self._error_at(
+                            f"the batch's events exceed the limit max_batch_bytes={limit}",
+                            frames,
+                            i,
+                            base,
+                            c_offset,
+                            "J",
+                            "payload",
+                            10,
+                            limit=True,
+                            within=j + m,
+                        )
+            self._cur_bytes = held
+            if whole:
+                self._cur_cols.append((run.version, seqs, payloads, docs))
+            else:
+                self._cur_cols.append((run.version, seqs[j : j + k], part, None if docs is None else docs[j : j + k]))
+            self._cur_n = before + k
+            if before == 0 and self._cur_count > 1:
+                # in-batch -> in-batch, recorded once per batch rather than per frame (hot path)
+                self.transitions_seen.add(_IN_BATCH_DATA)
+            if self._cur_n == self._cur_count:
+                self._finish_batch()
+            j += k
+
     def _error_at(
         self,
         reason: str,
-        frames: list[Frame],
+        frames: list[Any],
         i: int,
         base: int,
         c_offset: int | None,
@@ -442,13 +519,21 @@ class ServerConnection(FrameMachine):
         rel: int,
         *,
         limit: bool = False,
+        within: int = 0,
     ) -> LocalProtocolError:
+        """The error at ``frames[i]`` (at its ``within``-th frame if it is a
+        :class:`JsonRun`), field ``rel`` bytes into that frame."""
         cls = LimitExceeded if limit else LocalProtocolError
         if c_offset is not None:
             return cls(reason, protocol=PROTOCOL, frame=f"C>{frame}", field=field, offset=c_offset)
-        return cls(reason, protocol=PROTOCOL, frame=frame, field=field, offset=_offset_of(frames, i, base) + rel)
+        at = _offset_of(frames, i, base)
+        if within:
+            run = frames[i]
+            assert isinstance(run, JsonRun)
+            at += 10 * within + sum(map(len, run.payloads[:within]))
+        return cls(reason, protocol=PROTOCOL, frame=frame, field=field, offset=at + rel)
 
-    def _check_version(self, version: int, frames: list[Frame], i: int, base: int, c_offset: int | None, frame: str) -> None:
+    def _check_version(self, version: int, frames: list[Any], i: int, base: int, c_offset: int | None, frame: str) -> None:
         if self.version is None:
             self.version = version
         elif version != self.version and not self.accept_mixed_versions:
@@ -480,15 +565,22 @@ class ServerConnection(FrameMachine):
             strict_versions=self._decoder.strict_versions,
             offset=offset,
             budget=limits.max_batch_bytes - self._cur_bytes,
+            runs=self._runs,
         )
         state_before = self.state
         self._process(frames, depth + 1, offset)
         self.transitions_seen.add((state_before.value, "C", self.state.value))
 
     def _finish_batch(self) -> None:
-        batch = Batch(self._batch_version, tuple(self._cur), self._batches)
+        if self._cur_cols:
+            assert not self._cur  # a batch holds J frames or D frames (§3.10), never both
+            batch = Batch.of_columns(self._batch_version, self._cur_cols, self._batches)
+            self._cur_cols = []
+        else:
+            batch = Batch(self._batch_version, tuple(self._cur), self._batches)
+            self._cur = []
         self._batches += 1
-        self._cur = []
+        self._cur_n = 0
         self._cur_count = 0
         self._cur_bytes = 0
         self._transition("data", State.AWAIT_WINDOW)
@@ -520,7 +612,7 @@ class ServerConnection(FrameMachine):
         self._now = now
         self._pending.popleft()
         self._pending_since = now
-        seq = batch.last_seq if self.ack_mode == "last-seq" else len(batch.events)
+        seq = batch.last_seq if self.ack_mode == "last-seq" else len(batch)
         self._last_activity = now
         self._emit(encode_ack(seq, batch.version))
         held = self._held

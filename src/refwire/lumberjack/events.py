@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from .frames import DataFrame, EncodedWindow, JsonFrame
+from .frames import DataFrame, EncodedWindow, JsonFrame, json_frames
 
 __all__ = [
     "Accept",
@@ -40,24 +40,91 @@ Event = JsonFrame | DataFrame
 # --------------------------------------------------------------------------- server
 
 
-@attrs.frozen
+#: one stretch of a batch's ``J`` events decoded in columns: the version byte
+#: they carry, their sequence numbers, payloads, and parsed documents (or None).
+JsonColumns = tuple[int, list[int], list[bytes], "list[Any] | None"]
+
+
+@attrs.frozen(eq=False, repr=False)
 class Batch:
     """A complete window of events, delivered to the application.
 
     Ack it with :meth:`ServerConnection.accept` (``send(Accept(batch))``) once
     the application holds it.
+
+    The server machine decodes a window's ``J`` frames in columns; ``events``
+    builds their :class:`~refwire.lumberjack.frames.JsonFrame` objects the
+    first time it is read (and keeps them).  ``len(batch)``, :attr:`last_seq`,
+    :attr:`seqs`, :attr:`payloads` and :attr:`docs` read the columns and build
+    nothing: the cheap way through a large window.
     """
 
     version: int
-    events: tuple[Event, ...]
+    _events: tuple[Event, ...] | None = attrs.field(alias="events")
     number: int  #: 0, 1, 2 ... per connection
+    _columns: tuple[JsonColumns, ...] = attrs.field(default=(), alias="columns", kw_only=True)
+
+    @classmethod
+    def of_columns(cls, version: int, columns: Sequence[JsonColumns], number: int) -> Batch:
+        """A batch of ``J`` events decoded in columns (the server machine's)."""
+        return cls(version, None, number, columns=tuple(columns))
+
+    @property
+    def events(self) -> tuple[Event, ...]:
+        """The events as frames, in order."""
+        events = self._events
+        if events is None:
+            built: list[Event] = []
+            for version, seqs, payloads, docs in self._columns:
+                built += json_frames(version, seqs, payloads, docs)
+            events = tuple(built)
+            object.__setattr__(self, "_events", events)
+        return events
+
+    @property
+    def seqs(self) -> list[int]:
+        """The events' sequence numbers, in order."""
+        if self._events is not None:
+            return [e.seq for e in self._events]
+        return [seq for _, seqs, _, _ in self._columns for seq in seqs]
+
+    @property
+    def payloads(self) -> list[bytes]:
+        """The ``J`` payloads (the JSON bytes as received), in order; a v1
+        batch's ``D`` events have none (:attr:`events` holds their pairs)."""
+        if self._events is not None:
+            return [e.payload for e in self._events if isinstance(e, JsonFrame)]
+        return [p for _, _, payloads, _ in self._columns for p in payloads]
+
+    @property
+    def docs(self) -> list[Any]:
+        """The ``J`` events' parsed documents when the server validated JSON
+        (else ``None`` each), in order."""
+        if self._events is not None:
+            return [e.data for e in self._events if isinstance(e, JsonFrame)]
+        return [d for _, seqs, _, docs in self._columns for d in (docs if docs is not None else [None] * len(seqs))]
 
     @property
     def last_seq(self) -> int:
-        return self.events[-1].seq
+        if self._events is not None:
+            return self._events[-1].seq
+        return self._columns[-1][1][-1]
 
     def __len__(self) -> int:
-        return len(self.events)
+        if self._events is not None:
+            return len(self._events)
+        return sum(len(seqs) for _, seqs, _, _ in self._columns)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Batch):
+            return NotImplemented
+        return (self.version, self.number, self.events) == (other.version, other.number, other.events)
+
+    def __hash__(self) -> int:
+        return hash((self.version, self.events, self.number))
+
+    def __repr__(self) -> str:
+        return f"Batch(version={self.version!r}, events={self.events!r}, number={self.number!r})"
 
 
 @attrs.frozen

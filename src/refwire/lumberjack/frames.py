@@ -51,6 +51,7 @@ __all__ = [
     "Frame",
     "FrameDecoder",
     "JsonFrame",
+    "JsonRun",
     "EncodedEvent",
     "EncodedWindow",
     "Window",
@@ -64,6 +65,7 @@ __all__ = [
     "held_bytes",
     "inflate",
     "inflate_frames",
+    "json_frames",
     "next_seq",
     "scan_acks",
     "window_bytes",
@@ -236,6 +238,52 @@ _set = object.__setattr__
 
 # Slot descriptors of JsonFrame: setting through them skips the frozen __setattr__.
 _JSON_SETTERS: Final = tuple(JsonFrame.__dict__[name].__set__ for name in ("seq", "payload", "version", "data"))
+
+
+class JsonRun:
+    """Consecutive complete ``J`` frames with one version byte, decoded in
+    columns instead of one :class:`JsonFrame` each: the server's hot path
+    (``frames(runs=True)``), where a window's events go to a
+    :class:`~refwire.lumberjack.events.Batch` that builds its frames only if
+    the application asks for them.  ``docs`` holds the parsed documents when
+    the decoder validates JSON, else it is ``None``.
+    """
+
+    __slots__ = ("docs", "payloads", "seqs", "version")
+
+    def __init__(self, version: int, validated: bool) -> None:
+        self.version = version
+        self.seqs: list[int] = []
+        self.payloads: list[bytes] = []
+        self.docs: list[Any] | None = [] if validated else None
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    def size(self) -> int:
+        """The encoded size of the frames (§2.3: 10 header bytes each)."""
+        return 10 * len(self.seqs) + sum(map(len, self.payloads))
+
+    def frames(self) -> list[JsonFrame]:
+        """The frames as :class:`JsonFrame` objects."""
+        return json_frames(self.version, self.seqs, self.payloads, self.docs)
+
+
+def json_frames(version: int, seqs: Sequence[int], payloads: Sequence[bytes], docs: Sequence[Any] | None) -> list[JsonFrame]:
+    """:class:`JsonFrame` objects for frames decoded in columns (trusted input:
+    the decoder checked every field, so no validation runs again)."""
+    new = _new
+    set_seq, set_payload, set_version, set_data = _JSON_SETTERS
+    out: list[JsonFrame] = []
+    append = out.append
+    for k, (seq, payload) in enumerate(zip(seqs, payloads, strict=True)):
+        f = new(JsonFrame)
+        set_seq(f, seq)
+        set_payload(f, payload)
+        set_version(f, version)
+        set_data(f, None if docs is None else docs[k])
+        append(f)
+    return out
 
 
 def encode_ack(seq: int, version: int = V2) -> bytes:
@@ -462,8 +510,10 @@ def encode_events(version: int, events: Sequence[Any], seqs: Sequence[int] | Non
     return EncodedWindow(version, body, starts, numbers)
 
 
-def frame_size(f: Frame) -> int:
-    """The encoded size of a decoded frame."""
+def frame_size(f: Frame | JsonRun) -> int:
+    """The encoded size of a decoded frame (or of a :class:`JsonRun`'s frames)."""
+    if type(f) is JsonRun:
+        return f.size()
     if isinstance(f, (JsonFrame, Compressed)):
         return (10 if isinstance(f, JsonFrame) else 6) + len(f.payload)
     if isinstance(f, DataFrame):
@@ -536,6 +586,17 @@ def held_bytes(frame: Frame) -> int:
     return 0
 
 
+def _held_total(frames: list[Any]) -> int:
+    """:func:`held_bytes` summed over decoded frames, :class:`JsonRun` included."""
+    total = 0
+    for f in frames:
+        if type(f) is JsonRun:
+            total += sum(map(len, f.payloads))
+        else:
+            total += held_bytes(f)
+    return total
+
+
 def inflate_frames(
     payload: bytes,
     limits: Limits = DEFAULT_LIMITS,
@@ -544,7 +605,8 @@ def inflate_frames(
     strict_versions: bool = True,
     offset: int = 0,
     budget: int | None = None,
-) -> list[Frame]:
+    runs: bool = False,
+) -> list[Any]:
     """The frames inside a ``C`` payload (§2.4), inflated a step at a time into
     the frame decoder: what is held at once is the decoded frames plus one
     step, not the whole inflated payload *and* the frames cut from it.
@@ -556,9 +618,11 @@ def inflate_frames(
     itself is reported first.  ``budget``: the most bytes of events
     (:func:`held_bytes`) the frames may hold, past which
     :class:`~refwire.errors.LimitExceeded` names ``max_batch_bytes`` at once.
+    ``runs``: complete ``J`` frames come in :class:`JsonRun` columns
+    (:meth:`FrameDecoder.frames`).
     """
     dec = FrameDecoder(limits, validate_json=validate_json, strict_versions=strict_versions)
-    frames: list[Frame] = []
+    frames: list[Any] = []
     inner_error: ProtocolError | None = None
     held = 0
     for chunk in _inflate_steps(payload, max_size=limits.max_decompressed_size, offset=offset):
@@ -566,12 +630,12 @@ def inflate_frames(
             continue  # only the C's own checks are left to run
         dec.feed(chunk)
         try:
-            new = dec.frames()
+            new = dec.frames(runs=runs)
         except ProtocolError as exc:
             inner_error = _inside(exc, offset)
             continue
         if budget is not None:
-            held += sum(held_bytes(f) for f in new)
+            held += _held_total(new)
             if held > budget:
                 raise _limit(
                     f"the batch's events exceed the limit max_batch_bytes={limits.max_batch_bytes}",
@@ -636,47 +700,53 @@ class FrameDecoder:
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         self._buf.feed(data)
 
-    def frames(self) -> list[Frame]:
+    def frames(self, *, runs: bool = False) -> list[Any]:
         """Every complete frame buffered so far (possibly none).
 
         Raises :class:`LocalProtocolError` (with frame, field and stream
         offset) at the first bad byte; the frames before it are returned by the
         previous calls only, so a caller that wants them should call once per
         fed chunk (the connection does).
+
+        ``runs``: consecutive complete ``J`` frames of one version byte come as
+        one :class:`JsonRun` (columns, no object per frame) instead of
+        :class:`JsonFrame` objects; the server machine decodes so.
         """
         buf = self._buf
         if len(buf) < self._need:
             return []
-        out: list[Frame] = []
+        out: list[Any] = []
         data = buf.data
         start = buf.pos
-        pos, need = self._scan(data, start, len(data), buf.consumed - start, out)
+        pos, need = self._scan(data, start, len(data), buf.consumed - start, out, runs)
         buf.advance_to(pos)
         self._need = need
         return out
 
-    def frames_before_error(self) -> tuple[list[Frame], ProtocolError | None]:
+    def frames_before_error(self, *, runs: bool = False) -> tuple[list[Any], ProtocolError | None]:
         """Like :meth:`frames` but returns the good frames *and* the error."""
         buf = self._buf
-        out: list[Frame] = []
+        out: list[Any] = []
         if len(buf) < self._need:
             return out, None
         data = buf.data
         start = buf.pos
         try:
-            pos, need = self._scan(data, start, len(data), buf.consumed - start, out)
+            pos, need = self._scan(data, start, len(data), buf.consumed - start, out, runs)
         except ProtocolError as exc:
             return out, exc
         buf.advance_to(pos)
         self._need = need
         return out, None
 
-    def _scan(self, data: bytes | bytearray, pos: int, end: int, base: int, out: list[Frame]) -> tuple[int, int]:
+    def _scan(
+        self, data: bytes | bytearray, pos: int, end: int, base: int, out: list[Any], runs: bool = False
+    ) -> tuple[int, int]:
         """Decode frames in ``data[pos:end]`` into ``out``; ``pos + base`` is the
         stream offset.  Returns ``(new_pos, need)``."""
         mv = memoryview(data) if type(data) is not bytes else None
         try:
-            return self._scan_inner(data, mv, pos, end, base, out)
+            return self._scan_inner(data, mv, pos, end, base, out, runs)
         finally:
             if mv is not None:
                 mv.release()
@@ -688,7 +758,8 @@ class FrameDecoder:
         pos: int,
         end: int,
         base: int,
-        out: list[Frame],
+        out: list[Any],
+        runs: bool,
     ) -> tuple[int, int]:
         max_frame = self.limits.max_frame_size
         validate = self.validate_json
@@ -707,6 +778,9 @@ class FrameDecoder:
         v1 = V1
         v2 = V2
         json_t = JSON
+        run: JsonRun | None = None  # the run the next fast-path J joins (runs mode)
+        run_version = 0
+        add_seq = add_payload = add_doc = append
         while True:
             avail = end - pos
             if avail >= 10:
@@ -739,6 +813,21 @@ class FrameDecoder:
                             )
                     else:
                         doc = None
+                    if runs:
+                        if run is None or ver != run_version:
+                            run = JsonRun(ver, validate)
+                            run_version = ver
+                            append(run)
+                            add_seq = run.seqs.append
+                            add_payload = run.payloads.append
+                            if validate:
+                                add_doc = run.docs.append  # type: ignore[union-attr]
+                        add_seq(seq)
+                        add_payload(payload)
+                        if validate:
+                            add_doc(doc)
+                        pos = stop
+                        continue
                     f = new(json_cls)
                     set_seq(f, seq)
                     set_payload(f, payload)
@@ -749,6 +838,7 @@ class FrameDecoder:
                     continue
             elif avail < 2:
                 return pos, 2
+            run = None  # any other frame ends the run (a J comes back to the fast path)
             ver = data[pos]
             typ = data[pos + 1]
             if ver != V2 and ver != V1:

@@ -305,7 +305,7 @@ class LumberjackServer:
                         armed = conn.next_deadline()
                         conn.accept(batch, now=trio.current_time())  # = send(Accept(batch))
                         self.stats["batches"] += 1
-                        self.stats["events"] += len(batch.events)
+                        self.stats["events"] += len(batch)
                         await pump.flush()  # the ack goes out from this task
                         due = conn.next_deadline()
                         if due is not None and (armed is None or due < armed):

@@ -1,0 +1,201 @@
+"""The server machine's fast path decodes a window's ``J`` frames in columns
+(``JsonRun``) and builds a ``Batch``'s frames only when asked.  It must be
+the per-frame machine exactly: the same batches, acks, transitions, and the
+same error (class, frame, field, offset, words) at the same byte, for any
+stream, valid or hostile, however it is split (specs/lumberjack/README.md
+§2.3, §3.1-§3.4, §3.10, §4)."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lumberjack_strategies import drain, split
+
+from refwire.errors import RemoteProtocolError
+from refwire.lumberjack import V1, V2, Ack, Batch, Compressed, DataFrame, JsonFrame, ServerConnection, Window
+from refwire.lumberjack.frames import DEFAULT_LIMITS, FrameDecoder, JsonRun
+
+
+class PerFrameServer(ServerConnection):
+    """The same machine decoding one JsonFrame object per J frame."""
+
+    _runs = False
+
+
+def j(seq: int, payload: bytes, version: int = V2) -> bytes:
+    return bytes((version, 0x4A)) + seq.to_bytes(4, "big") + len(payload).to_bytes(4, "big") + payload
+
+
+payloads = st.one_of(
+    st.dictionaries(st.text(max_size=4), st.integers(0, 9), max_size=2).map(lambda d: json.dumps(d).encode()),
+    st.sampled_from([b"[1]", b"{", b"nul", b'"s"', b"{}"]),  # not an object, not JSON
+)
+
+
+@st.composite
+def hostile_streams(draw: st.DrawFn) -> bytes:
+    """Windows whose counts may not match what follows, J and D frames of
+    either version byte, acks from the client, C frames around any of it."""
+    parts: list[bytes] = []
+    for _ in range(draw(st.integers(1, 5))):
+        kind = draw(st.sampled_from(["W", "J", "J", "J", "Jrun", "D", "A", "C"]))
+        version = draw(st.sampled_from([V2, V2, V2, V1]))
+        if kind == "W":
+            parts.append(Window(draw(st.integers(0, 5)), version).encode())
+        elif kind == "J":
+            parts.append(j(draw(st.integers(0, 9)), draw(payloads), version))
+        elif kind == "Jrun":
+            n = draw(st.integers(1, 6))
+            body = b"".join(j(i + 1, draw(payloads), version) for i in range(n))
+            parts.append(Window(draw(st.integers(1, 6)), version).encode() + body)
+        elif kind == "D":
+            parts.append(bytes((version,)) + DataFrame(draw(st.integers(0, 9)), ((b"k", b"v"),)).encode()[1:])
+        elif kind == "A":
+            parts.append(Ack(1, version).encode())
+        else:
+            inner = b"".join(
+                [Window(draw(st.integers(1, 4)), version).encode()]
+                + [j(i + 1, draw(payloads), draw(st.sampled_from([V2, V1]))) for i in range(draw(st.integers(0, 4)))]
+            )
+            parts.append(Compressed(zlib.compress(inner, 1), version).encode())
+    return b"".join(parts)
+
+
+def outcome(conn: ServerConnection, chunks: list[bytes]) -> tuple[Any, ...]:
+    batches, err, sent = drain(conn, chunks)
+    shown = [
+        (
+            b.version,
+            b.number,
+            len(b),
+            b.last_seq,
+            [(type(e).__name__, e.seq, getattr(e, "payload", None), e.version, getattr(e, "data", None)) for e in b.events],
+        )
+        for b in batches
+    ]
+    error = None if err is None else (type(err).__name__, str(err), err.frame, err.field, err.offset)
+    return shown, error, sent, sorted(conn.transitions_seen), conn.state
+
+
+configs = st.fixed_dictionaries(
+    {
+        "validate_json": st.booleans(),
+        "accept_mixed_versions": st.booleans(),
+        "ack_mode": st.sampled_from(["last-seq", "count"]),
+        "max_batch_bytes": st.sampled_from([DEFAULT_LIMITS.max_batch_bytes, 1, 20, 40]),
+    }
+)
+
+
+def machines(cfg: dict[str, Any]) -> tuple[ServerConnection, ServerConnection]:
+    limits = attrs.evolve(DEFAULT_LIMITS, max_batch_bytes=cfg["max_batch_bytes"])
+    kw = {k: v for k, v in cfg.items() if k != "max_batch_bytes"}
+    return ServerConnection(limits=limits, **kw), PerFrameServer(limits=limits, **kw)
+
+
+@settings(max_examples=400, deadline=None)
+@given(hostile_streams(), configs, st.lists(st.integers(0, 400), max_size=4))
+def test_runs_decide_as_frame_by_frame(stream: bytes, cfg: dict[str, Any], cuts: list[int]) -> None:
+    fast, slow = machines(cfg)
+    chunks = split(stream, cuts)
+    assert outcome(fast, chunks) == outcome(slow, chunks)
+
+
+@pytest.mark.parametrize("limit", [29, 30, 31, 59, 60])
+@pytest.mark.parametrize("compress", [False, True])
+def test_max_batch_bytes_names_the_frame_that_crosses_it(limit: int, compress: bool) -> None:
+    # Six 10-byte payloads: the limit is crossed by the 3rd (limit 29), 4th (30), ...
+    body = b"".join(j(i + 1, b'{"a":"%02d"}' % i) for i in range(6))
+    assert len(body) == 6 * 20
+    stream = Window(6).encode() + (Compressed(zlib.compress(body)).encode() if compress else body)
+    cfg = {"validate_json": True, "accept_mixed_versions": False, "ack_mode": "last-seq", "max_batch_bytes": limit}
+    fast, slow = machines(cfg)
+    got = outcome(fast, [stream])
+    assert got == outcome(slow, [stream])
+    error = got[1]
+    crossing = limit // 10 + 1  # the frame whose payload takes the total past the limit
+    if crossing > 6:
+        assert error is None and got[0][0][2] == 6
+    else:
+        assert error is not None and error[0] == "RemoteLimitExceeded" and error[3] == "payload"
+        assert error[4] == (6 if compress else 6 + 20 * (crossing - 1) + 10)
+
+
+def test_data_after_a_complete_window_is_refused_at_its_frame() -> None:
+    body = b"".join(j(i + 1, b"{}") for i in range(5))
+    stream = Window(3).encode() + body
+    cfg = {"validate_json": True, "accept_mixed_versions": False, "ack_mode": "last-seq", "max_batch_bytes": 1000}
+    fast, slow = machines(cfg)
+    got = outcome(fast, [stream])
+    assert got == outcome(slow, [stream])
+    assert got[1] is not None and got[1][4] == 6 + 3 * 12 + 1  # the type byte of the 4th J
+    assert [b[2] for b in got[0]] == [3]
+
+
+def test_a_batch_reads_its_columns_without_building_frames() -> None:
+    conn = ServerConnection(validate_json=True)
+    conn.receive_data(Window(3).encode() + j(7, b'{"a":1}') + j(8, b'{"b":2}') + j(9, b"{}"), now=0.0)
+    batch = conn.next_event()
+    assert isinstance(batch, Batch)
+    assert batch._events is None  # nothing built yet
+    assert len(batch) == 3 and batch.last_seq == 9 and batch.seqs == [7, 8, 9]
+    assert batch.payloads == [b'{"a":1}', b'{"b":2}', b"{}"]
+    assert batch.docs == [{"a": 1}, {"b": 2}, {}]
+    assert batch._events is None
+    conn.accept(batch, now=0.0)
+    assert conn.data_to_send() == Ack(9).encode()
+    assert batch._events is None  # acking reads the columns only
+    events = batch.events
+    assert events == (JsonFrame(7, b'{"a":1}'), JsonFrame(8, b'{"b":2}'), JsonFrame(9, b"{}"))
+    assert [e.data for e in events] == [{"a": 1}, {"b": 2}, {}]
+    assert batch.events is events  # built once
+    assert batch == Batch(V2, events, 0) and hash(batch) == hash(Batch(V2, events, 0))
+    assert repr(batch) == repr(Batch(V2, events, 0))
+    assert batch.seqs == [7, 8, 9] and batch.payloads == [b'{"a":1}', b'{"b":2}', b"{}"] and batch.docs[0] == {"a": 1}
+
+
+def test_a_batch_of_frames_reads_the_same() -> None:
+    b = Batch(V1, (DataFrame(4, ((b"k", b"v"),)),), 2)
+    assert len(b) == 1 and b.last_seq == 4 and b.seqs == [4] and b.payloads == [] and b.docs == []
+    unvalidated = Batch.of_columns(V2, [(V2, [1, 2], [b"{}", b"[]"], None)], 0)
+    assert unvalidated.docs == [None, None] and unvalidated.events[1] == JsonFrame(2, b"[]")
+    assert unvalidated != "not a batch" and unvalidated != Batch(V2, (), 0)
+
+
+def test_the_decoder_groups_runs_by_version_and_breaks_them_at_other_frames() -> None:
+    dec = FrameDecoder(validate_json=False, strict_versions=False)
+    dec.feed(j(1, b"a") + j(2, b"b") + j(3, b"c", V1) + Window(1).encode() + j(4, b"d"))
+    out = dec.frames(runs=True)
+    assert [type(f).__name__ for f in out] == ["JsonRun", "JsonRun", "Window", "JsonRun"]
+    assert [(r.version, r.seqs, r.payloads, r.docs) for r in out if isinstance(r, JsonRun)] == [
+        (V2, [1, 2], [b"a", b"b"], None),
+        (V1, [3], [b"c"], None),
+        (V2, [4], [b"d"], None),
+    ]
+    assert out[0].size() == 22 and [f.seq for f in out[0].frames()] == [1, 2]
+
+
+def test_a_run_is_kept_across_a_split_only_within_one_call() -> None:
+    dec = FrameDecoder(validate_json=True)
+    stream = j(1, b"{}") + j(2, b'{"x":1}')
+    dec.feed(stream[:15])
+    first = dec.frames(runs=True)
+    dec.feed(stream[15:])
+    second = dec.frames(runs=True)
+    assert [(r.seqs, r.docs) for r in first + second] == [([1], [{}]), ([2], [{"x": 1}])]
+
+
+def test_errors_inside_a_run_report_the_frame_and_the_decoded_prefix() -> None:
+    stream = Window(2).encode() + j(1, b"{}") + j(2, b"[]")
+    fast, slow = machines({"validate_json": True, "accept_mixed_versions": False, "ack_mode": "count", "max_batch_bytes": 100})
+    got = outcome(fast, [stream])
+    assert got == outcome(slow, [stream])
+    assert got[1] is not None and got[1][2] == "J" and got[1][3] == "json" and got[1][4] == 6 + 12 + 10
+    with pytest.raises(RemoteProtocolError):
+        fast.next_event()
