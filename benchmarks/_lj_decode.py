@@ -13,10 +13,12 @@ Rows:
 * bare: ``unpack_from`` of seq and length, payload sliced to ``bytes`` (the
   loop of perf-baseline-lumberjack.md §3, a lower bound: no checks, no objects).
 * bare+json: the same + ``json.loads`` of each payload (the JSON-parsing bound).
-* FrameDecoder: ``feed(stream)`` + ``frames()``, validate_json off / on.
+* FrameDecoder: ``feed(stream)`` + ``frames()``, validate_json off / on;
+  ``frames(runs=True)``: the J frames in ``JsonRun`` columns (the server's path).
 * ServerConnection: the Sans-IO server machine over the same frames with a
   ``2W 2048`` before every 2048 (the full batch pipeline: frames, windows,
-  batches, acks via ``accept``), validate_json off / on.
+  batches, acks via ``accept``), validate_json off / on; it counts
+  ``len(batch)``, which builds no frame objects.
 """
 
 from __future__ import annotations
@@ -76,6 +78,14 @@ def rows(n: int, plain: bytes, windowed: bytes) -> list[tuple[str, str, bytes, C
 
         return run
 
+    def decoder_runs(validate: bool) -> Callable[[], int]:
+        def run() -> int:
+            d = FrameDecoder(validate_json=validate)
+            d.feed(plain)
+            return sum(len(r) for r in d.frames(runs=True))
+
+        return run
+
     def connection(validate: bool) -> Callable[[], int]:
         def run() -> int:
             c = ServerConnection(validate_json=validate)
@@ -86,7 +96,7 @@ def rows(n: int, plain: bytes, windowed: bytes) -> list[tuple[str, str, bytes, C
                 if ev is NEED_DATA:
                     return count
                 if type(ev) is Batch:
-                    count += len(ev.events)
+                    count += len(ev)
                     c.accept(ev, now=0.0)
                     c.data_to_send()
 
@@ -97,6 +107,8 @@ def rows(n: int, plain: bytes, windowed: bytes) -> list[tuple[str, str, bytes, C
         ("bare_json", "bare loop + json.loads (JSON-parsing bound)", plain, bare_json),
         ("decoder_raw", "refwire FrameDecoder, validate_json=False", plain, decoder(False)),
         ("decoder_json", "refwire FrameDecoder, validate_json=True", plain, decoder(True)),
+        ("runs_raw", "refwire FrameDecoder runs=True, validate_json=False", plain, decoder_runs(False)),
+        ("runs_json", "refwire FrameDecoder runs=True, validate_json=True", plain, decoder_runs(True)),
         ("conn_raw", f"refwire ServerConnection, W {WINDOW}, validate_json=False", windowed, connection(False)),
         ("conn_json", f"refwire ServerConnection, W {WINDOW}, validate_json=True", windowed, connection(True)),
     ]

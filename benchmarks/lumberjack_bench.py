@@ -422,6 +422,8 @@ def print_decode(res: dict[str, Any]) -> None:
 SHORT = {
     "decoder_raw": "refwire FrameDecoder (validate_json=False)",
     "decoder_json": "refwire FrameDecoder (validate_json=True)",
+    "runs_raw": "refwire FrameDecoder runs=True (validate_json=False)",
+    "runs_json": "refwire FrameDecoder runs=True (validate_json=True)",
     "conn_raw": "refwire ServerConnection (validate_json=False)",
     "conn_json": "refwire ServerConnection (validate_json=True)",
 }
@@ -461,9 +463,9 @@ def ratios(
             )
     if decode:
         rows = {r["key"]: r for r in decode["rows"]}
-        for key in ("decoder_raw", "decoder_json", "conn_raw", "conn_json"):
+        for key in ("decoder_raw", "decoder_json", "runs_raw", "runs_json", "conn_raw", "conn_json"):
             out.append((f"decode MB/s, bare struct loop ÷ {SHORT[key]}", ratio_text(rows["bare"]["mb_s"], rows[key]["mb_s"])))
-        for key in ("decoder_json", "conn_json"):
+        for key in ("decoder_json", "runs_json", "conn_json"):
             out.append(
                 (f"decode MB/s, bare loop + json.loads ÷ {SHORT[key]}", ratio_text(rows["bare_json"]["mb_s"], rows[key]["mb_s"]))
             )
