@@ -11,7 +11,9 @@ side by side in one run, so the load of the machine hits both alike.  See benchm
    refwire's EventWriter one event per write (stop-and-wait, like the Python
    client's default), refwire's EventWriter batched (Rust-style blocks and
    Java-style blocks), and the real ``pravega==0.3.8`` client (Rust core) with
-   one event in flight (its default) and with up to 1000 in flight.
+   one event in flight (its default) and with up to 1000 in flight; and the
+   floor of stop-and-wait in trio: one task sending appends encoded before
+   the clock and reading each DataAppended (no session, no pump).
 2. Decode: the bytes of an append stream (Rust style and Java style with
    PartialEvents) through refwire's CommandDecoder and ServerConnection, against
    a bare ``struct.unpack_from`` loop that walks the same frames.
@@ -53,7 +55,63 @@ def _env() -> dict[str, str]:
 # --------------------------------------------------------------------------- workers (run in child processes)
 
 
+def worker_trio_floor(store: str, n: int) -> dict[str, Any]:
+    """The floor of stop-and-wait in trio: one task sends each event's
+    AppendBlockEnd, encoded before the clock, and reads until the store's
+    DataAppended; no writer session, no pump, no second task."""
+    import uuid
+
+    import trio
+
+    from refwire.pravega.client import create_segment
+    from refwire.pravega.frames import NULL_VALUE, AppendSetup, CommandDecoder, DataAppended, Hello, SetupAppend
+    from refwire.pravega.writer import WriterSession
+
+    host, port = store.rsplit(":", 1)
+    seg = "bench/floor/0.#epoch.0"
+    wid = uuid.uuid4()
+
+    async def main() -> float:
+        await create_segment(host, int(port), seg)
+        session = WriterSession(seg, wid, style="rust", max_batch_events=1)
+        for i in range(n):
+            session.add((b"%08d" % i) + b"x" * 92)
+        session.setup(1)
+        session.on_append_setup(AppendSetup(request_id=1, segment=seg, writer_id=wid, last_event_number=NULL_VALUE))
+        inner = CommandDecoder(allow_inner=True)
+        inner.feed(session.take())
+        appends = [c.encode() for c in inner.commands()]
+        if len(appends) != n:
+            raise BenchError(f"floor: {len(appends)} appends for {n} events")
+        stream = await trio.open_tcp_stream(host, int(port))
+        async with stream:
+            await stream.send_all(Hello().encode() + SetupAppend(request_id=1, writer_id=wid, segment=seg).encode())
+            dec = CommandDecoder()
+            replies = 0
+            while replies < 2:  # Hello, AppendSetup
+                dec.feed(await stream.receive_some(65536))
+                replies += len(list(dec.commands()))
+            acked = 0
+            t0 = time.perf_counter()
+            for frame in appends:
+                await stream.send_all(frame)
+                while True:
+                    dec.feed(await stream.receive_some(65536))
+                    got = [c for c in dec.commands() if isinstance(c, DataAppended)]
+                    if got:
+                        acked += len(got)
+                        break
+            seconds = time.perf_counter() - t0
+        if acked != n:
+            raise BenchError(f"floor: {acked} of {n} events acked")
+        return seconds
+
+    return {"events": n, "seconds": trio.run(main)}
+
+
 def worker_refwire_writer(store: str, n: int, mode: str) -> dict[str, Any]:
+    if mode == "trio-floor":
+        return worker_trio_floor(store, n)
     import trio
 
     from refwire.pravega.client import EventWriter, WriterConfig, create_segment
@@ -197,6 +255,7 @@ ROWS = [
     ("refwire writer, batched (Rust-style blocks)", "refwire", "rust-batched"),
     ("refwire writer, batched (Java-style blocks)", "refwire", "java-batched"),
     ("real client, up to 1000 in flight", "peer", "time-inflight"),
+    ("floor: bare trio ping-pong, appends pre-encoded", "refwire", "trio-floor"),
 ]
 
 
@@ -281,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
         peer1 = appends[ROWS[1][0]]
         if peer1:
             print(f"  stop-and-wait, refwire writer / real client: ×{base / med(peer1):.2f}")
+            floor = appends[ROWS[-1][0]]
+            print(f"  stop-and-wait, bare trio floor / real client: ×{med(floor) / med(peer1):.2f}")
     if "decode" not in only:
         return 0
     print(f"2. Decode of an append stream ({n * 4} events of 100 bytes; MB/s, median of {reps} runs, each the best of {passes} interleaved passes)")
