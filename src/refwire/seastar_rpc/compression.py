@@ -85,7 +85,8 @@ def envelope(compressor: Compressor, frame: bytes) -> bytes:
     """``clen:u32 + compressor.compress(frame)``.
 
     A frame that is one LZ4 block -- any non-empty frame for ``LZ4``, one of at
-    most 32 KiB for ``LZ4_FRAGMENTED`` (a single last chunk, no window) -- is
+    most 32 KiB for ``LZ4_FRAGMENTED`` (a single last chunk, no window; the empty
+    frame too: ``05 00 00 00 00 00 00 80 00``) -- is
     built in one concatenation (specs/seastar-rpc/README.md §4): the same bytes
     as the general path, which takes everything else (and any other compressor,
     subclasses included).
@@ -96,7 +97,7 @@ def envelope(compressor: Compressor, frame: bytes) -> bytes:
         if n:
             block: bytes = _lz4_compress(frame, "default", False)
             return _U32X2.pack(len(block) + 4, n) + block
-    elif kind is LZ4FragmentedCompressor and 0 < n <= CHUNK_SIZE:
+    elif kind is LZ4FragmentedCompressor and n <= CHUNK_SIZE:
         block = _lz4_compress(frame, "default", False)
         return _U32X2.pack(len(block) + 4, _LAST | n) + block
     payload = compressor.compress(frame)

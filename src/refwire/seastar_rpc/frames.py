@@ -483,7 +483,9 @@ class FrameDecoder:
         self._need = 0
         self._fast_compressor = None
         self._fast_flag = 0
-        if compressor is not None:
+        if compressor is not None and self._held is None:
+            # (an oversized request still held -- being skipped, or skipped and not yet
+            # returned -- is the general path's to finish)
             from .compression import LZ4Compressor, LZ4FragmentedCompressor  # here: compression imports this module
 
             if type(compressor) is LZ4Compressor:
@@ -523,7 +525,7 @@ class FrameDecoder:
         """The next complete frame, or ``None`` when more bytes are needed."""
         comp = self.compressor
         if comp is not None:
-            if comp is self._fast_compressor and self._phase == "frames" and not self._skip and self._held is None:
+            if comp is self._fast_compressor:
                 return self._fast_compressed()
             return self._next_frame()
         if self._phase == "frames" and self.compressor is None and not self._skip and self._held is None:
@@ -664,8 +666,9 @@ class FrameDecoder:
         flag = self._fast_flag
         size = word ^ flag
         limits = self.limits
+        # (the ratio check also refuses a payload under 4 bytes, a no-op: 255 * (clen - 4) + 16 < 1)
         if not (
-            4 <= clen <= limits.max_frame_size
+            clen <= limits.max_frame_size
             and stop <= end
             and word & _LAST == flag
             and 0 < size <= limits.max_decompressed_size
