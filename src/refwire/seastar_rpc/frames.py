@@ -525,10 +525,94 @@ class FrameDecoder:
         """The next complete frame, or ``None`` when more bytes are needed."""
         comp = self.compressor
         if comp is not None:
-            if comp is self._fast_compressor:
-                return self._fast_compressed()
-            return self._next_frame()
-        if self._phase == "frames" and self.compressor is None and not self._skip and self._held is None:
+            if comp is not self._fast_compressor:
+                return self._next_frame()
+            # The compressed hot path (spec §4): a complete envelope that
+            # is one LZ4 block -- ``LZ4``'s ``uncompressed_size:u32 + block``, or
+            # ``LZ4_FRAGMENTED``'s single last chunk ``0x80000000|U:u32 + block`` -- within
+            # every limit (checked before decompressing, as the general path does), that
+            # decodes to exactly the declared size, holding a regular request or response
+            # (spec §3), is opened and parsed here with the general path's checks and
+            # result.  Anything else -- incomplete, over a limit, a no-op, several chunks,
+            # a bad block, a stream frame, an oversized or short inner frame -- goes to the
+            # general path (:meth:`_next_frame`, or :meth:`_open` once decompressed),
+            # which raises the same errors at the same offsets.
+            buf = self._buf
+            data = buf.data
+            pos = buf.pos
+            end = len(data)
+            if end - pos < 8:
+                return self._next_frame()
+            clen, word = _U32X2.unpack_from(data, pos)
+            stop = pos + 4 + clen
+            flag = self._fast_flag
+            size = word ^ flag
+            limits = self.limits
+            # (the ratio check also refuses a payload under 4 bytes, a no-op: 255 * (clen - 4) + 16 < 1)
+            if not (
+                clen <= limits.max_frame_size
+                and stop <= end
+                and word & _LAST == flag
+                and 0 < size <= limits.max_decompressed_size
+                and size <= _MAX_RATIO * (clen - 4) + 16
+            ):
+                return self._next_frame()
+            try:
+                # positional (source, uncompressed_size): the keyword form costs more than a small block
+                inner: bytes = lz4.block.decompress(data[pos + 8 : stop], size)
+            except lz4.block.LZ4BlockError:
+                return self._next_frame()  # the general path raises it with its field and offset
+            if len(inner) != size:
+                return self._next_frame()
+            kind = self.kind
+            limit = limits.max_frame_size
+            if kind == "response":
+                if self.duration:
+                    if size >= 16:
+                        msg_id, n, duration = _RSP16.unpack_from(inner, 0)
+                        if n <= limit and 16 + n <= size:
+                            rsp = _new(Response)
+                            _SET_RSP_ID(rsp, msg_id)
+                            _SET_RSP_PAYLOAD(rsp, inner[16 : 16 + n])
+                            _SET_RSP_DURATION(rsp, duration)
+                            buf.advance_to(stop)
+                            self._need = 0
+                            return rsp
+                elif size >= 12:
+                    msg_id, n = _RSP12.unpack_from(inner, 0)
+                    if n <= limit and 12 + n <= size:
+                        rsp = _new(Response)
+                        _SET_RSP_ID(rsp, msg_id)
+                        _SET_RSP_PAYLOAD(rsp, inner[12 : 12 + n])
+                        _SET_RSP_DURATION(rsp, None)
+                        buf.advance_to(stop)
+                        self._need = 0
+                        return rsp
+            elif kind == "request":
+                timeout: int | None = None
+                hs = 0
+                if self.timeout:
+                    if size >= 28:
+                        timeout, verb, msg_id, n = _REQ28.unpack_from(inner, 0)
+                        hs = 28
+                elif size >= 20:
+                    verb, msg_id, n = _REQ20.unpack_from(inner, 0)
+                    hs = 20
+                discard_over = self.discard_over
+                if hs and n <= limit and (discard_over is None or n <= discard_over) and hs + n <= size:
+                    req = _new(Request)
+                    _SET_REQ_VERB(req, verb)
+                    _SET_REQ_ID(req, msg_id)
+                    _SET_REQ_PAYLOAD(req, inner[hs : hs + n])
+                    _SET_REQ_TIMEOUT(req, timeout)
+                    buf.advance_to(stop)
+                    self._need = 0
+                    return req
+            base = buf.consumed
+            buf.advance_to(stop)
+            self._need = 0
+            return self._open(inner, clen, base)
+        if self._phase == "frames" and not self._skip and self._held is None:
             # The hot path: a complete, regular uncompressed request or response,
             # built without the general path's calls (same checks, same result);
             # anything else (incomplete, over a limit, a stream) takes the general path.
@@ -564,7 +648,6 @@ class FrameDecoder:
                         self._need = 0
                         return rsp
             elif kind == "request":
-                timeout: int | None
                 if self.timeout:
                     if have < 28:
                         return self._next_frame()
@@ -643,93 +726,6 @@ class FrameDecoder:
         self._phase = "paused"
         self._need = 0
         return neg
-
-    def _fast_compressed(self) -> Frame | None:
-        """:meth:`next_frame`'s compressed hot path (spec §4): a complete envelope that
-        is one LZ4 block -- ``LZ4``'s ``uncompressed_size:u32 + block``, or
-        ``LZ4_FRAGMENTED``'s single last chunk ``0x80000000|U:u32 + block`` -- within
-        every limit (checked before decompressing, as the general path does), that
-        decodes to exactly the declared size, holding a regular request or response
-        (spec §3), is opened and parsed here with the general path's checks and
-        result.  Anything else -- incomplete, over a limit, a no-op, several chunks,
-        a bad block, a stream frame, an oversized or short inner frame -- goes to the
-        general path (:meth:`_next_frame`, or :meth:`_open` once decompressed),
-        which raises the same errors at the same offsets."""
-        buf = self._buf
-        data = buf.data
-        pos = buf.pos
-        end = len(data)
-        if end - pos < 8:
-            return self._next_frame()
-        clen, word = _U32X2.unpack_from(data, pos)
-        stop = pos + 4 + clen
-        flag = self._fast_flag
-        size = word ^ flag
-        limits = self.limits
-        # (the ratio check also refuses a payload under 4 bytes, a no-op: 255 * (clen - 4) + 16 < 1)
-        if not (
-            clen <= limits.max_frame_size
-            and stop <= end
-            and word & _LAST == flag
-            and 0 < size <= limits.max_decompressed_size
-            and size <= _MAX_RATIO * (clen - 4) + 16
-        ):
-            return self._next_frame()
-        try:
-            # positional (source, uncompressed_size): the keyword form costs more than a small block
-            inner: bytes = lz4.block.decompress(data[pos + 8 : stop], size)
-        except lz4.block.LZ4BlockError:
-            return self._next_frame()  # the general path raises it with its field and offset
-        if len(inner) != size:
-            return self._next_frame()
-        kind = self.kind
-        limit = limits.max_frame_size
-        if kind == "response":
-            if self.duration:
-                if size >= 16:
-                    msg_id, n, duration = _RSP16.unpack_from(inner, 0)
-                    if n <= limit and 16 + n <= size:
-                        rsp = _new(Response)
-                        _SET_RSP_ID(rsp, msg_id)
-                        _SET_RSP_PAYLOAD(rsp, inner[16 : 16 + n])
-                        _SET_RSP_DURATION(rsp, duration)
-                        buf.advance_to(stop)
-                        self._need = 0
-                        return rsp
-            elif size >= 12:
-                msg_id, n = _RSP12.unpack_from(inner, 0)
-                if n <= limit and 12 + n <= size:
-                    rsp = _new(Response)
-                    _SET_RSP_ID(rsp, msg_id)
-                    _SET_RSP_PAYLOAD(rsp, inner[12 : 12 + n])
-                    _SET_RSP_DURATION(rsp, None)
-                    buf.advance_to(stop)
-                    self._need = 0
-                    return rsp
-        elif kind == "request":
-            timeout: int | None = None
-            hs = 0
-            if self.timeout:
-                if size >= 28:
-                    timeout, verb, msg_id, n = _REQ28.unpack_from(inner, 0)
-                    hs = 28
-            elif size >= 20:
-                verb, msg_id, n = _REQ20.unpack_from(inner, 0)
-                hs = 20
-            discard_over = self.discard_over
-            if hs and n <= limit and (discard_over is None or n <= discard_over) and hs + n <= size:
-                req = _new(Request)
-                _SET_REQ_VERB(req, verb)
-                _SET_REQ_ID(req, msg_id)
-                _SET_REQ_PAYLOAD(req, inner[hs : hs + n])
-                _SET_REQ_TIMEOUT(req, timeout)
-                buf.advance_to(stop)
-                self._need = 0
-                return req
-        base = buf.consumed
-        buf.advance_to(stop)
-        self._need = 0
-        return self._open(inner, clen, base)
 
     def _compressed(self) -> Frame | None:
         buf = self._buf
