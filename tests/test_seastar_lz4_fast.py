@@ -474,3 +474,52 @@ def test_hostile_sizes_refused_before_allocation(name: str, lz4_calls: list[int]
     dec.feed(envelope(fast, RSP12(1, 4) + b"abcd"))
     assert dec.next_frame() == Response(1, b"abcd", None)
     assert lz4_calls == [16]
+
+
+# --------------------------------------------------------------------------- LZ4_FRAGMENTED in place
+
+
+def _reference_fragmented(frame: bytes, *, dependent: bool) -> bytes:
+    """LZ4_FRAGMENTED as spec §4 says, with bytes copies and the keyword API."""
+    out = b""
+    pos = 0
+    while len(frame) - pos > CHUNK_SIZE:
+        window = frame[max(0, pos - 65536) : pos] if dependent and pos else b""
+        kw: dict[str, Any] = {"dict": window} if window else {}
+        block = lz4.block.compress(frame[pos : pos + CHUNK_SIZE], mode="default", store_size=False, **kw)
+        out += u32(len(block)) + block
+        pos += CHUNK_SIZE
+    window = frame[max(0, pos - 65536) : pos] if dependent and pos else b""
+    kw = {"dict": window} if window else {}
+    last: bytes = out + u32(LAST | (len(frame) - pos)) + lz4.block.compress(frame[pos:], mode="default", store_size=False, **kw)
+    return last
+
+
+@pytest.mark.parametrize("dependent", [True, False])
+@pytest.mark.parametrize("size", [0, 1, CHUNK_SIZE, CHUNK_SIZE + 1, 2 * CHUNK_SIZE, 3 * CHUNK_SIZE + 5, 200_000])
+def test_fragmented_views_match_the_reference(size: int, dependent: bool) -> None:
+    """Chunks and windows read as views (no copies) give the reference bytes, and
+    decode back through windows that are views of the output so far."""
+    text = (b"lorem ipsum dolor sit amet " * (size // 27 + 1))[: size // 2]
+    frame = text + os.urandom(size - len(text))
+    comp = LZ4FragmentedCompressor(dependent=dependent)
+    payload = comp.compress(frame)
+    assert payload == _reference_fragmented(frame, dependent=dependent)
+    assert envelope(comp, frame) == u32(len(payload)) + payload
+    out = comp.decompress(payload, limits=DEFAULT_LIMITS, offset=0)
+    assert out == frame and type(out) is bytes
+
+
+def test_fragmented_bad_later_chunk_is_a_protocol_error() -> None:
+    """A failing chunk after good ones: the protocol error (not a BufferError from the
+    window view), naming the chunk and its offset."""
+    frame = os.urandom(CHUNK_SIZE) + b"tail"
+    payload = LZ4FragmentedCompressor().compress(frame)
+    (c1,) = struct.unpack_from("<I", payload, 0)
+    for bad in (
+        payload[: 4 + c1] + u32(10) + b"\xff" * 10 + u32(LAST | 4) + b"\x40tail",
+        payload[: 4 + c1] + u32(LAST | 4) + b"\xff" * 6,
+    ):
+        with pytest.raises(ProtocolError) as info:
+            LZ4FragmentedCompressor().decompress(bad, limits=DEFAULT_LIMITS, offset=100)
+        assert (info.value.field, info.value.offset) in (("chunk", 100 + 8 + c1), ("last_chunk", 100 + 8 + c1))

@@ -108,7 +108,7 @@ def _fail(reason: str, field: str, offset: int) -> LocalProtocolError:
     return LocalProtocolError(reason, protocol=PROTOCOL, frame="compressed", field=field, offset=offset)
 
 
-def _decode_block(block: bytes, size: int, *, window: bytes, field: str, offset: int) -> bytes:
+def _decode_block(block: bytes | memoryview, size: int, *, window: bytes | memoryview, field: str, offset: int) -> bytes:
     if size > _MAX_RATIO * len(block) + 16:
         raise _fail(f"LZ4 block of {len(block)} bytes cannot decompress to the declared {size} bytes", field, offset)
     try:
@@ -173,11 +173,14 @@ class LZ4FragmentedCompressor:
         return b"".join(parts)
 
     def _block(self, view: memoryview, pos: int, size: int) -> bytes:
+        # The chunk and its window are read in place (views of the frame, not copies).
         chunk = view[pos : pos + size]
+        block: bytes
         if self.dependent and pos:
-            window = bytes(view[max(0, pos - _WINDOW) : pos])
-            return bytes(lz4.block.compress(chunk, mode="default", store_size=False, dict=window))
-        return bytes(_lz4_compress(chunk, "default", False))
+            block = lz4.block.compress(chunk, mode="default", store_size=False, dict=view[max(0, pos - _WINDOW) : pos])
+        else:
+            block = _lz4_compress(chunk, "default", False)
+        return block
 
     def decompress(self, payload: bytes, *, limits: Limits, offset: int) -> bytes:
         if len(payload) < 4:
@@ -186,25 +189,34 @@ class LZ4FragmentedCompressor:
         pos = 0
         n = len(payload)
         limit = limits.max_decompressed_size
+        # Chunks and the window are read in place: views of the payload and of the
+        # output so far (that one released before the output grows), not copies.
+        chunks = memoryview(payload)
         while True:
             if n - pos < 4:
                 raise _fail(f"LZ4_FRAGMENTED payload ends after {len(out)} bytes without a last chunk", "chunk_header",
                             offset + pos)
             (hdr,) = _U32.unpack_from(payload, pos)
-            window = bytes(out[-_WINDOW:])
             if hdr & _LAST:
                 size = hdr & ~_LAST
                 check_limit(len(out) + size, limit, name="max_decompressed_size", field="last_chunk_size",
                             frame="compressed", offset=offset + pos, protocol=PROTOCOL)
-                out += _decode_block(payload[pos + 4 :], size, window=window, field="last_chunk", offset=offset + pos + 4)
+                with memoryview(out) as done:
+                    block = _decode_block(chunks[pos + 4 :], size, window=done[-_WINDOW:], field="last_chunk",
+                                          offset=offset + pos + 4)
+                if not out:
+                    return block  # one chunk: no copy into the bytearray and out again
+                out += block
                 return bytes(out)
             if hdr > n - pos - 4:
                 raise _fail(f"LZ4_FRAGMENTED chunk claims {hdr} compressed bytes, {n - pos - 4} left", "chunk_size",
                             offset + pos)
             check_limit(len(out) + CHUNK_SIZE, limit, name="max_decompressed_size", field="chunk_size",
                         frame="compressed", offset=offset + pos, protocol=PROTOCOL)
-            out += _decode_block(payload[pos + 4 : pos + 4 + hdr], CHUNK_SIZE, window=window, field="chunk",
-                                 offset=offset + pos + 4)
+            with memoryview(out) as done:
+                block = _decode_block(chunks[pos + 4 : pos + 4 + hdr], CHUNK_SIZE, window=done[-_WINDOW:], field="chunk",
+                                      offset=offset + pos + 4)
+            out += block
             pos += 4 + hdr
 
 
