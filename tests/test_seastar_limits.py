@@ -32,9 +32,9 @@ def lz4_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     calls: list[int] = []
     real = lz4.block.decompress
 
-    def spy(block: bytes, **kw: Any) -> Any:
-        calls.append(kw["uncompressed_size"])
-        return real(block, **kw)
+    def spy(block: bytes, *args: Any, **kw: Any) -> Any:  # called positionally or with keywords
+        calls.append(args[0] if args else kw["uncompressed_size"])
+        return real(block, *args, **kw)
 
     monkeypatch.setattr(comp_mod.lz4.block, "decompress", spy)
     yield calls

@@ -51,6 +51,14 @@ CHUNK_SIZE: Final = 32 * 1024
 _WINDOW: Final = 64 * 1024
 _LAST: Final = 0x80000000
 _U32: Final = struct.Struct("<I")
+#: ``clen:u32`` and the first payload word (LZ4's ``uncompressed_size``, LZ4_FRAGMENTED's chunk header).
+_U32X2: Final = struct.Struct("<II")
+# The block API, called positionally: ``compress(source, mode, store_size)`` and
+# ``decompress(source, uncompressed_size, return_bytearray, dict)`` -- the same
+# calls as the keyword forms (tests/test_seastar_lz4_fast.py pins that), without
+# the keyword parsing, which costs more than compressing a small frame.
+# ``decompress`` is looked up at each call, so a test's spy on it sees every call.
+_lz4_compress: Final = lz4.block.compress
 # An LZ4 block of n bytes cannot decode to more than about 255 * n bytes.
 _MAX_RATIO: Final = 255
 
@@ -74,7 +82,24 @@ class Compressor(Protocol):
 
 
 def envelope(compressor: Compressor, frame: bytes) -> bytes:
-    """``clen:u32 + compressor.compress(frame)``."""
+    """``clen:u32 + compressor.compress(frame)``.
+
+    A frame that is one LZ4 block -- any non-empty frame for ``LZ4``, one of at
+    most 32 KiB for ``LZ4_FRAGMENTED`` (a single last chunk, no window; the empty
+    frame too: ``05 00 00 00 00 00 00 80 00``) -- is
+    built in one concatenation (specs/seastar-rpc/README.md §4): the same bytes
+    as the general path, which takes everything else (and any other compressor,
+    subclasses included).
+    """
+    kind = type(compressor)
+    n = len(frame)
+    if kind is LZ4Compressor:
+        if n:
+            block: bytes = _lz4_compress(frame, "default", False)
+            return _U32X2.pack(len(block) + 4, n) + block
+    elif kind is LZ4FragmentedCompressor and n <= CHUNK_SIZE:
+        block = _lz4_compress(frame, "default", False)
+        return _U32X2.pack(len(block) + 4, _LAST | n) + block
     payload = compressor.compress(frame)
     return _U32.pack(len(payload)) + payload
 
@@ -83,17 +108,16 @@ def _fail(reason: str, field: str, offset: int) -> LocalProtocolError:
     return LocalProtocolError(reason, protocol=PROTOCOL, frame="compressed", field=field, offset=offset)
 
 
-def _decode_block(block: bytes, size: int, *, window: bytes, field: str, offset: int) -> bytes:
+def _decode_block(block: bytes | memoryview, size: int, *, window: bytes | memoryview, field: str, offset: int) -> bytes:
     if size > _MAX_RATIO * len(block) + 16:
         raise _fail(f"LZ4 block of {len(block)} bytes cannot decompress to the declared {size} bytes", field, offset)
     try:
-        out = lz4.block.decompress(block, uncompressed_size=size, dict=window) if window else (
-            lz4.block.decompress(block, uncompressed_size=size))
+        out: bytes = lz4.block.decompress(block, size, False, window) if window else lz4.block.decompress(block, size)
     except lz4.block.LZ4BlockError as exc:
         raise _fail(f"RPC frame LZ4 decompression failure: {exc}", field, offset) from None
     if len(out) != size:
         raise _fail(f"RPC frame LZ4 decompression failure: block decompressed to {len(out)} bytes, {size} declared", field, offset)
-    return bytes(out)
+    return out
 
 
 class LZ4Compressor:
@@ -106,7 +130,8 @@ class LZ4Compressor:
             # Seastar's receiver refuses a declared size of 0 (specs/seastar-rpc/README.md §4): never send one.
             raise LocalProtocolError("LZ4 cannot carry an empty frame; send the no-op 00 00 00 00 instead",
                                      protocol=PROTOCOL, frame="compressed")
-        return _U32.pack(len(frame)) + bytes(lz4.block.compress(frame, mode="default", store_size=False))
+        block: bytes = _lz4_compress(frame, "default", False)
+        return _U32.pack(len(frame)) + block
 
     def decompress(self, payload: bytes, *, limits: Limits, offset: int) -> bytes:
         if len(payload) < 4:
@@ -148,11 +173,14 @@ class LZ4FragmentedCompressor:
         return b"".join(parts)
 
     def _block(self, view: memoryview, pos: int, size: int) -> bytes:
+        # The chunk and its window are read in place (views of the frame, not copies).
         chunk = view[pos : pos + size]
+        block: bytes
         if self.dependent and pos:
-            window = bytes(view[max(0, pos - _WINDOW) : pos])
-            return bytes(lz4.block.compress(chunk, mode="default", store_size=False, dict=window))
-        return bytes(lz4.block.compress(chunk, mode="default", store_size=False))
+            block = lz4.block.compress(chunk, mode="default", store_size=False, dict=view[max(0, pos - _WINDOW) : pos])
+        else:
+            block = _lz4_compress(chunk, "default", False)
+        return block
 
     def decompress(self, payload: bytes, *, limits: Limits, offset: int) -> bytes:
         if len(payload) < 4:
@@ -161,25 +189,34 @@ class LZ4FragmentedCompressor:
         pos = 0
         n = len(payload)
         limit = limits.max_decompressed_size
+        # Chunks and the window are read in place: views of the payload and of the
+        # output so far (that one released before the output grows), not copies.
+        chunks = memoryview(payload)
         while True:
             if n - pos < 4:
                 raise _fail(f"LZ4_FRAGMENTED payload ends after {len(out)} bytes without a last chunk", "chunk_header",
                             offset + pos)
             (hdr,) = _U32.unpack_from(payload, pos)
-            window = bytes(out[-_WINDOW:])
             if hdr & _LAST:
                 size = hdr & ~_LAST
                 check_limit(len(out) + size, limit, name="max_decompressed_size", field="last_chunk_size",
                             frame="compressed", offset=offset + pos, protocol=PROTOCOL)
-                out += _decode_block(payload[pos + 4 :], size, window=window, field="last_chunk", offset=offset + pos + 4)
+                with memoryview(out) as done:
+                    block = _decode_block(chunks[pos + 4 :], size, window=done[-_WINDOW:], field="last_chunk",
+                                          offset=offset + pos + 4)
+                if not out:
+                    return block  # one chunk: no copy into the bytearray and out again
+                out += block
                 return bytes(out)
             if hdr > n - pos - 4:
                 raise _fail(f"LZ4_FRAGMENTED chunk claims {hdr} compressed bytes, {n - pos - 4} left", "chunk_size",
                             offset + pos)
             check_limit(len(out) + CHUNK_SIZE, limit, name="max_decompressed_size", field="chunk_size",
                         frame="compressed", offset=offset + pos, protocol=PROTOCOL)
-            out += _decode_block(payload[pos + 4 : pos + 4 + hdr], CHUNK_SIZE, window=window, field="chunk",
-                                 offset=offset + pos + 4)
+            with memoryview(out) as done:
+                block = _decode_block(chunks[pos + 4 : pos + 4 + hdr], CHUNK_SIZE, window=done[-_WINDOW:], field="chunk",
+                                      offset=offset + pos + 4)
+            out += block
             pos += 4 + hdr
 
 

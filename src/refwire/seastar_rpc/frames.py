@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final, Literal
 
 import attrs
+import lz4.block  # type: ignore[import-untyped]
 
 from ..errors import LocalProtocolError, ProtocolError
 from ..sansio import closed_inside
@@ -99,6 +100,7 @@ class ExceptionType(enum.IntEnum):
 
 
 _U32: Final = struct.Struct("<I")
+_U32X2: Final = struct.Struct("<II")
 _U64: Final = struct.Struct("<Q")
 _HDR12: Final = struct.Struct("<8sI")
 _REC: Final = struct.Struct("<II")
@@ -107,6 +109,11 @@ _REQ20: Final = struct.Struct("<QqI")
 _RSP16: Final = struct.Struct("<qII")
 _RSP12: Final = struct.Struct("<qI")
 _EXC: Final = struct.Struct("<II")
+
+
+# LZ4_FRAGMENTED's last-chunk flag and LZ4's maximum expansion (as in compression.py, spec §4, §6).
+_LAST: Final = 0x80000000
+_MAX_RATIO: Final = 255
 
 
 def _err(reason: str, frame: str, field: str, offset: int | None) -> LocalProtocolError:
@@ -451,6 +458,11 @@ class FrameDecoder:
         #: an oversized request whose body is still being skipped (returned once it has been)
         self._held: OversizedRequest | None = None
         self._need = 12 if negotiation else 0
+        #: the compressor whose single-block envelopes :meth:`next_frame` opens inline
+        #: (exactly an ``LZ4Compressor`` or ``LZ4FragmentedCompressor`` given to
+        #: :meth:`configure`), and the flag its first payload word must carry
+        self._fast_compressor: Compressor | None = None
+        self._fast_flag = 0
 
     def configure(
         self,
@@ -469,6 +481,18 @@ class FrameDecoder:
         self.discard_over = discard_over
         self._phase = "frames"
         self._need = 0
+        self._fast_compressor = None
+        self._fast_flag = 0
+        if compressor is not None and self._held is None:
+            # (an oversized request still held -- being skipped, or skipped and not yet
+            # returned -- is the general path's to finish)
+            from .compression import LZ4Compressor, LZ4FragmentedCompressor  # here: compression imports this module
+
+            if type(compressor) is LZ4Compressor:
+                self._fast_compressor = compressor
+            elif type(compressor) is LZ4FragmentedCompressor:
+                self._fast_compressor = compressor
+                self._fast_flag = _LAST
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         if self._skip:
@@ -499,7 +523,96 @@ class FrameDecoder:
 
     def next_frame(self) -> Frame | None:
         """The next complete frame, or ``None`` when more bytes are needed."""
-        if self._phase == "frames" and self.compressor is None and not self._skip and self._held is None:
+        comp = self.compressor
+        if comp is not None:
+            if comp is not self._fast_compressor:
+                return self._next_frame()
+            # The compressed hot path (spec §4): a complete envelope that
+            # is one LZ4 block -- ``LZ4``'s ``uncompressed_size:u32 + block``, or
+            # ``LZ4_FRAGMENTED``'s single last chunk ``0x80000000|U:u32 + block`` -- within
+            # every limit (checked before decompressing, as the general path does), that
+            # decodes to exactly the declared size, holding a regular request or response
+            # (spec §3), is opened and parsed here with the general path's checks and
+            # result.  Anything else -- incomplete, over a limit, a no-op, several chunks,
+            # a bad block, a stream frame, an oversized or short inner frame -- goes to the
+            # general path (:meth:`_next_frame`, or :meth:`_open` once decompressed),
+            # which raises the same errors at the same offsets.
+            buf = self._buf
+            data = buf.data
+            pos = buf.pos
+            end = len(data)
+            if end - pos < 8:
+                return self._next_frame()
+            clen, word = _U32X2.unpack_from(data, pos)
+            stop = pos + 4 + clen
+            flag = self._fast_flag
+            size = word ^ flag
+            limits = self.limits
+            # (the ratio check also refuses a payload under 4 bytes, a no-op: 255 * (clen - 4) + 16 < 1)
+            if not (
+                clen <= limits.max_frame_size
+                and stop <= end
+                and word & _LAST == flag
+                and 0 < size <= limits.max_decompressed_size
+                and size <= _MAX_RATIO * (clen - 4) + 16
+            ):
+                return self._next_frame()
+            try:
+                # positional (source, uncompressed_size): the keyword form costs more than a small block
+                inner: bytes = lz4.block.decompress(data[pos + 8 : stop], size)
+            except lz4.block.LZ4BlockError:
+                return self._next_frame()  # the general path raises it with its field and offset
+            if len(inner) != size:
+                return self._next_frame()
+            kind = self.kind
+            limit = limits.max_frame_size
+            if kind == "response":
+                if self.duration:
+                    if size >= 16:
+                        msg_id, n, duration = _RSP16.unpack_from(inner, 0)
+                        if n <= limit and 16 + n <= size:
+                            rsp = _new(Response)
+                            _SET_RSP_ID(rsp, msg_id)
+                            _SET_RSP_PAYLOAD(rsp, inner[16 : 16 + n])
+                            _SET_RSP_DURATION(rsp, duration)
+                            buf.advance_to(stop)
+                            self._need = 0
+                            return rsp
+                elif size >= 12:
+                    msg_id, n = _RSP12.unpack_from(inner, 0)
+                    if n <= limit and 12 + n <= size:
+                        rsp = _new(Response)
+                        _SET_RSP_ID(rsp, msg_id)
+                        _SET_RSP_PAYLOAD(rsp, inner[12 : 12 + n])
+                        _SET_RSP_DURATION(rsp, None)
+                        buf.advance_to(stop)
+                        self._need = 0
+                        return rsp
+            elif kind == "request":
+                timeout: int | None = None
+                hs = 0
+                if self.timeout:
+                    if size >= 28:
+                        timeout, verb, msg_id, n = _REQ28.unpack_from(inner, 0)
+                        hs = 28
+                elif size >= 20:
+                    verb, msg_id, n = _REQ20.unpack_from(inner, 0)
+                    hs = 20
+                discard_over = self.discard_over
+                if hs and n <= limit and (discard_over is None or n <= discard_over) and hs + n <= size:
+                    req = _new(Request)
+                    _SET_REQ_VERB(req, verb)
+                    _SET_REQ_ID(req, msg_id)
+                    _SET_REQ_PAYLOAD(req, inner[hs : hs + n])
+                    _SET_REQ_TIMEOUT(req, timeout)
+                    buf.advance_to(stop)
+                    self._need = 0
+                    return req
+            base = buf.consumed
+            buf.advance_to(stop)
+            self._need = 0
+            return self._open(inner, clen, base)
+        if self._phase == "frames" and not self._skip and self._held is None:
             # The hot path: a complete, regular uncompressed request or response,
             # built without the general path's calls (same checks, same result);
             # anything else (incomplete, over a limit, a stream) takes the general path.
@@ -535,7 +648,6 @@ class FrameDecoder:
                         self._need = 0
                         return rsp
             elif kind == "request":
-                timeout: int | None
                 if self.timeout:
                     if have < 28:
                         return self._next_frame()
@@ -635,7 +747,12 @@ class FrameDecoder:
         buf.advance_to(pos + 4 + clen)
         self._need = 0
         assert self.compressor is not None
-        inner = self.compressor.decompress(payload, limits=self.limits, offset=base + 4)
+        return self._open(self.compressor.decompress(payload, limits=self.limits, offset=base + 4), clen, base)
+
+    def _open(self, inner: bytes, clen: int, base: int) -> Frame:
+        """The frame in the decompressed ``inner`` of an envelope of ``clen`` payload
+        bytes at stream offset ``base`` (spec §4): a no-op if empty, else exactly one
+        frame (trailing bytes ignored); errors inside it are reported at ``base``."""
         if not inner:
             return NoOp(clen)
         try:
