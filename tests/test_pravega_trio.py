@@ -157,6 +157,39 @@ async def test_event_writer_many_events_memory_store(style: str) -> None:
                 nursery.cancel_scope.cancel()
 
 
+async def test_event_writer_reads_its_own_acks_on_one_connection() -> None:
+    server = SegmentStoreServer()
+    evs = payloads(50)
+    with trio.fail_after(20):
+        async with running(server) as (host, port):
+            await create_segment(host, port, SEG)
+            async with EventWriter(host, port, SEG) as writer:
+                for e in evs:  # stop-and-wait: one event per write, each read back by the writing task
+                    await writer.write([e])
+                assert writer.stats["connections"] == 1 and writer.stats["acked"] == 50
+            assert stored_events(server) == evs
+            plain = EventWriter(host, port, SEG)  # without ``async with``: a connection per flush
+            await plain.write([b"x"])
+            await plain.write([b"y"])
+            assert plain.stats["connections"] == 2
+            assert stored_events(server) == [*evs, b"x", b"y"]
+
+
+async def test_a_cancelled_write_drops_its_connection_and_the_next_stores_each_event_once() -> None:
+    server = SegmentStoreServer()
+    with trio.fail_after(20):
+        async with running(server) as (host, port):
+            await create_segment(host, port, SEG)
+            async with EventWriter(host, port, SEG) as writer:
+                await writer.write([b"first"])
+                with trio.move_on_after(0):  # cancelled at its first wait: the append is already sent
+                    await writer.write([b"second"])
+                assert writer._link is None and writer.session.pending  # not acked, connection dropped
+                await writer.write([b"third"])
+                assert writer.stats["connections"] == 2 and not writer.session.pending
+            assert stored_events(server) == [b"first", b"second", b"third"]
+
+
 async def test_directory_store_survives_a_restart(tmp_path: Path) -> None:
     evs = payloads(120)
     with trio.fail_after(20):

@@ -323,3 +323,124 @@ async def test_a_peer_that_does_not_read_stops_the_reading() -> None:
                 await trio.sleep(0.01)
             assert len(seen) == 200
             await a.aclose()
+
+
+# -- Pump.run_until: the machine driven from the calling task (a stop-and-wait driver's round trip)
+
+
+async def test_run_until_writes_then_reads_until_done() -> None:
+    a, b = trio.testing.memory_stream_pair()
+    m = Line()
+    seen: list[Any] = []
+
+    async def on_event(ev: Any) -> None:
+        seen.append(ev)
+
+    p = Pump(b, m, on_event)
+    m.send(b"ask", now=0.0)
+    assert await p.run_until(lambda: True)  # done at once: only the write happens
+    assert await a.receive_some() == b"ask\n"
+    assert seen == []
+    await a.send_all(b"one\ntwo\nthree\n")
+    assert await p.run_until(lambda: len(seen) >= 2)
+    assert seen == [b"one", b"two", b"three"]  # a read's events are all delivered
+    assert p.ended is None
+    await a.send_all(b"four\n")
+    await a.send_eof()
+    assert not await p.run_until(lambda: len(seen) >= 9)  # the connection ended first
+    assert seen == [b"one", b"two", b"three", b"four", ("closed", False)]
+    assert p.ended == EOF
+    assert not await p.run_until(lambda: False)  # ended: returns without reading
+
+
+async def test_run_until_reset_tells_the_machine() -> None:
+    _a, b = trio.testing.memory_stream_pair()
+    seen: list[Any] = []
+
+    async def on_event(ev: Any) -> None:
+        seen.append(ev)
+
+    b.receive_some = _broken  # type: ignore[method-assign]
+    m = Line()
+    p = Pump(b, m, on_event)
+    assert not await p.run_until(lambda: False)
+    assert p.ended == RESET and p.broken and seen == [("closed", True)]
+
+
+async def test_run_until_runs_the_machine_timer(autojump_clock: trio.abc.Clock) -> None:
+    a, b = trio.testing.memory_stream_pair()
+    m = Line(ping_every=5.0)
+    seen: list[Any] = []
+
+    async def on_event(ev: Any) -> None:
+        seen.append(ev)
+
+    p = Pump(b, m, on_event)
+    assert await p.run_until(lambda: len(seen) >= 1)
+    assert seen == [("pinged", 5.0)] and trio.current_time() == 5.0
+    assert await a.receive_some() == b"ping\n"
+
+
+async def test_run_until_raises_a_protocol_error_after_writing_the_reply() -> None:
+    a, b = trio.testing.memory_stream_pair()
+    m = Line()
+
+    async def on_event(ev: Any) -> None:
+        m.send(b"reply-" + ev, now=0.0)
+
+    p = Pump(b, m, on_event)
+    await a.send_all(b"x\nbad\n")
+    with pytest.raises(RemoteProtocolError, match="bad line"):
+        await p.run_until(lambda: False)
+    assert p.ended == "protocol-error"
+    assert await a.receive_some() == b"reply-x\n"
+
+
+async def test_run_until_over_a_socket_writes_inline_and_falls_back_when_the_kernel_is_full() -> None:
+    listener = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+    port = listener.socket.getsockname()[1]
+    with trio.fail_after(20):
+        async with listener, await trio.open_tcp_stream("127.0.0.1", port) as client:
+            server = await listener.accept()
+            async with server:
+                m = Line()
+                seen: list[Any] = []
+
+                async def on_event(ev: Any) -> None:
+                    seen.append(ev)
+
+                p = Pump(client, m, on_event)
+                sent_all: list[int] = []
+                real_send_all = client.send_all
+
+                async def counting_send_all(data: Any) -> None:
+                    sent_all.append(len(data))
+                    await real_send_all(data)
+
+                client.send_all = counting_send_all  # type: ignore[method-assign]
+                m.send(b"small", now=0.0)
+                assert await p.run_until(lambda: True)
+                assert await server.receive_some() == b"small\n"
+                assert sent_all == []  # the kernel took it all inline
+                big = b"x" * (8 * 1024 * 1024)  # more than the kernel takes at once: the rest goes by send_all
+                m.send(big, now=0.0)
+
+                async def drain() -> bytes:
+                    got = bytearray()
+                    while len(got) < len(big) + 1:
+                        got += await server.receive_some(1 << 20)
+                    return bytes(got)
+
+                async with trio.open_nursery() as nursery:
+                    result: list[bytes] = []
+
+                    async def reader() -> None:
+                        result.append(await drain())
+
+                    nursery.start_soon(reader)
+                    assert await p.run_until(lambda: True)
+                assert result == [big + b"\n"] and p.unwritten == 0
+                assert len(sent_all) == 1 and 0 < sent_all[0] < len(big)  # the rest, after what the kernel took
+                await server.send_all(b"answer\n")
+                assert await p.run_until(lambda: bool(seen))
+                assert seen == [b"answer"]

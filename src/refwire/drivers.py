@@ -350,6 +350,10 @@ DEFAULT_MAX_UNWRITTEN: Final = 16 * 1024 * 1024
 
 EventHandler = Callable[[Any], Awaitable[None]]
 
+#: :meth:`Pump.run_until` writes to a socket's descriptor without yielding first
+#: (POSIX: ``os.write`` works on sockets there).
+_INLINE_WRITES: Final = os.name == "posix"
+
 
 class Pump:
     """Run ``machine`` over ``stream`` (:func:`pump` is the short form).
@@ -481,6 +485,91 @@ class Pump:
             raise self._failure
         assert self.ended is not None
         return self.ended
+
+    async def run_until(self, done: Callable[[], object]) -> bool:
+        """Drive the machine from the calling task, without the reader, timer and
+        writer tasks of :meth:`run`: write what the machine owes, then read,
+        deliver events through ``on_event`` and run due timers, until ``done()``
+        (returns True) or the connection ends (:attr:`ended` says how; returns
+        ``done()``).
+
+        For a driver that waits for one answer at a time, such as a
+        stop-and-wait writer: its round trip is one task reading its own answer,
+        with no hand-off between tasks, and over a socket the bytes are first
+        offered to the kernel without yielding (a read, which yields, follows).
+        Nothing is read between two calls: bytes wait in the kernel.  A
+        :class:`~refwire.errors.RemoteProtocolError` from the machine is raised
+        after what the machine queued for the peer has been written.  Never call
+        it while :meth:`run` is running, nor from two tasks at once.
+        """
+        machine = self.machine
+        receive_some = self.stream.receive_some
+        while True:
+            await self._write_inline()
+            if done():
+                return True
+            if self.ended is not None:
+                return bool(done())
+            deadline = machine.next_deadline()
+            if deadline is None:
+                try:
+                    data: bytes | bytearray | None = await receive_some(self.receive_size)
+                except _TRANSPORT_ERRORS:
+                    data = None
+            else:
+                data = None
+                with trio.CancelScope(deadline=deadline):
+                    try:
+                        data = await receive_some(self.receive_size)
+                    except _TRANSPORT_ERRORS:
+                        data = None
+                        deadline = None
+                if data is None and deadline is not None:  # the machine's deadline came first
+                    machine.handle_timer(now=trio.current_time())
+                    await self._deliver_until_error()
+                    continue
+            if data is None:
+                self.ended = RESET
+                self._broken = True
+                machine.connection_lost(now=trio.current_time())
+            else:
+                machine.receive_data(data, now=trio.current_time())
+                if not data:
+                    self.ended = EOF
+            await self._deliver_until_error()
+
+    async def _deliver_until_error(self) -> None:
+        """:meth:`_deliver` for :meth:`run_until`: a protocol error ends the pump
+        after what the machine queued (an error reply) is written."""
+        try:
+            await self._deliver()
+        except RemoteProtocolError:
+            self.ended = PROTOCOL_ERROR
+            await self._write_inline()
+            raise
+
+    async def _write_inline(self) -> None:
+        """Write what the machine owes from this task: over a socket, offer it to
+        the kernel first without yielding; what the kernel does not take (or any
+        other stream) goes through :meth:`_write_out`."""
+        self.kick()
+        if not self._out or self._broken:
+            return
+        stream = self.stream
+        if _INLINE_WRITES and type(stream) is trio.SocketStream and len(self._out) == 1:
+            data = self._out[0]
+            try:
+                sent = os.write(stream.socket.fileno(), data)
+            except OSError:
+                sent = 0  # would block, or failed: send_all says which
+            if sent:
+                self.unwritten -= sent
+                if sent == len(data):
+                    self._out.clear()
+                    self._wake_reader()
+                    return
+                self._out[0] = data[sent:]
+        await self._write_out()
 
     async def _guarded(self, job: Callable[[], Awaitable[None]]) -> None:
         try:

@@ -86,12 +86,12 @@ async def resends_everything(connect: Any, values: Any) -> int:
     """Ignores AppendSetup.lastEventNumber: resends every unacked event after a reconnect."""
     saved = client_mod.EventWriter._open
 
-    async def _open(self: Any, nursery: Any) -> Any:
+    async def _open(self: Any) -> Any:
         def naive(cmd: Any) -> None:
             self.session.ready, self.session._unsent = True, 0
 
         self.session.on_append_setup = naive
-        return await saved(self, nursery)
+        return await saved(self)
 
     client_mod.EventWriter._open = _open  # type: ignore[method-assign]
     try:

@@ -15,13 +15,14 @@ import math
 import random
 import struct
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import attrs
 import trio
 
-from ..drivers import WRITE_FAILED, WRITE_TIMEOUT, Pump, first_error, open_stream, permanent_error
+from ..drivers import WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream, permanent_error
 from ..errors import LocalProtocolError, ProtocolError, RequestFailed, WriteFailed
 from ..wire import Limits
 from .connection import ClientConnection, State
@@ -91,6 +92,8 @@ class PravegaConnection:
         self._request_ids = itertools.count(1)
         self._hello = trio.Event()
         self._task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self._foreground = False
+        self._inboxes: dict[int, deque[Command]] = {}
 
     @classmethod
     async def connect(cls, host: str, port: int, *, timeout: float = 10.0, **kwargs: Any) -> PravegaConnection:
@@ -104,11 +107,15 @@ class PravegaConnection:
         return next(self._request_ids)
 
     async def send(self, cmd: Command | AppendBytes) -> None:
-        """Queue ``cmd`` on the machine and write it from this task."""
+        """Queue ``cmd`` on the machine and write it from this task (in the
+        foreground mode of :meth:`start`, the next :meth:`next_reply` writes it)."""
         if self.closed.is_set() or self.machine.state is not State.OPEN:
             name = "appends" if isinstance(cmd, AppendBytes) else cmd.NAME
             raise trio.ClosedResourceError(f"connection closed; cannot send {name}") from self.error
         self.machine.send(cmd, now=trio.current_time())
+        if self._foreground:
+            self.pump.kick()
+            return
         await self.pump.flush()
         if self.pump.ended in (WRITE_FAILED, WRITE_TIMEOUT):
             raise trio.BrokenResourceError(f"connection broken ({self.pump.ended})")
@@ -140,6 +147,53 @@ class PravegaConnection:
                 ch.close()
             await trio.aclose_forcefully(self.stream)
 
+    async def start(self, *, timeout: float = 10.0) -> None:
+        """The foreground mode, instead of :meth:`run` in a task of its own: send
+        Hello and read until the server's, in this task.  From then on replies
+        are read only while a task waits for one (:meth:`next_reply`), and by
+        that task: a stop-and-wait writer's round trip is then one task, with no
+        hand-off (``Pump.run_until``)."""
+        self._foreground = True
+        self.machine.initiate(now=trio.current_time())
+        with trio.fail_after(timeout):
+            await self._run_until(self._hello.is_set)
+        if not self._hello.is_set():
+            raise trio.BrokenResourceError("connection closed before the server's Hello") from self.error
+
+    def inbox(self, request_id: int) -> deque[Command]:
+        """Foreground mode: every reply with ``request_id`` from now on is
+        appended to the deque returned (:meth:`next_reply` takes them)."""
+        box: deque[Command] = deque()
+        self._inboxes[request_id] = box
+        return box
+
+    async def next_reply(self, inbox: deque[Command]) -> Command:
+        """Foreground mode: the next reply in ``inbox`` (from :meth:`inbox`),
+        reading for it in this task; ``trio.EndOfChannel`` once the connection
+        has ended without one."""
+        if not inbox:
+            await self._run_until(inbox.__len__)
+            if not inbox:
+                raise trio.EndOfChannel
+        return inbox.popleft()
+
+    async def _run_until(self, done: Callable[[], object]) -> None:
+        try:
+            await self.pump.run_until(done)
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                self.error = exc
+            self._end()
+            raise
+        if self.pump.ended is not None:
+            self._end()
+
+    def _end(self) -> None:
+        """The connection is over (foreground mode): every reply channel ends."""
+        self.closed.set()
+        for ch in [*self._waiters.values(), *self._subscribers.values()]:
+            ch.close()
+
     async def _on_event(self, ev: ClientEvent) -> None:
         if isinstance(ev, ReplyReceived):
             self._route(ev.command)
@@ -154,6 +208,10 @@ class PravegaConnection:
 
     def _route(self, cmd: Command) -> None:
         rid = request_id_of(cmd)
+        box = self._inboxes.get(rid)
+        if box is not None:
+            box.append(cmd)
+            return
         sub = self._subscribers.get(rid)
         if sub is not None:
             sub.send_nowait(cmd)
@@ -258,10 +316,9 @@ class WriterConfig:
 class _Link:
     """One live connection of a writer, set up for its session."""
 
-    def __init__(self, conn: PravegaConnection, acks: trio.MemoryReceiveChannel[Command], scope: trio.CancelScope) -> None:
+    def __init__(self, conn: PravegaConnection, acks: deque[Command]) -> None:
         self.conn = conn
         self.acks = acks
-        self.scope = scope
 
 
 class EventWriter:
@@ -272,7 +329,11 @@ class EventWriter:
     the server's AppendSetup says it does not have.
 
     Used as ``async with EventWriter(...) as w:`` it keeps one connection open
-    across writes; otherwise each flush connects and disconnects.
+    across writes; otherwise each flush connects and disconnects.  The
+    connection runs in the foreground (:meth:`PravegaConnection.start`): the
+    writing task reads its own acks, so a write waits for no other task.  A
+    write that is cancelled drops the connection (the next one reconnects and
+    resends what the store does not have).
     """
 
     def __init__(
@@ -293,8 +354,7 @@ class EventWriter:
         self.config = config
         self._connect = connect or (lambda: open_stream(host, port, timeout=config.connect_timeout))
         self._rng = rng or random.Random()
-        self._nursery: trio.Nursery | None = None
-        self._nursery_cm: Any = None
+        self._keep = False  # inside ``async with``: the connection outlives a flush
         self._link: _Link | None = None
         self.last_protocol_error: ProtocolError | None = None
         self.stats = {"connections": 0, "reconnects": 0, "acked": 0, "protocol_errors": 0}
@@ -307,16 +367,12 @@ class EventWriter:
         return self.session.writer_id
 
     async def __aenter__(self) -> EventWriter:
-        self._nursery_cm = trio.open_nursery()
-        self._nursery = await self._nursery_cm.__aenter__()
+        self._keep = True
         return self
 
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        self._drop_link()
-        assert self._nursery is not None
-        self._nursery.cancel_scope.cancel()
-        self._nursery = None
-        return await self._nursery_cm.__aexit__(*exc)  # type: ignore[no-any-return]
+    async def __aexit__(self, *exc: Any) -> None:
+        self._keep = False
+        await self._drop_link()
 
     async def write(self, payloads: Sequence[bytes]) -> None:
         """Queue ``payloads`` as events and :meth:`flush`: returns once the store
@@ -329,103 +385,94 @@ class EventWriter:
         """Until every queued event is acked (or :class:`WriteFailed`)."""
         failures = 0
         delay = self.config.backoff[0]
-        while self.session.pending:
-            try:
+        try:
+            while self.session.pending:
                 try:
-                    if self._nursery is not None:
-                        if self._link is None:
-                            self._link = await self._open(self._nursery)
-                        await self._drain(self._link)
-                    else:
-                        async with trio.open_nursery() as nursery:
-                            link = await self._open(nursery)
-                            try:
-                                await self._drain(link)
-                            finally:
-                                self.transitions_seen |= link.conn.machine.transitions_seen
-                                link.scope.cancel()
-                except BaseExceptionGroup as group:
-                    raise first_error(group) from group
-                failures = 0
-                delay = self.config.backoff[0]
-            except (
-                OSError,
-                trio.BrokenResourceError,
-                trio.ClosedResourceError,
-                trio.TooSlowError,
-                ProtocolError,
-                RequestFailed,
-            ) as exc:
-                failures += 1
-                self._drop_link()
+                    if self._link is None:
+                        self._link = await self._open()
+                    await self._drain(self._link)
+                    failures = 0
+                    delay = self.config.backoff[0]
+                except (
+                    OSError,
+                    trio.BrokenResourceError,
+                    trio.ClosedResourceError,
+                    trio.TooSlowError,
+                    ProtocolError,
+                    RequestFailed,
+                ) as exc:
+                    failures += 1
+                    await self._drop_link()
+                    self.session.connection_lost()
+                    if isinstance(exc, ProtocolError) and exc.field != "(eof)":
+                        self.stats["protocol_errors"] += 1  # the server sent something we had to reject
+                        self.last_protocol_error = exc
+                    if isinstance(exc, RequestFailed) and isinstance(exc.reply, NoSuchSegment):
+                        raise WriteFailed(
+                            f"segment {self.session.segment!r} does not exist", [e.number for e in self.session.pending]
+                        ) from exc
+                    if permanent_error(exc, protocol_errors=not self.config.retry_protocol_errors):
+                        raise WriteFailed(
+                            f"gave up: {exc} (retrying cannot fix it)", [e.number for e in self.session.pending]
+                        ) from exc
+                    if self.config.max_attempts is not None and failures >= self.config.max_attempts:
+                        raise WriteFailed(
+                            f"gave up after {failures} failed attempts: {exc}", [e.number for e in self.session.pending]
+                        ) from exc
+                    log.info("pravega writer: %s; reconnecting", exc)
+                    await trio.sleep(delay * (0.5 + self._rng.random()))
+                    delay = min(delay * 2, self.config.backoff[1])
+                    self.stats["reconnects"] += 1
+        except BaseException:
+            if self._link is not None and self._link.conn.closed.is_set():
+                await self._drop_link()  # cancelled while the connection was in use: it is not reused
                 self.session.connection_lost()
-                if isinstance(exc, ProtocolError) and exc.field != "(eof)":
-                    self.stats["protocol_errors"] += 1  # the server sent something we had to reject
-                    self.last_protocol_error = exc
-                if isinstance(exc, RequestFailed) and isinstance(exc.reply, NoSuchSegment):
-                    raise WriteFailed(
-                        f"segment {self.session.segment!r} does not exist", [e.number for e in self.session.pending]
-                    ) from exc
-                if permanent_error(exc, protocol_errors=not self.config.retry_protocol_errors):
-                    raise WriteFailed(f"gave up: {exc} (retrying cannot fix it)", [e.number for e in self.session.pending]) from exc
-                if self.config.max_attempts is not None and failures >= self.config.max_attempts:
-                    raise WriteFailed(
-                        f"gave up after {failures} failed attempts: {exc}", [e.number for e in self.session.pending]
-                    ) from exc
-                log.info("pravega writer: %s; reconnecting", exc)
-                await trio.sleep(delay * (0.5 + self._rng.random()))
-                delay = min(delay * 2, self.config.backoff[1])
-                self.stats["reconnects"] += 1
+            raise
+        finally:
+            if not self._keep:
+                await self._drop_link()
 
-    def _drop_link(self) -> None:
-        if self._link is not None:
-            self.transitions_seen |= self._link.conn.machine.transitions_seen
-            self._link.scope.cancel()
-            self._link = None
+    async def _drop_link(self) -> None:
+        link, self._link = self._link, None
+        if link is not None:
+            self.transitions_seen |= link.conn.machine.transitions_seen
+            link.conn._end()
+            await trio.aclose_forcefully(link.conn.stream)
 
-    async def _open(self, nursery: trio.Nursery) -> _Link:
+    async def _open(self) -> _Link:
         """Connect, exchange Hello, SetupAppend; the session resends what the server lacks."""
         stream = await self._connect()
         self.stats["connections"] += 1
         conn = PravegaConnection(stream)
-        scope = trio.CancelScope()
-
-        async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-            with scope:
-                try:
-                    await conn.run(task_status=task_status)
-                except (ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                    if not conn.ready:
-                        raise  # failed before the server's Hello: nursery.start raises it
-                    # later: recorded in conn.error / conn.closed; the writer sees its channel end
-
         try:
-            with trio.fail_after(self.config.connect_timeout):
-                await nursery.start(run)
-        except BaseException:
-            scope.cancel()
-            await trio.aclose_forcefully(stream)
-            raise
-        link = _Link(conn, conn.subscribe(rid := conn.new_request_id()), scope)
-        try:
+            await conn.start(timeout=self.config.connect_timeout)
+            link = _Link(conn, conn.inbox(rid := conn.new_request_id()))
             await conn.send(self.session.setup(rid))
             reply = await self._next_reply(link)
             if not isinstance(reply, AppendSetup):
                 raise RequestFailed(reply)
             self.session.on_append_setup(reply)
         except BaseException:
-            scope.cancel()
+            self.transitions_seen |= conn.machine.transitions_seen
+            conn._end()
+            await trio.aclose_forcefully(stream)
             raise
         return link
 
     async def _next_reply(self, link: _Link) -> Command:
-        with trio.fail_after(self.config.ack_timeout):
+        acks = link.acks
+        if acks:  # already read
+            return acks.popleft()
+        # (a scope of its own rather than trio.fail_after: this runs once per ack)
+        with trio.CancelScope(deadline=trio.current_time() + self.config.ack_timeout) as scope:
             try:
-                return await link.acks.receive()
+                return await link.conn.next_reply(acks)
             except trio.EndOfChannel:
                 if isinstance(link.conn.error, ProtocolError):
                     raise link.conn.error from None
                 raise trio.BrokenResourceError("connection closed") from link.conn.error
+        assert scope.cancelled_caught
+        raise trio.TooSlowError
 
     async def _drain(self, link: _Link) -> None:
         """Send what is unsent; wait until every pending event is acked."""
