@@ -325,6 +325,31 @@ def test_writer_rust_batches_at_the_line() -> None:
     assert [c.num_events for c in dec.commands()] == [1]  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("sizes", [[1], [0], [5, 1, 30], [MAX_BLOCK - 8]])
+def test_writer_rust_bytes_are_the_generic_encoders(sizes: list[int]) -> None:
+    s = _ready(WriterSession(SEG, WID, max_batch_events=3))
+    for n in sizes:
+        s.add(bytes(range(256)) * (n // 256) + b"z" * (n % 256))
+    frames = [pf.encode_event(p.frame[8:]) for p in s.pending]
+    assert s.take() == pf.AppendBlockEnd(
+        writer_id=WID,
+        size_of_whole_events=sum(map(len, frames)),
+        data=b"".join(frames),
+        num_events=len(sizes),
+        last_event_number=len(sizes),
+        request_id=5,
+    ).encode()
+
+
+def test_writer_rust_block_past_the_frame_limit_is_refused_by_the_generic_encoder() -> None:
+    s = _ready(WriterSession(SEG, WID, max_batch_bytes=1 << 25))
+    s.add(b"x" * MAX_EVENT_SIZE)
+    s.add(b"x" * MAX_EVENT_SIZE)  # one block of 16 MiB + 16 + 52 bytes: past MAX_WIRECOMMAND_SIZE
+    with pytest.raises(LocalProtocolError) as info:
+        s.take()
+    assert (info.value.frame, info.value.field) == ("AppendBlockEnd", "length")
+
+
 def test_writer_java_blocks_exact() -> None:
     s = _ready(WriterSession(SEG, WID, style="java"))
     s.java_block_sizes = [20]

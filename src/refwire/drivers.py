@@ -539,10 +539,14 @@ class Pump:
             await self._deliver_until_error()
 
     async def _deliver_until_error(self) -> None:
-        """:meth:`_deliver` for :meth:`run_until`: a protocol error ends the pump
+        """Every queued event through ``on_event``, for :meth:`run_until` (one
+        task: no other deliverer to wait for); a protocol error ends the pump
         after what the machine queued (an error reply) is written."""
+        next_event = self.machine.next_event
+        on_event = self.on_event
         try:
-            await self._deliver()
+            while (event := next_event()) is not NEED_DATA:
+                await on_event(event)
         except RemoteProtocolError:
             self.ended = PROTOCOL_ERROR
             await self._write_inline()

@@ -17,6 +17,7 @@ Two encodings of the same appends, both accepted by real Pravega:
 
 from __future__ import annotations
 
+import struct
 import uuid
 from collections import deque
 from typing import Final, Literal
@@ -25,6 +26,7 @@ import attrs
 
 from ..errors import LocalProtocolError
 from .frames import (
+    MAX_WIRECOMMAND_SIZE,
     NULL_VALUE,
     PROTOCOL,
     AppendBlock,
@@ -43,6 +45,10 @@ __all__ = ["MAX_EVENT_SIZE", "PendingEvent", "WriterSession"]
 MAX_EVENT_SIZE: Final = 8 * 1024 * 1024
 #: the Java client's cap on a block (``MAX_BATCH_SIZE``)
 MAX_BLOCK: Final = 2 * 256 * 1024 - 1024
+
+_ABE_HEAD: Final = struct.Struct(">ii16sii")  # type, length, writerId, sizeOfWholeEvents, data length
+_ABE_TAIL: Final = struct.Struct(">iqq")  # numEvents, lastEventNumber, requestId
+_ABE_FIXED: Final = _ABE_HEAD.size + _ABE_TAIL.size  # an AppendBlockEnd's bytes besides its data
 
 Style = Literal["rust", "java"]
 
@@ -183,8 +189,17 @@ class WriterSession:
         return bytes(out)
 
     def _encode_rust(self, batch: list[PendingEvent]) -> bytes:
-        data = b"".join(e.frame for e in batch)
-        return AppendBlockEnd(
+        data = batch[0].frame if len(batch) == 1 else b"".join(e.frame for e in batch)
+        n = len(data)
+        if n + _ABE_FIXED <= MAX_WIRECOMMAND_SIZE:
+            # AppendBlockEnd (§5.1) packed at once: header, writerId, sizeOfWholeEvents,
+            # data, numEvents, lastEventNumber, requestId (the generic encoder's bytes)
+            return (
+                _ABE_HEAD.pack(AppendBlockEnd.TYPE, n + _ABE_FIXED - 8, self.writer_id.bytes, n, n)
+                + data
+                + _ABE_TAIL.pack(len(batch), batch[-1].number, self.request_id)
+            )
+        return AppendBlockEnd(  # refused past the frame limit, by the generic encoder
             writer_id=self.writer_id,
             size_of_whole_events=len(data),
             data=data,
