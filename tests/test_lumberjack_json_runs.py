@@ -199,3 +199,29 @@ def test_errors_inside_a_run_report_the_frame_and_the_decoded_prefix() -> None:
     assert got[1] is not None and got[1][2] == "J" and got[1][3] == "json" and got[1][4] == 6 + 12 + 10
     with pytest.raises(RemoteProtocolError):
         fast.next_event()
+
+
+@pytest.mark.parametrize("bad", [0, 1, 3])
+@pytest.mark.parametrize("payload", [b"[1]", b"{"])
+def test_a_run_checked_at_once_raises_the_frame_by_frame_error(bad: int, payload: bytes) -> None:
+    frames = [j(i + 1, b'{"n":%d}' % i) for i in range(4)]
+    frames[bad] = j(bad + 1, payload)
+    stream = b"".join(frames) + b"2X"  # then an unknown frame type: the bad payload is still the first error
+    per_frame = FrameDecoder(validate_json=True)
+    per_frame.feed(stream)
+    good, expected = per_frame.frames_before_error()
+    dec = FrameDecoder(validate_json=True)
+    dec.feed(stream)
+    runs, err = dec.frames_before_error(runs=True)
+    assert expected is not None and err is not None
+    assert (str(err), err.frame, err.field, err.offset) == (str(expected), "J", "json", 17 * bad + 10)
+    assert [(f.seq, f.payload, f.data) for r in runs for f in r.frames()] == [(f.seq, f.payload, f.data) for f in good]
+    assert len(good) == bad
+
+
+def test_a_framing_error_after_good_runs_is_raised_with_their_documents() -> None:
+    dec = FrameDecoder(validate_json=True)
+    dec.feed(j(1, b'{"a":1}') + Window(1).encode() + j(2, b"{}") + b"2X")
+    runs, err = dec.frames_before_error(runs=True)
+    assert err is not None and err.field == "type" and err.offset == 17 + 6 + 12 + 1
+    assert [getattr(r, "docs", None) for r in runs] == [[{"a": 1}], None, [{}]]

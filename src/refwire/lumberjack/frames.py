@@ -249,13 +249,14 @@ class JsonRun:
     the decoder validates JSON, else it is ``None``.
     """
 
-    __slots__ = ("docs", "payloads", "seqs", "version")
+    __slots__ = ("docs", "payloads", "seqs", "start", "version")
 
-    def __init__(self, version: int, validated: bool) -> None:
+    def __init__(self, version: int, start: int = 0) -> None:
         self.version = version
+        self.start = start  #: the stream offset of the first frame
         self.seqs: list[int] = []
         self.payloads: list[bytes] = []
-        self.docs: list[Any] | None = [] if validated else None
+        self.docs: list[Any] | None = None
 
     def __len__(self) -> int:
         return len(self.seqs)
@@ -267,6 +268,49 @@ class JsonRun:
     def frames(self) -> list[JsonFrame]:
         """The frames as :class:`JsonFrame` objects."""
         return json_frames(self.version, self.seqs, self.payloads, self.docs)
+
+
+_ONLY_DICTS: Final = {dict}
+
+
+def _check_runs(out: list[Any]) -> None:
+    """Parse the payloads of every :class:`JsonRun` in ``out`` as strict JSON
+    objects (``docs``), a run at a time.  At the first that is not one, ``out``
+    is cut to the frames before it and the error the frame-by-frame decoder
+    raises is raised (same words, field ``json``, at the payload's offset)."""
+    loads = orjson.loads
+    for i, f in enumerate(out):
+        if type(f) is not JsonRun:
+            continue
+        payloads = f.payloads
+        try:
+            docs = list(map(loads, payloads))
+        except ValueError:
+            docs = None
+        if docs is not None and set(map(type, docs)) == _ONLY_DICTS:
+            f.docs = docs
+            continue
+        at = f.start
+        for k, payload in enumerate(payloads):  # the first that is not a JSON object
+            try:
+                doc = loads(payload)
+            except ValueError as exc:
+                error = _err(f"J payload is not valid JSON: {exc}", frame="J", field="json", offset=at + 10)
+            else:
+                if type(doc) is dict:
+                    at += 10 + len(payload)
+                    continue
+                error = _err(
+                    f"J payload must be a JSON object, got {type(doc).__name__}", frame="J", field="json", offset=at + 10
+                )
+            del out[i + 1 :]
+            if k == 0:
+                del out[i]
+            else:
+                del f.seqs[k:], payloads[k:]
+                f.docs = list(map(loads, payloads))
+            raise error
+        raise AssertionError("a run failed its check as a whole but not payload by payload")  # pragma: no cover
 
 
 def json_frames(version: int, seqs: Sequence[int], payloads: Sequence[bytes], docs: Sequence[Any] | None) -> list[JsonFrame]:
@@ -746,7 +790,15 @@ class FrameDecoder:
         stream offset.  Returns ``(new_pos, need)``."""
         mv = memoryview(data) if type(data) is not bytes else None
         try:
-            return self._scan_inner(data, mv, pos, end, base, out, runs)
+            try:
+                done = self._scan_inner(data, mv, pos, end, base, out, runs)
+            except ProtocolError:
+                if runs and self.validate_json:
+                    _check_runs(out)  # a bad payload before the bad frame is the first error
+                raise
+            if runs and self.validate_json:
+                _check_runs(out)
+            return done
         finally:
             if mv is not None:
                 mv.release()
@@ -780,7 +832,7 @@ class FrameDecoder:
         json_t = JSON
         run: JsonRun | None = None  # the run the next fast-path J joins (runs mode)
         run_version = 0
-        add_seq = add_payload = add_doc = append
+        add_seq = add_payload = append
         while True:
             avail = end - pos
             if avail >= 10:
@@ -797,6 +849,17 @@ class FrameDecoder:
                     # checks below, which return what it needs or raise.)
                     stop = pos + 10 + ln
                     payload = data[pos + 10 : stop] if mv is None else mv[pos + 10 : stop].tobytes()
+                    if runs:  # (JSON is checked for the whole run at once, by _check_runs)
+                        if run is None or ver != run_version:
+                            run = JsonRun(ver, pos + base)
+                            run_version = ver
+                            append(run)
+                            add_seq = run.seqs.append
+                            add_payload = run.payloads.append
+                        add_seq(seq)
+                        add_payload(payload)
+                        pos = stop
+                        continue
                     if validate:
                         try:
                             doc = loads(payload)
@@ -813,21 +876,6 @@ class FrameDecoder:
                             )
                     else:
                         doc = None
-                    if runs:
-                        if run is None or ver != run_version:
-                            run = JsonRun(ver, validate)
-                            run_version = ver
-                            append(run)
-                            add_seq = run.seqs.append
-                            add_payload = run.payloads.append
-                            if validate:
-                                add_doc = run.docs.append  # type: ignore[union-attr]
-                        add_seq(seq)
-                        add_payload(payload)
-                        if validate:
-                            add_doc(doc)
-                        pos = stop
-                        continue
                     f = new(json_cls)
                     set_seq(f, seq)
                     set_payload(f, payload)
