@@ -346,11 +346,15 @@ def _decode_messages(
                     raise _truncated(f"truncated: key needs {klen} bytes", "key", base + p)
                 key = bytes(data[p : p + klen])
                 p += klen
-            try:
-                clen, q = decode_uvarint(data, p, end, field="contentLen", base=base)
-            except LocalProtocolError as exc:
-                _raise_if_truncated(exc, data, p, end)
-                raise
+            if p < end and data[p] < 0x80:  # a content length under 128: one varint byte (§4)
+                clen = data[p]
+                q = p + 1
+            else:
+                try:
+                    clen, q = decode_uvarint(data, p, end, field="contentLen", base=base)
+                except LocalProtocolError as exc:
+                    _raise_if_truncated(exc, data, p, end)
+                    raise
             p = q + clen
             if p > end:
                 raise _truncated(f"truncated: content needs {clen} bytes, {end - q} left", "content", base + q)
