@@ -350,6 +350,25 @@ def test_writer_rust_block_past_the_frame_limit_is_refused_by_the_generic_encode
     assert (info.value.frame, info.value.field) == ("AppendBlockEnd", "length")
 
 
+def test_writer_rust_block_of_exactly_the_frame_limit_is_sent_one_byte_more_is_refused() -> None:
+    # two events whose AppendBlockEnd (52 bytes besides the data) is exactly 0x00FFFFFF bytes long
+    second = pf.MAX_WIRECOMMAND_SIZE - 52 - 16 - MAX_EVENT_SIZE
+    s = _ready(WriterSession(SEG, WID, max_batch_bytes=1 << 25))
+    s.add(b"x" * MAX_EVENT_SIZE)
+    s.add(b"y" * second)
+    out = s.take()
+    assert len(out) == pf.MAX_WIRECOMMAND_SIZE
+    assert out[:32] == struct.pack(">ii16sii", 4, pf.MAX_WIRECOMMAND_SIZE - 8, WID.bytes, len(out) - 52, len(out) - 52)
+    assert out[-20:] == struct.pack(">iqq", 2, 2, 5)
+    s = _ready(WriterSession(SEG, WID, max_batch_bytes=1 << 25))
+    s.add(b"x" * MAX_EVENT_SIZE)
+    s.add(b"y" * (second + 1))
+    with pytest.raises(LocalProtocolError) as info:
+        s.take()
+    assert (info.value.frame, info.value.field) == ("AppendBlockEnd", "length")
+    assert info.value.reason == f"frame of {pf.MAX_WIRECOMMAND_SIZE + 1} bytes is larger than the limit of {pf.MAX_WIRECOMMAND_SIZE}"
+
+
 def test_writer_java_blocks_exact() -> None:
     s = _ready(WriterSession(SEG, WID, style="java"))
     s.java_block_sizes = [20]
