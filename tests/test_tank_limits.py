@@ -705,6 +705,27 @@ def test_header_is_read_inside_its_entry() -> None:
     assert loc(e) == ("flags", 10)
 
 
+def test_content_length_is_read_inside_its_entry() -> None:
+    # a bundle ending where its message's contentLen should be, or inside it: truncated there,
+    # never read on into the next entry (whose bundleLen would pass for a length)
+    for cut in (b"", b"\x80"):
+        chunk = encode_entry(b"\x04\x00" + u64(1) + cut) + _plain([b"a"])
+        e = err(read_chunk, chunk, base_seq=1, hwmark=9, requested_seq=0, offset=20)
+        assert isinstance(e, TruncatedBundle) and loc(e) == ("contentLen", 20 + 1 + 10)
+        assert e.reason == f"truncated varint after {len(cut)} bytes"
+
+
+def test_contents_of_a_memoryview_are_copied_out_to_bytes() -> None:
+    bundle = encode_bundle([Message(b"a", 1), Message(b"bc", 2, b"k")], compress=False)
+    for data in (bundle, memoryview(bundle)):
+        _, msgs = decode_bundle(data, base_seq=1)
+        assert msgs == [Message(b"a", 1, None, 1), Message(b"bc", 2, b"k", 2)]
+        assert [type(m.content) for m in msgs] == [bytes, bytes]
+        entry = encode_entry(bundle)
+        r = read_chunk(memoryview(entry) if type(data) is memoryview else entry, base_seq=1, hwmark=9, requested_seq=0)
+        assert list(r.messages) == msgs and [type(m.content) for m in r.messages] == [bytes, bytes]
+
+
 def test_count_exactly_half_the_bytes_in_a_chunk() -> None:
     entry = encode_entry(b"\x08\x02\x00\x02\x00")  # two 2-byte messages in 4 bytes
     r = read_chunk(entry, base_seq=1, hwmark=9, requested_seq=0)
