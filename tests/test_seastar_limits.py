@@ -353,6 +353,9 @@ def test_stream_len_at_the_limit_and_one_past(step: int) -> None:
         huge.encode()
 
 
+REQ20 = struct.Struct("<QqI").pack  # verb, msg_id, len
+
+
 class _Len:
     """A payload that claims ``n`` bytes without holding them."""
 
@@ -694,3 +697,173 @@ def test_envelope_limit_and_negotiation_record_errors_in_full() -> None:
     d2.feed(b"\x01")
     eof = d2.eof_error()
     assert eof is not None and eof.protocol == "seastar-rpc"
+
+
+# --------------------------------------------------------------------------- encoders' range errors, decoder edges
+
+
+def _encode_error(fn: Any, **kw: Any) -> tuple[object, ...]:
+    with pytest.raises(LocalProtocolError) as info:
+        fn(**kw)
+    e = info.value
+    return (e.reason, e.protocol, e.frame, e.field, e.offset)
+
+
+def test_request_and_response_encoders_name_the_out_of_range_field_exactly() -> None:
+    rng = "-9223372036854775808..9223372036854775807"
+    for frame, make, kw in (
+        ("request", lambda m: sf.Request(2, m), {"with_timeout": False}),
+        ("response", lambda m: sf.Response(m), {"with_duration": False}),
+    ):
+        for m in (2**63, -(2**63) - 1):
+            assert _encode_error(make(m).encode, **kw) == (f"msg_id {m} is out of range {rng}", "seastar-rpc", frame, "msg_id", None)
+    big = _Len(2**32)
+    req = sf.Request(2, 1, big, 0)  # type: ignore[arg-type]
+    for with_timeout in (False, True):
+        assert _encode_error(req.encode, with_timeout=with_timeout) == (
+            "len 4294967296 is out of range 0..4294967295", "seastar-rpc", "request", "len", None,
+        )  # fmt: skip
+    for duration in (None, 0):
+        rsp = sf.Response(1, big, duration)  # type: ignore[arg-type]
+        for with_duration in (False, True):
+            assert _encode_error(rsp.encode, with_duration=with_duration) == (
+                "len 4294967296 is out of range 0..4294967294", "seastar-rpc", "response", "len", None,
+            )  # fmt: skip
+    assert _encode_error(sf.StreamMessage(_Len(0xFFFFFFFF)).encode) == (  # type: ignore[arg-type]
+        "a stream message must be shorter than 0xffffffff bytes", "seastar-rpc", "stream", "len", None,
+    )  # fmt: skip
+
+
+class _SubLZ4(LZ4Compressor):
+    """Not exactly LZ4Compressor: the decoder opens its envelopes on the general path."""
+
+
+def _inner_error(dec: sf.FrameDecoder, inner: bytes, comp: Any) -> tuple[object, ...]:
+    with pytest.raises(LocalProtocolError) as info:
+        _drain(dec, envelope(comp, inner), 1 << 20)
+    e = info.value
+    return (e.reason, e.frame, e.field, e.offset)
+
+
+@pytest.mark.parametrize("comp", [LZ4Compressor(), _SubLZ4(), LZ4FragmentedCompressor()], ids=["fast", "general", "frag"])
+def test_short_decompressed_frames_name_the_bytes_their_header_needs(comp: Any) -> None:
+    def short(kind: sf.Kind, inner: bytes, **cfg: Any) -> tuple[object, ...]:
+        d = _dec(kind, compressor=comp, **cfg)
+        d.feed(b"\x00\x00\x00\x00")  # a no-op envelope first: the next one is at stream offset 4
+        assert d.next_frame() == sf.NoOp(0)
+        return _inner_error(d, inner, comp)
+
+    def want(kind: str, have: int, need: int) -> tuple[object, ...]:
+        return (f"the decompressed frame is {have} bytes, shorter than the {need} its header needs", f"compressed>{kind}", "len", 4)
+
+    req28 = struct.pack("<QQqI", 5, 2, 1, 3)
+    assert short("request", req28[:27], timeout=True) == want("request", 27, 28)
+    assert short("request", req28 + b"ab", timeout=True) == want("request", 30, 31)
+    assert short("request", REQ20(2, 1, 0)[:19]) == want("request", 19, 20)
+    assert short("request", REQ20(2, 1, 5) + b"ab") == want("request", 22, 25)
+    # over discard_over inside a decompressed frame: its data must still be all there
+    assert short("request", REQ20(2, 1, 5) + b"ab", discard_over=1) == want("request", 22, 25)
+    assert short("response", struct.pack("<qII", 1, 0, 0)[:15], duration=True) == want("response", 15, 16)
+    assert short("response", struct.pack("<qII", 1, 3, 0) + b"a", duration=True) == want("response", 17, 19)
+    assert short("response", struct.pack("<qI", 1, 0)[:11]) == want("response", 11, 12)
+    assert short("response", struct.pack("<qI", 1, 4) + b"abc") == want("response", 15, 16)
+    assert short("stream", b"\x07\x00\x00") == want("stream", 3, 4)
+    assert short("stream", u32(10) + b"abc") == want("stream", 7, 14)
+
+
+@pytest.mark.parametrize("comp", [LZ4Compressor(), _SubLZ4(), LZ4FragmentedCompressor()], ids=["fast", "general", "frag"])
+def test_decompressed_frames_of_exactly_their_header(comp: Any) -> None:
+    def one(kind: sf.Kind, inner: bytes, **cfg: Any) -> object:
+        got = _drain(_dec(kind, compressor=comp, **cfg), envelope(comp, inner), 1 << 20)
+        assert len(got) == 1
+        return got[0]
+
+    assert one("request", REQ20(2, 1, 0)) == sf.Request(2, 1, b"", None)
+    assert one("request", struct.pack("<QQqI", 5, 2, 1, 0), timeout=True) == sf.Request(2, 1, b"", 5)
+    assert one("request", REQ20(2, 1, 5) + b"abcde", discard_over=4) == sf.OversizedRequest(2, 1, 5, None)
+    assert one("response", struct.pack("<qII", -1, 0, 9), duration=True) == sf.Response(-1, b"", 9)
+    assert one("response", struct.pack("<qI", 1, 0)) == sf.Response(1, b"", None)
+    # a stream frame of 20 bytes and more is a stream message, never read as a request (here
+    # one whose bytes 16..19 would be a request's len of 0)
+    assert one("stream", u32(20) + bytes(16) + b"tail") == sf.StreamMessage(bytes(16) + b"tail")
+    assert one("stream", u32(0xFFFFFFFF)) == sf.StreamEnd()
+
+
+@pytest.mark.parametrize("comp", [LZ4Compressor(), LZ4FragmentedCompressor()], ids=["LZ4", "LZ4_FRAGMENTED"])
+def test_two_different_envelopes_in_one_read(comp: Any) -> None:
+    frames = [sf.Request(2, 1, b"a", None), sf.Request(3, 2, b"bcdefghijklmnopqrstuvwxyz" * 3, None), sf.Request(4, 3, b"", None)]
+    raw = b"".join(envelope(comp, f.encode(with_timeout=False)) for f in frames)
+    d = _dec("request", compressor=comp)
+    assert _drain(d, raw, len(raw)) == frames and d.offset == len(raw)
+
+
+@pytest.mark.parametrize("flag", [0, LAST], ids=["LZ4", "LZ4_FRAGMENTED"])
+def test_the_second_envelope_of_a_read_is_opened_by_its_own_header(flag: int) -> None:
+    """Hand-made blocks: the second envelope's block starts with a literal run exactly as
+    long as the first frame, so the first envelope's sizes read in its place would open
+    a wrong but valid-looking 20-byte frame."""
+    first = REQ20(2, 1, 0)
+    block1 = bytes([0xF0, 5]) + first  # 20 literals
+    head = REQ20(3, 2, 16)
+    second = head + head[:4] + b"0123456789ab"
+    block2 = bytes([0xF0, 5]) + head + struct.pack("<H", 20) + bytes([0xC0]) + b"0123456789ab"  # 20 literals, a 4-byte match, 12 literals
+    assert lz4.block.decompress(block2, len(second)) == second and lz4.block.decompress(block2[:22], 20) == head
+    raw = b"".join(struct.pack("<II", len(b) + 4, flag | len(f)) + b for b, f in ((block1, first), (block2, second)))
+    comp = LZ4Compressor() if not flag else LZ4FragmentedCompressor()
+    d = _dec("request", compressor=comp)
+    assert _drain(d, raw, len(raw)) == [sf.Request(2, 1, b"", None), sf.Request(3, 2, head[:4] + b"0123456789ab", None)]
+    assert (d.offset, d.buffered) == (len(raw), 0)
+
+
+def test_payloads_are_bytes_when_the_buffer_is_a_bytearray() -> None:
+    # a frame whose last byte arrives alone is completed in a bytearray buffer
+    cases: list[tuple[sf.Kind, dict[str, Any], object, bytes]] = [
+        ("request", {}, sf.Request(2, 1, b"abc", None), REQ20(2, 1, 3) + b"abc"),
+        ("request", {"timeout": True}, sf.Request(2, 1, b"abc", 7), struct.pack("<QQqI", 7, 2, 1, 3) + b"abc"),
+        ("response", {}, sf.Response(1, b"abc", None), struct.pack("<qI", 1, 3) + b"abc"),
+        ("response", {"duration": True}, sf.Response(1, b"abc", 5), struct.pack("<qII", 1, 3, 5) + b"abc"),
+        ("stream", {}, sf.StreamMessage(b"abc"), u32(3) + b"abc"),
+    ]
+    for kind, cfg, frame, raw in cases:
+        d = _dec(kind, **cfg)
+        d.feed(raw[:-1])
+        assert d.next_frame() is None
+        d.feed(raw[-1:])
+        assert type(d._buf.data) is bytearray
+        got = d.next_frame()
+        assert got == frame and type(got.payload) is bytes  # type: ignore[union-attr]
+
+
+def test_a_stream_frame_of_20_bytes_and_more_is_a_stream_message() -> None:
+    d = _dec("stream")
+    raw = u32(20) + bytes(16) + b"tail" + u32(0xFFFFFFFF)  # bytes 16..19 would be a request's len of 0
+    assert _drain(d, raw, len(raw)) == [sf.StreamMessage(bytes(16) + b"tail"), sf.StreamEnd()]
+
+
+def test_a_decoder_without_negotiation_decodes_frames_shorter_than_a_negotiation_header() -> None:
+    d = sf.FrameDecoder("stream", negotiation=False)
+    d.feed(u32(0xFFFFFFFF))
+    assert d.next_frame() == sf.StreamEnd()
+    d.feed(u32(1) + b"x")
+    assert d.next_frame() == sf.StreamMessage(b"x")
+
+
+def test_skipped_request_data_counts_in_the_offset() -> None:
+    d = _dec("request", discard_over=4)
+    d.feed(REQ20(2, 1, 10) + b"ab")
+    assert d.next_frame() is None and (d.offset, d.buffered, d.in_frame) == (22, 8, True)
+    d.feed(b"cdefg")
+    assert d.next_frame() is None and (d.offset, d.buffered, d.in_frame) == (27, 3, True)
+    d.feed(b"hij" + REQ20(3, 2, 1) + b"z")
+    assert d.next_frame() == sf.OversizedRequest(2, 1, 10, None)
+    assert d.next_frame() == sf.Request(3, 2, b"z", None)
+    assert (d.offset, d.buffered, d.in_frame) == (30 + 21, 0, False)
+
+
+def test_eof_inside_a_frame_text() -> None:
+    d = _dec("request")
+    d.feed(b"12345")
+    assert d.next_frame() is None
+    e = d.eof_error()
+    assert e is not None
+    assert (e.reason, e.frame, e.field, e.offset) == ("connection closed inside a frame (5 bytes of it outstanding)", "request", "(eof)", 0)
