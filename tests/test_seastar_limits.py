@@ -838,6 +838,14 @@ def test_a_stream_frame_of_20_bytes_and_more_is_a_stream_message() -> None:
     d = _dec("stream")
     raw = u32(20) + bytes(16) + b"tail" + u32(0xFFFFFFFF)  # bytes 16..19 would be a request's len of 0
     assert _drain(d, raw, len(raw)) == [sf.StreamMessage(bytes(16) + b"tail"), sf.StreamEnd()]
+    assert (d.offset, d.buffered, d.in_frame) == (28, 0, False)
+
+
+def test_a_stream_end_is_exactly_four_bytes() -> None:
+    d = _dec("stream")
+    raw = u32(0xFFFFFFFF) + u32(1) + b"x" + u32(0xFFFFFFFF)
+    assert _drain(d, raw, len(raw)) == [sf.StreamEnd(), sf.StreamMessage(b"x"), sf.StreamEnd()]
+    assert (d.offset, d.buffered, d.in_frame) == (13, 0, False)
 
 
 def test_a_decoder_without_negotiation_decodes_frames_shorter_than_a_negotiation_header() -> None:
