@@ -225,3 +225,19 @@ def test_a_framing_error_after_good_runs_is_raised_with_their_documents() -> Non
     runs, err = dec.frames_before_error(runs=True)
     assert err is not None and err.field == "type" and err.offset == 17 + 6 + 12 + 1
     assert [getattr(r, "docs", None) for r in runs] == [[{"a": 1}], None, [{}]]
+
+
+CFG = {"validate_json": True, "accept_mixed_versions": False, "ack_mode": "last-seq", "max_batch_bytes": 100}
+
+
+@pytest.mark.parametrize(
+    ("stream", "error"),
+    [
+        (Window(0).encode() + j(1, b"{}"), ("data frame outside a window (no W announced it)", "J", "type", 7)),
+        (Window(1, V1).encode() + j(1, b"{}"), ("version byte '2' on a version '1' connection", "J", "version", 6)),
+    ],
+)
+def test_a_json_frame_refused_by_the_machine_is_named_j_frame_by_frame_too(stream: bytes, error: tuple[Any, ...]) -> None:
+    for conn in machines(CFG):
+        _, err, _ = drain(conn, [stream])
+        assert err is not None and (err.reason, err.frame, err.field, err.offset) == error
