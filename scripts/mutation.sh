@@ -29,8 +29,8 @@ JOBS=${JOBS:-1}   # the machine is shared: one worker unless told otherwise
 case "$MODULE" in
     src/refwire/wire.py)   TESTS=(tests/test_wire.py tests/test_wire_limits.py) ;;
     src/refwire/sansio.py) TESTS=(tests/test_sansio.py tests/test_pump.py tests/test_machine_contract.py) ;;
-    src/refwire/lumberjack/frames.py) TESTS=(tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py) ;;
-    src/refwire/lumberjack/connection.py) TESTS=(tests/test_lumberjack_machines.py tests/test_lumberjack_connection_edges.py tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py) ;;
+    src/refwire/lumberjack/frames.py) TESTS=(tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py tests/test_lumberjack_json_runs.py tests/test_lumberjack_encoded_window.py) ;;
+    src/refwire/lumberjack/connection.py) TESTS=(tests/test_lumberjack_machines.py tests/test_lumberjack_connection_edges.py tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py tests/test_lumberjack_json_runs.py tests/test_lumberjack_encoded_window.py) ;;
     src/refwire/pravega/frames_codec.py|src/refwire/pravega/frames.py)
         TESTS=(tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_limits.py tests/test_pravega_edges.py) ;;
     src/refwire/pravega/connection.py|src/refwire/pravega/writer.py)

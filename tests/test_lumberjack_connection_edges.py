@@ -5,8 +5,10 @@ passes."""
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
+import attrs
 import pytest
 from test_lumberjack_machines import C, J
 
@@ -28,10 +30,22 @@ from refwire.lumberjack import (
     ServerConnection,
     State,
 )
-from refwire.lumberjack.frames import MAX_U32, V1, V2, Ack, DataFrame, Window, encode_ack
+from refwire.lumberjack.frames import (
+    DEFAULT_LIMITS,
+    MAX_U32,
+    V1,
+    V2,
+    Ack,
+    DataFrame,
+    JsonFrame,
+    Window,
+    encode_ack,
+    encode_events,
+)
 from refwire.wire import Limits
 
 W2 = Window(2).encode()  # 6 bytes
+W0 = Window(0).encode()
 
 
 def drain(m: ServerConnection | ClientConnection) -> list[Any]:
@@ -656,3 +670,151 @@ def test_a_compressed_frame_of_the_other_version_and_an_ack_inside_one() -> None
     e = refused(s, C(Ack(1).encode()))
     assert e.reason == "the client sent an A frame (acks flow from server to client)"
     assert where(e) == ("C>A", "type", off)
+
+
+# --------------------------------------------------------------------------- J runs and encoded windows (2026-11-26)
+
+D1 = DataFrame(1, ((b"k", b"v"),)).encode()  # a '1D' frame of 20 bytes
+
+
+def test_running_numbers_start_at_1_by_default() -> None:
+    c = ClientConnection(sequence="running", compression_level=0)
+    c.send_window([{"a": 1}], now=0.0)
+    assert c.data_to_send() == Window(1).encode() + JsonFrame(1, b'{"a":1}').encode()
+    assert c.next_seq == 2
+
+
+@pytest.mark.parametrize(
+    ("version", "events", "reason"),
+    [
+        (V2, [{"a": 1}], "the encoded window holds 1 version '2' events, not 2 version '2' ones"),
+        (V1, [{"a": 1}, {"b": 2}], "the encoded window holds 2 version '1' events, not 2 version '2' ones"),
+    ],
+)
+def test_an_encoded_window_that_is_not_the_windows_is_refused(version: int, events: list[Any], reason: str) -> None:
+    c = ClientConnection()
+    with pytest.raises(LocalProtocolError) as ei:
+        c.send_window([{"a": 1}, {"b": 2}], now=0.0, encoded=encode_events(version, events))
+    e = ei.value
+    assert (e.reason, e.protocol, e.frame, e.field, e.offset) == (reason, "lumberjack", "W", None, None)
+    assert c.state is State.IDLE and c.data_to_send() == b"" and c.next_seq == 1
+
+
+def test_prepared_payloads_must_be_one_per_event() -> None:
+    c = ClientConnection(sequence="running")
+    with pytest.raises(ValueError, match="zip"):
+        c.send_window([{"a": 1}, {"b": 2}], now=0.0, encoded=[b'{"a":1}'])
+    assert c.state is State.IDLE and c.data_to_send() == b"" and c.next_seq == 1
+
+
+def test_unacked_encoded_before_any_window_is_empty_of_the_connections_version() -> None:
+    ew = ClientConnection(version=V1).unacked_encoded()
+    assert (ew.version, ew.body, ew.starts, ew.seqs, len(ew)) == (V1, bytearray(), [], [], 0)
+    assert type(ew.body) is bytearray
+
+
+def test_the_server_needs_now_for_its_receive_timeouts() -> None:
+    with pytest.raises(ValueError) as ei:
+        ServerConnection(idle_timeout=1.0)
+    assert str(ei.value) == "idle_timeout and batch_timeout count from the connection's start: pass now="
+
+
+def test_the_servers_decoder_applies_the_servers_limits() -> None:
+    s = ServerConnection(limits=attrs.evolve(DEFAULT_LIMITS, max_frame_size=20))
+    s.receive_data(Window(2).encode() + JsonFrame(1, b'{"a":"12"}').encode(), now=0.0)  # 20 bytes: at the limit
+    assert drain(s) == []
+    e = refused(s, JsonFrame(2, b'{"a":"123"}').encode())  # 21 bytes
+    assert isinstance(e, RemoteLimitExceeded)
+    assert e.reason == "J frame of 21 bytes exceeds the limit max_frame_size=20"
+    assert where(e) == ("J", "len", 6 + 20 + 6)
+
+
+def test_a_version_1_json_frame_inside_a_compressed_frame_is_the_decoders_error_when_strict() -> None:
+    j1 = bytearray(JsonFrame(1, b'{"a":1}').encode())
+    j1[0] = V1
+    s = ServerConnection()
+    e = refused(s, W0 + C(Window(1).encode() + bytes(j1)))
+    assert e.reason == "J frame with version byte '1' (J exists only in v2) (at offset 6 of the inflated payload)"
+    assert where(e) == ("C>J", "version", 6)
+
+
+def test_the_server_takes_a_windows_json_frames_as_one_run() -> None:
+    # one column for the three frames, at the top level and inside a C (the per-frame path makes one each)
+    for stream in (Window(3).encode() + J(1) + J(2) + J(3), C(Window(3).encode() + J(1) + J(2) + J(3))):
+        s = ServerConnection()
+        s.receive_data(stream, now=0.0)
+        (b,) = drain(s)
+        assert isinstance(b, Batch) and b.seqs == [1, 2, 3]
+        assert [cols[1] for cols in b._columns] == [[1, 2, 3]]
+
+
+def test_an_empty_window_is_answered_in_its_own_version() -> None:
+    s = ServerConnection()
+    s.receive_data(Window(0, V1).encode(), now=0.0)
+    assert drain(s) == [EmptyWindow(V1)]
+    assert s.data_to_send() == Ack(0, V1).encode()
+    # behind a pending batch, the held A 0 keeps the version too
+    s = ServerConnection()
+    s.receive_data(Window(1, V1).encode() + D1 + Window(0, V1).encode(), now=0.0)
+    b, empty = drain(s)
+    assert isinstance(b, Batch) and empty == EmptyWindow(V1) and s.data_to_send() == b""
+    s.accept(b, now=0.0)
+    assert s.data_to_send() == Ack(1, V1).encode() + Ack(0, V1).encode()
+
+
+def test_a_compressed_frame_of_the_other_version_inside_one_names_the_outer_c() -> None:
+    from refwire.lumberjack.frames import Compressed
+
+    s = ServerConnection()
+    e = refused(s, W0 + C(W0 + Compressed(b"x", V1).encode()))
+    assert e.reason == "version byte '1' on a version '2' connection"
+    assert where(e) == ("C>C", "version", 6)
+
+
+def test_a_d_frame_in_a_version_2_batch_is_located_when_mixed_versions_are_accepted() -> None:
+    s = ServerConnection(accept_mixed_versions=True)
+    e = refused(s, Window(1).encode() + D1)
+    assert e.reason == "D frame in a version '2' batch"
+    assert where(e) == ("D", "type", 7)
+    s = ServerConnection(accept_mixed_versions=True)
+    e = refused(s, W0 + C(Window(1).encode() + D1))
+    assert e.reason == "D frame in a version '2' batch"
+    assert where(e) == ("C>D", "type", 6)
+
+
+def test_a_d_frame_of_the_other_version_inside_a_compressed_frame_names_the_c() -> None:
+    s = ServerConnection()
+    e = refused(s, W0 + C(Window(1).encode() + D1))
+    assert e.reason == "version byte '1' on a version '2' connection"
+    assert where(e) == ("C>D", "version", 6)
+
+
+def test_a_json_run_of_the_other_version_inside_a_compressed_frame_names_the_c() -> None:
+    from refwire.lumberjack.frames import Compressed
+
+    s = ServerConnection()
+    inner = Window(1, V1).encode() + JsonFrame(1, b"{}").encode()
+    e = refused(s, Window(0, V1).encode() + Compressed(zlib.compress(inner), V1).encode())
+    assert e.reason == "version byte '2' on a version '1' connection"
+    assert where(e) == ("C>J", "version", 6)
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_a_batch_over_max_batch_bytes_at_its_second_frame_records_the_in_batch_step(count: int) -> None:
+    s = ServerConnection(limits=attrs.evolve(DEFAULT_LIMITS, max_batch_bytes=10))
+    e = refused(s, Window(count).encode() + JsonFrame(1, b'{"a":1}').encode() + JsonFrame(2, b'{"b":2}').encode())
+    assert isinstance(e, RemoteLimitExceeded)
+    assert where(e) == ("J", "payload", 6 + 17 + 10)
+    assert ("in-batch", "data", "in-batch") in s.transitions_seen
+
+
+def test_a_run_that_completes_a_batch_begun_in_an_earlier_chunk() -> None:
+    s = ServerConnection()
+    s.receive_data(Window(3).encode() + J(1), now=0.0)
+    assert drain(s) == []
+    s.receive_data(J(2) + J(3) + J(4), now=0.0)  # one run: two events for the batch, then one too many
+    b = s.next_event()
+    assert isinstance(b, Batch) and b.seqs == [1, 2, 3]
+    e = refused(s)
+    assert e.reason == "data frame outside a window (no W announced it)"
+    assert where(e) == ("J", "type", 6 + 3 * len(J(1)) + 1)

@@ -155,3 +155,18 @@ async def test_the_trio_client_refuses_a_bad_event_before_it_connects() -> None:
     with trio.fail_after(5), pytest.raises(TypeError):
         await client.send([{"a": 1}, {"b": {1}}])
     assert connects == 0 and client.stats["windows"] == 0
+
+
+def test_a_mapping_that_is_not_a_dict_is_encoded_as_json() -> None:
+    from collections import OrderedDict
+    from types import MappingProxyType
+
+    assert encode_event(OrderedDict(a=1), V2) == b'{"a":1}'
+    assert encode_event(MappingProxyType({"b": [2]}), V2) == b'{"b":[2]}'
+    assert encode_events(V2, [MappingProxyType({"a": 1})]).payloads() == [b'{"a":1}']
+
+
+@pytest.mark.parametrize("version", [V1, V2])
+def test_an_empty_tail_keeps_the_windows_version(version: int) -> None:
+    empty = encode_events(version, ["x"]).tail(0)
+    assert (empty.version, empty.body, empty.starts, empty.seqs) == (version, bytearray(), [], [])

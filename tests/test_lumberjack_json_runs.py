@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lumberjack_strategies import drain, split
 
-from refwire.errors import RemoteProtocolError
+from refwire.errors import LimitExceeded, RemoteProtocolError
 from refwire.lumberjack import V1, V2, Ack, Batch, Compressed, DataFrame, JsonFrame, ServerConnection, Window
-from refwire.lumberjack.frames import DEFAULT_LIMITS, FrameDecoder, JsonRun
+from refwire.lumberjack.frames import DEFAULT_LIMITS, FrameDecoder, JsonRun, inflate_frames, json_frames
 
 
 class PerFrameServer(ServerConnection):
@@ -225,3 +225,53 @@ def test_a_framing_error_after_good_runs_is_raised_with_their_documents() -> Non
     runs, err = dec.frames_before_error(runs=True)
     assert err is not None and err.field == "type" and err.offset == 17 + 6 + 12 + 1
     assert [getattr(r, "docs", None) for r in runs] == [[{"a": 1}], None, [{}]]
+
+
+CFG = {"validate_json": True, "accept_mixed_versions": False, "ack_mode": "last-seq", "max_batch_bytes": 100}
+
+
+@pytest.mark.parametrize(
+    ("stream", "error"),
+    [
+        (Window(0).encode() + j(1, b"{}"), ("data frame outside a window (no W announced it)", "J", "type", 7)),
+        (Window(1, V1).encode() + j(1, b"{}"), ("version byte '2' on a version '1' connection", "J", "version", 6)),
+    ],
+)
+def test_a_json_frame_refused_by_the_machine_is_named_j_frame_by_frame_too(stream: bytes, error: tuple[Any, ...]) -> None:
+    for conn in machines(CFG):
+        _, err, _ = drain(conn, [stream])
+        assert err is not None and (err.reason, err.frame, err.field, err.offset) == error
+
+
+def test_a_run_starts_empty_at_offset_0_and_builds_frames_of_its_version() -> None:
+    run = JsonRun(V1)
+    assert (run.version, run.start, run.seqs, run.payloads, run.docs, len(run), run.size()) == (V1, 0, [], [], None, 0, 0)
+    run.seqs += [3, 4]
+    run.payloads += [b"{}", b"[]"]
+    assert [(f.version, f.seq, f.payload, f.data) for f in run.frames()] == [(V1, 3, b"{}", None), (V1, 4, b"[]", None)]
+
+
+def test_json_frames_needs_a_payload_per_seq() -> None:
+    with pytest.raises(ValueError, match="zip"):
+        json_frames(V2, [1, 2], [b"{}"], None)
+    with pytest.raises(ValueError, match="zip"):
+        json_frames(V2, [1], [b"{}", b"{}"], [{}, {}])
+
+
+def test_inflate_frames_gives_runs_when_asked() -> None:
+    payload = zlib.compress(j(1, b"{}") + j(2, b'{"a":1}'))
+    (run,) = inflate_frames(payload, runs=True)
+    assert isinstance(run, JsonRun) and (run.seqs, run.payloads, run.docs) == ([1, 2], [b"{}", b'{"a":1}'], [{}, {"a": 1}])
+    assert [type(f) for f in inflate_frames(payload)] == [JsonFrame, JsonFrame]
+
+
+@pytest.mark.parametrize("runs", [False, True])
+def test_the_inflate_budget_counts_every_run_of_a_step(runs: bool) -> None:
+    # two runs of 7 payload bytes each, a W between them: 14 bytes held
+    payload = zlib.compress(j(1, b'{"a":1}') + Window(1).encode() + j(2, b'{"b":2}'))
+    assert len(inflate_frames(payload, budget=14, runs=runs)) == 3
+    with pytest.raises(LimitExceeded) as ei:
+        inflate_frames(payload, budget=13, runs=runs, offset=5)
+    e = ei.value
+    assert (e.frame, e.field, e.offset) == ("C", "payload", 5)
+    assert e.reason == f"the batch's events exceed the limit max_batch_bytes={DEFAULT_LIMITS.max_batch_bytes}"

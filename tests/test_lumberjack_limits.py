@@ -612,3 +612,57 @@ def test_a_d_frame_waiting_for_its_value_keeps_its_place() -> None:
     dec.feed(frame[: 10 + 4 + 10 + 4 + 5])  # inside the first value
     assert dec.frames() == []
     assert dec._d_resume == (0, 10, 2)
+
+
+def test_a_trickling_d_frame_walks_each_pair_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The walk resumes where the previous call stopped: the pair headers read are
+    # bounded by the pairs plus one stop per call, not pairs x calls.
+    import refwire.lumberjack.frames as frames_module
+
+    class CountingU32:
+        n = 0
+
+        def __init__(self, s: struct.Struct) -> None:
+            self.s = s
+
+        def unpack_from(self, buf: bytes | bytearray, offset: int = 0) -> tuple[int, ...]:
+            CountingU32.n += 1
+            return self.s.unpack_from(buf, offset)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.s, name)
+
+    monkeypatch.setattr(frames_module, "U32BE", CountingU32(frames_module.U32BE))
+    pairs = [(b"k%02d" % i, b"v" * 5) for i in range(40)]
+    frame = d_frame(pairs)
+    dec = FrameDecoder()
+    dec.feed(frame[:10])
+    assert dec.frames() == []
+    got = []
+    for i in range(40):  # one pair (4 + 3 + 4 + 5 bytes) per call
+        dec.feed(frame[10 + 16 * i : 26 + 16 * i])
+        got += dec.frames()
+    assert got == [DataFrame(1, tuple(pairs))]
+    # 2 reads per pair in the walk, 2 more when the complete frame is sliced, one stop per call
+    assert CountingU32.n <= 4 * 40 + 2 * 41
+
+
+@pytest.mark.parametrize("runs", [False, True])
+def test_an_error_after_a_consumed_frame_in_the_same_buffer_is_at_its_stream_offset(runs: bool) -> None:
+    # W (6) and J1 (12) are consumed; J2's payload is not a JSON object.  The
+    # chunks are small, so the buffer keeps its consumed prefix (pos > 0).
+    j1 = JsonFrame(1, b"{}").encode()
+    j2 = JsonFrame(2, b"[]").encode()
+    dec = FrameDecoder()
+    dec.feed(Window(2).encode() + j1[:4])
+    assert dec.frames_before_error(runs=runs) == ([Window(2)], None)
+    for chunk in (j1[4:5], j1[5:8], j1[8:10], j1[10:] + j2[:7]):
+        dec.feed(chunk)
+        good, err = dec.frames_before_error(runs=runs)
+        assert err is None
+    assert [f.seq for f in (good[0].frames() if runs else good)] == [1]
+    dec.feed(j2[7:])
+    assert dec._buf.pos == 12 and dec.offset == 18
+    good, err = dec.frames_before_error(runs=runs)
+    assert good == [] and err is not None
+    assert (err.reason, err.frame, err.field, err.offset) == ("J payload must be a JSON object, got list", "J", "json", 28)

@@ -396,8 +396,8 @@ def encode_event(event: Any, version: int) -> EncodedEvent:
             return bytes(event)
         if isinstance(event, str):
             return event.encode("utf-8")
-        if isinstance(event, Mapping):
-            return _dumps(event)
+        if isinstance(event, Mapping):  # (a dict subclass, or a mapping JSON encoders do not take as it is)
+            return _dumps(dict(event))
         raise LocalProtocolError(
             f"a v2 event must be a mapping or JSON bytes, got {type(event).__name__}", protocol=PROTOCOL, frame="J"
         )
