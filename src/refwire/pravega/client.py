@@ -142,9 +142,7 @@ class PravegaConnection:
             self.error = exc
             raise
         finally:
-            self.closed.set()
-            for ch in [*self._waiters.values(), *self._subscribers.values()]:
-                ch.close()
+            self._end()
             await trio.aclose_forcefully(self.stream)
 
     async def start(self, *, timeout: float = 10.0) -> None:
@@ -189,7 +187,7 @@ class PravegaConnection:
             self._end()
 
     def _end(self) -> None:
-        """The connection is over (foreground mode): every reply channel ends."""
+        """The connection is over: every reply channel ends."""
         self.closed.set()
         for ch in [*self._waiters.values(), *self._subscribers.values()]:
             ch.close()
