@@ -208,7 +208,7 @@ class _Run(RunBase):
             if lg is not None and lg.entries:
                 first, chunk = lg.read(lg.first_avail, 1 << 30)
                 res = read_chunk(chunk, base_seq=None if first.sparse else first.first, hwmark=lg.last_assigned, requested_seq=0)
-                got = [(m.seq, m.content) for m in res.messages]
+                got = list(zip(res.seqs, res.contents, strict=True))
             if got != [(seq, content) for seq, content in plan]:
                 n = sum(1 for a, b in zip(got, plan, strict=False) if a == b)
                 self.violate("acked-lost", f"partition {p}: the storage holds {len(got)} messages, the first {n} as planned, of {len(plan)} acked")

@@ -188,7 +188,7 @@ def _response_row(frame_no: int, msg_id: int, payload: bytes, off: int, size: in
                 if p.chunk:
                     try:
                         res = read_chunk(p.chunk, base_seq=p.base_seq, hwmark=p.hwmark, requested_seq=requested or 0, offset=off)
-                        seqs = [m.seq for m in res.messages if m.seq is not None]
+                        seqs = [s for s in res.seqs if s is not None]
                         entry.update(messages=len(seqs), first_seq=seqs[0] if seqs else None, last_seq=seqs[-1] if seqs else None,
                                      increasing=all(a < b for a, b in itertools.pairwise(seqs)), partial=res.partial)
                         delivered += len(seqs)

@@ -16,8 +16,9 @@ and offset for anything malformed, never more memory than a limit allows.
 from __future__ import annotations
 
 import struct
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 import attrs
 import cramjam
@@ -36,6 +37,7 @@ __all__ = [
     "BundleHeader",
     "ChunkResult",
     "Message",
+    "MessageColumns",
     "choose_compression",
     "decode_bundle",
     "encode_bundle",
@@ -279,34 +281,62 @@ def snappy_decompress(payload: bytes | memoryview, *, max_size: int, offset: int
     return out
 
 
+#: A bundle's or chunk's messages in columns (contents, timestamps, keys, seqs):
+#: what the decoder fills, one list per field, without a :class:`Message` each.
+MessageColumns = tuple[list[bytes], list[int], "list[bytes | None]", list[int]]
+
+
+def _messages_of(columns: tuple[list[bytes], list[int], list[bytes | None], Sequence[int | None]]) -> list[Message]:
+    """Build one :class:`Message` per row of ``columns``, in order."""
+    new = _new
+    set_content, set_ts, set_key, set_seq = _MESSAGE_SETTERS
+    out: list[Message] = []
+    append = out.append
+    for content, ts, key, seq in zip(*columns, strict=True):
+        # Trusted construction: every field was decoded and checked (Message has no validators).
+        m = new(Message)
+        set_content(m, content)
+        set_ts(m, ts)
+        set_key(m, key)
+        set_seq(m, seq)
+        append(m)
+    return out
+
+
 def _decode_messages(
     data: bytes | memoryview,
     p: int,
     end: int,
     header: BundleHeader,
     base_seq: int,
+    columns: MessageColumns,
     *,
     base: int,
     stop_at_truncation: bool,
-) -> tuple[list[Message], int]:
-    """Decode up to ``header.count`` messages from ``data[p:end]``.
+) -> int:
+    """Decode up to ``header.count`` messages from ``data[p:end]`` onto the
+    ends of ``columns``.
 
-    Returns the messages and the position after the last complete one.  With
+    Returns the position after the last complete message.  With
     ``stop_at_truncation`` a message that does not fit ends the walk quietly
-    (a partial trailing bundle); otherwise it is an error.
+    (a partial trailing bundle; the complete ones before it are kept);
+    otherwise it is an error.  On an error the columns hold a prefix of the
+    bundle, which the caller drops with the exception.
     """
-    out: list[Message] = []
-    append = out.append
+    contents, tss, keys, seqs = columns
+    add_content = contents.append
+    add_ts = tss.append
+    add_key = keys.append
     n = header.count
     sparse = header.sparse
+    # Non-sparse bundles number their messages base_seq, base_seq + 1, ...: the
+    # seqs column is filled once at the end.  Sparse ones carry their own (§4).
     seq = header.first_seq if sparse else base_seq
     assert seq is not None
-    seq -= 1  # the first message's number is first_seq / base_seq (incremented below)
+    seq -= 1  # the first message's number is first_seq (incremented below)
     last_seq = header.last_seq
     unpack_u64 = _U64.unpack_from
     copy = type(data) is not bytes  # slices of a memoryview are copied out to bytes
-    new = _new
-    set_content, set_ts, set_key, set_seq = _MESSAGE_SETTERS
     ts = 0
     for i in range(n):
         start = p
@@ -317,20 +347,21 @@ def _decode_messages(
             p += 1
             if mflags & ~_MSG_KNOWN & 0xFF:
                 raise _err(f"message {i}: unknown flags {mflags:#04x}", "messageFlags", base + p - 1)
-            if sparse and i > 0:
-                assert last_seq is not None
-                if mflags & MSG_SEQ_PREV_PLUS_ONE:
+            if sparse:
+                if i == 0:
                     seq += 1
-                elif i == n - 1:
-                    seq = last_seq
                 else:
-                    delta, p = _uvarint(data, p, end, field="seqDelta", base=base)
-                    seq += 1 + delta
-                # the last message takes lastSeq, so a middle one must stay below it (no repeated seq)
-                if seq >= last_seq if i < n - 1 else seq != last_seq:
-                    raise _err(f"message {i}: seq {seq} disagrees with lastSeq {last_seq}", "seqDelta", base + start)
-            else:
-                seq += 1
+                    assert last_seq is not None
+                    if mflags & MSG_SEQ_PREV_PLUS_ONE:
+                        seq += 1
+                    elif i == n - 1:
+                        seq = last_seq
+                    else:
+                        delta, p = _uvarint(data, p, end, field="seqDelta", base=base)
+                        seq += 1 + delta
+                    # the last message takes lastSeq, so a middle one must stay below it (no repeated seq)
+                    if seq >= last_seq if i < n - 1 else seq != last_seq:
+                        raise _err(f"message {i}: seq {seq} disagrees with lastSeq {last_seq}", "seqDelta", base + start)
             if not mflags & MSG_USE_LAST_TS:
                 if end - p < 8:
                     raise _truncated("truncated: ts needs 8 bytes", "ts", base + p)
@@ -358,19 +389,20 @@ def _decode_messages(
             p = q + clen
             if p > end:
                 raise _truncated(f"truncated: content needs {clen} bytes, {end - q} left", "content", base + q)
-            content = data[q:p]
         except TruncatedBundle:
             if stop_at_truncation:
-                return out, start
+                if not sparse:
+                    seqs += range(base_seq, base_seq + i)
+                return start
             raise
-        # Trusted construction: every field was read above (Message has no validators).
-        m = new(Message)
-        set_content(m, bytes(content) if copy else content)
-        set_ts(m, ts)
-        set_key(m, key)
-        set_seq(m, seq)
-        append(m)
-    return out, p
+        add_content(bytes(data[q:p]) if copy else data[q:p])  # type: ignore[arg-type]
+        add_ts(ts)
+        add_key(key)
+        if sparse:
+            seqs.append(seq)
+    if not sparse:
+        seqs += range(base_seq, base_seq + n)
+    return p
 
 
 def decode_bundle(
@@ -392,18 +424,19 @@ def decode_bundle(
         p, end, dbase = 0, len(data), base + header.size
     if header.count > (end - p) // _MIN_MESSAGE:
         raise _err(f"count {header.count} cannot fit in {end - p} bytes of messages", "count", base)
-    msgs, q = _decode_messages(data, p, end, header, base_seq or 0, base=dbase, stop_at_truncation=False)
+    columns: MessageColumns = ([], [], [], [])
+    q = _decode_messages(data, p, end, header, base_seq or 0, columns, base=dbase, stop_at_truncation=False)
     if q != end:
         raise _err(f"{end - q} bytes after the last of {header.count} messages", "messageSet", dbase + q)
     if base_seq is None and not header.sparse:
-        msgs = [attrs.evolve(m, seq=None) for m in msgs]
-    return header, msgs
+        return header, _messages_of((columns[0], columns[1], columns[2], [None] * header.count))
+    return header, _messages_of(columns)
 
 
 # --------------------------------------------------------------------------- chunks (§5)
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)
 class ChunkResult:
     """What one partition's chunk yielded (§5).
 
@@ -413,13 +446,86 @@ class ChunkResult:
       that did not fit (0 when the chunk ended cleanly);
     * ``partial`` -- the chunk ended inside a bundle;
     * ``drained`` -- the chunk was empty (the consumer is at the end).
+
+    :func:`read_chunk` decodes the messages in columns; ``messages`` builds
+    their :class:`Message` objects the first time it is read (and keeps
+    them).  :attr:`count`, :attr:`seqs`, :attr:`contents`, :attr:`timestamps`
+    and :attr:`keys` read the columns and build nothing: the cheap way through
+    a large chunk.  Equality, hash and repr are those of the messages.
     """
 
-    messages: tuple[Message, ...]
+    _messages: tuple[Message, ...] | None = attrs.field(alias="messages")
     next_seq: int
     min_fetch_size: int = 0
     partial: bool = False
     drained: bool = False
+    _columns: MessageColumns | None = attrs.field(default=None, alias="columns", kw_only=True, repr=False)
+
+    @classmethod
+    def of_columns(
+        cls, columns: MessageColumns, next_seq: int, min_fetch_size: int = 0, partial: bool = False, drained: bool = False
+    ) -> ChunkResult:
+        """A result whose messages are ``columns`` (contents, timestamps, keys,
+        seqs: equal lengths, which the result takes over)."""
+        return cls(None, next_seq, min_fetch_size, partial, drained, columns=columns)
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The messages, in order."""
+        messages = self._messages
+        if messages is None:
+            assert self._columns is not None
+            messages = tuple(_messages_of(self._columns))
+            object.__setattr__(self, "_messages", messages)
+        return messages
+
+    def _column(self, i: int) -> list[Any]:
+        if self._columns is not None:
+            return list(self._columns[i])
+        name = ("content", "ts", "key", "seq")[i]
+        return [getattr(m, name) for m in self.messages]
+
+    @property
+    def count(self) -> int:
+        """How many messages the chunk yielded."""
+        return len(self._columns[0]) if self._columns is not None else len(self.messages)
+
+    @property
+    def contents(self) -> list[bytes]:
+        """The messages' contents, in order."""
+        return self._column(0)
+
+    @property
+    def timestamps(self) -> list[int]:
+        """The messages' ``ts``, in order."""
+        return self._column(1)
+
+    @property
+    def keys(self) -> list[bytes | None]:
+        """The messages' keys (``None`` for a message without one), in order."""
+        return self._column(2)
+
+    @property
+    def seqs(self) -> list[int | None]:
+        """The messages' sequence numbers, in order."""
+        return self._column(3)
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.messages, self.next_seq, self.min_fetch_size, self.partial, self.drained)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ChunkResult):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"ChunkResult(messages={self.messages!r}, next_seq={self.next_seq!r}, min_fetch_size={self.min_fetch_size!r},"
+            f" partial={self.partial!r}, drained={self.drained!r})"
+        )
 
 
 def read_chunk(
@@ -442,7 +548,9 @@ def read_chunk(
     max_dec = limits.max_decompressed_size if limits else 64 * 1024 * 1024
     end = len(chunk)
     tail = requested_seq == U64_MAX
-    out: list[Message] = []
+    contents: list[bytes] = []
+    seqs: list[int] = []
+    columns: MessageColumns = (contents, [], [], seqs)
     p = 0
     seq = base_seq
     min_fetch = 0
@@ -492,28 +600,36 @@ def read_chunk(
             data, dstart, dend, dbase = chunk, ms, min(bundle_end, end), offset
         if header.count > (dend - dstart) // _MIN_MESSAGE and whole:
             raise _err(f"count {header.count} cannot fit in {dend - dstart} bytes", "count", offset + p)
-        msgs, q = _decode_messages(data, dstart, dend, header, first, base=dbase, stop_at_truncation=not whole)
+        k = len(contents)
+        q = _decode_messages(data, dstart, dend, header, first, columns, base=dbase, stop_at_truncation=not whole)
         if whole and q != dend:
             raise _err(f"{dend - q} bytes after the last of {header.count} messages", "messageSet", dbase + q)
-        if msgs and msgs[-1].seq <= hwmark and (tail or msgs[0].seq >= requested_seq):  # type: ignore[operator]
-            out.extend(msgs)  # the whole bundle is wanted (seq rises through a bundle)
-        else:
-            for m in msgs:
-                assert m.seq is not None
-                if m.seq > hwmark:
-                    stop = True
-                    break
-                if tail or m.seq >= requested_seq:
-                    out.append(m)
+        # Keep the bundle's messages with requested_seq <= seq <= hwmark.  Seqs rise
+        # strictly through a bundle (§4), so the wanted ones are one slice of it.
+        if len(contents) > k:
+            if seqs[-1] > hwmark:
+                stop = True
+                _drop_from(columns, bisect_right(seqs, hwmark, k))
+            if not tail and len(seqs) > k and seqs[k] < requested_seq:
+                _drop_between(columns, k, bisect_left(seqs, requested_seq, k))
         if not whole:
             partial, min_fetch = True, bundle_end - entry_start
             break
         seq = after
         p = bundle_end
-    if out:
-        last = out[-1].seq
-        assert last is not None
+    if seqs:
+        last = seqs[-1]
         next_seq = last + 1 if tail else max(requested_seq, last + 1)
     else:
         next_seq = hwmark + 1 if tail else requested_seq
-    return ChunkResult(tuple(out), next_seq, min_fetch, partial, end == 0)
+    return ChunkResult.of_columns(columns, next_seq, min_fetch, partial, end == 0)
+
+
+def _drop_from(columns: MessageColumns, i: int) -> None:
+    for column in columns:
+        del column[i:]
+
+
+def _drop_between(columns: MessageColumns, i: int, j: int) -> None:
+    for column in columns:
+        del column[i:j]

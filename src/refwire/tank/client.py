@@ -345,7 +345,7 @@ class TankClient:
             if pd.error not in (0, 0xFE, ERR_BOUNDARY):
                 raise ConsumeError(f"{topic}/{partition}: error {pd.error:#04x}", pd.error)
             ch = pd.chunk
-            if ch is not None and not ch.messages and ch.partial and ch.min_fetch_size > fs:
+            if ch is not None and ch.count == 0 and ch.partial and ch.min_fetch_size > fs:
                 fs = min(ch.min_fetch_size, self.config.limits.max_frame_size)
                 continue
             return pd
