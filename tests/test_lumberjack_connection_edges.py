@@ -109,6 +109,30 @@ def test_max_window_at_the_line_and_one_past(count: int, ok: bool) -> None:
     assert where(e) == ("W", "count", 2)
 
 
+def test_a_c_spanning_two_windows_counts_whole_against_max_batch_bytes() -> None:
+    """A C frame's events are inflated and held together, so two windows inside
+    one C count as one against max_batch_bytes, where sent plain they are two
+    batches each within it (specs/lumberjack/README.md, the limits table)."""
+    payload_len = len(J(1)) - 10
+    two = Window(1).encode() + J(1) + Window(1).encode() + J(2)
+    plain = ServerConnection(limits=Limits(max_batch_bytes=payload_len))
+    plain.receive_data(two, now=0.0)
+    assert [len(b.events) for b in drain(plain) if isinstance(b, Batch)] == [1, 1]
+    for limit, ok in ((2 * payload_len, True), (2 * payload_len - 1, False)):
+        s = ServerConnection(limits=Limits(max_batch_bytes=limit))
+        s.receive_data(C(two), now=0.0)
+        if ok:
+            assert [len(b.events) for b in drain(s) if isinstance(b, Batch)] == [1, 1]
+            continue
+        e = refused(s)
+        assert isinstance(e, RemoteLimitExceeded)
+        assert e.reason == (
+            f"the C frame's events, with the batch's before it, exceed the limit max_batch_bytes={limit}"
+            " (a C frame's events are held together, even when they span windows)"
+        )
+        assert where(e) == ("C", "payload", 0)
+
+
 def test_batch_bytes_at_the_line_and_one_past() -> None:
     payload_len = len(J(1)) - 10
     for extra, ok in ((0, True), (-1, False)):

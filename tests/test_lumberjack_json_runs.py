@@ -274,4 +274,7 @@ def test_the_inflate_budget_counts_every_run_of_a_step(runs: bool) -> None:
         inflate_frames(payload, budget=13, runs=runs, offset=5)
     e = ei.value
     assert (e.frame, e.field, e.offset) == ("C", "payload", 5)
-    assert e.reason == f"the batch's events exceed the limit max_batch_bytes={DEFAULT_LIMITS.max_batch_bytes}"
+    assert e.reason == (
+        f"the C frame's events, with the batch's before it, exceed the limit max_batch_bytes={DEFAULT_LIMITS.max_batch_bytes}"
+        " (a C frame's events are held together, even when they span windows)"
+    )

@@ -682,7 +682,8 @@ def inflate_frames(
             held += _held_total(new)
             if held > budget:
                 raise _limit(
-                    f"the batch's events exceed the limit max_batch_bytes={limits.max_batch_bytes}",
+                    f"the C frame's events, with the batch's before it, exceed the limit max_batch_bytes={limits.max_batch_bytes}"
+                    " (a C frame's events are held together, even when they span windows)",
                     frame="C",
                     field="payload",
                     offset=offset,
