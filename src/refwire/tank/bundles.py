@@ -283,7 +283,7 @@ def snappy_decompress(payload: bytes | memoryview, *, max_size: int, offset: int
 
 #: A bundle's or chunk's messages in columns (contents, timestamps, keys, seqs):
 #: what the decoder fills, one list per field, without a :class:`Message` each.
-MessageColumns = tuple[list[bytes], list[int], "list[bytes | None]", list[int]]
+MessageColumns = tuple[list[bytes], list[int], list[bytes | None], list[int]]
 
 
 def _messages_of(columns: tuple[list[bytes], list[int], list[bytes | None], Sequence[int | None]]) -> list[Message]:
