@@ -717,6 +717,8 @@ def test_request_and_response_encoders_name_the_out_of_range_field_exactly() -> 
     ):
         for m in (2**63, -(2**63) - 1):
             assert _encode_error(make(m).encode, **kw) == (f"msg_id {m} is out of range {rng}", "seastar-rpc", frame, "msg_id", None)
+    if not sf.__file__ or not sf.__file__.endswith(".py"):
+        pytest.skip("the compiled build (setup.py) takes only real bytes as a payload, so no _Len stand-in")
     big = _Len(2**32)
     req = sf.Request(2, 1, big, 0)  # type: ignore[arg-type]
     for with_timeout in (False, True):

@@ -25,6 +25,7 @@ from typing import Final, Protocol
 
 import lz4.block  # type: ignore[import-untyped]
 
+from .._mypyc import mypyc_attr
 from ..errors import LocalProtocolError
 from ..wire import Limits, check_limit
 from .frames import PROTOCOL
@@ -120,6 +121,9 @@ def _decode_block(block: bytes | memoryview, size: int, *, window: bytes | memor
     return out
 
 
+# Subclassing a compressor (a variant, a test's spy) must work in the optional
+# mypyc build too; a subclass leaves the envelope fast paths (``type(c) is``).
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LZ4Compressor:
     """``LZ4``: ``uncompressed_size:u32 + LZ4 raw block`` (``LZ4_compress_default``)."""
 
@@ -145,6 +149,7 @@ class LZ4Compressor:
         return _decode_block(payload[4:], size, window=b"", field="block", offset=offset + 4)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LZ4FragmentedCompressor:
     """``LZ4_FRAGMENTED``: 32 KiB chunks, the last flagged by the MSB of its header.
 
