@@ -39,7 +39,10 @@ case "$MODULE" in
         TESTS=(tests/test_pravega_draft_vectors.py tests/test_pravega_draft_machines.py tests/test_pravega_draft_limits.py) ;;
     src/refwire/pravega/draft2017/connection.py)
         TESTS=(tests/test_pravega_draft_machines.py tests/test_pravega_draft_vectors.py tests/test_pravega_draft_limits.py tests/test_pravega_draft_connection_edges.py) ;;
-    src/refwire/tank/bundles.py|src/refwire/tank/frames.py)
+    src/refwire/tank/bundles.py)
+        # test_tank_chunk_columns.py: read_chunk's columns path against the per-message walk it replaced
+        TESTS=(tests/test_tank_codec.py tests/test_tank_vectors.py tests/test_tank_limits.py tests/test_tank_chunk_columns.py) ;;
+    src/refwire/tank/frames.py)
         TESTS=(tests/test_tank_codec.py tests/test_tank_vectors.py tests/test_tank_limits.py) ;;
     src/refwire/tank/connection.py) TESTS=(tests/test_tank_machines.py tests/test_tank_connection_edges.py tests/test_tank_codec.py tests/test_tank_limits.py) ;;
     src/refwire/seastar_rpc/compression.py|src/refwire/seastar_rpc/frames.py)

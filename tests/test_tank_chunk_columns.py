@@ -422,3 +422,33 @@ def test_a_corrupt_middle_message_names_its_field_in_both_paths() -> None:
     got = _outcome(read_chunk, chunk, base_seq=1, hwmark=9, requested_seq=0)
     assert got == _outcome(_ref_read_chunk, chunk, base_seq=1, hwmark=9, requested_seq=0)
     assert got[0] == "error" and got[4] == "messageFlags" and got[5] == len(chunk) - 5
+
+
+def test_ragged_columns_are_refused_not_cut() -> None:
+    """Columns of unequal lengths are a caller's bug: building the messages
+    refuses them instead of silently dropping the rows past the shortest column."""
+    ragged = ChunkResult.of_columns(([b"a", b"b"], [1, 2], [None], [1, 2]), 3)
+    with pytest.raises(ValueError):
+        ragged.messages  # noqa: B018
+    short_seqs = ChunkResult.of_columns(([b"a", b"b"], [1, 2], [None, None], [1]), 2)
+    with pytest.raises(ValueError):
+        short_seqs.messages  # noqa: B018
+
+
+def test_results_that_differ_hash_apart() -> None:
+    """The hash spreads over everything equality compares (the messages and the
+    four other fields), so results used as set members or dict keys do not share a bucket."""
+    cols = ([b"a"], [1], [None], [5])
+    results = [
+        ChunkResult.of_columns(cols, 6),
+        ChunkResult.of_columns(([b"b"], [1], [None], [5]), 6),
+        ChunkResult.of_columns(([b"a"], [1], [None], [7]), 6),
+        ChunkResult.of_columns(cols, 7),
+        ChunkResult.of_columns(cols, 6, 100),
+        ChunkResult.of_columns(cols, 6, partial=True),
+        ChunkResult.of_columns(cols, 6, drained=True),
+        ChunkResult((), 6),
+    ]
+    assert len({hash(r) for r in results}) == len(results)
+    assert len(set(results)) == len(results)
+    assert hash(ChunkResult.of_columns(([b"a"], [1], [None], [5]), 6)) == hash(ChunkResult((Message(b"a", 1, None, 5),), 6))

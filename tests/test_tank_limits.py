@@ -758,6 +758,24 @@ def test_the_walk_stops_at_hwmark_before_later_bundles() -> None:
     assert [m.seq for m in r.messages] == [5] and r.next_seq == 6
 
 
+def test_a_bundle_ending_at_hwmark_does_not_stop_the_walk() -> None:
+    """Only a message above hwmark stops the walk: after a bundle whose last
+    message is hwmark itself the next entry is still read (its cut end is
+    reported, its malformed message refused)."""
+    first = _plain([b"a", b"b"])  # seqs 5, 6
+    second = _plain([b"c", b"d"])  # seqs 7, 8
+    r = read_chunk(first + second, base_seq=5, hwmark=6, requested_seq=0)
+    assert (r.seqs, r.next_seq, r.partial, r.min_fetch_size) == ([5, 6], 7, False, 0)
+    r = read_chunk(first + second[:-1], base_seq=5, hwmark=6, requested_seq=0)
+    assert (r.seqs, r.next_seq, r.partial, r.min_fetch_size) == ([5, 6], 7, True, len(second))
+    garbage = encode_entry(b"\x08" + b"\xff" * 10)  # 2 messages with unknown flags
+    e = err(read_chunk, first + garbage, base_seq=5, hwmark=6, requested_seq=0, offset=100)
+    assert loc(e) == ("messageFlags", 100 + len(first) + 2)
+    # one below and the first bundle's second message passes hwmark: the walk ends there
+    r = read_chunk(first + garbage, base_seq=5, hwmark=5, requested_seq=0)
+    assert (r.seqs, r.next_seq, r.partial) == ([5], 6, False)
+
+
 def test_snappy_errors_at_offset_zero_by_default() -> None:
     e = err(snappy_decompress, b"\x05garbage", max_size=100)
     assert loc(e) == ("messageSet", 0)
