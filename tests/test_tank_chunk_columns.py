@@ -10,6 +10,8 @@ must give the same messages, ``next_seq``, ``min_fetch_size``, ``partial`` and
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -425,14 +427,27 @@ def test_a_corrupt_middle_message_names_its_field_in_both_paths() -> None:
 
 
 def test_ragged_columns_are_refused_not_cut() -> None:
-    """Columns of unequal lengths are a caller's bug: building the messages
-    refuses them instead of silently dropping the rows past the shortest column."""
-    ragged = ChunkResult.of_columns(([b"a", b"b"], [1, 2], [None], [1, 2]), 3)
-    with pytest.raises(ValueError):
-        ragged.messages  # noqa: B018
-    short_seqs = ChunkResult.of_columns(([b"a", b"b"], [1, 2], [None, None], [1]), 2)
-    with pytest.raises(ValueError):
-        short_seqs.messages  # noqa: B018
+    """Columns of unequal lengths are a caller's bug: the result refuses them
+    when it is made, so its count, columns and messages always agree."""
+    with pytest.raises(
+        ValueError, match=r"^ChunkResult: columns of unequal lengths \[2, 2, 1, 2\] \(contents, timestamps, keys, seqs\)$"
+    ):
+        ChunkResult.of_columns(([b"a", b"b"], [1, 2], [None], [1, 2]), 3)
+    with pytest.raises(
+        ValueError, match=r"^ChunkResult: columns of unequal lengths \[2, 2, 2, 1\] \(contents, timestamps, keys, seqs\)$"
+    ):
+        ChunkResult(None, 2, columns=([b"a", b"b"], [1, 2], [None, None], [1]))
+    with pytest.raises(ValueError, match="^ChunkResult needs messages or columns$"):
+        ChunkResult(None, 2)
+    assert ChunkResult.of_columns(([], [], [], []), 0, drained=True).count == 0
+    assert ChunkResult((), 0).count == 0
+    # The result takes its lists over; one changed afterwards is still refused, not cut.
+    for i in range(4):
+        columns: Any = ([b"a"], [1], [None], [1])
+        taken = ChunkResult.of_columns(columns, 2)
+        columns[i].append(columns[i][0])
+        with pytest.raises(ValueError):
+            taken.messages  # noqa: B018
 
 
 def test_results_that_differ_hash_apart() -> None:

@@ -461,6 +461,15 @@ class ChunkResult:
     drained: bool = False
     _columns: MessageColumns | None = attrs.field(default=None, alias="columns", kw_only=True, repr=False)
 
+    def __attrs_post_init__(self) -> None:
+        columns = self._columns
+        if columns is not None:
+            lengths = [len(column) for column in columns]
+            if len(set(lengths)) != 1:
+                raise ValueError(f"ChunkResult: columns of unequal lengths {lengths} (contents, timestamps, keys, seqs)")
+        elif self._messages is None:
+            raise ValueError("ChunkResult needs messages or columns")
+
     @classmethod
     def of_columns(
         cls, columns: MessageColumns, next_seq: int, min_fetch_size: int = 0, partial: bool = False, drained: bool = False
