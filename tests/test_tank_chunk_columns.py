@@ -437,7 +437,7 @@ def test_ragged_columns_are_refused_not_cut() -> None:
         ValueError, match=r"^ChunkResult: columns of unequal lengths \[2, 2, 2, 1\] \(contents, timestamps, keys, seqs\)$"
     ):
         ChunkResult(None, 2, columns=([b"a", b"b"], [1, 2], [None, None], [1]))
-    with pytest.raises(ValueError, match="^ChunkResult needs messages or columns$"):
+    with pytest.raises(ValueError, match=r"^ChunkResult needs messages or columns$"):
         ChunkResult(None, 2)
     assert ChunkResult.of_columns(([], [], [], []), 0, drained=True).count == 0
     assert ChunkResult((), 0).count == 0
