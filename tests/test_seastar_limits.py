@@ -729,7 +729,7 @@ def test_request_and_response_encoders_name_the_out_of_range_field_exactly() -> 
         rsp = sf.Response(1, big, duration)  # type: ignore[arg-type]
         for with_duration in (False, True):
             assert _encode_error(rsp.encode, with_duration=with_duration) == (
-                "len 4294967296 is out of range 0..4294967294", "seastar-rpc", "response", "len", None,
+                "len 4294967296 is out of range 0..4294967295", "seastar-rpc", "response", "len", None,
             )  # fmt: skip
     assert _encode_error(sf.StreamMessage(_Len(0xFFFFFFFF)).encode) == (  # type: ignore[arg-type]
         "a stream message must be shorter than 0xffffffff bytes", "seastar-rpc", "stream", "len", None,

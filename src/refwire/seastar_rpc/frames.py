@@ -327,7 +327,7 @@ class Response:
         except struct.error:
             _check_range("msg_id", self.msg_id, -(2**63), 2**63 - 1, "response")
             _check_range("handler_duration", self.handler_duration or 0, 0, MAX_U32, "response")
-            _check_range("len", n, 0, MAX_U32 - 1, "response")
+            _check_range("len", n, 0, MAX_U32, "response")
             raise
 
 
