@@ -19,5 +19,6 @@ if [ "${FULL:-0}" = 1 ]; then
     "$PY" -m pytest "$@"
 else
     "$PY" -m pytest tests/test_compiled_build.py tests/test_wire.py tests/test_wire_limits.py tests/test_sansio.py \
-        tests/test_*_codec.py tests/test_*_vectors.py tests/test_*_limits.py tests/test_*_machines.py "$@"
+        tests/test_*_codec.py tests/test_*_vectors.py tests/test_*_limits.py tests/test_*_machines.py \
+        tests/test_seastar_response_runs.py "$@"
 fi

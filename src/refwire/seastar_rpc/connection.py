@@ -34,7 +34,8 @@ from __future__ import annotations
 import enum
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import repeat
 from typing import Final
 
 import attrs
@@ -115,6 +116,12 @@ class State(enum.Enum):
     CLOSED = "closed"  #: EOF, reset, or rejected
     ERROR = "error"  #: a protocol error; nothing more is received
 
+
+# Trusted construction of the client's Reply events (fields from the decoder's
+# checked columns): through the slots, skipping the frozen __init__.
+_new = object.__new__
+_SET_REPLY_ID, _SET_REPLY_PAYLOAD, _SET_REPLY_DURATION = (Reply.__dict__[a.name].__set__ for a in attrs.fields(Reply))
+assert [a.name for a in attrs.fields(Reply)] == ["msg_id", "payload", "handler_duration"]
 
 _ALL_OPEN = (State.NEGOTIATING, State.DECIDING, State.READY, State.STREAMING)
 
@@ -545,6 +552,8 @@ class ClientConnection(_Machine):
         self._pending: dict[int, float | None] = {}
         self._timers: list[tuple[float, int]] = []
         self._queue: list[_Queued] = []
+        #: the responses of the run being delivered (msg id, payload, duration), one per next_event
+        self._replies: Iterator[tuple[int, bytes, int | None]] | None = None
 
     def send(self, event: object, *, now: float) -> None:
         """Queue the bytes of :class:`Negotiate`, :class:`Call` (its msg id is
@@ -621,6 +630,46 @@ class ClientConnection(_Machine):
         self._pending.pop(msg_id, None)
 
     # -- receiving -----------------------------------------------------------------
+    def _pump(self) -> None:
+        # The hot path: once negotiated, regular responses are decoded a run at a
+        # time in columns (FrameDecoder.next_responses) and each becomes its event
+        # only when the application asks for the next one -- as a frame decoded
+        # from the buffer would -- so a cancel or a timer between two events
+        # makes a later reply stray exactly as before.  Anything else, and the
+        # responses the run stopped before, go frame by frame (_on_frame).
+        events = self._events
+        decoder = self._decoder
+        while not events:
+            replies = self._replies
+            if replies is not None:
+                item = next(replies, None)
+                if item is not None:
+                    msg_id, payload, duration = item
+                    self._transition("response")
+                    pending = self._pending
+                    if msg_id in pending:
+                        del pending[msg_id]
+                        reply = _new(Reply)
+                        _SET_REPLY_ID(reply, msg_id)
+                        _SET_REPLY_PAYLOAD(reply, payload)
+                        _SET_REPLY_DURATION(reply, duration)
+                        events.append(reply)
+                    else:
+                        events.append(StrayReply(msg_id, 1 <= msg_id < self._next_id, None))
+                    continue
+                self._replies = None
+            if self.state is State.READY:
+                run = decoder.next_responses()
+                if run is not None:
+                    durations = run.durations
+                    # (not strict: repeat() is endless; a run's columns have one length)
+                    self._replies = zip(run.msg_ids, run.payloads, repeat(None) if durations is None else durations, strict=False)
+                    continue
+            frame = decoder.next_frame()
+            if frame is None:
+                return
+            self._on_frame(frame)
+
     def _on_frame(self, frame: object) -> None:
         if isinstance(frame, Negotiation):
             self._on_negotiation(Features.from_negotiation(frame))
@@ -675,6 +724,7 @@ class ClientConnection(_Machine):
         self._events.append(StrayReply(frame.msg_id, 1 <= mid < self._next_id, error))
 
     def _closed(self, clean: bool, reason: str) -> None:
+        self._replies = None  # (never read once closed: a reset drops what was buffered)
         pending = tuple(self._pending)
         self._pending.clear()
         self._queue.clear()
