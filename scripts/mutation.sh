@@ -46,8 +46,8 @@ case "$MODULE" in
         TESTS=(tests/test_tank_codec.py tests/test_tank_vectors.py tests/test_tank_limits.py) ;;
     src/refwire/tank/connection.py) TESTS=(tests/test_tank_machines.py tests/test_tank_connection_edges.py tests/test_tank_codec.py tests/test_tank_limits.py) ;;
     src/refwire/seastar_rpc/compression.py|src/refwire/seastar_rpc/frames.py)
-        TESTS=(tests/test_seastar_codec.py tests/test_seastar_vectors.py tests/test_seastar_limits.py tests/test_seastar_lz4_fast.py) ;;
-    src/refwire/seastar_rpc/connection.py) TESTS=(tests/test_seastar_machines.py tests/test_seastar_connection_edges.py tests/test_seastar_codec.py tests/test_seastar_limits.py) ;;
+        TESTS=(tests/test_seastar_codec.py tests/test_seastar_vectors.py tests/test_seastar_limits.py tests/test_seastar_lz4_fast.py tests/test_seastar_response_runs.py) ;;
+    src/refwire/seastar_rpc/connection.py) TESTS=(tests/test_seastar_machines.py tests/test_seastar_connection_edges.py tests/test_seastar_codec.py tests/test_seastar_limits.py tests/test_seastar_response_runs.py) ;;
     *) echo "no unit-test mapping for $MODULE (add one in $0)" >&2; exit 2 ;;
 esac
 [ -f "$MODULE" ] || { echo "$MODULE: no such file" >&2; exit 2; }
