@@ -32,9 +32,9 @@ case "$MODULE" in
     src/refwire/lumberjack/frames.py) TESTS=(tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py tests/test_lumberjack_json_runs.py tests/test_lumberjack_encoded_window.py) ;;
     src/refwire/lumberjack/connection.py) TESTS=(tests/test_lumberjack_machines.py tests/test_lumberjack_connection_edges.py tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py tests/test_lumberjack_json_runs.py tests/test_lumberjack_encoded_window.py) ;;
     src/refwire/pravega/frames_codec.py|src/refwire/pravega/frames.py)
-        TESTS=(tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_limits.py tests/test_pravega_edges.py) ;;
+        TESTS=(tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_limits.py tests/test_pravega_edges.py tests/test_pravega_block_end_runs.py) ;;
     src/refwire/pravega/connection.py|src/refwire/pravega/writer.py)
-        TESTS=(tests/test_pravega_machines.py tests/test_pravega_connection_edges.py tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_limits.py tests/test_pravega_edges.py) ;;
+        TESTS=(tests/test_pravega_machines.py tests/test_pravega_connection_edges.py tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_limits.py tests/test_pravega_edges.py tests/test_pravega_block_end_runs.py) ;;
     src/refwire/pravega/draft2017/partial.py|src/refwire/pravega/draft2017/frames.py)
         TESTS=(tests/test_pravega_draft_vectors.py tests/test_pravega_draft_machines.py tests/test_pravega_draft_limits.py) ;;
     src/refwire/pravega/draft2017/connection.py)

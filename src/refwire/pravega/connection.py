@@ -25,6 +25,7 @@ import enum
 import struct
 import uuid
 from collections import deque
+from collections.abc import Iterator
 from typing import Final
 
 import attrs
@@ -299,6 +300,11 @@ class ServerConnection(_Base):
         )
         self._block: AppendBlock | None = None
         self._block_offset = 0
+        #: bare AppendBlockEnds decoded ahead in columns (CommandDecoder.block_ends), still
+        #: buffered: each is consumed when its Append is delivered; the stream offset of
+        #: the next one, and its index
+        self._run_rows: Iterator[tuple[bytes, bytes, int, int, int, int]] | None = None
+        self._run_offset = -1
         #: bytes of AppendBlockEnd data dropped by Java's quirk (§5.3); the driver logs them
         self.ignored_block_end_bytes = 0
         #: replies waiting behind a reserved slot, in order (the head is unfilled)
@@ -330,6 +336,27 @@ class ServerConnection(_Base):
         before changing anything, and the general path decodes, checks and
         reports it exactly as it always does."""
         dec = self._decoder
+        rows = self._run_rows
+        if rows is None or self._run_offset != dec.offset:  # (anything consumed since: the run is stale)
+            rows = self._next_run()
+        while rows is not None:
+            row = next(rows, None)
+            if row is None:  # the run is delivered: the next one, if the next frames make one
+                rows = self._next_run()
+                continue
+            # A bare AppendBlockEnd decoded ahead: the checks below against the
+            # writer's records as they are now; when one fails the run is dropped
+            # and the frame, still buffered, goes to the general path.
+            raw, blob, num, last, rid, size = row
+            writer = self._fast_writers.get(raw)
+            if writer is None:
+                writer = self._find_writer(raw)
+            if writer is None or num <= 0 or last < writer[1].last_event_number or last < writer[2].last_stored:
+                self._run_rows = None
+                return None
+            dec.consume(size)
+            self._run_offset += size
+            return self._deliver(writer, blob, num, last, rid, _OPEN_BLOCK_END, None)
         frame = dec.peek_frame()
         if frame is None:
             return None
@@ -354,9 +381,7 @@ class ServerConnection(_Base):
             writer = self._find_writer(raw)
             if writer is None:
                 return None
-        writer_id, session, state = writer
-        previous = state.last_stored
-        if num <= 0 or last < session.last_event_number or last < previous:
+        if num <= 0 or last < writer[1].last_event_number or last < writer[2].last_stored:
             return None
         payload: bytes
         if block_start < 0:
@@ -390,12 +415,43 @@ class ServerConnection(_Base):
             return None
         # Every check passed: the same changes as the general path, in one go.
         dec.consume_frame(end)
-        seen = self.transitions_seen
         if block_start < 0:
-            seen.add(_OPEN_BLOCK_END)
-        else:
-            seen.add(_OPEN_BLOCK)
-            seen.add(_IN_BLOCK_BLOCK_END)
+            return self._deliver(writer, payload, num, last, rid, _OPEN_BLOCK_END, None)
+        return self._deliver(writer, payload, num, last, rid, _OPEN_BLOCK, _IN_BLOCK_BLOCK_END)
+
+    def _next_run(self) -> Iterator[tuple[bytes, bytes, int, int, int, int]] | None:
+        """The rows (writer id bytes, data, num_events, last_event_number,
+        request_id, frame size) of the bare AppendBlockEnds at the head of the
+        buffer (:meth:`CommandDecoder.block_ends`), or None."""
+        dec = self._decoder
+        run = dec.block_ends()
+        if run is None:
+            self._run_rows = None
+            return None
+        self._run_offset = dec.offset
+        self._run_rows = rows = zip(
+            run.writer_ids, run.data, run.num_events, run.last_event_numbers, run.request_ids, run.frame_sizes, strict=True
+        )
+        return rows
+
+    def _deliver(
+        self,
+        writer: tuple[uuid.UUID, _Session, WriterState],
+        payload: bytes,
+        num: int,
+        last: int,
+        rid: int,
+        seen: tuple[str, str, str],
+        also_seen: tuple[str, str, str] | None,
+    ) -> Append:
+        """The fast paths' one change of state per append, as the general path
+        makes it, and the :class:`Append` (built through its slots)."""
+        writer_id, session, state = writer
+        previous = state.last_stored
+        transitions = self.transitions_seen
+        transitions.add(seen)
+        if also_seen is not None:
+            transitions.add(also_seen)
         session.last_event_number = last
         state.last_stored = last
         state.in_flight += 1

@@ -18,6 +18,9 @@ import attrs
 
 from .frames_codec import (
     _FAST,
+    _IQ,
+    _IQQ,
+    _UUID_II,
     BLOB32,
     BOOL,
     CLIENT_LIMITS,
@@ -685,13 +688,10 @@ def request_id_of(cmd: Command) -> int:
 # or reports the error with its field and offset.
 
 _II = struct.Struct(">ii")
-_IQ = struct.Struct(">iq")
-_IQQ = struct.Struct(">iqq")
 _Q = struct.Struct(">q")
 _QQQ = struct.Struct(">qqq")
 _QQ = struct.Struct(">qq")
 _H = struct.Struct(">H")
-_UUID_II = struct.Struct(">16sii")  # AppendBlockEnd's writer_id, size_of_whole_events, data length
 _UUID_QQQQ = struct.Struct(">16sqqqq")  # DataAppended's fields
 
 # Trusted construction: a fast decoder has read every field itself, so it fills

@@ -53,6 +53,7 @@ __all__ = [
     "NULL_VALUE",
     "OLDEST_COMPATIBLE_VERSION",
     "WIRE_VERSION",
+    "BlockEndRun",
     "Command",
     "CommandDecoder",
     "TableEntry",
@@ -95,6 +96,14 @@ CLIENT_LIMITS: Final = Limits(
 )
 
 _HDR = struct.Struct(">ii")
+_IQ = struct.Struct(">iq")
+_IQQ = struct.Struct(">iqq")
+_UUID_II = struct.Struct(">16sii")  # AppendBlockEnd's writer_id, size_of_whole_events, data length
+#: AppendBlockEnd's type code (§5.1): :meth:`CommandDecoder.block_ends` decodes runs of it
+BLOCK_END_CODE: Final = 4
+#: the most AppendBlockEnds one :meth:`CommandDecoder.block_ends` run holds (each run
+#: copies its data out while the frames stay buffered until they are consumed)
+MAX_RUN: Final = 256
 _UUID = struct.Struct(">QQ")
 _I64I32 = struct.Struct(">qi")
 
@@ -607,12 +616,127 @@ class CommandDecoder:
             return None
         return code, data, pos + HEADER, end
 
+    def block_ends(self, max_frames: int = MAX_RUN) -> BlockEndRun | None:
+        """The complete regular AppendBlockEnd frames at the head of the buffer, up
+        to ``max_frames``, in columns (§5.1), without consuming them; None when
+        the next frame is not one (incomplete, over a limit, another command, an
+        irregular AppendBlockEnd): :meth:`next_command` then decodes it, with its
+        errors at its offsets.  Only the current dialect's decoder makes runs.
+
+        A frame joins the run exactly when :meth:`next_command` would decode it
+        on its fast path, to the same fields: the run's commands equal the
+        commands :meth:`next_command` gives for the same frames.
+        """
+        if self.dialect is not CURRENT:
+            return None
+        buf = self._buf
+        data = buf.data
+        pos = buf.pos
+        end = len(data)
+        max_payload = self._max_payload
+        writer_ids: list[bytes] = []
+        sizes: list[int] = []
+        blobs: list[bytes] = []
+        nums: list[int] = []
+        lasts: list[int] = []
+        rids: list[int] = []
+        frame_sizes: list[int] = []
+        unpack_header = _HDR.unpack_from
+        unpack_body = _UUID_II.unpack_from
+        while end - pos >= HEADER and len(frame_sizes) < max_frames:
+            code, n = unpack_header(data, pos)
+            start = pos + HEADER
+            stop = start + n
+            # (as the fast decoder: at least 24 + 12 bytes, a data length inside the frame)
+            if code != BLOCK_END_CODE or not 36 <= n <= max_payload or stop > end:
+                break
+            raw, size, dlen = unpack_body(data, start)
+            p = start + 24 + dlen
+            if dlen < 0 or p + 12 > stop:
+                break
+            if stop - p >= 20:
+                num, last, rid = _IQQ.unpack_from(data, p)
+            else:
+                num, last = _IQ.unpack_from(data, p)
+                rid = -1
+            blob = data[start + 24 : p]
+            writer_ids.append(raw)
+            sizes.append(size)
+            blobs.append(blob if type(blob) is bytes else bytes(blob))
+            nums.append(num)
+            lasts.append(last)
+            rids.append(rid)
+            frame_sizes.append(HEADER + n)
+            pos = stop
+        if not frame_sizes:
+            return None
+        return BlockEndRun(writer_ids, sizes, blobs, nums, lasts, rids, frame_sizes)
+
+    def consume(self, n: int) -> None:
+        """Consume the next ``n`` buffered bytes: whole frames a :meth:`block_ends`
+        run holds (its ``frame_sizes``)."""
+        buf = self._buf
+        if n > len(buf.data) - buf.pos:
+            raise ValueError("consume() past the end of the buffer")
+        self.offset += n
+        buf.advance_to(buf.pos + n)
+
     def consume_frame(self, end: int) -> None:
         """Consume the frames up to and including the one :meth:`peek_frame` returned
         (``end`` is its payload end)."""
         buf = self._buf
         self.offset += end - buf.pos
         buf.advance_to(end)
+
+
+class BlockEndRun:
+    """Consecutive complete regular AppendBlockEnd frames (§5.1, §5.3), decoded in
+    columns instead of one command object each: what
+    :meth:`CommandDecoder.block_ends` returns, the server's hot path for the
+    Rust client's bare AppendBlockEnds.  ``writer_ids`` holds the ids' 16 raw
+    bytes; ``frame_sizes`` each frame's length with its header.  The frames stay
+    in the decoder's buffer until :meth:`CommandDecoder.consume` takes them."""
+
+    __slots__ = ("data", "frame_sizes", "last_event_numbers", "num_events", "request_ids", "sizes", "writer_ids")
+
+    def __init__(
+        self,
+        writer_ids: list[bytes],
+        sizes: list[int],
+        data: list[bytes],
+        num_events: list[int],
+        last_event_numbers: list[int],
+        request_ids: list[int],
+        frame_sizes: list[int],
+    ) -> None:
+        if not (
+            len(writer_ids) == len(sizes) == len(data) == len(num_events)
+            == len(last_event_numbers) == len(request_ids) == len(frame_sizes)
+        ):
+            raise ValueError("a BlockEndRun's columns must have one entry per frame")
+        self.writer_ids = writer_ids
+        self.sizes = sizes
+        self.data = data
+        self.num_events = num_events
+        self.last_event_numbers = last_event_numbers
+        self.request_ids = request_ids
+        self.frame_sizes = frame_sizes
+
+    def __len__(self) -> int:
+        return len(self.writer_ids)
+
+    def __repr__(self) -> str:
+        return f"BlockEndRun({len(self.writer_ids)} AppendBlockEnds, {sum(self.frame_sizes)} bytes)"
+
+    def commands(self) -> list[Command]:
+        """The frames as ``AppendBlockEnd`` commands."""
+        cls: Any = CURRENT.commands[BLOCK_END_CODE]
+        return [
+            cls(writer_id=uuid.UUID(bytes=w), size_of_whole_events=s, data=d, num_events=n, last_event_number=e, request_id=r)
+            for w, s, d, n, e, r in zip(
+                self.writer_ids, self.sizes, self.data, self.num_events, self.last_event_numbers, self.request_ids, strict=True
+            )
+        ]
 
 
 def split_frames(data: bytes, *, base: int = 0, allow_inner: bool = True) -> Sequence[Command]:

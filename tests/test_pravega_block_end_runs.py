@@ -1,0 +1,333 @@
+"""AppendBlockEnds decoded in runs against frame by frame (specs/pravega/README.md §5.1, §5.3, §5.4).
+
+``CommandDecoder.block_ends`` decodes the complete regular AppendBlockEnds at the
+head of the buffer in columns without consuming them; ``ServerConnection``
+delivers such a run one :class:`Append` per ``next_event``, checking each
+against the writer's records as they are then, and consuming its frame only
+then.  The oracles: ``next_command`` alone (the decoder) and the machine's
+general path (``_fast_path`` off), fed the same streams split anyhow, with the
+store's outcomes applied between the events.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Sequence
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_pravega_machines import SEG, W2, Harness, W, block, block_end
+
+from refwire.errors import ProtocolError
+from refwire.pravega.frames import AppendBlockEnd, CommandDecoder, Hello, KeepAlive, SetupAppend
+from refwire.pravega.frames_codec import MAX_RUN, BlockEndRun
+from refwire.sansio import NEED_DATA
+from refwire.wire import Limits
+
+HDR = struct.Struct(">ii").pack
+W3 = uuid.UUID(int=3)
+SMALL = Limits(max_frame_size=120, max_buffered=1 << 20)
+
+
+def _raw_block_end(writer: uuid.UUID, size: int, data: bytes, tail: bytes, *, declared: int | None = None) -> bytes:
+    body = writer.bytes + struct.pack(">ii", size, len(data) if declared is None else declared) + data + tail
+    return HDR(4, len(body)) + body
+
+
+@st.composite
+def _frame(draw: st.DrawFn, writers: Sequence[uuid.UUID]) -> bytes:
+    kind = draw(
+        st.sampled_from(
+            ["regular"] * 8 + ["short-tail", "long-tail", "lying", "negative", "tiny", "keepalive", "over", "garbage"]
+        )
+    )
+    writer = draw(st.sampled_from(writers))
+    data = draw(st.binary(max_size=30))
+    num = draw(st.sampled_from([1, 1, 2, 0, -1]))
+    last = draw(st.integers(-2, 40))
+    rid = draw(st.integers(-1, 9))
+    if kind == "regular":
+        return _raw_block_end(writer, draw(st.integers(-1, 40)), data, struct.pack(">iqq", num, last, rid))
+    if kind == "short-tail":  # no request id: -1 (an old client's block end)
+        return _raw_block_end(writer, 0, data, struct.pack(">iq", num, last) + draw(st.binary(max_size=7)))
+    if kind == "long-tail":
+        return _raw_block_end(writer, 0, data, struct.pack(">iqq", num, last, rid) + draw(st.binary(min_size=1, max_size=8)))
+    if kind == "lying":  # a data length past the frame's end
+        return _raw_block_end(writer, 0, data, struct.pack(">iqq", num, last, rid), declared=len(data) + draw(st.integers(1, 30)))
+    if kind == "negative":
+        return _raw_block_end(writer, 0, data, struct.pack(">iqq", num, last, rid), declared=-1)
+    if kind == "tiny":  # under the 36 bytes of the smallest regular one
+        return HDR(4, draw(st.integers(0, 35))) + bytes(35)[: draw(st.integers(0, 35))]
+    if kind == "keepalive":
+        return KeepAlive().encode()
+    if kind == "over":
+        return HDR(4, SMALL.max_frame_size - 8 + draw(st.integers(0, 1))) + bytes(12)
+    return draw(st.binary(min_size=1, max_size=12))
+
+
+@st.composite
+def _streams(draw: st.DrawFn) -> tuple[Limits | None, list[bytes], list[int]]:
+    raw = b"".join(draw(st.lists(_frame([W, W2]), max_size=10)))
+    cuts = sorted(draw(st.lists(st.integers(0, len(raw)), max_size=4)))
+    parts = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
+    return draw(st.sampled_from([None, SMALL])), parts, draw(st.lists(st.integers(1, 4), min_size=1, max_size=5))
+
+
+def _decode(limits: Limits | None, parts: Sequence[bytes], run_sizes: list[int] | None) -> list[object]:
+    dec = CommandDecoder() if limits is None else CommandDecoder(limits)
+    got: list[object] = []
+    k = 0
+    try:
+        for part in parts:
+            dec.feed(part)
+            while True:
+                if run_sizes is not None:
+                    run = dec.block_ends(run_sizes[k % len(run_sizes)])
+                    k += 1
+                    if run is not None:
+                        assert 0 < len(run) <= run_sizes[(k - 1) % len(run_sizes)]
+                        before = (dec.offset, dec.buffered)
+                        cmds = run.commands()
+                        assert (dec.offset, dec.buffered) == before  # decoded ahead, not consumed
+                        dec.consume(sum(run.frame_sizes))
+                        got.extend(cmds)
+                        continue
+                cmd = dec.next_command()
+                if cmd is None:
+                    break
+                got.append(cmd)
+    except ProtocolError as e:
+        got.append(("error", type(e), str(e), e.frame, e.field, e.offset))
+    got.append(("state", dec.offset, dec.buffered))
+    return got
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_streams())
+def test_runs_decode_as_next_command_does(case: tuple[Limits | None, list[bytes], list[int]]) -> None:
+    limits, parts, sizes = case
+    assert _decode(limits, parts, sizes) == _decode(limits, parts, None)
+
+
+def test_a_run_holds_regular_block_ends_and_stops_before_the_rest() -> None:
+    regular = [block_end(0, b"e%d" % i, 1, i, rid=i) for i in (1, 2)]
+    short = _raw_block_end(W2, 5, b"xy", struct.pack(">iq", 1, 3))
+    dec = CommandDecoder()
+    dec.feed(b"".join([*regular, short, KeepAlive().encode(), regular[0]]))
+    run = dec.block_ends()
+    assert run is not None and len(run) == 3
+    assert run.writer_ids == [W.bytes, W.bytes, W2.bytes] and run.request_ids == [1, 2, -1]
+    assert run.data == [b"e1", b"e2", b"xy"] and run.sizes == [0, 0, 5] and run.num_events == [1, 1, 1]
+    assert run.last_event_numbers == [1, 2, 3] and run.frame_sizes == [len(f) for f in [*regular, short]]
+    assert run.commands()[2] == AppendBlockEnd(
+        writer_id=W2, size_of_whole_events=5, data=b"xy", num_events=1, last_event_number=3, request_id=-1
+    )
+    assert dec.offset == 0  # nothing consumed yet
+    dec.consume(sum(run.frame_sizes))
+    assert dec.block_ends() is None and dec.next_command() == KeepAlive()
+    tail = dec.block_ends(1)
+    assert tail is not None and len(tail) == 1 and tail.last_event_numbers == [1]
+
+
+def test_max_frames_at_the_line_and_one_past() -> None:
+    dec = CommandDecoder()
+    dec.feed(b"".join(block_end(0, b"", 1, i) for i in range(MAX_RUN + 1)))
+    run = dec.block_ends()
+    assert run is not None and len(run) == MAX_RUN
+    assert (run2 := dec.block_ends(MAX_RUN + 1)) is not None and len(run2) == MAX_RUN + 1
+
+
+@pytest.mark.parametrize("cut", [1, 8, 40])
+def test_an_incomplete_block_end_is_not_in_the_run(cut: int) -> None:
+    whole = block_end(0, b"abc", 1, 1)
+    dec = CommandDecoder()
+    dec.feed(whole + whole[:-cut])
+    run = dec.block_ends()
+    assert run is not None and len(run) == 1
+    dec.feed(whole[-cut:])
+    run = dec.block_ends()
+    assert run is not None and len(run) == 2
+
+
+def test_a_run_out_of_a_bytearray_buffer_holds_bytes() -> None:
+    raw = block_end(0, b"abc", 1, 1) + block_end(0, b"defg", 1, 2)
+    dec = CommandDecoder()
+    dec.feed(raw[:-2])
+    dec.feed(raw[-2:-1])
+    assert type(dec._buf.data) is bytearray
+    dec.feed(raw[-1:])
+    run = dec.block_ends()
+    assert run is not None and run.data == [b"abc", b"defg"] and [type(d) for d in run.data] == [bytes, bytes]
+
+
+def test_the_frame_limit_at_the_line_and_one_past() -> None:
+    n = SMALL.max_frame_size - 8 - 44  # data bytes that bring the frame to exactly max_frame_size
+    at = block_end(0, b"d" * n, 1, 1)
+    assert len(at) == SMALL.max_frame_size
+    dec = CommandDecoder(SMALL)
+    dec.feed(at + block_end(0, b"d" * (n + 1), 1, 2))
+    run = dec.block_ends()
+    assert run is not None and len(run) == 1
+    dec.consume(run.frame_sizes[0])
+    assert dec.block_ends() is None
+    with pytest.raises(ProtocolError) as exc:
+        dec.next_command()
+    assert (exc.value.field, exc.value.offset) == ("length", len(at) + 4)
+
+
+def test_consume_refuses_more_than_is_buffered() -> None:
+    dec = CommandDecoder()
+    dec.feed(KeepAlive().encode())
+    with pytest.raises(ValueError):
+        dec.consume(9)
+    dec.consume(8)
+    assert dec.offset == 8 and dec.buffered == 0
+
+
+def test_only_the_current_dialect_makes_runs() -> None:
+    from refwire.pravega.draft2017.frames import DRAFT
+
+    dec = CommandDecoder(dialect=DRAFT)
+    dec.feed(block_end(0, b"abc", 1, 1))
+    assert dec.block_ends() is None
+
+
+def test_run_columns_must_agree() -> None:
+    with pytest.raises(ValueError):
+        BlockEndRun([W.bytes], [0], [b""], [1], [1], [1], [])
+    run = BlockEndRun([W.bytes], [0], [b""], [1], [1], [1], [44])
+    assert len(run) == 1 and "1 AppendBlockEnds" in repr(run)
+
+
+# --------------------------------------------------------------------------- the server machine
+
+
+@st.composite
+def _sessions(draw: st.DrawFn) -> tuple[list[uuid.UUID], list[bytes]]:
+    writers = draw(st.lists(st.sampled_from([W, W2]), min_size=1, max_size=2, unique=True))
+    frames: list[bytes] = []
+    last = {w: 0 for w in (W, W2, W3)}
+    for _ in range(draw(st.integers(0, 14))):
+        kind = draw(st.sampled_from(["append"] * 6 + ["back", "equal", "zero", "stranger", "java", "setup", "keepalive", "any"]))
+        w = draw(st.sampled_from([W, W2]))
+        if kind == "append":
+            last[w] += draw(st.integers(1, 3))
+            frames.append(block_end(0, draw(st.binary(max_size=12)), 1, last[w], rid=last[w], writer=w))
+        elif kind in ("back", "equal"):
+            frames.append(block_end(0, b"b", 1, last[w] - (kind == "back"), writer=w))
+        elif kind == "zero":
+            frames.append(block_end(0, b"z", 0, last[w] + 1, writer=w))
+        elif kind == "stranger":
+            frames.append(block_end(0, b"s", 1, 1, writer=W3))
+        elif kind == "java":
+            last[w] += 1
+            frames.append(block(b"\x00\x00\x00\x00\x00\x00\x00\x02ja", writer=w) + block_end(10, b"", 1, last[w], writer=w))
+        elif kind == "setup":
+            frames.append(SetupAppend(request_id=7, writer_id=w, segment=SEG).encode())
+        elif kind == "keepalive":
+            frames.append(KeepAlive().encode())
+        else:
+            frames.append(draw(_frame([W, W2])))
+    raw = b"".join(frames)
+    cuts = sorted(draw(st.lists(st.integers(0, len(raw)), max_size=4)))
+    return writers, [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True) if b > a]
+
+
+def _serve(writers: list[uuid.UUID], parts: list[bytes], *, runs: bool) -> list[object]:
+    h = Harness()
+    if not runs:
+        h.conn._fast_path = False  # the general path: every frame through next_command and _on_command
+    assert h.feed(Hello().encode()) != []
+    for w in writers:
+        h.setup(w)
+    seen: list[object] = []
+    for part in parts:
+        replies = h.feed(part)
+        seen.append([attrs.asdict(r) for r in replies])
+        err = h.error
+        seen.append(None if err is None else (type(err), str(err), err.frame, err.field, err.offset))
+        seen.append((h.conn.state, h.conn._decoder.offset, h.conn._decoder.buffered, sorted(h.conn.transitions_seen)))
+        seen.append({w: attrs.asdict(s) if (s := h.conn.writer_state(SEG, w)) else None for w in (W, W2, W3)})
+    seen.append(h.data)
+    return seen
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_sessions())
+def test_the_server_serves_runs_as_its_general_path_does(case: tuple[list[uuid.UUID], list[bytes]]) -> None:
+    writers, parts = case
+    assert _serve(writers, parts, runs=True) == _serve(writers, parts, runs=False)
+
+
+def test_a_failed_check_mid_run_leaves_the_frame_to_the_general_path() -> None:
+    h = Harness()
+    h.feed(Hello().encode())
+    h.setup(W)
+    replies = h.feed(block_end(0, b"a", 1, 1) + block_end(0, b"b", 1, 2) + block_end(0, b"c", 1, 1))
+    assert [r.event_number for r in replies] == [1, 2]
+    assert h.error is not None and "last event number went backwards: 1 after 2" in str(h.error)
+    assert (h.error.frame, h.error.field) == ("AppendBlockEnd", "last_event_number")
+    # the field of the third frame (consumed by the general path): header 8, id and sizes 24, data 1, num 4
+    assert h.error.offset == h.conn._decoder.offset - len(block_end(0, b"c", 1, 1)) + 8 + 24 + 1 + 4
+    assert h.data == b"ab"
+
+
+def test_a_run_goes_stale_when_the_general_path_consumes() -> None:
+    h = Harness()
+    h.feed(Hello().encode())
+    h.setup(W)
+    conn = h.conn
+    conn.receive_data(block_end(0, b"a", 1, 1) + block_end(0, b"b", 1, 2), now=0.0)
+    first = conn.next_event()
+    assert first.data == b"a" and conn._run_rows is not None
+    conn._fast_path = False  # the next one through the general path
+    second = conn.next_event()
+    assert second.data == b"b"
+    conn._fast_path = True
+    conn.receive_data(block_end(0, b"c", 1, 3), now=0.0)
+    third = conn.next_event()
+    assert third.data == b"c" and third.event_number == 3  # not b"b" again from the stale run
+
+
+def test_after_a_new_setup_an_event_below_the_stored_one_closes_on_the_run_path_too() -> None:
+    # a new SetupAppend resets the session's event number (Java's default 0) but not the
+    # writer's stored one: the run path checks both, as the general path does (§5.4)
+    outcomes = []
+    for runs in (True, False):
+        h = Harness()
+        if not runs:
+            h.conn._fast_path = False
+        h.feed(Hello().encode())
+        h.setup(W)
+        h.feed(b"".join(block_end(0, b"e", 1, i) for i in (1, 2, 3)))
+        assert h.setup(W, rid=9).last_event_number == 3
+        h.feed(block_end(0, b"x", 1, 2))
+        assert h.error is not None
+        outcomes.append((str(h.error), h.error.frame, h.error.offset, h.data))
+    assert outcomes[0] == outcomes[1]
+
+
+def test_a_delivered_append_keeps_the_run_current() -> None:
+    h = Harness()
+    h.feed(Hello().encode())
+    h.setup(W)
+    conn = h.conn
+    conn.receive_data(b"".join(block_end(0, b"%d" % i, 1, i) for i in (1, 2, 3)), now=0.0)
+    run = None
+    for i in (1, 2):
+        assert conn.next_event().data == b"%d" % i
+        run = run or conn._run_rows
+        assert conn._run_rows is run and conn._run_offset == conn._decoder.offset  # decoded once, not again
+    assert conn.next_event().data == b"3"
+    assert conn.next_event() is NEED_DATA and conn._run_rows is None
+
+
+def test_the_smallest_regular_block_end_joins_a_run() -> None:
+    smallest = _raw_block_end(W, 0, b"", struct.pack(">iq", 1, 1))  # 36 bytes: no data, no request id
+    dec = CommandDecoder()
+    dec.feed(smallest + _raw_block_end(W, 0, b"", struct.pack(">iq", 1, 2))[:-1])
+    run = dec.block_ends()
+    assert run is not None and run.frame_sizes == [44] and run.request_ids == [-1]
