@@ -332,61 +332,62 @@ class ServerConnection(_Base):
         :meth:`_on_command`, :meth:`_on_block_end`, :meth:`_reassemble` and
         :meth:`_begin_append`, they go straight from the buffer to their
         :class:`Append`: no command objects, the event bytes copied once, the
-        writer's records found by the id's 16 bytes.  Anything else returns None
+        writer's records found by the id's 16 bytes.  Bare AppendBlockEnds are
+        decoded a run at a time (:meth:`CommandDecoder.block_ends`, each frame
+        consumed when its Append is returned).  Anything else returns None
         before changing anything, and the general path decodes, checks and
         reports it exactly as it always does."""
         dec = self._decoder
         rows = self._run_rows
-        if rows is None or self._run_offset != dec.offset:  # (anything consumed since: the run is stale)
-            rows = self._next_run()
-        while rows is not None:
-            row = next(rows, None)
-            if row is None:  # the run is delivered: the next one, if the next frames make one
+        row = None
+        if rows is not None:
+            if self._run_offset == dec.offset:  # (anything consumed since: the run is stale)
+                row = next(rows, None)
+            if row is None:
+                self._run_rows = None
+        block_start = block_end = -1  # the AppendBlock's payload in ``data``, if any
+        if row is None:
+            frame = dec.peek_frame()
+            if frame is None:
+                return None
+            code, data, start, end = frame
+            if code == _BLOCK_END:
+                # bare AppendBlockEnds (the Rust client): decoded a run at a time; an
+                # irregular one (no run) is the general path's
                 rows = self._next_run()
-                continue
-            # A bare AppendBlockEnd decoded ahead: the checks below against the
-            # writer's records as they are now; when one fails the run is dropped
-            # and the frame, still buffered, goes to the general path.
-            raw, blob, num, last, rid, size = row
+                if rows is None:
+                    return None
+                row = next(rows)
+        payload: bytes
+        if row is not None:
+            raw, payload, num, last, rid, frame_size = row
             writer = self._fast_writers.get(raw)
             if writer is None:
                 writer = self._find_writer(raw)
             if writer is None or num <= 0 or last < writer[1].last_event_number or last < writer[2].last_stored:
-                self._run_rows = None
+                self._run_rows = None  # the frame is still buffered: the general path decodes and reports it
                 return None
-            dec.consume(size)
-            self._run_offset += size
-            return self._deliver(writer, blob, num, last, rid, _OPEN_BLOCK_END, None)
-        frame = dec.peek_frame()
-        if frame is None:
-            return None
-        code, data, start, end = frame
-        block_start = block_end = -1  # the AppendBlock's payload in ``data``, if any
-        if code == _BLOCK:
-            if end - start < 16:
+            dec.consume(frame_size)
+            self._run_offset += frame_size
+        else:
+            if code != _BLOCK or end - start < 16:
                 return None
             block_start, block_end = start, end
             frame = dec.peek_frame(skip=end - start + 8)
             if frame is None:
                 return None
             code, data, start, end = frame
-        if code != _BLOCK_END:
-            return None
-        got = parse_append_block_end(data, start, end)
-        if got is None:
-            return None
-        raw, size, blob, num, last, rid = got
-        writer = self._fast_writers.get(raw)
-        if writer is None:
-            writer = self._find_writer(raw)
-            if writer is None:
+            if code != _BLOCK_END:
                 return None
-        if num <= 0 or last < writer[1].last_event_number or last < writer[2].last_stored:
-            return None
-        payload: bytes
-        if block_start < 0:
-            payload = blob  # a bare AppendBlockEnd: sizeOfWholeEvents is ignored
-        else:
+            got = parse_append_block_end(data, start, end)
+            if got is None:
+                return None
+            raw, size, blob, num, last, rid = got
+            writer = self._fast_writers.get(raw)
+            if writer is None:
+                writer = self._find_writer(raw)
+            if writer is None or num <= 0 or last < writer[1].last_event_number or last < writer[2].last_stored:
+                return None
             events = block_start + 16
             left = block_end - events - size  # the block's bytes after its whole events
             if data[block_start:events] != raw or size < 0 or left < 0:
@@ -410,14 +411,33 @@ class ServerConnection(_Base):
                     payload = data[events:stop] if type(data) is bytes else bytes(data[events:stop])
                 else:
                     return None
-        limits = self.limits
-        if len(payload) > limits.max_buffered + limits.max_frame_size:
-            return None
+            limits = self.limits
+            if len(payload) > limits.max_buffered + limits.max_frame_size:
+                return None
+            dec.consume_frame(end)
         # Every check passed: the same changes as the general path, in one go.
-        dec.consume_frame(end)
+        writer_id, session, state = writer
+        previous = state.last_stored
+        seen = self.transitions_seen
         if block_start < 0:
-            return self._deliver(writer, payload, num, last, rid, _OPEN_BLOCK_END, None)
-        return self._deliver(writer, payload, num, last, rid, _OPEN_BLOCK, _IN_BLOCK_BLOCK_END)
+            seen.add(_OPEN_BLOCK_END)
+        else:
+            seen.add(_OPEN_BLOCK)
+            seen.add(_IN_BLOCK_BLOCK_END)
+        session.last_event_number = last
+        state.last_stored = last
+        state.in_flight += 1
+        append = _new(Append)
+        set_segment, set_wid, set_number, set_count, set_data, set_rid, set_expected, set_previous = _APPEND_SET
+        set_segment(append, session.segment)
+        set_wid(append, writer_id)
+        set_number(append, last)
+        set_count(append, num)
+        set_data(append, payload)
+        set_rid(append, rid)
+        set_expected(append, None)
+        set_previous(append, previous)
+        return append
 
     def _next_run(self) -> Iterator[tuple[bytes, bytes, int, int, int, int]] | None:
         """The rows (writer id bytes, data, num_events, last_event_number,
@@ -433,39 +453,6 @@ class ServerConnection(_Base):
             run.writer_ids, run.data, run.num_events, run.last_event_numbers, run.request_ids, run.frame_sizes, strict=True
         )
         return rows
-
-    def _deliver(
-        self,
-        writer: tuple[uuid.UUID, _Session, WriterState],
-        payload: bytes,
-        num: int,
-        last: int,
-        rid: int,
-        seen: tuple[str, str, str],
-        also_seen: tuple[str, str, str] | None,
-    ) -> Append:
-        """The fast paths' one change of state per append, as the general path
-        makes it, and the :class:`Append` (built through its slots)."""
-        writer_id, session, state = writer
-        previous = state.last_stored
-        transitions = self.transitions_seen
-        transitions.add(seen)
-        if also_seen is not None:
-            transitions.add(also_seen)
-        session.last_event_number = last
-        state.last_stored = last
-        state.in_flight += 1
-        append = _new(Append)
-        set_segment, set_wid, set_number, set_count, set_data, set_rid, set_expected, set_previous = _APPEND_SET
-        set_segment(append, session.segment)
-        set_wid(append, writer_id)
-        set_number(append, last)
-        set_count(append, num)
-        set_data(append, payload)
-        set_rid(append, rid)
-        set_expected(append, None)
-        set_previous(append, previous)
-        return append
 
     def _find_writer(self, raw: bytes) -> tuple[uuid.UUID, _Session, WriterState] | None:
         """The session and writer state of the writer id ``raw`` (16 bytes), kept

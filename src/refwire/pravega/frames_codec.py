@@ -627,12 +627,13 @@ class CommandDecoder:
         on its fast path, to the same fields: the run's commands equal the
         commands :meth:`next_command` gives for the same frames.
         """
-        if self.dialect is not CURRENT:
-            return None
         buf = self._buf
         data = buf.data
         pos = buf.pos
         end = len(data)
+        # (the common miss first, before anything is allocated: another command next)
+        if end - pos < HEADER or _HDR.unpack_from(data, pos)[0] != BLOCK_END_CODE or self.dialect is not CURRENT:
+            return None
         max_payload = self._max_payload
         writer_ids: list[bytes] = []
         sizes: list[int] = []
