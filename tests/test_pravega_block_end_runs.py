@@ -73,7 +73,7 @@ def _streams(draw: st.DrawFn) -> tuple[Limits | None, list[bytes], list[int]]:
     raw = b"".join(draw(st.lists(_frame([W, W2]), max_size=10)))
     cuts = sorted(draw(st.lists(st.integers(0, len(raw)), max_size=4)))
     parts = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
-    return draw(st.sampled_from([None, SMALL])), parts, draw(st.lists(st.integers(1, 4), min_size=1, max_size=5))
+    return draw(st.sampled_from([None, SMALL])), parts, draw(st.lists(st.integers(2, 5), min_size=1, max_size=5))
 
 
 def _decode(limits: Limits | None, parts: Sequence[bytes], run_sizes: list[int] | None) -> list[object]:
@@ -128,8 +128,21 @@ def test_a_run_holds_regular_block_ends_and_stops_before_the_rest() -> None:
     assert dec.offset == 0  # nothing consumed yet
     dec.consume(sum(run.frame_sizes))
     assert dec.block_ends() is None and dec.next_command() == KeepAlive()
-    tail = dec.block_ends(1)
-    assert tail is not None and len(tail) == 1 and tail.last_event_numbers == [1]
+    assert dec.block_ends() is None  # a lone AppendBlockEnd: next_command's
+    assert dec.next_command() == AppendBlockEnd(
+        writer_id=W, size_of_whole_events=0, data=b"e1", num_events=1, last_event_number=1, request_id=1
+    )
+
+
+def test_a_run_holds_two_frames_at_least() -> None:
+    dec = CommandDecoder()
+    dec.feed(block_end(0, b"", 1, 1))
+    assert dec.block_ends() is None
+    dec.feed(block_end(0, b"", 1, 2))
+    run = dec.block_ends(2)
+    assert run is not None and len(run) == 2
+    with pytest.raises(ValueError):
+        dec.block_ends(1)
 
 
 def test_max_frames_at_the_line_and_one_past() -> None:
@@ -144,12 +157,12 @@ def test_max_frames_at_the_line_and_one_past() -> None:
 def test_an_incomplete_block_end_is_not_in_the_run(cut: int) -> None:
     whole = block_end(0, b"abc", 1, 1)
     dec = CommandDecoder()
-    dec.feed(whole + whole[:-cut])
-    run = dec.block_ends()
-    assert run is not None and len(run) == 1
-    dec.feed(whole[-cut:])
+    dec.feed(whole * 2 + whole[:-cut])
     run = dec.block_ends()
     assert run is not None and len(run) == 2
+    dec.feed(whole[-cut:])
+    run = dec.block_ends()
+    assert run is not None and len(run) == 3
 
 
 def test_a_run_out_of_a_bytearray_buffer_holds_bytes() -> None:
@@ -168,14 +181,14 @@ def test_the_frame_limit_at_the_line_and_one_past() -> None:
     at = block_end(0, b"d" * n, 1, 1)
     assert len(at) == SMALL.max_frame_size
     dec = CommandDecoder(SMALL)
-    dec.feed(at + block_end(0, b"d" * (n + 1), 1, 2))
+    dec.feed(at * 2 + block_end(0, b"d" * (n + 1), 1, 2))
     run = dec.block_ends()
-    assert run is not None and len(run) == 1
-    dec.consume(run.frame_sizes[0])
+    assert run is not None and len(run) == 2
+    dec.consume(sum(run.frame_sizes))
     assert dec.block_ends() is None
     with pytest.raises(ProtocolError) as exc:
         dec.next_command()
-    assert (exc.value.field, exc.value.offset) == ("length", len(at) + 4)
+    assert (exc.value.field, exc.value.offset) == ("length", 2 * len(at) + 4)
 
 
 def test_consume_refuses_more_than_is_buffered() -> None:
@@ -328,6 +341,6 @@ def test_a_delivered_append_keeps_the_run_current() -> None:
 def test_the_smallest_regular_block_end_joins_a_run() -> None:
     smallest = _raw_block_end(W, 0, b"", struct.pack(">iq", 1, 1))  # 36 bytes: no data, no request id
     dec = CommandDecoder()
-    dec.feed(smallest + _raw_block_end(W, 0, b"", struct.pack(">iq", 1, 2))[:-1])
+    dec.feed(smallest * 2 + _raw_block_end(W, 0, b"", struct.pack(">iq", 1, 2))[:-1])
     run = dec.block_ends()
-    assert run is not None and run.frame_sizes == [44] and run.request_ids == [-1]
+    assert run is not None and run.frame_sizes == [44, 44] and run.request_ids == [-1, -1]

@@ -384,3 +384,52 @@ def test_unmeasured_duration_passes_through() -> None:
     client = _client(ClientConnection, None, True, [None])
     client.receive_data(RSP16(1, 0, UNMEASURED), now=0.0)
     assert client.next_event().handler_duration == UNMEASURED
+
+
+def test_run_errors_and_repr_say_what_they_are() -> None:
+    with pytest.raises(ValueError, match=r"^a ResponseRun's columns must have one entry per response$"):
+        ResponseRun([1], [], None)
+    assert repr(ResponseRun([1, 2, 3], [b""] * 3, None)) == "ResponseRun(3 responses, msg_ids [1, 2, 3])"
+    assert repr(ResponseRun([1, 2, 3, 4], [b""] * 4, None)) == "ResponseRun(4 responses, msg_ids [1, 2, 3]...)"
+
+
+@pytest.mark.parametrize("durations", [None, [5, 6]])
+def test_frames_refuses_columns_changed_after_the_run_was_made(durations: list[int] | None) -> None:
+    run = ResponseRun([1, 2], [b"a", b"b"], durations)
+    run.payloads.pop()
+    with pytest.raises(ValueError):
+        run.frames()
+
+
+def _envelope_of_clen(comp: str, clen: int) -> tuple[bytes, int]:
+    """A single-block envelope whose ``clen`` is exactly ``clen`` (an incompressible
+    payload, searched for), holding a regular response; and its inner size."""
+    import random
+
+    rnd = random.Random(7)
+    for n in range(clen):
+        inner = _response(1, rnd.randbytes(n), False)
+        env = _wrap(comp, inner)
+        if struct.unpack_from("<I", env)[0] == clen:
+            return env, len(inner)
+    raise AssertionError(f"no payload gives clen {clen}")
+
+
+@pytest.mark.parametrize("comp", ["LZ4", "LZ4_FRAGMENTED"])
+@pytest.mark.parametrize("past", [0, 1])
+def test_compressed_limits_at_the_line_and_one_past(comp: str, past: int) -> None:
+    limit = SMALL.max_frame_size
+    # an envelope of exactly max_frame_size (and one past); inner len exactly max_frame_size;
+    # a decompressed frame of exactly max_decompressed_size (trailing bytes count, §4)
+    env, inner_size = _envelope_of_clen(comp, limit + past)
+    assert inner_size <= SMALL.max_decompressed_size
+    at_len = _wrap(comp, _response(2, bytes(limit + past), False))
+    full = SMALL.max_decompressed_size - 16 - limit
+    at_size = _wrap(comp, _response(3, bytes(limit), True) + bytes(full + past))
+    for raw, duration in ((env, False), (at_len, False), (at_size, True)):
+        dec = _decoder(comp, duration, SMALL)
+        ok = _wrap(comp, _response(9, b"ok", duration))
+        dec.feed(ok + raw)
+        run = dec.next_responses()
+        assert run is not None
+        assert len(run) == (1 if past else 2), raw[:8].hex()
