@@ -339,44 +339,45 @@ class ServerConnection(_Base):
         reports it exactly as it always does."""
         dec = self._decoder
         rows = self._run_rows
-        row = None
-        if rows is not None:
-            if self._run_offset == dec.offset:  # (anything consumed since: the run is stale)
-                row = next(rows, None)
-            if row is None:
-                self._run_rows = None
-        block_start = block_end = -1  # the AppendBlock's payload in ``data``, if any
-        if row is None:
-            frame = dec.peek_frame()
-            if frame is None:
-                return None
-            code, data, start, end = frame
-            if code == _BLOCK_END:
-                # bare AppendBlockEnds (the Rust client): decoded a run at a time; an
-                # irregular one (no run) is the general path's
-                rows = self._next_run()
-                if rows is None:
-                    return None
-                row = next(rows)
         payload: bytes
-        if row is not None:
+        if rows is not None and self._run_offset == dec.offset and (row := next(rows, None)) is not None:
+            # the next bare AppendBlockEnd of a run decoded ahead (a stale run -- anything
+            # consumed since -- or a delivered one is dropped below)
             raw, payload, num, last, rid, frame_size = row
             writer = self._fast_writers.get(raw)
             if writer is None:
                 writer = self._find_writer(raw)
-            if writer is None or num <= 0 or last < writer[1].last_event_number or last < writer[2].last_stored:
-                self._run_rows = None  # the frame is still buffered: the general path decodes and reports it
+                if writer is None:
+                    self._run_rows = None  # the frame is still buffered: the general path reports it
+                    return None
+            writer_id, session, state = writer
+            previous = state.last_stored
+            if num <= 0 or last < session.last_event_number or last < previous:
+                self._run_rows = None
                 return None
             dec.consume(frame_size)
             self._run_offset += frame_size
+            block_start = -1
         else:
-            if code != _BLOCK or end - start < 16:
-                return None
-            block_start, block_end = start, end
-            frame = dec.peek_frame(skip=end - start + 8)
+            if rows is not None:
+                self._run_rows = None
+            frame = dec.peek_frame()
             if frame is None:
                 return None
             code, data, start, end = frame
+            block_start = block_end = -1  # the AppendBlock's payload in ``data``, if any
+            if code == _BLOCK:
+                if end - start < 16:
+                    return None
+                block_start, block_end = start, end
+                frame = dec.peek_frame(skip=end - start + 8)
+                if frame is None:
+                    return None
+                code, data, start, end = frame
+            elif code == _BLOCK_END and end < len(data) and self._next_run() is not None:
+                # bare AppendBlockEnds (the Rust client) with more behind them: decoded a
+                # run at a time, delivered from the top (a lone one is parsed below)
+                return self._fast_append()
             if code != _BLOCK_END:
                 return None
             got = parse_append_block_end(data, start, end)
@@ -386,38 +387,43 @@ class ServerConnection(_Base):
             writer = self._fast_writers.get(raw)
             if writer is None:
                 writer = self._find_writer(raw)
-            if writer is None or num <= 0 or last < writer[1].last_event_number or last < writer[2].last_stored:
+                if writer is None:
+                    return None
+            writer_id, session, state = writer
+            previous = state.last_stored
+            if num <= 0 or last < session.last_event_number or last < previous:
                 return None
-            events = block_start + 16
-            left = block_end - events - size  # the block's bytes after its whole events
-            if data[block_start:events] != raw or size < 0 or left < 0:
-                return None
-            if left == 0:
-                if blob:
-                    return None  # AppendDecoder's quirk (the bytes are ignored and counted): the general path
-                payload = data[events:block_end] if type(data) is bytes else bytes(data[events:block_end])
+            if block_start < 0:
+                payload = blob  # a bare AppendBlockEnd: sizeOfWholeEvents is ignored
             else:
-                if left < 8:
+                events = block_start + 16
+                left = block_end - events - size  # the block's bytes after its whole events
+                if data[block_start:events] != raw or size < 0 or left < 0:
                     return None
-                rcode, n = _II.unpack_from(data, events + size)
-                if not 0 <= n <= left - 8:
-                    return None  # a broken remainder: the general path reports it
-                if rcode == _PARTIAL:
-                    with memoryview(data) as view:
-                        p = events + size + 8
-                        payload = b"".join((view[events : events + size], view[p : p + n], blob))
-                elif rcode == _PADDING and not blob:
-                    stop = events + size
-                    payload = data[events:stop] if type(data) is bytes else bytes(data[events:stop])
+                if left == 0:
+                    if blob:
+                        return None  # AppendDecoder's quirk (the bytes are ignored and counted): the general path
+                    payload = data[events:block_end] if type(data) is bytes else bytes(data[events:block_end])
                 else:
-                    return None
+                    if left < 8:
+                        return None
+                    rcode, n = _II.unpack_from(data, events + size)
+                    if not 0 <= n <= left - 8:
+                        return None  # a broken remainder: the general path reports it
+                    if rcode == _PARTIAL:
+                        with memoryview(data) as view:
+                            p = events + size + 8
+                            payload = b"".join((view[events : events + size], view[p : p + n], blob))
+                    elif rcode == _PADDING and not blob:
+                        stop = events + size
+                        payload = data[events:stop] if type(data) is bytes else bytes(data[events:stop])
+                    else:
+                        return None
             limits = self.limits
             if len(payload) > limits.max_buffered + limits.max_frame_size:
                 return None
             dec.consume_frame(end)
         # Every check passed: the same changes as the general path, in one go.
-        writer_id, session, state = writer
-        previous = state.last_stored
         seen = self.transitions_seen
         if block_start < 0:
             seen.add(_OPEN_BLOCK_END)

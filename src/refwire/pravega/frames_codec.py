@@ -619,20 +619,36 @@ class CommandDecoder:
     def block_ends(self, max_frames: int = MAX_RUN) -> BlockEndRun | None:
         """The complete regular AppendBlockEnd frames at the head of the buffer, up
         to ``max_frames``, in columns (§5.1), without consuming them; None when
-        the next frame is not one (incomplete, over a limit, another command, an
-        irregular AppendBlockEnd): :meth:`next_command` then decodes it, with its
-        errors at its offsets.  Only the current dialect's decoder makes runs.
+        fewer than two frames make one -- the next frame is not one (incomplete,
+        over a limit, another command, an irregular AppendBlockEnd), or it is
+        one with no other behind it (a lone frame costs less as
+        :meth:`next_command`'s command than as a run): :meth:`next_command`
+        then decodes it, with its errors at its offsets.  Only the current
+        dialect's decoder makes runs.
 
         A frame joins the run exactly when :meth:`next_command` would decode it
         on its fast path, to the same fields: the run's commands equal the
         commands :meth:`next_command` gives for the same frames.
         """
+        if max_frames < 2:
+            raise ValueError(f"a run holds at least 2 frames: max_frames={max_frames}")
         buf = self._buf
         data = buf.data
         pos = buf.pos
         end = len(data)
-        # (the common miss first, before anything is allocated: another command next)
-        if end - pos < HEADER or _HDR.unpack_from(data, pos)[0] != BLOCK_END_CODE or self.dialect is not CURRENT:
+        # The common misses first, before anything is allocated: another command
+        # next, or an AppendBlockEnd without another behind it.
+        if end - pos < 2 * HEADER:
+            return None
+        code, n = _HDR.unpack_from(data, pos)
+        second = pos + HEADER + n
+        if (
+            code != BLOCK_END_CODE
+            or n < 0
+            or end - second < HEADER
+            or _HDR.unpack_from(data, second)[0] != BLOCK_END_CODE
+            or self.dialect is not CURRENT
+        ):
             return None
         max_payload = self._max_payload
         writer_ids: list[bytes] = []
@@ -669,7 +685,7 @@ class CommandDecoder:
             rids.append(rid)
             frame_sizes.append(HEADER + n)
             pos = stop
-        if not frame_sizes:
+        if len(frame_sizes) < 2:
             return None
         return BlockEndRun(writer_ids, sizes, blobs, nums, lasts, rids, frame_sizes)
 
