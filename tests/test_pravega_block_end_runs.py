@@ -23,7 +23,7 @@ from test_pravega_machines import SEG, W2, Harness, W, block, block_end
 
 from refwire.errors import ProtocolError
 from refwire.pravega.frames import AppendBlockEnd, CommandDecoder, Hello, KeepAlive, SetupAppend
-from refwire.pravega.frames_codec import MAX_RUN, BlockEndRun
+from refwire.pravega.frames_codec import MAX_RUN, MAX_RUN_BYTES, BlockEndRun
 from refwire.sansio import NEED_DATA
 from refwire.wire import Limits
 
@@ -344,3 +344,18 @@ def test_the_smallest_regular_block_end_joins_a_run() -> None:
     dec.feed(smallest * 2 + _raw_block_end(W, 0, b"", struct.pack(">iq", 1, 2))[:-1])
     run = dec.block_ends()
     assert run is not None and run.frame_sizes == [44, 44] and run.request_ids == [-1, -1]
+
+
+@pytest.mark.parametrize("past", [0, 1])
+def test_a_run_holds_max_run_bytes_of_data_at_most(past: int) -> None:
+    half = MAX_RUN_BYTES // 2
+    dec = CommandDecoder()
+    dec.feed(block_end(0, bytes(half), 1, 1) + block_end(0, bytes(half + past), 1, 2) + block_end(0, b"", 1, 3))
+    run = dec.block_ends()
+    if past:
+        assert run is None  # the second would pass the line: a run of one is none
+        assert dec.next_command() is not None
+        run = dec.block_ends()
+        assert run is not None and run.last_event_numbers == [2, 3]
+    else:
+        assert run is not None and run.last_event_numbers == [1, 2, 3]  # exactly at the line, the third adds no data

@@ -53,6 +53,9 @@ __all__ = [
     "NULL_VALUE",
     "OLDEST_COMPATIBLE_VERSION",
     "WIRE_VERSION",
+    "BLOCK_END_CODE",
+    "MAX_RUN",
+    "MAX_RUN_BYTES",
     "BlockEndRun",
     "Command",
     "CommandDecoder",
@@ -104,6 +107,9 @@ BLOCK_END_CODE: Final = 4
 #: the most AppendBlockEnds one :meth:`CommandDecoder.block_ends` run holds (each run
 #: copies its data out while the frames stay buffered until they are consumed)
 MAX_RUN: Final = 256
+#: the most data bytes one run holds: its copies of the frames' data exist beside the
+#: frames themselves until they are consumed, so this bounds that doubling per connection
+MAX_RUN_BYTES: Final = 1 << 20
 _UUID = struct.Struct(">QQ")
 _I64I32 = struct.Struct(">qi")
 
@@ -618,7 +624,8 @@ class CommandDecoder:
 
     def block_ends(self, max_frames: int = MAX_RUN) -> BlockEndRun | None:
         """The complete regular AppendBlockEnd frames at the head of the buffer, up
-        to ``max_frames``, in columns (§5.1), without consuming them; None when
+        to ``max_frames`` and :data:`MAX_RUN_BYTES` of data, in columns (§5.1),
+        without consuming them; None when
         fewer than two frames make one -- the next frame is not one (incomplete,
         over a limit, another command, an irregular AppendBlockEnd), or it is
         one with no other behind it (a lone frame costs less as
@@ -660,6 +667,7 @@ class CommandDecoder:
         frame_sizes: list[int] = []
         unpack_header = _HDR.unpack_from
         unpack_body = _UUID_II.unpack_from
+        held = 0  # data bytes in the run
         while end - pos >= HEADER and len(frame_sizes) < max_frames:
             code, n = unpack_header(data, pos)
             start = pos + HEADER
@@ -669,7 +677,8 @@ class CommandDecoder:
                 break
             raw, size, dlen = unpack_body(data, start)
             p = start + 24 + dlen
-            if dlen < 0 or p + 12 > stop:
+            held += dlen
+            if dlen < 0 or p + 12 > stop or held > MAX_RUN_BYTES:
                 break
             if stop - p >= 20:
                 num, last, rid = _IQQ.unpack_from(data, p)
