@@ -26,7 +26,7 @@ from refwire.errors import ProtocolError
 from refwire.seastar_rpc import ClientConnection, Features, Response, make_compressor
 from refwire.seastar_rpc.compression import envelope
 from refwire.seastar_rpc.connection import _Machine
-from refwire.seastar_rpc.frames import UNMEASURED, FrameDecoder, ResponseRun
+from refwire.seastar_rpc.frames import MAX_RUN, UNMEASURED, FrameDecoder, ResponseRun
 from refwire.wire import Limits
 
 RSP16 = struct.Struct("<qII").pack
@@ -433,3 +433,28 @@ def test_compressed_limits_at_the_line_and_one_past(comp: str, past: int) -> Non
         run = dec.next_responses()
         assert run is not None
         assert len(run) == (1 if past else 2), raw[:8].hex()
+
+
+@pytest.mark.parametrize("comp", [None, "LZ4"])
+@pytest.mark.parametrize("duration", [False, True])
+def test_a_run_holds_max_run_responses_at_most(comp: str | None, duration: bool) -> None:
+    dec = _decoder(comp, duration, BIG)
+    dec.feed(b"".join(_wrap(comp, _response(i, b"r", duration)) for i in range(1, MAX_RUN + 2)))
+    run = dec.next_responses()
+    assert run is not None and len(run) == MAX_RUN and run.msg_ids[-1] == MAX_RUN
+    rest = dec.next_responses()
+    assert rest is not None and rest.msg_ids == [MAX_RUN + 1] and dec.buffered == 0
+    dec.feed(b"".join(_wrap(comp, _response(i, b"r", duration)) for i in (1, 2, 3)))
+    run = dec.next_responses(2)
+    assert run is not None and run.msg_ids == [1, 2]
+    with pytest.raises(ValueError):
+        dec.next_responses(0)
+
+
+def test_the_client_delivers_more_responses_than_one_run_holds() -> None:
+    n = 2 * MAX_RUN + 3
+    client = _client(ClientConnection, None, True, [None] * n)
+    client.receive_data(b"".join(_response(i, b"%d" % i, True) for i in range(1, n + 1)), now=0.0)
+    got = [client.next_event() for _ in range(n)]
+    assert [(e.msg_id, e.payload) for e in got] == [(i, b"%d" % i) for i in range(1, n + 1)]
+    assert client.pending == () and type(client.next_event()).__name__ == "NeedData"

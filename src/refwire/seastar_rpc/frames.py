@@ -25,7 +25,7 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal, cast
 
 import attrs
 import lz4.block  # type: ignore[import-untyped]
@@ -115,6 +115,9 @@ _EXC: Final = struct.Struct("<II")
 # LZ4_FRAGMENTED's last-chunk flag and LZ4's maximum expansion (as in compression.py, spec §4, §6).
 _LAST: Final = 0x80000000
 _MAX_RATIO: Final = 255
+#: the most responses one :meth:`FrameDecoder.next_responses` run holds: a run's
+#: columns cost more memory per small response than its bytes on the wire did
+MAX_RUN: Final = 256
 
 
 def _err(reason: str, frame: str, field: str, offset: int | None) -> LocalProtocolError:
@@ -707,9 +710,10 @@ class FrameDecoder:
                     return req
         return self._next_frame()
 
-    def next_responses(self) -> ResponseRun | None:
-        """Every complete regular response with ``msg_id >= 0`` at the head of the
-        buffer, in columns (the response decoder's hot path, spec §3), or
+    def next_responses(self, max_frames: int = MAX_RUN) -> ResponseRun | None:
+        """The complete regular responses with ``msg_id >= 0`` at the head of the
+        buffer, up to ``max_frames``, in columns (the response decoder's hot path,
+        spec §3), or
         ``None`` when the next frame is not one -- incomplete, over a limit, an
         exception (``msg_id < 0``), a no-op, an envelope that is not one LZ4
         block, anything :meth:`next_frame` would not decode on its fast path:
@@ -719,6 +723,8 @@ class FrameDecoder:
         calling this and then :meth:`next_frame` in turn decodes the stream
         exactly as :meth:`next_frame` alone does, frame for frame.
         """
+        if max_frames < 1:
+            raise ValueError(f"a run holds at least 1 response: max_frames={max_frames}")
         if self.kind != "response" or self._phase != "frames":  # (only requests are ever skipped or held)
             return None
         comp = self.compressor
@@ -733,18 +739,15 @@ class FrameDecoder:
         payloads: list[bytes] = []
         durations: list[int] | None = [] if self.duration else None
         if comp is not None:
-            pos = self._compressed_responses(data, pos, end, msg_ids, payloads, durations)
+            pos = self._compressed_responses(data, pos, end, msg_ids, payloads, durations, max_frames)
         else:
-            base = 0
-            if type(data) is not bytes:  # a bytearray: one copy of what is buffered, so payloads slice out as bytes
-                base, data, end = pos, bytes(memoryview(data)[pos:]), end - pos
-                pos = 0
+            sliced: list[bytes | bytearray] = []  # (bytearray slices when the buffer is one)
             add_id = msg_ids.append
-            add_payload = payloads.append
+            add_payload = sliced.append
             if durations is not None:
                 add_duration = durations.append
                 unpack16 = _RSP16.unpack_from
-                while end - pos >= 16:
+                while end - pos >= 16 and len(msg_ids) < max_frames:
                     msg_id, n, duration = unpack16(data, pos)
                     stop = pos + 16 + n
                     if msg_id < 0 or n > limit or stop > end:
@@ -755,7 +758,7 @@ class FrameDecoder:
                     pos = stop
             else:
                 unpack12 = _RSP12.unpack_from
-                while end - pos >= 12:
+                while end - pos >= 12 and len(msg_ids) < max_frames:
                     msg_id, n = unpack12(data, pos)
                     stop = pos + 12 + n
                     if msg_id < 0 or n > limit or stop > end:
@@ -763,7 +766,7 @@ class FrameDecoder:
                     add_id(msg_id)
                     add_payload(data[pos + 12 : stop])
                     pos = stop
-            pos += base
+            payloads = cast("list[bytes]", sliced) if type(data) is bytes else list(map(bytes, sliced))
         if not msg_ids:
             return None
         buf.advance_to(pos)
@@ -778,6 +781,7 @@ class FrameDecoder:
         msg_ids: list[int],
         payloads: list[bytes],
         durations: list[int] | None,
+        max_frames: int,
     ) -> int:
         """:meth:`next_responses` over single-block LZ4 envelopes (spec §4), with
         :meth:`next_frame`'s fast-path checks: the position after the last
@@ -789,7 +793,7 @@ class FrameDecoder:
         hs = 12 if durations is None else 16
         unpack = _RSP12.unpack_from if durations is None else _RSP16.unpack_from
         decompress = lz4.block.decompress
-        while end - pos >= 8:
+        while end - pos >= 8 and len(msg_ids) < max_frames:
             clen, word = _U32X2.unpack_from(data, pos)
             stop = pos + 4 + clen
             size = word ^ flag
