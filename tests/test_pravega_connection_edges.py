@@ -242,6 +242,65 @@ def test_append_before_append_setup_and_a_repeated_event_number() -> None:
     assert where(e) == ("pravega", None, "event_number", off)
 
 
+@pytest.mark.parametrize("kind", ["ConditionalAppend", "ConditionalBlockEnd"])
+def test_a_conditional_append_before_append_setup_and_below_the_stored_number(kind: str) -> None:
+    def conditional(number: int) -> bytes:
+        if kind == "ConditionalAppend":
+            return ConditionalAppend(writer_id=W, event_number=number, expected_offset=0, event=E1, request_id=3).encode()
+        return ConditionalBlockEnd(writer_id=W, event_number=number, expected_offset=0, data=E1, request_id=3).encode()
+
+    s = ServerConnection()
+    s.receive_data(SetupAppend(request_id=1, writer_id=W, segment=SEG).encode(), now=0.0)
+    assert isinstance(s.next_event(), RequestReceived)
+    off = at(s)
+    e = error(s, conditional(1))  # AppendSetup not sent yet
+    assert e.reason == f"append for writer {W} on {SEG!r} before its AppendSetup"
+    assert where(e) == ("pravega", None, "writer_id", off + HDR)
+    s = ready(last=5)
+    s.receive_data(SetupAppend(request_id=9, writer_id=W, segment=SEG).encode(), now=0.0)
+    assert isinstance(s.next_event(), RequestReceived)  # the session restarts at 0, the writer state stays at 5
+    off = at(s)
+    e = error(s, conditional(4))
+    assert e.reason == "event 4 was already appended (last stored 5)"
+    assert where(e) == ("pravega", None, "event_number", off)
+
+
+def test_a_partial_event_outside_a_block_is_refused_by_the_decoder() -> None:
+    # (so ServerConnection._on_command's own PartialEvent refusal is never reached)
+    s = ready()
+    off = at(s)
+    e = error(s, PartialEvent(data=b"abc").encode())
+    assert e.reason == "PartialEvent is not a top-level command: type -2"
+    assert where(e)[:2] == ("pravega", "PartialEvent") and where(e)[3] == off
+
+
+def test_a_block_remainder_is_read_at_its_place_not_at_the_buffer_start() -> None:
+    # A top-level Padding (dropped) at the buffer's index 0 and a KeepAlive (an event, so the
+    # pump stops) stay in the buffer before the block: 8-byte headers a wrong read of the
+    # remainder's header would take for a Padding.  The block's whole events are 40 bytes, so
+    # the block's events start 40 bytes after index 0 too.
+    s = ready()
+    whole = encode_event(b"e" * 32)
+    assert len(whole) == 40
+    chunk = Padding(length=0).encode() + KeepAlive().encode()
+    chunk += block(whole + PartialEvent(data=b"xyz").encode()) + block_end(len(whole), b"", 1, 1)
+    s.receive_data(chunk, now=0.0)
+    assert isinstance(s.next_event(), KeepAliveReceived)
+    ev = s.next_event()
+    assert isinstance(ev, Append) and ev.data == whole + b"xyz"
+
+
+def test_a_negative_size_of_whole_events_closes_even_when_the_bytes_before_look_like_a_remainder() -> None:
+    # sizeOfWholeEvents -8 points 8 bytes back, into the writer id, whose second half here
+    # reads as a Padding header: the block must still be refused (§5.3), not stored empty
+    writer = uuid.UUID(bytes=b"\x01" * 8 + b"\xff\xff\xff\xff\x00\x00\x00\x00")
+    s = ready(writers=(writer,))
+    off = at(s)
+    s.receive_data(block(b"", writer=writer) + block_end(-8, b"", 1, 1, writer=writer), now=0.0)
+    e = error(s)
+    assert e.frame == "AppendBlockEnd" and e.field == "size_of_whole_events" and e.offset is not None and e.offset > off
+
+
 def test_an_equal_event_number_is_appended_again() -> None:
     s = ready(last=5)
     s.receive_data(block_end(0, E1, 1, 5), now=0.0)
