@@ -163,8 +163,8 @@ def test_a_run_takes_every_regular_response_and_stops_before_the_rest(comp: str 
     assert dec.offset == sum(len(_wrap(comp, f)) for f in frames)
     assert dec.next_responses() is None  # the exception is next_frame's (its payload's offset matters)
     assert dec.next_frame() == Response(-4, b"\x01\x00\x00\x00\x00\x00\x00\x00", want_duration)
-    tail = dec.next_responses()
-    assert tail is not None and tail.msg_ids == [1]
+    assert dec.next_responses() is None  # a lone frame: next_frame's
+    assert dec.next_frame() == Response(1, b"p1", want_duration)
     assert dec.next_responses() is None and dec.next_frame() is None and not dec.in_frame
 
 
@@ -205,8 +205,9 @@ def test_a_run_out_of_a_bytearray_buffer_stops_at_its_end(duration: bool) -> Non
     assert [type(p) for p in run.payloads] == [bytes, bytes]
     assert dec.offset == len(frames[0]) * 2 and dec.buffered == len(frames[2]) - 1
     dec.feed(raw[-1:])
-    run = dec.next_responses()
-    assert run is not None and run.payloads == [b"33333"] and dec.buffered == 0
+    assert dec.next_responses() is None  # alone in the buffer
+    frame = dec.next_frame()
+    assert isinstance(frame, Response) and frame.payload == b"33333" and dec.buffered == 0
 
 
 def test_an_incomplete_response_waits_and_the_rest_is_kept() -> None:
@@ -217,8 +218,8 @@ def test_an_incomplete_response_waits_and_the_rest_is_kept() -> None:
     assert run is not None and run.msg_ids == [1]
     assert dec.next_responses() is None and dec.buffered == len(raw) - 1 - 19
     dec.feed(raw[-1:])
-    run = dec.next_responses()
-    assert run is not None and run.msg_ids == [2] and run.payloads == [b"defg"] and dec.buffered == 0
+    assert dec.next_responses() is None  # alone in the buffer
+    assert dec.next_frame() == Response(2, b"defg", 7) and dec.buffered == 0
 
 
 @pytest.mark.parametrize("comp", ["LZ4", "LZ4_FRAGMENTED"])
@@ -237,7 +238,7 @@ def test_a_declared_size_past_lz4s_ratio_is_refused_before_lz4_is_asked(
     block = lz4.block.compress(b"\0" * 64, store_size=False)
     size = 255 * len(block) + 16 + past  # the line is 255 * (clen - 4) + 16 (§4)
     dec = _decoder(comp, False, BIG)
-    dec.feed(_raw_env(comp, block, size))
+    dec.feed(_raw_env(comp, block, size) + _wrap(comp, _response(1, b"", False)))
     assert dec.next_responses() is None
     assert asked == ([] if past else [size])
 
@@ -442,8 +443,9 @@ def test_a_run_holds_max_run_responses_at_most(comp: str | None, duration: bool)
     dec.feed(b"".join(_wrap(comp, _response(i, b"r", duration)) for i in range(1, MAX_RUN + 2)))
     run = dec.next_responses()
     assert run is not None and len(run) == MAX_RUN and run.msg_ids[-1] == MAX_RUN
-    rest = dec.next_responses()
-    assert rest is not None and rest.msg_ids == [MAX_RUN + 1] and dec.buffered == 0
+    assert dec.next_responses() is None  # the last one alone
+    last = dec.next_frame()
+    assert isinstance(last, Response) and last.msg_id == MAX_RUN + 1 and dec.buffered == 0
     dec.feed(b"".join(_wrap(comp, _response(i, b"r", duration)) for i in (1, 2, 3)))
     run = dec.next_responses(2)
     assert run is not None and run.msg_ids == [1, 2]
@@ -458,3 +460,15 @@ def test_the_client_delivers_more_responses_than_one_run_holds() -> None:
     got = [client.next_event() for _ in range(n)]
     assert [(e.msg_id, e.payload) for e in got] == [(i, b"%d" % i) for i in range(1, n + 1)]
     assert client.pending == () and type(client.next_event()).__name__ == "NeedData"
+
+
+@pytest.mark.parametrize("comp", [None, "LZ4", "LZ4_FRAGMENTED"])
+@pytest.mark.parametrize("duration", [False, True])
+def test_a_lone_response_is_next_frames_and_a_byte_behind_it_makes_a_run(comp: str | None, duration: bool) -> None:
+    one = _wrap(comp, _response(1, b"abc", duration))
+    dec = _decoder(comp, duration, BIG)
+    dec.feed(one)
+    assert dec.next_responses() is None and dec.offset == 0
+    dec.feed(b"\x00")  # the first byte of the next frame
+    run = dec.next_responses()
+    assert run is not None and run.msg_ids == [1] and dec.offset == len(one) and dec.buffered == 1

@@ -123,6 +123,7 @@ _new = object.__new__
 _SET_REPLY_ID, _SET_REPLY_PAYLOAD, _SET_REPLY_DURATION = (Reply.__dict__[a.name].__set__ for a in attrs.fields(Reply))
 assert [a.name for a in attrs.fields(Reply)] == ["msg_id", "payload", "handler_duration"]
 
+_READY: Final = State.READY  # a module global: State.READY is a lookup through the Enum metaclass
 _ALL_OPEN = (State.NEGOTIATING, State.DECIDING, State.READY, State.STREAMING)
 
 #: ``ConnectionClosed.reason`` when the peer's negotiation frame did not come in time.
@@ -658,7 +659,7 @@ class ClientConnection(_Machine):
                         events.append(StrayReply(msg_id, 1 <= msg_id < self._next_id, None))
                     continue
                 self._replies = None
-            if self.state is State.READY:
+            if self.state is _READY:
                 run = decoder.next_responses()
                 if run is not None:
                     durations = run.durations
@@ -709,7 +710,11 @@ class ClientConnection(_Machine):
         if mid in self._pending:
             del self._pending[mid]
             if frame.msg_id >= 0:
-                self._events.append(Reply(mid, frame.payload, frame.handler_duration))
+                reply = _new(Reply)
+                _SET_REPLY_ID(reply, mid)
+                _SET_REPLY_PAYLOAD(reply, frame.payload)
+                _SET_REPLY_DURATION(reply, frame.handler_duration)
+                self._events.append(reply)
             else:
                 # A malformed exception for a pending call drops the connection (§1).
                 err = decode_exception(frame.payload, base=self._decoder.offset - len(frame.payload))

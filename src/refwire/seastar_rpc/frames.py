@@ -713,11 +713,12 @@ class FrameDecoder:
     def next_responses(self, max_frames: int = MAX_RUN) -> ResponseRun | None:
         """The complete regular responses with ``msg_id >= 0`` at the head of the
         buffer, up to ``max_frames``, in columns (the response decoder's hot path,
-        spec §3), or
-        ``None`` when the next frame is not one -- incomplete, over a limit, an
-        exception (``msg_id < 0``), a no-op, an envelope that is not one LZ4
-        block, anything :meth:`next_frame` would not decode on its fast path:
-        :meth:`next_frame` then decodes it, with its errors at its offsets.
+        spec §3), or ``None`` when the next frame is not one -- incomplete, over a
+        limit, an exception (``msg_id < 0``), a no-op, an envelope that is not one
+        LZ4 block, anything :meth:`next_frame` would not decode on its fast path
+        -- or is all that is buffered (one frame costs less as :meth:`next_frame`'s
+        :class:`Response` than as a run): :meth:`next_frame` then decodes it, with
+        its errors at its offsets.
 
         The run stops before the first frame that is not such a response, so
         calling this and then :meth:`next_frame` in turn decodes the stream
@@ -725,15 +726,25 @@ class FrameDecoder:
         """
         if max_frames < 1:
             raise ValueError(f"a run holds at least 1 response: max_frames={max_frames}")
+        buf = self._buf
+        data = buf.data
+        pos = buf.pos
+        end = len(data)
+        if end - pos <= 8:  # (the usual miss, first: less than any frame and a byte behind it)
+            return None
         if self.kind != "response" or self._phase != "frames":  # (only requests are ever skipped or held)
             return None
         comp = self.compressor
         if comp is not None and comp is not self._fast_compressor:
             return None
-        buf = self._buf
-        data = buf.data
-        pos = buf.pos
-        end = len(data)
+        # A lone frame (nothing buffered behind it) costs less as next_frame's
+        # Response than as a run: checked before anything is allocated.
+        if comp is None:
+            hs = 16 if self.duration else 12
+            if end - pos < hs or pos + hs + _U32.unpack_from(data, pos + 8)[0] >= end:
+                return None
+        elif end - pos < 8 or pos + 4 + _U32.unpack_from(data, pos)[0] >= end:
+            return None
         limit = self.limits.max_frame_size
         msg_ids: list[int] = []
         payloads: list[bytes] = []
