@@ -359,3 +359,26 @@ def test_a_run_holds_max_run_bytes_of_data_at_most(past: int) -> None:
         assert run is not None and run.last_event_numbers == [2, 3]
     else:
         assert run is not None and run.last_event_numbers == [1, 2, 3]  # exactly at the line, the third adds no data
+
+
+def test_a_writer_dropped_between_two_appends_of_a_run_is_the_general_paths() -> None:
+    # the store refuses the first append of a run (append_failed drops the writer state):
+    # the second, already decoded ahead, must then fail as the general path fails it
+    from test_pravega_connection_edges import ready, where
+
+    from refwire.errors import RemoteProtocolError
+    from refwire.pravega.frames import SegmentIsSealed
+
+    outcomes = []
+    for fast in (True, False):
+        s = ready()
+        s._fast_path = fast
+        s.receive_data(block_end(0, b"a", 1, 1) + block_end(0, b"b", 1, 2) + block_end(0, b"c", 1, 3), now=0.0)
+        first = s.next_event()
+        assert first.data == b"a"
+        s.append_failed(first, SegmentIsSealed(request_id=2, segment=SEG), now=0.0)
+        with pytest.raises(RemoteProtocolError) as exc:
+            s.next_event()
+        outcomes.append((str(exc.value), where(exc.value), s.data_to_send()))
+    assert outcomes[0] == outcomes[1]
+    assert "before its AppendSetup" in outcomes[0][0]
