@@ -382,3 +382,122 @@ def test_a_writer_dropped_between_two_appends_of_a_run_is_the_general_paths() ->
         outcomes.append((str(exc.value), where(exc.value), s.data_to_send()))
     assert outcomes[0] == outcomes[1]
     assert "before its AppendSetup" in outcomes[0][0]
+
+
+# --------------------------------------------------------------------------- the decoder around the runs
+
+
+def test_commands_keeps_the_stream_offset() -> None:
+    frames = [KeepAlive().encode(), block_end(0, b"abc", 1, 1), Hello().encode()]
+    dec = CommandDecoder()
+    dec.feed(b"".join(frames) + frames[0][:5])
+    assert len(list(dec.commands())) == 3
+    assert dec.offset == sum(map(len, frames)) and dec.buffered == 5
+
+
+@pytest.mark.parametrize("skip", [0, 8])
+def test_peek_frame_at_the_line_and_one_short(skip: int) -> None:
+    keepalive = KeepAlive().encode()  # a frame of exactly its 8-byte header
+    frame = block_end(0, b"abc", 1, 1)
+    dec = CommandDecoder(SMALL)
+    dec.feed(keepalive)
+    dec.consume(8)  # the buffer now starts 8 bytes in, nothing buffered
+    dec.feed(keepalive[:skip] + frame[:-1])
+    assert dec.peek_frame(skip=skip) is None  # one byte short
+    dec.feed(frame[-1:])
+    got = dec.peek_frame(skip=skip)
+    assert got is not None
+    code, data, start, end = got
+    assert (code, bytes(data[start - 8 : end])) == (4, frame) and end == len(data)
+    if skip:
+        k = dec.peek_frame()
+        assert k is not None and (k[0], k[2], k[3]) == (100, k[2], k[2])  # the KeepAlive: 8 bytes, empty payload
+
+
+def test_peek_frame_takes_a_header_only_frame_alone_in_the_buffer() -> None:
+    dec = CommandDecoder()
+    dec.feed(KeepAlive().encode())
+    got = dec.peek_frame()
+    assert got is not None and (got[0], got[2], got[3]) == (100, 8, 8)
+
+
+@pytest.mark.parametrize(("n", "ok"), [(-1, False), (SMALL.max_frame_size - 8, True), (SMALL.max_frame_size - 7, False)])
+def test_peek_frame_refuses_a_negative_or_oversized_length(n: int, ok: bool) -> None:
+    dec = CommandDecoder(SMALL)
+    dec.feed(HDR(4, n) + bytes(max(n, 0)))
+    assert (dec.peek_frame() is not None) is ok
+
+
+def test_a_run_starts_at_the_read_position_not_at_the_buffer_start() -> None:
+    dec = CommandDecoder()
+    dec.feed(KeepAlive().encode() + block_end(0, b"a", 1, 1) + block_end(0, b"b", 1, 2))
+    assert dec.block_ends() is None  # a KeepAlive first
+    assert dec.next_command() == KeepAlive()
+    run = dec.block_ends()
+    assert run is not None and run.data == [b"a", b"b"]
+    dec2 = CommandDecoder()
+    dec2.feed(block_end(0, b"a", 1, 1) + KeepAlive().encode() + block_end(0, b"b", 1, 2) + block_end(0, b"c", 1, 3))
+    assert dec2.block_ends() is None  # one AppendBlockEnd, then a KeepAlive
+    dec2.next_command()
+    dec2.next_command()
+    run = dec2.block_ends()
+    assert run is not None and run.data == [b"b", b"c"]
+
+
+def test_a_run_stops_before_an_irregular_block_end() -> None:
+    lying = _raw_block_end(W, 0, b"x", struct.pack(">iqq", 1, 3, 3), declared=99)
+    dec = CommandDecoder()
+    dec.feed(block_end(0, b"a", 1, 1) + block_end(0, b"b", 1, 2) + lying)
+    run = dec.block_ends()
+    assert run is not None and run.data == [b"a", b"b"]
+
+
+def test_no_run_in_the_draft_dialect_even_for_several_block_ends() -> None:
+    from refwire.pravega.draft2017.frames import DRAFT
+
+    dec = CommandDecoder(dialect=DRAFT)
+    dec.feed(block_end(0, b"abc", 1, 1) + block_end(0, b"d", 1, 2))
+    assert dec.block_ends() is None
+
+
+def test_the_decoder_errors_say_what_they_are() -> None:
+    with pytest.raises(ValueError, match=r"^a run holds at least 2 frames: max_frames=1$"):
+        CommandDecoder().block_ends(1)
+    with pytest.raises(ValueError, match=r"^a BlockEndRun's columns must have one entry per frame$"):
+        BlockEndRun([W.bytes], [0], [b""], [1], [1], [1], [])
+    dec = CommandDecoder()
+    dec.feed(bytes(8))
+    dec.consume(4)
+    with pytest.raises(ValueError, match=r"^consume\(\) past the end of the buffer$"):
+        dec.consume(5)  # 4 left (a bound that ignored the 4 consumed would allow 12)
+    run = BlockEndRun([W.bytes, W.bytes], [0, 0], [b"", b""], [1, 1], [1, 2], [1, 2], [44, 44])
+    run.data.pop()
+    with pytest.raises(ValueError):
+        run.commands()  # columns changed after the run was made
+
+
+def test_an_optional_blob_with_its_length_and_no_data_is_an_error() -> None:
+    from refwire.pravega.frames import ReadTableKeys, decode_command
+
+    whole = ReadTableKeys(request_id=1, segment="t", delegation_token="", suggested_key_count=2).encode()
+    # the last field's length says 5 bytes, and none follow: exactly 4 bytes remain for it
+    raw = whole[:-4] + struct.pack(">i", 5)
+    with pytest.raises(ProtocolError) as exc:
+        decode_command(83, raw, start=8, end=len(raw))
+    assert exc.value.field == "to_key"
+
+
+def test_a_truncated_table_key_names_its_data() -> None:
+    from refwire.pravega.frames import RemoveTableKeys, TableKey, decode_command
+
+    whole = RemoveTableKeys(request_id=1, segment="t", delegation_token="", keys=(TableKey(b"abcd", 7),)).encode()
+    raw = whole[: 8 + 8 + 3 + 2 + 4 + 4 + 4 + 2]  # the key's data cut after 2 of its 4 bytes
+    raw = HDR(76, len(raw) - 8) + raw[8:]
+    with pytest.raises(ProtocolError) as exc:
+        decode_command(76, raw, start=8, end=len(raw))
+    assert exc.value.field == "keys[0].data"
+
+
+def test_an_unencodable_value_says_which_and_why() -> None:
+    with pytest.raises(ProtocolError, match=r"cannot encode 'x': "):
+        AppendBlockEnd(writer_id=W, size_of_whole_events="x", data=b"", num_events=1, last_event_number=1, request_id=1).encode()  # type: ignore[arg-type]
