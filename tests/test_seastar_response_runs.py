@@ -472,3 +472,16 @@ def test_a_lone_response_is_next_frames_and_a_byte_behind_it_makes_a_run(comp: s
     dec.feed(b"\x00")  # the first byte of the next frame
     run = dec.next_responses()
     assert run is not None and run.msg_ids == [1] and dec.offset == len(one) and dec.buffered == 1
+
+
+@pytest.mark.parametrize("lone", [True, False])
+def test_a_reply_to_id_0_is_stray_and_never_an_exception(lone: bool) -> None:
+    # msg id 0 is never issued (ids start at 1); its payload is data, even one that
+    # would decode as an exception (only a negative id carries one, §3)
+    client = _client(ClientConnection, None, True, [None])
+    exc_payload = b"\x00\x00\x00\x00\x02\x00\x00\x00hi"  # USER, "hi"
+    tail = b"" if lone else _response(1, b"r", True)
+    client.receive_data(_response(0, exc_payload, True) + tail, now=0.0)
+    stray = client.next_event()
+    assert type(stray).__name__ == "StrayReply"
+    assert (stray.msg_id, stray.known, stray.error) == (0, False, None)
