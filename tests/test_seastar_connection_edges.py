@@ -499,3 +499,18 @@ def test_send_failed_marks_the_write_failed() -> None:
     client.send_failed(now=0.0)
     server.send_failed(now=0.0)
     assert client.write_failed is True and server.write_failed is True
+
+
+def test_the_server_idle_timeout_is_a_deadline_and_fails_the_connection_past_it() -> None:
+    from refwire.seastar_rpc import Features, ServerConnection
+
+    server = ServerConnection()
+    server.idle_timeout = 5.0
+    server.receive_data(Features().encode(), now=1.0)  # the last byte received at 1.0
+    server.next_event()
+    assert server.next_deadline() == 6.0
+    server.handle_timer(now=5.9)
+    server.handle_timer(now=6.0)
+    with pytest.raises(RemoteLimitExceeded) as exc:
+        server.next_event()
+    assert exc.value.field == "(idle)"

@@ -485,3 +485,12 @@ def test_a_reply_to_id_0_is_stray_and_never_an_exception(lone: bool) -> None:
     stray = client.next_event()
     assert type(stray).__name__ == "StrayReply"
     assert (stray.msg_id, stray.known, stray.error) == (0, False, None)
+
+
+def test_a_run_s_reply_to_the_next_id_not_yet_issued_is_stray_and_unknown() -> None:
+    client = _client(ClientConnection, None, False, [None])  # call 1; the next id is 2
+    assert client.next_msg_id == 2
+    client.receive_data(_response(2, b"early", False) + _response(1, b"r", False), now=0.0)
+    stray = client.next_event()
+    assert type(stray).__name__ == "StrayReply" and (stray.msg_id, stray.known) == (2, False)
+    assert client.next_event().msg_id == 1
