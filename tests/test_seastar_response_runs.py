@@ -261,7 +261,7 @@ def test_no_runs_before_negotiation_or_with_a_general_compressor() -> None:
 
     dec = FrameDecoder("response", negotiation=False)
     dec.configure(compressor=Generic())
-    dec.feed(_wrap("LZ4", _response(1, b"abc", False)))
+    dec.feed(_wrap("LZ4", _response(1, b"abc", False)) * 2)
     assert dec.next_responses() is None
     assert dec.next_frame() == Response(1, b"abc", None)
 
@@ -494,3 +494,12 @@ def test_a_run_s_reply_to_the_next_id_not_yet_issued_is_stray_and_unknown() -> N
     stray = client.next_event()
     assert type(stray).__name__ == "StrayReply" and (stray.msg_id, stray.known) == (2, False)
     assert client.next_event().msg_id == 1
+
+
+def test_max_frames_one_is_the_smallest_run_and_zero_says_why() -> None:
+    dec = _decoder(None, False, BIG)
+    dec.feed(_response(1, b"a", False) + _response(2, b"b", False))
+    run = dec.next_responses(1)
+    assert run is not None and run.msg_ids == [1]
+    with pytest.raises(ValueError, match=r"^a run holds at least 1 response: max_frames=0$"):
+        dec.next_responses(0)
