@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -139,12 +140,121 @@ def worker_refwire_writer(store: str, n: int, mode: str) -> dict[str, Any]:
     return {"events": n, "seconds": seconds}
 
 
+STOPWAIT_ROWS = (
+    ("floor", "bare trio loop, appends pre-encoded (the appends block's floor)"),
+    ("inline", "refwire session + machine, one task, no ack timeout"),
+    ("scope", "  the same + one trio.CancelScope per write (the ack timeout)"),
+    ("pump", "  the same, read through Pump.run_until (PravegaConnection's foreground mode)"),
+    ("writer", "EventWriter.write([event]) (all of the above, with its retry loop)"),
+)
+
+
+def worker_stopwait(store: str, n: int, reps: int) -> dict[str, Any]:
+    """Where a stop-and-wait write's time goes, client side: one event per round
+    trip through the same store, from the bare loop up to ``EventWriter.write``,
+    one layer added per row (:data:`STOPWAIT_ROWS`); rows interleaved, ``reps``
+    times each.  Wall and client CPU per event, in microseconds."""
+    import uuid
+
+    import trio
+
+    from refwire.pravega.client import EventWriter, WriterConfig, create_segment
+    from refwire.pravega.events import AppendBytes
+    from refwire.pravega.frames import NULL_VALUE, AppendSetup, CommandDecoder, DataAppended, Hello, SetupAppend
+    from refwire.pravega.writer import WriterSession
+    from refwire.sansio import NEED_DATA
+
+    host, port = store.rsplit(":", 1)
+    payloads = [(b"%08d" % i) + b"x" * 92 for i in range(n)]
+    counter = iter(range(1_000_000))
+
+    async def new_segment() -> str:
+        seg = f"bench/stopwait{next(counter)}/0.#epoch.0"
+        await create_segment(host, int(port), seg)
+        return seg
+
+    async def floor() -> tuple[float, float]:
+        seg = await new_segment()
+        wid = uuid.uuid4()
+        session = WriterSession(seg, wid, style="rust", max_batch_events=1)
+        for p in payloads:
+            session.add(p)
+        session.setup(1)
+        session.on_append_setup(AppendSetup(request_id=1, segment=seg, writer_id=wid, last_event_number=NULL_VALUE))
+        inner = CommandDecoder(allow_inner=True)
+        inner.feed(session.take())
+        appends = [c.encode() for c in inner.commands()]
+        stream = await trio.open_tcp_stream(host, int(port))
+        async with stream:
+            await stream.send_all(Hello().encode() + SetupAppend(request_id=1, writer_id=wid, segment=seg).encode())
+            dec = CommandDecoder()
+            replies = 0
+            while replies < 2:  # Hello, AppendSetup
+                dec.feed(await stream.receive_some(65536))
+                replies += len(list(dec.commands()))
+            t0, c0 = time.perf_counter(), time.process_time()
+            for frame in appends:
+                await stream.send_all(frame)
+                while not [c for c in dec.commands() if isinstance(c, DataAppended)]:
+                    dec.feed(await stream.receive_some(65536))
+            return time.perf_counter() - t0, time.process_time() - c0
+
+    async def layered(row: str) -> tuple[float, float]:
+        w = EventWriter(host, int(port), await new_segment(), config=WriterConfig(style="rust"))
+        async with w:
+            if row == "writer":
+                t0, c0 = time.perf_counter(), time.process_time()
+                for p in payloads:
+                    await w.write([p])
+                return time.perf_counter() - t0, time.process_time() - c0
+            await w.write([b"setup"])  # connected, Hello and AppendSetup done
+            link = w._link
+            assert link is not None
+            conn, acks, session = link.conn, link.acks, w.session
+            machine, pump, stream = conn.machine, conn.pump, conn.stream
+            assert isinstance(stream, trio.SocketStream)
+            fd = stream.socket.fileno()
+            timeout = w.config.ack_timeout
+            t0, c0 = time.perf_counter(), time.process_time()
+            for p in payloads:
+                session.add(p)
+                machine.send(AppendBytes(session.take()), now=trio.current_time())
+                if row == "pump":
+                    with trio.CancelScope(deadline=trio.current_time() + timeout):
+                        await pump.run_until(acks.__len__)
+                    while acks:
+                        session.on_data_appended(acks.popleft())  # type: ignore[arg-type]
+                    continue
+                os.write(fd, machine.data_to_send())
+                while session.pending:
+                    if row == "scope":
+                        with trio.CancelScope(deadline=trio.current_time() + timeout):
+                            data = await stream.receive_some(65536)
+                    else:
+                        data = await stream.receive_some(65536)
+                    machine.receive_data(data, now=trio.current_time())
+                    while (ev := machine.next_event()) is not NEED_DATA:
+                        session.on_data_appended(ev.command)  # type: ignore[union-attr, arg-type]
+            return time.perf_counter() - t0, time.process_time() - c0
+
+    async def main() -> dict[str, Any]:
+        out: dict[str, Any] = {name: {"wall": [], "cpu": []} for name, _ in STOPWAIT_ROWS}
+        for _ in range(reps):
+            for name, _label in STOPWAIT_ROWS:
+                wall, cpu = await (floor() if name == "floor" else layered(name))
+                out[name]["wall"].append(wall / n * 1e6)
+                out[name]["cpu"].append(cpu / n * 1e6)
+        return out
+
+    return trio.run(main)
+
+
 def worker_decode(n: int, style: str, passes: int) -> dict[str, Any]:
     import uuid
 
-    from refwire.pravega.connection import ServerConnection
+    from refwire.pravega.connection import _APPEND_SET, ServerConnection, _new
     from refwire.pravega.events import Append
-    from refwire.pravega.frames import NULL_VALUE, AppendSetup, CommandDecoder, Hello, SetupAppend
+    from refwire.pravega.frames import NULL_VALUE, AppendBlockEnd, AppendSetup, CommandDecoder, Hello, SetupAppend
     from refwire.pravega.writer import WriterSession
 
     wid = uuid.UUID(int=7)
@@ -178,6 +288,47 @@ def worker_decode(n: int, style: str, passes: int) -> dict[str, Any]:
                 return events
             events += getattr(cmd, "num_events", 0)
 
+    def appends() -> int:
+        # the decoder row plus one Append per AppendBlockEnd, built as ServerConnection
+        # builds its own (through the slots): the floor of any machine that gives one
+        # event per append, before it checks or records anything
+        d = CommandDecoder(allow_inner=True)
+        d.feed(stream)
+        events = 0
+        set_seg, set_wid, set_num, set_count, set_data, set_rid, set_exp, set_prev = _APPEND_SET
+        seg = session.segment
+        while True:
+            run = d.block_ends()
+            if run is not None:
+                rows = zip(run.data, run.num_events, run.last_event_numbers, run.request_ids, strict=True)
+                for data, num, last, rid in rows:
+                    a = _new(Append)
+                    set_seg(a, seg)
+                    set_wid(a, wid)
+                    set_num(a, last)
+                    set_count(a, num)
+                    set_data(a, data)
+                    set_rid(a, rid)
+                    set_exp(a, None)
+                    set_prev(a, 0)
+                    events += a.event_count
+                d.consume(sum(run.frame_sizes))
+                continue
+            cmd = d.next_command()
+            if cmd is None:
+                return events
+            if isinstance(cmd, AppendBlockEnd):
+                a = _new(Append)
+                set_seg(a, seg)
+                set_wid(a, wid)
+                set_num(a, cmd.last_event_number)
+                set_count(a, cmd.num_events)
+                set_data(a, cmd.data)
+                set_rid(a, cmd.request_id)
+                set_exp(a, None)
+                set_prev(a, 0)
+                events += a.event_count
+
     def commands() -> int:
         # one command object per frame
         d = CommandDecoder(allow_inner=True)
@@ -201,7 +352,9 @@ def worker_decode(n: int, style: str, passes: int) -> dict[str, Any]:
                 return count
 
     out: dict[str, Any] = {"bytes": len(stream)}
-    rows = (("bare", bare), ("decoder", decoder), ("commands", commands), ("machine", machine))
+    rows: tuple[tuple[str, Callable[[], int]], ...] = (("bare", bare), ("decoder", decoder), ("commands", commands), ("machine", machine))
+    if style != "java":  # (Java-style blocks have no runs: the row would time command objects)
+        rows = (*rows, ("appends", appends))
     for name, fn in rows:  # checked and warmed up before any timing
         got = fn()
         if got != n:
@@ -303,17 +456,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, help="runs per row, median reported (default 3; 1 with --quick)")
     ap.add_argument("--quick", action="store_true", help="a fast smoke run")
     ap.add_argument("--json", metavar="OUT", help="also write every run's figures as JSON")
-    ap.add_argument("--only", default="appends,decode", help="comma-separated blocks to run (appends, decode)")
+    ap.add_argument("--only", default="appends,decode,stopwait", help="comma-separated blocks to run (appends, decode, stopwait)")
     ap.add_argument("--passes", type=int, help="interleaved decode passes per run, best kept (default 15; 3 with --quick)")
     ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     only = set(args.only.split(","))
-    if not only <= {"appends", "decode"}:
-        ap.error("--only takes appends, decode")
+    if not only <= {"appends", "decode", "stopwait"}:
+        ap.error("--only takes appends, decode, stopwait")
     if args.worker:
         kind = args.worker[0]
         if kind == "writer":
             res = worker_refwire_writer(args.worker[1], int(args.worker[2]), args.worker[3])
+        elif kind == "stopwait":
+            res = worker_stopwait(args.worker[1], int(args.worker[2]), int(args.worker[3]))
         else:
             res = worker_decode(int(args.worker[1]), args.worker[2], int(args.worker[3]))
         print("RESULT " + json.dumps(res), flush=True)
@@ -340,6 +495,13 @@ def main(argv: list[str] | None = None) -> int:
                 decode_runs[style].append(
                     run_child([__file__, "--worker", "decode", str(n * 4), style, str(passes)], timeout=300)
                 )
+        stopwait: dict[str, Any] = {}
+        if "stopwait" in only:
+            store = Store()
+            try:
+                stopwait = run_child([__file__, "--worker", "stopwait", store.store, str(n), str(reps)], timeout=600)
+            finally:
+                store.stop()
     except BenchError as exc:
         print(f"FAILED: {exc}")
         return 1
@@ -359,6 +521,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  stop-and-wait, refwire writer / real client: ×{base / med(peer1):.2f}")
             floor = appends[ROWS[-1][0]]
             print(f"  stop-and-wait, bare trio floor / real client: ×{med(floor) / med(peer1):.2f}")
+    if stopwait:
+        print(f"3. Stop-and-wait, client side: one layer added per row ({n} events, one per round trip; median of {reps} interleaved runs)")
+        prev = None
+        for name, label in STOPWAIT_ROWS:
+            wall = med(stopwait[name]["wall"])
+            cpu = med(stopwait[name]["cpu"])
+            step = "" if prev is None or name == "writer" else f"   {wall - prev:+6.1f} µs wall vs the row above"
+            print(f"  {label:<80} {wall:6.1f} µs wall  {cpu:6.1f} µs CPU per event{step}")
+            prev = wall
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"appends": appends, "decode": decode_runs, "stopwait": stopwait, "events": n, "reps": reps}, indent=2)
+        )
     if "decode" not in only:
         return 0
     print(f"2. Decode of an append stream ({n * 4} events of 100 bytes; MB/s, median of {reps} runs, each the best of {passes} interleaved passes)")
@@ -368,6 +543,7 @@ def main(argv: list[str] | None = None) -> int:
         dec = med([r["decoder"] for r in runs])
         cmds = med([r["commands"] for r in runs])
         mac = med([r["machine"] for r in runs])
+        apps = med([r.get("appends", float("nan")) for r in runs])
         print(
             f"  {style}-style blocks ({runs[0]['bytes'] / 1e6:.1f} MB): bare struct {bare:,.1f}   CommandDecoder {dec:,.1f} (×{dec / bare:.2f})   ServerConnection {mac:,.1f} (×{mac / bare:.2f})"
         )
@@ -375,8 +551,8 @@ def main(argv: list[str] | None = None) -> int:
             f"    bare ÷ this: CommandDecoder {bare / dec:.2f}×   ServerConnection {bare / mac:.2f}×  (times slower than the bare loop); "
             f"CommandDecoder with a command object per frame {bare / cmds:.2f}×"
         )
-    if args.json:
-        Path(args.json).write_text(json.dumps({"appends": appends, "decode": decode_runs, "events": n, "reps": reps}, indent=2))
+        if style != "java":
+            print(f"    CommandDecoder + one Append per AppendBlockEnd, no machine (the floor of one event per append): {bare / apps:.2f}×")
     return 0
 
 
