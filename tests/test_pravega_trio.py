@@ -8,6 +8,7 @@ Every server listens on 127.0.0.1 port 0, every test runs under
 
 from __future__ import annotations
 
+import random
 import re
 import shutil
 import struct
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 from streams import PassThrough
 
 from refwire.errors import RequestFailed, WriteFailed
@@ -523,3 +525,86 @@ async def test_writer_reports_a_missing_segment() -> None:
             writer = EventWriter(host, port, "sc/st/404.#epoch.0")
             with pytest.raises(Exception, match="does not exist"):
                 await writer.write([b"x"])
+
+
+# --------------------------------------------------------------------------- the writer's ack timeout
+
+
+class AckingStore:
+    """A store over memory streams (``EventWriter(connect=store.connect)``): answers
+    Hello and SetupAppend, and acks each AppendBlockEnd after ``delay`` seconds of
+    the trio clock, or never (``delay=None``).  ``closed_at`` has the clock time
+    each connection was closed by the writer."""
+
+    def __init__(self, nursery: trio.Nursery, delay: float | None) -> None:
+        self.nursery = nursery
+        self.delay = delay
+        self.closed_at: list[float] = []
+        self.acked = 0
+
+    async def connect(self) -> trio.abc.Stream:
+        client, server = trio.testing.memory_stream_pair()
+        self.nursery.start_soon(self._serve, server)
+        return client
+
+    async def _serve(self, stream: trio.abc.Stream) -> None:
+        dec = CommandDecoder(allow_inner=True)
+        last = NULL_VALUE
+        while True:
+            data = await stream.receive_some(65536)
+            if not data:
+                self.closed_at.append(trio.current_time())
+                return
+            dec.feed(data)
+            for cmd in dec.commands():
+                if isinstance(cmd, Hello):
+                    await stream.send_all(Hello().encode())
+                elif isinstance(cmd, SetupAppend):
+                    setup = AppendSetup(request_id=cmd.request_id, segment=cmd.segment, writer_id=cmd.writer_id, last_event_number=last)
+                    await stream.send_all(setup.encode())
+                elif isinstance(cmd, AppendBlockEnd) and self.delay is not None:
+                    await trio.sleep(self.delay)
+                    ack = DataAppended(
+                        writer_id=cmd.writer_id,
+                        event_number=cmd.last_event_number,
+                        previous_event_number=last,
+                        request_id=cmd.request_id,
+                        current_segment_write_offset=0,
+                    )
+                    last = cmd.last_event_number
+                    self.acked += 1
+                    await stream.send_all(ack.encode())
+
+
+async def test_writer_gives_a_connection_up_at_its_ack_timeout(autojump_clock: trio.abc.Clock) -> None:
+    """No ack within ack_timeout: the connection is given up at that moment (the
+    pump's watchdog, not a cancel scope per ack), and the writer reconnects."""
+    async with trio.open_nursery() as nursery:
+        store = AckingStore(nursery, delay=None)
+        cfg = WriterConfig(ack_timeout=2.0, max_attempts=2, backoff=(0.25, 0.25))
+        writer = EventWriter(LOCAL, 1, SEG, config=cfg, connect=store.connect, rng=random.Random(0))
+        with pytest.raises(WriteFailed, match=r"gave up after 2 failed attempts: no reply within 2\.0 s") as info:
+            async with writer:
+                await writer.write([b"never acked"])
+        assert isinstance(info.value.__cause__, trio.TooSlowError)
+        assert writer.stats["connections"] == 2
+        await trio.testing.wait_all_tasks_blocked()
+        first, second = store.closed_at
+        assert first == 2.0  # the bound, exactly
+        assert 2.0 + 0.125 <= second - 2.0 <= 2.0 + 0.375  # a jittered backoff of 0.25 s, then the next bound
+        nursery.cancel_scope.cancel()
+
+
+async def test_writer_ack_timeout_bounds_each_wait_not_the_connection(autojump_clock: trio.abc.Clock) -> None:
+    """Acks slower than nothing but within ack_timeout, writes far apart: one connection, no timeout."""
+    async with trio.open_nursery() as nursery:
+        store = AckingStore(nursery, delay=1.5)
+        writer = EventWriter(LOCAL, 1, SEG, config=WriterConfig(ack_timeout=2.0), connect=store.connect)
+        async with writer:
+            for i in range(3):
+                await writer.write([b"event %d" % i])
+                await trio.sleep(10.0)  # idle far past every bound so far
+        assert writer.stats == {"connections": 1, "reconnects": 0, "acked": 3, "protocol_errors": 0}
+        assert store.acked == 3 and trio.current_time() == 3 * 11.5
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()

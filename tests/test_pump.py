@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.testing
 
-from refwire.drivers import EOF, RESET, STOPPED, WRITE_FAILED, WRITE_TIMEOUT, Pump, pump
+from refwire.drivers import EOF, READ_TIMEOUT, RESET, STOPPED, WRITE_FAILED, WRITE_TIMEOUT, Pump, pump
 from refwire.errors import LocalProtocolError, RemoteProtocolError
 from refwire.sansio import NEED_DATA, FrameMachine, closed_inside
 
@@ -394,6 +394,140 @@ async def test_run_until_raises_a_protocol_error_after_writing_the_reply() -> No
         await p.run_until(lambda: False)
     assert p.ended == "protocol-error"
     assert await a.receive_some() == b"reply-x\n"
+
+
+@pytest.mark.parametrize("closed_read", ["raises", "eof"])
+async def test_run_until_gives_the_connection_up_at_its_bound(autojump_clock: trio.abc.Clock, closed_read: str) -> None:
+    a, b = trio.testing.memory_stream_pair()
+    if closed_read == "eof":  # a stream whose read, closed under it, ends rather than raising
+        real = b.receive_some
+
+        async def eof_when_closed(max_bytes: int | None = None) -> bytes | bytearray:
+            try:
+                return await real(max_bytes)
+            except trio.ClosedResourceError:
+                return b""
+
+        b.receive_some = eof_when_closed  # type: ignore[method-assign]
+    m = Line()
+    seen: list[Any] = []
+
+    async def on_event(ev: Any) -> None:
+        seen.append(ev)
+
+    p = Pump(b, m, on_event)
+    m.send(b"ask", now=0.0)
+    with trio.fail_after(60):  # (virtual time: a bound that never fires fails here)
+        assert not await p.run_until(lambda: b"answer" in seen, give_up_at=5.0)
+    assert trio.current_time() == 5.0  # not a moment later, and not earlier
+    assert p.ended == READ_TIMEOUT and p.broken
+    assert seen == [("closed", True)]  # the machine was told connection_lost
+    assert await a.receive_some() == b"ask\n"
+    assert await a.receive_some() == b""  # the stream was closed
+    assert not await p.run_until(lambda: False, give_up_at=99.0)  # ended: returns at once
+    assert trio.current_time() == 5.0
+
+
+async def test_run_until_bounds_only_the_call_in_progress(autojump_clock: trio.abc.Clock) -> None:
+    """The watchdog follows each call's bound, earlier or later than the last one,
+    and an idle pump past an old bound is not given up."""
+    a, b = trio.testing.memory_stream_pair()
+    m = Line()
+    seen: list[Any] = []
+
+    async def on_event(ev: Any) -> None:
+        seen.append(ev)
+
+    async def answer(at: float, line: bytes) -> None:
+        await trio.sleep_until(at)
+        await a.send_all(line)
+
+    p = Pump(b, m, on_event)
+    with trio.fail_after(1000):  # (virtual time: a bound that never fires fails here)
+        await _bounded_calls(p, seen, answer)
+
+
+async def _bounded_calls(p: Pump, seen: list[Any], answer: Any) -> None:
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(answer, 1.0, b"one\n")
+        assert await p.run_until(lambda: len(seen) >= 1, give_up_at=100.0)  # the watchdog: asleep until 100
+        assert trio.current_time() == 1.0
+        await trio.sleep_until(50.0)
+        nursery.start_soon(answer, 120.0, b"two\n")
+        assert await p.run_until(lambda: len(seen) >= 2, give_up_at=150.0)  # it wakes at 100 mid-call, moves to 150
+        assert trio.current_time() == 120.0 and p.ended is None
+        await trio.sleep_until(300.0)  # idle past that bound: nothing happens
+        assert p.ended is None
+        nursery.start_soon(answer, 310.0, b"three\n")
+        assert await p.run_until(lambda: len(seen) >= 3, give_up_at=320.0)
+        assert trio.current_time() == 310.0 and p.ended is None
+        nursery.start_soon(answer, 400.0, b"late\n")
+        assert not await p.run_until(lambda: b"late" in seen, give_up_at=312.0)  # earlier than its wake-up at 320
+        assert trio.current_time() == 312.0 and p.ended == READ_TIMEOUT
+        assert seen == [b"one", b"two", b"three", ("closed", True)]
+        nursery.cancel_scope.cancel()
+
+
+async def test_run_until_bound_later_than_the_watchdogs_wake_up(autojump_clock: trio.abc.Clock) -> None:
+    """The watchdog, asleep until an old bound, wakes during a call with a later
+    one and gives up at the later one (not at its wake-up, and not never)."""
+    a, b = trio.testing.memory_stream_pair()
+    seen: list[Any] = []
+
+    async def on_event(ev: Any) -> None:
+        seen.append(ev)
+
+    p = Pump(b, Line(), on_event)
+    await a.send_all(b"one\n")
+    assert await p.run_until(lambda: bool(seen), give_up_at=100.0)
+    await trio.sleep_until(50.0)
+    with trio.fail_after(1000):  # (virtual time: a bound that never fires fails here)
+        assert not await p.run_until(lambda: b"two" in seen, give_up_at=150.0)
+    assert trio.current_time() == 150.0 and p.ended == READ_TIMEOUT
+
+
+async def test_one_watchdog_per_pump_even_before_it_first_runs(autojump_clock: trio.abc.Clock) -> None:
+    _a, b = trio.testing.memory_stream_pair()
+    p = Pump(b, Line(), _ignore)
+    assert await p.run_until(lambda: True, give_up_at=10.0)  # done at once: the watchdog has not run yet
+    assert await p.run_until(lambda: True, give_up_at=5.0)  # an earlier bound for the one starting
+    await trio.testing.wait_all_tasks_blocked()
+    names = [t.name for n in trio.lowlevel.current_root_task().child_nurseries for t in n.child_tasks]
+    assert sum("refwire pump watchdog" in name for name in names) == 1
+    with trio.fail_after(60):  # (virtual time)
+        assert not await p.run_until(lambda: False, give_up_at=5.0)
+    assert trio.current_time() == 5.0 and p.ended == READ_TIMEOUT
+
+
+async def test_run_until_bound_fails_a_write_the_peer_never_takes(autojump_clock: trio.abc.Clock) -> None:
+    a, b = trio.testing.lockstep_stream_pair()  # a write waits until the peer reads: it never does
+    m = Line()
+    p = Pump(b, m, _ignore)
+    m.send(b"stuck", now=0.0)
+    with trio.fail_after(60):  # (virtual time)
+        assert not await p.run_until(lambda: False, give_up_at=3.0)
+    assert trio.current_time() == 3.0
+    assert p.ended == READ_TIMEOUT and p.broken and m.failed_at == 3.0  # the machine was told send_failed
+    await a.aclose()
+
+
+async def test_stop_ends_the_watchdog(autojump_clock: trio.abc.Clock) -> None:
+    a, b = trio.testing.memory_stream_pair()
+    m = Line()
+    seen: list[Any] = []
+
+    async def on_event(ev: Any) -> None:
+        seen.append(ev)
+
+    p = Pump(b, m, on_event)
+    await a.send_all(b"x\n")
+    assert await p.run_until(lambda: bool(seen), give_up_at=1000.0)
+    await trio.testing.wait_all_tasks_blocked()
+    assert p._watching  # asleep until 1000
+    p.stop()
+    await trio.testing.wait_all_tasks_blocked()
+    assert not p._watching and trio.current_time() == 0.0  # ended at once, not at its wake-up
+    assert p.ended == STOPPED
 
 
 async def test_run_until_over_a_socket_writes_inline_and_falls_back_when_the_kernel_is_full() -> None:

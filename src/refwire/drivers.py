@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import ssl
@@ -341,6 +342,7 @@ RESET: Final = "reset"  # receive failed: the machine was told connection_lost
 WRITE_FAILED: Final = "write-failed"  # send_all failed: the machine was told send_failed
 WRITE_TIMEOUT: Final = "write-timeout"  # send_all took longer than write_timeout: send_failed
 STOPPED: Final = "stopped"  # Pump.stop() (the driver's decision)
+READ_TIMEOUT: Final = "read-timeout"  # Pump.run_until's give_up_at passed: the stream was closed
 PROTOCOL_ERROR: Final = "protocol-error"  # next_event raised; run() re-raises it
 
 _TRANSPORT_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
@@ -425,6 +427,11 @@ class Pump:
         self._nursery: trio.Nursery | None = None
         self._failure: BaseException | None = None
         self._broken = False
+        #: run_until's bound, while a bounded call runs; the watchdog's wake-up and scope
+        self._give_up_at: float | None = None
+        self._watch_armed = math.inf
+        self._watch_scope: trio.CancelScope | None = None
+        self._watching = False
 
     # -- for the driver and on_event ----------------------------------------
     @property
@@ -466,6 +473,8 @@ class Pump:
         self._stopping = True
         if self._rx_scope is not None:
             self._rx_scope.cancel()
+        if self._watch_scope is not None:
+            self._watch_scope.cancel()
 
     # -- running ---------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[Pump] = trio.TASK_STATUS_IGNORED) -> str:
@@ -486,7 +495,7 @@ class Pump:
         assert self.ended is not None
         return self.ended
 
-    async def run_until(self, done: Callable[[], object]) -> bool:
+    async def run_until(self, done: Callable[[], object], *, give_up_at: float | None = None) -> bool:
         """Drive the machine from the calling task, without the reader, timer and
         writer tasks of :meth:`run`: write what the machine owes, then read,
         deliver events through ``on_event`` and run due timers, until ``done()``
@@ -501,56 +510,111 @@ class Pump:
         :class:`~refwire.errors.RemoteProtocolError` from the machine is raised
         after what the machine queued for the peer has been written.  Never call
         it while :meth:`run` is running, nor from two tasks at once.
+
+        ``give_up_at`` (a trio clock time) bounds the call: if it passes before
+        ``done()``, the connection is given up -- the stream is closed, which
+        fails the read or write in progress, :attr:`ended` is
+        :data:`READ_TIMEOUT`, the machine is told ``connection_lost`` -- and the
+        call returns ``done()``.  The bound is kept by one watchdog task per
+        pump (a trio system task that sleeps until the earliest bound it was
+        given) rather than by a cancel scope per call: in a stop-and-wait round
+        trip a cancel scope costs about as much as the round trip's own Python
+        work.  The watchdog ends with :meth:`stop`.
         """
-        machine = self.machine
-        receive_some = self.stream.receive_some
-        while True:
-            await self._write_inline()
-            if done():
-                return True
-            if self.ended is not None:
-                return bool(done())
-            deadline = machine.next_deadline()
-            if deadline is None:
-                try:
-                    data: bytes | bytearray | None = await receive_some(self.receive_size)
-                except _TRANSPORT_ERRORS:
-                    data = None
-            else:
-                data = None
-                with trio.CancelScope(deadline=deadline):
+        if give_up_at is not None:
+            self._give_up_at = give_up_at
+            if give_up_at < self._watch_armed:
+                self._arm_watchdog(give_up_at)
+        try:
+            machine = self.machine
+            receive_some = self.stream.receive_some
+            next_event = machine.next_event
+            on_event = self.on_event
+            size = self.receive_size
+            while True:
+                self.kick()
+                if self._out and not self._broken:
+                    await self._write_inline()
+                if done():
+                    return True
+                if self.ended is not None:
+                    return bool(done())
+                deadline = machine.next_deadline()
+                timer_due = False
+                if deadline is None:
                     try:
-                        data = await receive_some(self.receive_size)
+                        data: bytes | bytearray | None = await receive_some(size)
                     except _TRANSPORT_ERRORS:
                         data = None
-                        deadline = None
-                if data is None and deadline is not None:  # the machine's deadline came first
+                else:
+                    data = None
+                    with trio.CancelScope(deadline=deadline):
+                        try:
+                            data = await receive_some(size)
+                        except _TRANSPORT_ERRORS:
+                            data = None
+                            deadline = None
+                    timer_due = data is None and deadline is not None  # the machine's deadline came first
+                if self.ended == READ_TIMEOUT:  # given up meanwhile: whatever the read gave, the connection is lost
+                    data = None
+                    timer_due = False
+                if timer_due:
                     machine.handle_timer(now=trio.current_time())
-                    await self._deliver_until_error()
-                    continue
-            if data is None:
-                self.ended = RESET
-                self._broken = True
-                machine.connection_lost(now=trio.current_time())
-            else:
-                machine.receive_data(data, now=trio.current_time())
-                if not data:
-                    self.ended = EOF
-            await self._deliver_until_error()
+                elif data is None:
+                    if self.ended is None:
+                        self.ended = RESET
+                    self._broken = True
+                    machine.connection_lost(now=trio.current_time())
+                else:
+                    machine.receive_data(data, now=trio.current_time())
+                    if not data:
+                        self.ended = EOF
+                # every queued event through on_event (one task: no other deliverer to
+                # wait for); a protocol error ends the pump after what the machine
+                # queued (an error reply) is written
+                try:
+                    while (event := next_event()) is not NEED_DATA:
+                        await on_event(event)
+                except RemoteProtocolError:
+                    self.ended = PROTOCOL_ERROR
+                    await self._write_inline()
+                    raise
+        finally:
+            self._give_up_at = None
 
-    async def _deliver_until_error(self) -> None:
-        """Every queued event through ``on_event``, for :meth:`run_until` (one
-        task: no other deliverer to wait for); a protocol error ends the pump
-        after what the machine queued (an error reply) is written."""
-        next_event = self.machine.next_event
-        on_event = self.on_event
+    def _arm_watchdog(self, at: float) -> None:
+        """Make the watchdog wake by ``at`` (starting it the first time)."""
+        self._watch_armed = at
+        scope = self._watch_scope
+        if scope is not None:
+            scope.deadline = at
+        elif not self._watching:
+            self._watching = True
+            trio.lowlevel.spawn_system_task(self._watchdog, name=f"refwire pump watchdog {id(self):x}")
+        # (else it is starting: it reads _watch_armed when it first sleeps)
+
+    async def _watchdog(self) -> None:
+        """Give the connection up once a :meth:`run_until` in progress is past its
+        ``give_up_at``; otherwise sleep until the next bound (never while no call
+        is bounded).  Ends with the pump (:meth:`stop`, or when it has ended)."""
         try:
-            while (event := next_event()) is not NEED_DATA:
-                await on_event(event)
-        except RemoteProtocolError:
-            self.ended = PROTOCOL_ERROR
-            await self._write_inline()
-            raise
+            while self.ended is None and not self._stopping:
+                with trio.CancelScope(deadline=self._watch_armed) as scope:
+                    self._watch_scope = scope
+                    await trio.sleep_forever()
+                self._watch_scope = None
+                at = self._give_up_at
+                if at is not None and trio.current_time() >= at and self.ended is None and not self._stopping:
+                    self.ended = READ_TIMEOUT
+                    await trio.aclose_forcefully(self.stream)  # fails the receive or send in progress
+                    return
+                self._watch_armed = math.inf if at is None else at
+        except Exception:  # (a system task must not raise: it would crash the whole run)
+            log.exception("refwire: pump watchdog failed")
+        finally:
+            self._watch_scope = None
+            self._watch_armed = math.inf
+            self._watching = False
 
     async def _write_inline(self) -> None:
         """Write what the machine owes from this task: over a socket, offer it to

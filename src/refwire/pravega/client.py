@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 import trio
 
-from ..drivers import WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream, permanent_error
+from ..drivers import READ_TIMEOUT, WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream, permanent_error
 from ..errors import LocalProtocolError, ProtocolError, RequestFailed, WriteFailed
 from ..wire import Limits
 from .connection import ClientConnection, State
@@ -165,19 +165,24 @@ class PravegaConnection:
         self._inboxes[request_id] = box
         return box
 
-    async def next_reply(self, inbox: deque[Command]) -> Command:
+    async def next_reply(self, inbox: deque[Command], *, timeout: float | None = None) -> Command:
         """Foreground mode: the next reply in ``inbox`` (from :meth:`inbox`),
         reading for it in this task; ``trio.EndOfChannel`` once the connection
-        has ended without one."""
+        has ended without one.  Past ``timeout`` seconds without it the
+        connection is given up (``Pump.run_until``'s ``give_up_at``: the stream
+        is closed) and ``trio.TooSlowError`` is raised."""
         if not inbox:
-            await self._run_until(inbox.__len__)
+            give_up_at = None if timeout is None else trio.current_time() + timeout
+            await self._run_until(inbox.__len__, give_up_at)
             if not inbox:
+                if self.pump.ended == READ_TIMEOUT:
+                    raise trio.TooSlowError(f"no reply within {timeout} s; connection given up")
                 raise trio.EndOfChannel
         return inbox.popleft()
 
-    async def _run_until(self, done: Callable[[], object]) -> None:
+    async def _run_until(self, done: Callable[[], object], give_up_at: float | None = None) -> None:
         try:
-            await self.pump.run_until(done)
+            await self.pump.run_until(done, give_up_at=give_up_at)
         except BaseException as exc:
             if isinstance(exc, Exception):
                 self.error = exc
@@ -187,7 +192,9 @@ class PravegaConnection:
             self._end()
 
     def _end(self) -> None:
-        """The connection is over: every reply channel ends."""
+        """The connection is over: every reply channel ends (and the pump, with its
+        watchdog in the foreground mode)."""
+        self.pump.stop()
         self.closed.set()
         for ch in [*self._waiters.values(), *self._subscribers.values()]:
             ch.close()
@@ -461,16 +468,13 @@ class EventWriter:
         acks = link.acks
         if acks:  # already read
             return acks.popleft()
-        # (a scope of its own rather than trio.fail_after: this runs once per ack)
-        with trio.CancelScope(deadline=trio.current_time() + self.config.ack_timeout) as scope:
-            try:
-                return await link.conn.next_reply(acks)
-            except trio.EndOfChannel:
-                if isinstance(link.conn.error, ProtocolError):
-                    raise link.conn.error from None
-                raise trio.BrokenResourceError("connection closed") from link.conn.error
-        assert scope.cancelled_caught
-        raise trio.TooSlowError
+        # (the connection's watchdog keeps the ack timeout: no cancel scope per ack)
+        try:
+            return await link.conn.next_reply(acks, timeout=self.config.ack_timeout)
+        except trio.EndOfChannel:
+            if isinstance(link.conn.error, ProtocolError):
+                raise link.conn.error from None
+            raise trio.BrokenResourceError("connection closed") from link.conn.error
 
     async def _drain(self, link: _Link) -> None:
         """Send what is unsent; wait until every pending event is acked."""
