@@ -14,9 +14,14 @@ side by side in one run, so the load of the machine hits both alike.  See benchm
    one event in flight (its default) and with up to 1000 in flight; and the
    floor of stop-and-wait in trio: one task sending appends encoded before
    the clock and reading each DataAppended (no session, no pump).
-2. Decode: the bytes of an append stream (Rust style and Java style with
+2. Stop-and-wait, client side (``--only stopwait``): one process, one store,
+   five rows from the floor up to ``EventWriter.write``, one layer added per
+   row (:data:`STOPWAIT_ROWS`), wall and client CPU per event.
+3. Decode: the bytes of an append stream (Rust style and Java style with
    PartialEvents) through refwire's CommandDecoder and ServerConnection, against
-   a bare ``struct.unpack_from`` loop that walks the same frames.
+   a bare ``struct.unpack_from`` loop that walks the same frames; and, Rust
+   style, the decoder's runs with one Append built per AppendBlockEnd and
+   nothing checked (the floor of a machine that gives one event per append).
 
 Every run happens in a fresh process; runs are taken round-robin so drift on
 the machine lands on all rows alike.  A run that does not store every event
@@ -521,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
             floor = appends[ROWS[-1][0]]
             print(f"  stop-and-wait, bare trio floor / real client: ×{med(floor) / med(peer1):.2f}")
     if stopwait:
-        print(f"3. Stop-and-wait, client side: one layer added per row ({n} events, one per round trip; median of {reps} interleaved runs)")
+        print(f"2. Stop-and-wait, client side: one layer added per row ({n} events, one per round trip; median of {reps} interleaved runs)")
         prev = None
         for name, label in STOPWAIT_ROWS:
             wall = med(stopwait[name]["wall"])
@@ -537,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     if "decode" not in only:
         return 0
-    print(f"2. Decode of an append stream ({n * 4} events of 100 bytes; MB/s, median of {reps} runs, each the best of {passes} interleaved passes)")
+    print(f"3. Decode of an append stream ({n * 4} events of 100 bytes; MB/s, median of {reps} runs, each the best of {passes} interleaved passes)")
     for style in ("rust", "java"):
         runs = decode_runs[style]
         bare = med([r["bare"] for r in runs])
