@@ -556,6 +556,11 @@ async def test_run_until_over_a_socket_writes_inline_and_falls_back_when_the_ker
                 assert await p.run_until(lambda: True)
                 assert await server.receive_some() == b"small\n"
                 assert sent_all == []  # the kernel took it all inline
+                m.send(b"kicked", now=0.0)
+                p.kick()  # queued on the pump before the call: written inline all the same
+                assert await p.run_until(lambda: True)
+                assert await server.receive_some() == b"kicked\n"
+                assert sent_all == [] and p.unwritten == 0
                 big = b"x" * (8 * 1024 * 1024)  # more than the kernel takes at once: the rest goes by send_all
                 m.send(big, now=0.0)
 

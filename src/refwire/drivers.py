@@ -527,14 +527,36 @@ class Pump:
                 self._arm_watchdog(give_up_at)
         try:
             machine = self.machine
-            receive_some = self.stream.receive_some
+            stream = self.stream
+            receive_some = stream.receive_some
             next_event = machine.next_event
             on_event = self.on_event
             size = self.receive_size
+            sock = stream.socket if _INLINE_WRITES and type(stream) is trio.SocketStream else None
+            out = self._out
             while True:
-                self.kick()
-                if self._out and not self._broken:
-                    await self._write_inline()
+                # what the machine owes (and what kick() queued): over a socket offered to the
+                # kernel first, without yielding (no writer task to wake, no timer to move:
+                # run() is not running)
+                owed = machine.data_to_send()
+                if owed:
+                    out.append(owed)
+                    self.unwritten += len(owed)
+                if out and not self._broken:
+                    if sock is not None and len(out) == 1:
+                        head = out[0]
+                        try:
+                            sent = os.write(sock.fileno(), head)
+                        except OSError:
+                            sent = 0  # would block, or failed: send_all says which
+                        if sent:
+                            self.unwritten -= sent
+                            if sent == len(head):
+                                out.clear()
+                            else:
+                                out[0] = head[sent:]
+                    if out:
+                        await self._write_out()
                 if done():
                     return True
                 if self.ended is not None:
@@ -577,7 +599,8 @@ class Pump:
                         await on_event(event)
                 except RemoteProtocolError:
                     self.ended = PROTOCOL_ERROR
-                    await self._write_inline()
+                    self.kick()
+                    await self._write_out()
                     raise
         finally:
             self._give_up_at = None
@@ -615,29 +638,6 @@ class Pump:
             self._watch_scope = None
             self._watch_armed = math.inf
             self._watching = False
-
-    async def _write_inline(self) -> None:
-        """Write what the machine owes from this task: over a socket, offer it to
-        the kernel first without yielding; what the kernel does not take (or any
-        other stream) goes through :meth:`_write_out`."""
-        self.kick()
-        if not self._out or self._broken:
-            return
-        stream = self.stream
-        if _INLINE_WRITES and type(stream) is trio.SocketStream and len(self._out) == 1:
-            data = self._out[0]
-            try:
-                sent = os.write(stream.socket.fileno(), data)
-            except OSError:
-                sent = 0  # would block, or failed: send_all says which
-            if sent:
-                self.unwritten -= sent
-                if sent == len(data):
-                    self._out.clear()
-                    self._wake_reader()
-                    return
-                self._out[0] = data[sent:]
-        await self._write_out()
 
     async def _guarded(self, job: Callable[[], Awaitable[None]]) -> None:
         try:

@@ -109,16 +109,20 @@ class PravegaConnection:
     async def send(self, cmd: Command | AppendBytes) -> None:
         """Queue ``cmd`` on the machine and write it from this task (in the
         foreground mode of :meth:`start`, the next :meth:`next_reply` writes it)."""
+        self.queue(cmd)
+        if self._foreground:
+            return  # the next reply's Pump.run_until writes it
+        await self.pump.flush()
+        if self.pump.ended in (WRITE_FAILED, WRITE_TIMEOUT):
+            raise trio.BrokenResourceError(f"connection broken ({self.pump.ended})")
+
+    def queue(self, cmd: Command | AppendBytes) -> None:
+        """Queue ``cmd`` on the machine without writing it: the foreground mode's
+        next :meth:`next_reply` writes it (:meth:`send` in either mode)."""
         if self.closed.is_set() or self.machine.state is not State.OPEN:
             name = "appends" if isinstance(cmd, AppendBytes) else cmd.NAME
             raise trio.ClosedResourceError(f"connection closed; cannot send {name}") from self.error
         self.machine.send(cmd, now=trio.current_time())
-        if self._foreground:
-            self.pump.kick()
-            return
-        await self.pump.flush()
-        if self.pump.ended in (WRITE_FAILED, WRITE_TIMEOUT):
-            raise trio.BrokenResourceError(f"connection broken ({self.pump.ended})")
 
     @property
     def ready(self) -> bool:
@@ -477,16 +481,22 @@ class EventWriter:
             raise trio.BrokenResourceError("connection closed") from link.conn.error
 
     async def _drain(self, link: _Link) -> None:
-        """Send what is unsent; wait until every pending event is acked."""
+        """Send what is unsent; wait until every pending event is acked.  (The
+        link's connection runs in the foreground: what is queued here is written
+        by the next :meth:`_next_reply`, in the same pass as its read.)"""
         session = self.session
-        await link.conn.send_appends(session.take())
-        while session.pending:
+        conn = link.conn
+        while True:
+            data = session.take()
+            if data:
+                conn.queue(AppendBytes(data))
+            if not session.pending:
+                return
             reply = await self._next_reply(link)
             if isinstance(reply, DataAppended):
                 self.stats["acked"] += len(session.on_data_appended(reply))
             else:  # ConditionalCheckFailed, SegmentIsSealed, NoSuchSegment, WrongHost...: the server dropped our state
                 raise RequestFailed(reply)
-            await link.conn.send_appends(session.take())
 
 
 def parse_events(data: bytes, *, base: int = 0, max_event_size: int = MAX_EVENT_SIZE) -> tuple[list[tuple[int, bytes]], int]:
