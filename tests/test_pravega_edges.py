@@ -11,6 +11,8 @@ import uuid
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError
 from refwire.pravega import frames as pf
@@ -323,6 +325,49 @@ def test_writer_rust_batches_at_the_line() -> None:
     dec = CommandDecoder()
     dec.feed(s.take())
     assert [c.num_events for c in dec.commands()] == [1]  # type: ignore[attr-defined]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rounds=st.lists(st.lists(st.integers(0, 60), max_size=12), min_size=1, max_size=4),
+    max_events=st.integers(1, 6),
+    max_bytes=st.integers(0, 200),
+)
+def test_writer_rust_batches_are_greedy_within_both_bounds(rounds: list[list[int]], max_events: int, max_bytes: int) -> None:
+    """Each take() sends only the events not yet sent, in order, as AppendBlockEnds
+    that each hold 1..max_events events, more than one only while they fit in
+    max_bytes, and as many as the bounds allow (the next event did not fit)."""
+    s = _ready(WriterSession(SEG, WID, max_batch_events=max_events, max_batch_bytes=max_bytes))
+    sent: list[int] = []
+    for sizes in rounds:
+        first = s.next_number
+        for n in sizes:
+            s.add(b"e" * n)
+        data = s.take()
+        dec = CommandDecoder()
+        dec.feed(data)
+        blocks = list(dec.commands())
+        assert bool(blocks) == bool(sizes) and (data == b"") == (not sizes)
+        frames = [8 + n for n in sizes]
+        i = 0
+        for b in blocks:
+            assert isinstance(b, pf.AppendBlockEnd)
+            k = b.num_events
+            assert 1 <= k <= max_events and b.data == b"".join(pf.encode_event(b"e" * n) for n in sizes[i : i + k])
+            assert k == 1 or sum(frames[i : i + k]) <= max_bytes
+            if i + k < len(sizes):  # greedy: the next event was left out for a bound
+                assert k == max_events or sum(frames[i : i + k + 1]) > max_bytes
+            sent += range(first + i, first + i + k)
+            assert b.last_event_number == first + i + k - 1
+            i += k
+        assert i == len(sizes)
+    assert sent == list(range(1, s.next_number)) and s.take() == b""
+
+
+def test_writer_batch_bounds_are_checked() -> None:
+    assert WriterSession(SEG, WID, max_batch_events=1).max_batch_events == 1
+    with pytest.raises(ValueError, match="max_batch_events must be at least 1, not 0"):
+        WriterSession(SEG, WID, max_batch_events=0)
 
 
 @pytest.mark.parametrize("sizes", [[1], [0], [5, 1, 30], [MAX_BLOCK - 8]])

@@ -17,6 +17,7 @@ Two encodings of the same appends, both accepted by real Pravega:
 
 from __future__ import annotations
 
+import itertools
 import struct
 import uuid
 from collections import deque
@@ -59,6 +60,14 @@ class PendingEvent:
     frame: bytes  #: the Event frame: header + payload
 
 
+_new: Final = object.__new__
+#: PendingEvent's slots, filled directly by WriterSession.add (a frozen attrs
+#: __init__ sets each field through object.__setattr__: 0.7 us an event
+#: against 0.3 us, the larger part of a batched write's own work)
+_SET_NUMBER: Final = PendingEvent.__dict__["number"].__set__
+_SET_FRAME: Final = PendingEvent.__dict__["frame"].__set__
+
+
 class WriterSession:
     """Appends of one writer to one segment.
 
@@ -86,6 +95,8 @@ class WriterSession:
         self.writer_id = writer_id
         self.style = style
         self.token = token
+        if max_batch_events < 1:
+            raise ValueError(f"max_batch_events must be at least 1, not {max_batch_events}")
         self.max_batch_bytes = max_batch_bytes
         self.max_batch_events = max_batch_events
         self.next_number = 1
@@ -106,8 +117,11 @@ class WriterSession:
                 f"event of {len(payload)} bytes is larger than {MAX_EVENT_SIZE}", protocol=PROTOCOL, frame="Event", field="data"
             )
         n = self.next_number
-        self.next_number += 1
-        self.pending.append(PendingEvent(n, encode_event(payload)))
+        self.next_number = n + 1
+        event = _new(PendingEvent)
+        _SET_NUMBER(event, n)
+        _SET_FRAME(event, encode_event(payload))
+        self.pending.append(event)
         return n
 
     @property
@@ -145,10 +159,11 @@ class WriterSession:
         self._unsent = 0
 
     def _ack_up_to(self, number: int) -> list[int]:
+        pending = self.pending
         done = []
-        while self.pending and self.pending[0].number <= number:
-            done.append(self.pending.popleft().number)
-            self._unsent = max(0, self._unsent - 1)
+        while pending and pending[0].number <= number:
+            done.append(pending.popleft().number)
+        self._unsent = max(0, self._unsent - len(done))
         return done
 
     def on_data_appended(self, cmd: DataAppended) -> list[int]:
@@ -170,23 +185,27 @@ class WriterSession:
         """Bytes for every event not yet sent on this connection (empty until ready)."""
         if not self.ready:
             return b""
-        out = bytearray()
-        events = list(self.pending)[self._unsent :]
-        i = 0
-        while i < len(events):
-            batch: list[PendingEvent] = []
-            size = 0
-            while (
-                i < len(events)
-                and len(batch) < self.max_batch_events
-                and (not batch or size + len(events[i].frame) <= self.max_batch_bytes)
-            ):
-                batch.append(events[i])
-                size += len(events[i].frame)
-                i += 1
-            out += self._encode_rust(batch) if self.style == "rust" else self._encode_java(batch)
-        self._unsent = len(self.pending)
-        return bytes(out)
+        pending = self.pending
+        total = len(pending)
+        if self._unsent >= total:
+            return b""
+        events = list(itertools.islice(pending, self._unsent, None))
+        encode = self._encode_rust if self.style == "rust" else self._encode_java
+        max_events, max_bytes = self.max_batch_events, self.max_batch_bytes
+        out = []
+        i, n = 0, len(events)
+        while i < n:
+            # a batch: up to max_events events, and past the first only while they fit in max_bytes
+            j = i + 1
+            size = len(events[i].frame)
+            stop = min(n, i + max_events)
+            while j < stop and size + (f := len(events[j].frame)) <= max_bytes:
+                size += f
+                j += 1
+            out.append(encode(events[i:j]))
+            i = j
+        self._unsent = total
+        return out[0] if len(out) == 1 else b"".join(out)
 
     def _encode_rust(self, batch: list[PendingEvent]) -> bytes:
         data = batch[0].frame if len(batch) == 1 else b"".join(e.frame for e in batch)
