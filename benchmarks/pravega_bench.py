@@ -525,6 +525,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  stop-and-wait, refwire writer / real client: ×{base / med(peer1):.2f}")
             floor = appends[ROWS[-1][0]]
             print(f"  stop-and-wait, bare trio floor / real client: ×{med(floor) / med(peer1):.2f}")
+        peer_many = appends[ROWS[4][0]]
+        if peer_many:
+            rust, java = med(appends[ROWS[2][0]]), med(appends[ROWS[3][0]])
+            print(
+                f"  pipelined, refwire writer / real client with 1000 in flight: ×{rust / med(peer_many):.2f} "
+                f"(Rust-style blocks), ×{java / med(peer_many):.2f} (Java-style blocks)"
+            )
     if stopwait:
         print(f"2. Stop-and-wait, client side: one layer added per row ({n} events, one per round trip; median of {reps} interleaved runs)")
         prev = None
