@@ -424,8 +424,10 @@ async def test_run_until_gives_the_connection_up_at_its_bound(autojump_clock: tr
     assert seen == [("closed", True)]  # the machine was told connection_lost
     assert await a.receive_some() == b"ask\n"
     assert await a.receive_some() == b""  # the stream was closed
+    await trio.testing.wait_all_tasks_blocked()
+    assert not p._watching  # the watchdog ended with the connection
     assert not await p.run_until(lambda: False, give_up_at=99.0)  # ended: returns at once
-    assert trio.current_time() == 5.0
+    assert trio.current_time() == 5.0 and not p._watching  # and starts no watchdog
 
 
 async def test_run_until_bounds_only_the_call_in_progress(autojump_clock: trio.abc.Clock) -> None:

@@ -521,7 +521,7 @@ class Pump:
         trip a cancel scope costs about as much as the round trip's own Python
         work.  The watchdog ends with :meth:`stop`.
         """
-        if give_up_at is not None:
+        if give_up_at is not None and self.ended is None:
             self._give_up_at = give_up_at
             if give_up_at < self._watch_armed:
                 self._arm_watchdog(give_up_at)
