@@ -584,8 +584,9 @@ async def test_writer_gives_a_connection_up_at_its_ack_timeout(autojump_clock: t
         cfg = WriterConfig(ack_timeout=2.0, max_attempts=2, backoff=(0.25, 0.25))
         writer = EventWriter(LOCAL, 1, SEG, config=cfg, connect=store.connect, rng=random.Random(0))
         with pytest.raises(WriteFailed, match=r"gave up after 2 failed attempts: no reply within 2\.0 s") as info:
-            async with writer:
-                await writer.write([b"never acked"])
+            with trio.fail_after(100):  # (virtual time: a timeout that never fires fails here)
+                async with writer:
+                    await writer.write([b"never acked"])
         assert isinstance(info.value.__cause__, trio.TooSlowError)
         assert writer.stats["connections"] == 2
         await trio.testing.wait_all_tasks_blocked()
@@ -600,10 +601,11 @@ async def test_writer_ack_timeout_bounds_each_wait_not_the_connection(autojump_c
     async with trio.open_nursery() as nursery:
         store = AckingStore(nursery, delay=1.5)
         writer = EventWriter(LOCAL, 1, SEG, config=WriterConfig(ack_timeout=2.0), connect=store.connect)
-        async with writer:
-            for i in range(3):
-                await writer.write([b"event %d" % i])
-                await trio.sleep(10.0)  # idle far past every bound so far
+        with trio.fail_after(100):  # (virtual time)
+            async with writer:
+                for i in range(3):
+                    await writer.write([b"event %d" % i])
+                    await trio.sleep(10.0)  # idle far past every bound so far
         assert writer.stats == {"connections": 1, "reconnects": 0, "acked": 3, "protocol_errors": 0}
         assert store.acked == 3 and trio.current_time() == 3 * 11.5
         await trio.testing.wait_all_tasks_blocked()
