@@ -61,10 +61,11 @@ def _env() -> dict[str, str]:
 # --------------------------------------------------------------------------- workers (run in child processes)
 
 
-def worker_trio_floor(store: str, n: int) -> dict[str, Any]:
+async def floor_round_trips(host: str, port: int, seg: str, payloads: list[bytes]) -> tuple[float, float, int]:
     """The floor of stop-and-wait in trio: one task sends each event's
     AppendBlockEnd, encoded before the clock, and reads until the store's
-    DataAppended; no writer session, no pump, no second task."""
+    DataAppended; no writer session, no pump, no second task.  Returns the
+    wall and CPU seconds of the round trips and the events acked."""
     import uuid
 
     import trio
@@ -73,46 +74,49 @@ def worker_trio_floor(store: str, n: int) -> dict[str, Any]:
     from refwire.pravega.frames import NULL_VALUE, AppendSetup, CommandDecoder, DataAppended, Hello, SetupAppend
     from refwire.pravega.writer import WriterSession
 
-    host, port = store.rsplit(":", 1)
-    seg = "bench/floor/0.#epoch.0"
     wid = uuid.uuid4()
-
-    async def main() -> float:
-        await create_segment(host, int(port), seg)
-        session = WriterSession(seg, wid, style="rust", max_batch_events=1)
-        for i in range(n):
-            session.add((b"%08d" % i) + b"x" * 92)
-        session.setup(1)
-        session.on_append_setup(AppendSetup(request_id=1, segment=seg, writer_id=wid, last_event_number=NULL_VALUE))
-        inner = CommandDecoder(allow_inner=True)
-        inner.feed(session.take())
-        appends = [c.encode() for c in inner.commands()]
-        if len(appends) != n:
-            raise BenchError(f"floor: {len(appends)} appends for {n} events")
-        stream = await trio.open_tcp_stream(host, int(port))
-        async with stream:
-            await stream.send_all(Hello().encode() + SetupAppend(request_id=1, writer_id=wid, segment=seg).encode())
-            dec = CommandDecoder()
-            replies = 0
-            while replies < 2:  # Hello, AppendSetup
+    await create_segment(host, port, seg)
+    session = WriterSession(seg, wid, style="rust", max_batch_events=1)
+    for p in payloads:
+        session.add(p)
+    session.setup(1)
+    session.on_append_setup(AppendSetup(request_id=1, segment=seg, writer_id=wid, last_event_number=NULL_VALUE))
+    inner = CommandDecoder(allow_inner=True)
+    inner.feed(session.take())
+    appends = [c.encode() for c in inner.commands()]
+    if len(appends) != len(payloads):
+        raise BenchError(f"floor: {len(appends)} appends for {len(payloads)} events")
+    stream = await trio.open_tcp_stream(host, port)
+    async with stream:
+        await stream.send_all(Hello().encode() + SetupAppend(request_id=1, writer_id=wid, segment=seg).encode())
+        dec = CommandDecoder()
+        replies = 0
+        while replies < 2:  # Hello, AppendSetup
+            dec.feed(await stream.receive_some(65536))
+            replies += len(list(dec.commands()))
+        acked = 0
+        t0, c0 = time.perf_counter(), time.process_time()
+        for frame in appends:
+            await stream.send_all(frame)
+            while True:
                 dec.feed(await stream.receive_some(65536))
-                replies += len(list(dec.commands()))
-            acked = 0
-            t0 = time.perf_counter()
-            for frame in appends:
-                await stream.send_all(frame)
-                while True:
-                    dec.feed(await stream.receive_some(65536))
-                    got = [c for c in dec.commands() if isinstance(c, DataAppended)]
-                    if got:
-                        acked += len(got)
-                        break
-            seconds = time.perf_counter() - t0
-        if acked != n:
-            raise BenchError(f"floor: {acked} of {n} events acked")
-        return seconds
+                got = [c for c in dec.commands() if isinstance(c, DataAppended)]
+                if got:
+                    acked += len(got)
+                    break
+        return time.perf_counter() - t0, time.process_time() - c0, acked
 
-    return {"events": n, "seconds": trio.run(main)}
+
+def worker_trio_floor(store: str, n: int) -> dict[str, Any]:
+    """The appends block's floor row (:func:`floor_round_trips`)."""
+    import trio
+
+    host, port = store.rsplit(":", 1)
+    payloads = [(b"%08d" % i) + b"x" * 92 for i in range(n)]
+    seconds, _cpu, acked = trio.run(floor_round_trips, host, int(port), "bench/floor/0.#epoch.0", payloads)
+    if acked != n:
+        raise BenchError(f"floor: {acked} of {n} events acked")
+    return {"events": n, "seconds": seconds}
 
 
 def worker_refwire_writer(store: str, n: int, mode: str) -> dict[str, Any]:
@@ -159,14 +163,11 @@ def worker_stopwait(store: str, n: int, reps: int) -> dict[str, Any]:
     trip through the same store, from the bare loop up to ``EventWriter.write``,
     one layer added per row (:data:`STOPWAIT_ROWS`); rows interleaved, ``reps``
     times each.  Wall and client CPU per event, in microseconds."""
-    import uuid
 
     import trio
 
     from refwire.pravega.client import EventWriter, WriterConfig, create_segment
     from refwire.pravega.events import AppendBytes
-    from refwire.pravega.frames import NULL_VALUE, AppendSetup, CommandDecoder, DataAppended, Hello, SetupAppend
-    from refwire.pravega.writer import WriterSession
     from refwire.sansio import NEED_DATA
 
     host, port = store.rsplit(":", 1)
@@ -179,30 +180,10 @@ def worker_stopwait(store: str, n: int, reps: int) -> dict[str, Any]:
         return seg
 
     async def floor() -> tuple[float, float]:
-        seg = await new_segment()
-        wid = uuid.uuid4()
-        session = WriterSession(seg, wid, style="rust", max_batch_events=1)
-        for p in payloads:
-            session.add(p)
-        session.setup(1)
-        session.on_append_setup(AppendSetup(request_id=1, segment=seg, writer_id=wid, last_event_number=NULL_VALUE))
-        inner = CommandDecoder(allow_inner=True)
-        inner.feed(session.take())
-        appends = [c.encode() for c in inner.commands()]
-        stream = await trio.open_tcp_stream(host, int(port))
-        async with stream:
-            await stream.send_all(Hello().encode() + SetupAppend(request_id=1, writer_id=wid, segment=seg).encode())
-            dec = CommandDecoder()
-            replies = 0
-            while replies < 2:  # Hello, AppendSetup
-                dec.feed(await stream.receive_some(65536))
-                replies += len(list(dec.commands()))
-            t0, c0 = time.perf_counter(), time.process_time()
-            for frame in appends:
-                await stream.send_all(frame)
-                while not [c for c in dec.commands() if isinstance(c, DataAppended)]:
-                    dec.feed(await stream.receive_some(65536))
-            return time.perf_counter() - t0, time.process_time() - c0
+        wall, cpu, acked = await floor_round_trips(host, int(port), f"bench/stopwait{next(counter)}/0.#epoch.0", payloads)
+        if acked != n:
+            raise BenchError(f"floor: {acked} of {n} events acked")
+        return wall, cpu
 
     async def layered(row: str) -> tuple[float, float]:
         w = EventWriter(host, int(port), await new_segment(), config=WriterConfig(style="rust"))

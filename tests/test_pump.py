@@ -396,6 +396,16 @@ async def test_run_until_raises_a_protocol_error_after_writing_the_reply() -> No
     assert await a.receive_some() == b"reply-x\n"
 
 
+def _collector() -> tuple[list[Any], Any]:
+    """A list and an ``on_event`` that appends every event to it."""
+    seen: list[Any] = []
+
+    async def on_event(ev: Any) -> None:
+        seen.append(ev)
+
+    return seen, on_event
+
+
 @pytest.mark.parametrize("closed_read", ["raises", "eof"])
 async def test_run_until_gives_the_connection_up_at_its_bound(autojump_clock: trio.abc.Clock, closed_read: str) -> None:
     a, b = trio.testing.memory_stream_pair()
@@ -410,10 +420,7 @@ async def test_run_until_gives_the_connection_up_at_its_bound(autojump_clock: tr
 
         b.receive_some = eof_when_closed  # type: ignore[method-assign]
     m = Line()
-    seen: list[Any] = []
-
-    async def on_event(ev: Any) -> None:
-        seen.append(ev)
+    seen, on_event = _collector()
 
     p = Pump(b, m, on_event)
     m.send(b"ask", now=0.0)
@@ -435,10 +442,7 @@ async def test_run_until_bounds_only_the_call_in_progress(autojump_clock: trio.a
     and an idle pump past an old bound is not given up."""
     a, b = trio.testing.memory_stream_pair()
     m = Line()
-    seen: list[Any] = []
-
-    async def on_event(ev: Any) -> None:
-        seen.append(ev)
+    seen, on_event = _collector()
 
     async def answer(at: float, line: bytes) -> None:
         await trio.sleep_until(at)
@@ -474,10 +478,7 @@ async def test_run_until_bound_later_than_the_watchdogs_wake_up(autojump_clock: 
     """The watchdog, asleep until an old bound, wakes during a call with a later
     one and gives up at the later one (not at its wake-up, and not never)."""
     a, b = trio.testing.memory_stream_pair()
-    seen: list[Any] = []
-
-    async def on_event(ev: Any) -> None:
-        seen.append(ev)
+    seen, on_event = _collector()
 
     p = Pump(b, Line(), on_event)
     await a.send_all(b"one\n")
@@ -516,10 +517,7 @@ async def test_run_until_bound_fails_a_write_the_peer_never_takes(autojump_clock
 async def test_stop_ends_the_watchdog(autojump_clock: trio.abc.Clock) -> None:
     a, b = trio.testing.memory_stream_pair()
     m = Line()
-    seen: list[Any] = []
-
-    async def on_event(ev: Any) -> None:
-        seen.append(ev)
+    seen, on_event = _collector()
 
     p = Pump(b, m, on_event)
     await a.send_all(b"x\n")
