@@ -48,7 +48,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOLS = ("lumberjack", "pravega", "pravega-draft-2017", "tank", "seastar-rpc")
 #: ``refwire.<name>`` -> the folder of a checkout it lives in (as pyproject's package-dir maps them).
-PACKAGES = {"refwire": "src/refwire", "refwire.sim": "sim", "refwire._specs": "specs"}
+#: A checkout older than the move of the simulator into ``src/refwire/sim`` keeps it at ``sim/``.
+PACKAGES = {"refwire": "src/refwire", "refwire.sim": "src/refwire/sim", "refwire._specs": "specs"}
+OLD_SIM = "sim"
 TAIL = 5
 
 
@@ -61,6 +63,8 @@ def _import_from(root: Path) -> None:
 
     for name, rel in PACKAGES.items():
         folder = root / rel
+        if name == "refwire.sim" and not folder.is_dir():
+            folder = root / OLD_SIM
         spec = importlib.util.spec_from_file_location(name, folder / "__init__.py", submodule_search_locations=[str(folder)])
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
@@ -186,11 +190,11 @@ def git_rev(root: Path) -> str:
             ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--", "src", "sim"], capture_output=True, text=True, check=True
+            ["git", "-C", str(root), "status", "--porcelain", "--", "src"], capture_output=True, text=True, check=True
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "?"
-    return rev + (" (+ uncommitted changes in src/ or sim/)" if dirty else "")
+    return rev + (" (+ uncommitted changes in src/)" if dirty else "")
 
 
 def cell(values: list[float]) -> str:
@@ -218,8 +222,8 @@ def main() -> int:
     if unknown:
         p.error(f"unknown protocols: {', '.join(unknown)}")
     n = 3 if a.quick else a.seeds
-    if a.baseline and not (a.baseline / "sim" / "runner.py").is_file():
-        p.error(f"--baseline {a.baseline} is not a refwire checkout (no sim/runner.py)")
+    if a.baseline and not any((a.baseline / d / "runner.py").is_file() for d in (PACKAGES["refwire.sim"], OLD_SIM)):
+        p.error(f"--baseline {a.baseline} is not a refwire checkout (no src/refwire/sim/runner.py)")
     trees = [("this", ROOT)] + ([("baseline", a.baseline.resolve())] if a.baseline else [])
     load = os.getloadavg()
     print(

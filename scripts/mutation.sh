@@ -62,13 +62,13 @@ if [ -n "${RESUME:-}" ] && [ -d "$WORK/mutants" ]; then
 else
     rm -rf "$WORK"
     mkdir -p "$WORK"
-    cp -r pyproject.toml src sim specs tests "$WORK"/
+    cp -r pyproject.toml src specs tests "$WORK"/
     rm -rf "$WORK"/tests/.hypothesis
     {
         echo
         echo "[tool.mutmut]"
         echo 'source_paths = ["src"]'
-        echo 'also_copy = ["specs", "sim"]'
+        echo 'also_copy = ["specs"]'
         echo "only_mutate = [\"$MODULE\"]"
         printf 'pytest_add_cli_args_test_selection = ['; printf '"%s", ' "${TESTS[@]}"; echo ']'
         echo 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]'

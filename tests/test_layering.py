@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "refwire"
-SIM = Path(__file__).resolve().parent.parent / "sim"
+SIM = SRC / "sim"
 
 #: Module names that are a protocol's Sans-IO core wherever they appear.
 CORE_NAMES = {
@@ -114,7 +114,7 @@ def test_the_simulator_imports_no_pipeline() -> None:
     for p in sorted(SIM.rglob("*.py")):
         for line, mod in _imports(p):
             if mod.startswith("refwire.pipeline") or mod.split(".")[0] in {"pyspark", "pyarrow", "pandas"}:
-                bad.append(f"sim/{p.relative_to(SIM)}:{line} imports {mod}")
+                bad.append(f"src/refwire/sim/{p.relative_to(SIM)}:{line} imports {mod}")
     assert not bad, "\n".join(bad)
 
 

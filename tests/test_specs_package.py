@@ -51,7 +51,7 @@ def test_the_wheel_carries_the_specs(tmp_path: Path) -> None:
     clean.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, clean / name)
-    for name in ("src", "sim", "specs"):
+    for name in ("src", "specs"):
         shutil.copytree(REPO / name, clean / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(clean)],
@@ -65,10 +65,6 @@ def test_the_wheel_carries_the_specs(tmp_path: Path) -> None:
     packages = {
         f"refwire/{p.parent.relative_to(REPO / 'src' / 'refwire').as_posix()}/__init__.py".replace("/./", "/")
         for p in (REPO / "src" / "refwire").rglob("__init__.py")
-    }
-    packages |= {
-        f"refwire/sim/{p.parent.relative_to(REPO / 'sim').as_posix()}/__init__.py".replace("/./", "/")
-        for p in (REPO / "sim").rglob("__init__.py")
     }
     assert packages - names == set(), "packages missing from [tool.setuptools] packages in pyproject.toml"
     for name in PROTOCOLS:
