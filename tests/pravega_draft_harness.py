@@ -8,11 +8,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from refwire.errors import RemoteProtocolError, StoreError
+from refwire.errors import RemoteProtocolError
 from refwire.pravega.draft2017.connection import DEFAULT_LIMITS, REPLY_PART_SIZE, ServerConnection
 from refwire.pravega.draft2017.events import BlockAppend, ConnectionClosed, KeepAliveReceived, RequestReceived
 from refwire.pravega.draft2017.frames import AppendSetup, ReadSegment, SegmentRead, SetupAppend
 from refwire.pravega.draft2017.server import level_attribute
+from refwire.pravega.errors import StoreError
 from refwire.pravega.frames import NULL_VALUE
 from refwire.pravega.store import SegmentStore
 from refwire.sansio import NEED_DATA

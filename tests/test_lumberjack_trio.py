@@ -33,16 +33,16 @@ import pytest
 import trio
 import trio.testing
 import trustme
+
+from refwire.drivers import client_ssl_context, open_stream, parse_hostport, server_ssl_context
+from refwire.lumberjack import V1, V2, Batch
+from refwire.lumberjack.client import ClientConfig, LumberjackClient, SendFailed
+from refwire.lumberjack.errors import AckWaitExpired
+from refwire.lumberjack.server import ConnectionInfo, LumberjackServer, ServerConfig
 from refwire.sim.faults import Faults
 from refwire.sim.net import SimNet
 from refwire.sim.rand import SimRandom
 from refwire.sim.trace import Trace
-
-from refwire.drivers import client_ssl_context, open_stream, parse_hostport, server_ssl_context
-from refwire.errors import AckWaitExpired
-from refwire.lumberjack import V1, V2, Batch
-from refwire.lumberjack.client import ClientConfig, LumberjackClient, SendFailed
-from refwire.lumberjack.server import ConnectionInfo, LumberjackServer, ServerConfig
 
 LOCAL = "127.0.0.1"
 WAIT = 20.0  # bound of every single network wait (seconds; virtual under autojump_clock)

@@ -25,7 +25,6 @@ import trio
 import trio.testing
 from streams import PassThrough
 
-from refwire.errors import RequestFailed, WriteFailed
 from refwire.pravega.client import (
     EventWriter,
     PravegaConnection,
@@ -36,6 +35,7 @@ from refwire.pravega.client import (
     seal_segment,
     segment_info,
 )
+from refwire.pravega.errors import RequestFailed, WriteFailed
 from refwire.pravega.frames import (
     NULL_VALUE,
     AppendBlock,

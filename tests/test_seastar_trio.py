@@ -17,7 +17,6 @@ import trio
 import trio.testing
 from streams import PassThrough
 
-from refwire.errors import StreamingNotSupported
 from refwire.seastar_rpc import LZ4Compressor, make_compressor
 from refwire.seastar_rpc.client import (
     CallTimeout,
@@ -28,6 +27,7 @@ from refwire.seastar_rpc.client import (
     UnknownVerbError,
 )
 from refwire.seastar_rpc.demo import demo_registry
+from refwire.seastar_rpc.errors import StreamingNotSupported
 from refwire.seastar_rpc.registry import VerbRegistry
 from refwire.seastar_rpc.server import CallContext, SeastarServer, ServerConfig
 

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from refwire.errors import LocalProtocolError, TruncatedBundle
+from refwire.errors import LocalProtocolError
 from refwire.tank.bundles import (
     _MESSAGE_SETTERS,
     _MIN_MESSAGE,
@@ -42,6 +42,7 @@ from refwire.tank.bundles import (
     read_chunk,
     snappy_decompress,
 )
+from refwire.tank.errors import TruncatedBundle
 from refwire.wire import Limits, decode_uvarint
 
 _new = object.__new__

@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tank_vectors import load, unhex
 
-from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError, TruncatedBundle
+from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError
 from refwire.tank import Message, decode_bundle, decode_request, decode_response, encode_bundle, encode_entry, read_chunk
 from refwire.tank.bundles import snappy_decompress
+from refwire.tank.errors import TruncatedBundle
 from refwire.tank.frames import DEFAULT_LIMITS, REQUEST_IDS, RESPONSE_IDS, FrameDecoder, frame
 
 FRAMES = load("frames.json")

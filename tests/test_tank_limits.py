@@ -14,10 +14,11 @@ import struct
 import cramjam
 import pytest
 
-from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError, TruncatedBundle
+from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError
 from refwire.tank import Message, decode_bundle, encode_bundle, encode_entry, read_chunk
 from refwire.tank import frames as tf
 from refwire.tank.bundles import U64_MAX, choose_compression, parse_bundle_header, snappy_decompress
+from refwire.tank.errors import TruncatedBundle
 from refwire.wire import Limits, encode_uvarint
 
 uv = encode_uvarint

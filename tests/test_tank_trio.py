@@ -14,10 +14,10 @@ import pytest
 import trio
 import trio.testing
 
-from refwire.errors import ConnectionLost
 from refwire.tank import BrokerConfig, Message
 from refwire.tank.client import ClientConfig, TankClient
 from refwire.tank.disk import DirectoryStorage
+from refwire.tank.errors import ConnectionLost
 from refwire.tank.server import TankBroker
 
 PING = b"\x03\x00\x00\x00\x00"

@@ -4,8 +4,8 @@ import struct
 
 import trio
 
-from refwire.errors import RemoteVerbError
 from refwire.seastar_rpc.client import ClientConfig, SeastarClient
+from refwire.seastar_rpc.errors import RemoteVerbError
 from refwire.seastar_rpc.registry import VerbRegistry
 from refwire.seastar_rpc.server import SeastarServer, ServerConfig
 

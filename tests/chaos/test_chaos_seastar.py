@@ -15,9 +15,9 @@ import pytest
 import trio
 
 from refwire.chaos import ChaosProxy, open_chaos, rules_from
-from refwire.errors import CallTimeout
 from refwire.seastar_rpc.client import ClientConfig, SeastarClient
 from refwire.seastar_rpc.demo import demo_registry
+from refwire.seastar_rpc.errors import CallTimeout
 from refwire.seastar_rpc.server import SeastarServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -128,7 +128,7 @@ async def test_a_request_sent_with_the_negotiation_is_relayed_without_waiting_fo
 
 async def _calls_through(rules: Sequence[dict[str, Any]], replay: Any = None) -> tuple[ChaosProxy, list[bytes]]:
     """Six echo calls, each retried (on a new connection after an error) until answered."""
-    from refwire.errors import RpcConnectionError, RpcError
+    from refwire.seastar_rpc.errors import RpcConnectionError, RpcError
 
     server = SeastarServer(demo_registry())
     answers: list[bytes] = []

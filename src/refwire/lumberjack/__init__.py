@@ -4,7 +4,8 @@ and server machines (:mod:`.connection`).
 
 Importing this package imports no trio: the trio drivers are imported explicitly
 from :mod:`refwire.lumberjack.client` and :mod:`refwire.lumberjack.server`, and the
-errors a peer can cause live in :mod:`refwire.errors`.  See specs/lumberjack/README.md
+shared errors a peer can cause live in :mod:`refwire.errors` (the client's own in
+:mod:`refwire.lumberjack.errors`).  See specs/lumberjack/README.md
 for the normalized protocol and the choices made where go-lumber and Logstash disagree.
 """
 

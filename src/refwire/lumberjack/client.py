@@ -33,9 +33,10 @@ import attrs
 import trio
 
 from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream, permanent_error
-from ..errors import AckWaitExpired, RemoteProtocolError, SendFailed, WindowNotAcked
+from ..errors import RemoteProtocolError
 from ..wire import Limits
 from .connection import ClientConnection, State
+from .errors import AckWaitExpired, SendFailed, WindowNotAcked
 from .events import AckReceived, AckTimeout, ConnectionClosed, KeepAlive, SendWindow
 from .frames import DEFAULT_LIMITS, V2, EncodedWindow, encode_events
 

@@ -38,7 +38,8 @@ import h2.exceptions
 import h2.settings
 import trio
 
-from ..errors import GrpcError, ProtocolError
+from ..errors import ProtocolError
+from .errors import GrpcError
 
 __all__ = [
     "DEFAULT_GRPC_LIMITS",

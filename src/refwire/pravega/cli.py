@@ -197,8 +197,8 @@ async def _serve(args: argparse.Namespace) -> int:
 
 
 async def _send(args: argparse.Namespace) -> int:
-    from ..errors import WriteFailed
     from .client import EventWriter, WriterConfig, create_segment
+    from .errors import WriteFailed
 
     host, port = args.address
     if args.count:
@@ -226,8 +226,8 @@ async def _send(args: argparse.Namespace) -> int:
 
 
 async def _send_draft(args: argparse.Namespace, payloads: list[bytes]) -> int:
-    from ..errors import DraftWriteFailed
     from .draft2017.client import DraftWriter, DraftWriterConfig
+    from .draft2017.errors import DraftWriteFailed
 
     if args.create:
         raise UsageError(
@@ -291,8 +291,8 @@ async def _read_draft(args: argparse.Namespace) -> int:
 
 
 async def _read(args: argparse.Namespace) -> int:
-    from ..errors import RequestFailed
     from .client import PravegaConnection, SegmentReader
+    from .errors import RequestFailed
 
     host, port = args.address
     if args.offset < 0:

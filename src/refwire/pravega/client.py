@@ -23,9 +23,10 @@ import attrs
 import trio
 
 from ..drivers import READ_TIMEOUT, WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream, permanent_error
-from ..errors import LocalProtocolError, ProtocolError, RequestFailed, WriteFailed
+from ..errors import LocalProtocolError, ProtocolError
 from ..wire import Limits
 from .connection import ClientConnection, State
+from .errors import RequestFailed, WriteFailed
 from .events import AppendBytes, ClientEvent, ConnectionClosed, HelloReceived, ReplyReceived
 from .frames import (
     CLIENT_LIMITS,
@@ -593,7 +594,7 @@ class SegmentReader:
 
 async def segment_info(conn: PravegaConnection, segment: str) -> StreamSegmentInfo:
     """GetStreamSegmentInfo over a running connection (length, sealed, ...);
-    raises :class:`~refwire.errors.RequestFailed` with any other reply."""
+    raises :class:`~refwire.pravega.errors.RequestFailed` with any other reply."""
     reply = await conn.request(GetStreamSegmentInfo(request_id=conn.new_request_id(), segment_name=segment))
     if not isinstance(reply, StreamSegmentInfo):
         raise RequestFailed(reply)

@@ -37,7 +37,6 @@ import orjson
 import trio
 
 from ..drivers import StreamServer
-from ..errors import GrpcError
 from . import _protobuf as pb
 from ._grpc import (
     DEFAULT_GRPC_LIMITS,
@@ -47,6 +46,7 @@ from ._grpc import (
     UnaryHandler,
     serve_grpc_connection,
 )
+from .errors import GrpcError
 
 __all__ = ["SERVICE", "PravegaController", "SegmentAdmin", "segment_id", "segment_name"]
 

@@ -15,7 +15,7 @@ from typing import Literal
 
 import attrs
 
-from ..errors import (
+from .errors import (
     BadAttributeError,
     BadKeyVersionError,
     BadOffsetError,

@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import (
+from .errors import (
     BadAttributeError,
     BadKeyVersionError,
     BadOffsetError,

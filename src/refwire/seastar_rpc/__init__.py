@@ -5,7 +5,8 @@ Sans-IO core -- frame codec (:mod:`.frames`), LZ4 / LZ4_FRAGMENTED compression
 
 Importing this package imports no trio: the trio drivers are imported explicitly
 from :mod:`refwire.seastar_rpc.client` and :mod:`refwire.seastar_rpc.server`, and the
-errors a peer can cause live in :mod:`refwire.errors`.  See specs/seastar-rpc/README.md
+shared errors a peer can cause live in :mod:`refwire.errors` (the RPC's own in
+:mod:`refwire.seastar_rpc.errors`).  See specs/seastar-rpc/README.md
 for the normalized protocol and every place where refwire follows Seastar rather
 than its document.
 """

@@ -8,7 +8,7 @@
         await stream.send(b"..."); await stream.close(); async for msg in stream: ...
 
 A call completes exactly once: with the reply data, or by raising
-:class:`~refwire.errors.RemoteVerbError` (USER), :class:`~refwire.errors.UnknownVerbError`,
+:class:`~refwire.seastar_rpc.errors.RemoteVerbError` (USER), :class:`~refwire.seastar_rpc.errors.UnknownVerbError`,
 :class:`UnknownExceptionError`, :class:`CallTimeout` (the client gave up at its
 deadline; a late reply is ignored) or :class:`RpcConnectionError`.  A one-way
 call returns once its bytes are written; closing the client writes what is
@@ -33,17 +33,7 @@ import attrs
 import trio
 
 from ..drivers import EOF, STOPPED, Pump, open_stream
-from ..errors import (
-    CallTimeout,
-    RemoteProtocolError,
-    RemoteVerbError,
-    RpcConnectionError,
-    RpcError,
-    StreamClosedError,
-    StreamingNotSupported,
-    UnknownExceptionError,
-    UnknownVerbError,
-)
+from ..errors import RemoteProtocolError
 from ..wire import Limits
 from .connection import (
     NEGOTIATION_TIMED_OUT,
@@ -55,6 +45,16 @@ from .connection import (
     Reply,
     State,
     StrayReply,
+)
+from .errors import (
+    CallTimeout,
+    RemoteVerbError,
+    RpcConnectionError,
+    RpcError,
+    StreamClosedError,
+    StreamingNotSupported,
+    UnknownExceptionError,
+    UnknownVerbError,
 )
 from .frames import DEFAULT_LIMITS, StreamEnd, StreamMessage, UnknownException, UnknownVerb, UserError
 

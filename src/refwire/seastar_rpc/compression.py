@@ -28,13 +28,13 @@ import lz4.block  # type: ignore[import-untyped]
 from .._mypyc import mypyc_attr
 from ..errors import LocalProtocolError
 from ..wire import Limits, check_limit
-from .frames import PROTOCOL
 
 __all__ = [
     "CHUNK_SIZE",
     "COMPRESSOR_NAMES",
     "LZ4",
     "LZ4_FRAGMENTED",
+    "PROTOCOL",
     "Compressor",
     "LZ4Compressor",
     "LZ4FragmentedCompressor",
@@ -43,6 +43,10 @@ __all__ = [
     "make_compressor",
 ]
 
+#: The protocol's name in errors (``ProtocolError.protocol``).  It is defined here, in
+#: the lowest of the codec modules, and :mod:`~refwire.seastar_rpc.frames` re-exports
+#: it: frames imports this module (for the compressors), never the other way round.
+PROTOCOL: Final = "seastar-rpc"
 LZ4: Final = "LZ4"
 LZ4_FRAGMENTED: Final = "LZ4_FRAGMENTED"
 #: The names Seastar's built-in factories match, exactly and case-sensitively.

@@ -27,7 +27,7 @@ def add_conformance_verbs(reg: VerbRegistry) -> VerbRegistry:
     """Register echo, sleep_ms, raise and size on ``reg`` (returned)."""
     import trio
 
-    from ..errors import BadArguments
+    from .errors import BadArguments
 
     async def echo(ctx: CallContext, payload: bytes) -> bytes:
         return payload

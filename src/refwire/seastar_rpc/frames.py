@@ -25,7 +25,7 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Final, Literal, cast
+from typing import Final, Literal, cast
 
 import attrs
 import lz4.block  # type: ignore[import-untyped]
@@ -33,9 +33,7 @@ import lz4.block  # type: ignore[import-untyped]
 from ..errors import LocalProtocolError, ProtocolError
 from ..sansio import closed_inside
 from ..wire import Limits, Reader, ReceiveBuffer, check_limit
-
-if TYPE_CHECKING:
-    from .compression import Compressor
+from .compression import PROTOCOL, Compressor, LZ4Compressor, LZ4FragmentedCompressor
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -62,7 +60,6 @@ __all__ = [
     "decode_exception",
 ]
 
-PROTOCOL: Final = "seastar-rpc"
 MAGIC: Final = b"SSTARRPC"
 #: handler_duration value meaning "not measured" (spec §3).
 UNMEASURED: Final = 0xFFFFFFFF
@@ -520,8 +517,6 @@ class FrameDecoder:
         if compressor is not None and self._held is None:
             # (an oversized request still held -- being skipped, or skipped and not yet
             # returned -- is the general path's to finish)
-            from .compression import LZ4Compressor, LZ4FragmentedCompressor  # here: compression imports this module
-
             if type(compressor) is LZ4Compressor:
                 self._fast_compressor = compressor
             elif type(compressor) is LZ4FragmentedCompressor:

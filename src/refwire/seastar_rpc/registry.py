@@ -11,18 +11,18 @@ server.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
 import attrs
-
-if TYPE_CHECKING:
-    from .server import CallContext
 
 __all__ = ["Handler", "Verb", "VerbRegistry"]
 
 #: ``async def handler(ctx, payload) -> bytes | None``: returning sends the reply
 #: (``None`` = empty data); see :mod:`refwire.seastar_rpc.server` for what raising does.
-Handler = Callable[["CallContext", bytes], Awaitable[bytes | None]]
+#: ``ctx`` is the server's :class:`~refwire.seastar_rpc.server.CallContext` (annotate it
+#: so in a handler); it is ``Any`` here because the server imports this module, never
+#: the other way round.
+Handler = Callable[[Any, bytes], Awaitable[bytes | None]]
 
 
 @attrs.frozen

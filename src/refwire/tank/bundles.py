@@ -23,8 +23,9 @@ from typing import Any, Final
 import attrs
 import cramjam
 
-from ..errors import LimitExceeded, LocalProtocolError, TruncatedBundle
+from ..errors import LimitExceeded, LocalProtocolError
 from ..wire import Limits, decode_uvarint, encode_uvarint
+from .errors import TruncatedBundle
 
 __all__ = [
     "CODEC_NONE",
@@ -111,7 +112,7 @@ def _truncated(reason: str, field: str, offset: int) -> TruncatedBundle:
 
 def _uvarint(data: bytes | memoryview, p: int, end: int, *, field: str, base: int) -> tuple[int, int]:
     """:func:`~refwire.wire.decode_uvarint`; a varint that runs past ``end`` raises
-    :class:`~refwire.errors.TruncatedBundle` (same reason, field and offset)."""
+    :class:`~refwire.tank.errors.TruncatedBundle` (same reason, field and offset)."""
     try:
         return decode_uvarint(data, p, end, field=field, base=base)
     except LocalProtocolError as exc:
@@ -122,7 +123,7 @@ def _uvarint(data: bytes | memoryview, p: int, end: int, *, field: str, base: in
 def _raise_if_truncated(exc: LocalProtocolError, data: bytes | memoryview, p: int, end: int) -> None:
     """Name the protocol and frame on ``exc`` (from decode_uvarint, for the varint
     at ``p``: it knows neither), and raise it as a
-    :class:`~refwire.errors.TruncatedBundle` if the varint ran past ``end``."""
+    :class:`~refwire.tank.errors.TruncatedBundle` if the varint ran past ``end``."""
     exc.located(protocol=PROTOCOL, frame="bundle")
     # decode_uvarint reaches ``end`` before its 5-byte cap only when every byte left continues the varint.
     if end - p <= _VARINT_MAX and all(b & 0x80 for b in data[p:end]):
@@ -219,7 +220,7 @@ def _check_u32(v: int, field: str) -> int:
 def parse_bundle_header(data: bytes | memoryview, start: int = 0, end: int | None = None, *, base: int = 0) -> BundleHeader:
     """Parse the header of the bundle at ``data[start:end]`` (§4).
 
-    Raises :class:`~refwire.errors.TruncatedBundle` (a :class:`LocalProtocolError`)
+    Raises :class:`~refwire.tank.errors.TruncatedBundle` (a :class:`LocalProtocolError`)
     for a truncated header, :class:`LocalProtocolError` for count 0, the
     unimplemented bit 7, or an undefined codec.  Offsets are ``base + index``.
     """

@@ -24,10 +24,11 @@ import attrs
 import trio
 
 from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream
-from ..errors import ConnectionLost, ConsumeError, ProtocolError, TankError
+from ..errors import ProtocolError
 from ..wire import Limits
 from .bundles import Message, encode_bundle
 from .connection import ClientConnection
+from .errors import ConnectionLost, ConsumeError, TankError
 from .events import ConnectionClosed, ConsumeResult, PartitionData
 from .frames import (
     DEFAULT_LIMITS,
@@ -152,7 +153,7 @@ class TankClient:
 
     async def aclose(self) -> None:
         """Close the connection; requests still waiting for an answer raise
-        :class:`~refwire.errors.ConnectionLost`."""
+        :class:`~refwire.tank.errors.ConnectionLost`."""
         self._drop("client closed")
         if self._stream is not None:
             await trio.aclose_forcefully(self._stream)

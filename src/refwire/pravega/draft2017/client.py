@@ -17,9 +17,10 @@ import attrs
 import trio
 
 from ...drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, first_error, open_stream, permanent_error
-from ...errors import DraftWriteFailed, ProtocolError
+from ...errors import ProtocolError
 from ..frames import Command
 from .connection import ClientConnection
+from .errors import DraftWriteFailed
 from .events import Blocks, ConnectionClosed, ReplyReceived
 from .frames import AppendSetup, DataAppended, ReadSegment, SegmentRead
 from .writer import DraftWriterSession, Planner

@@ -38,17 +38,10 @@ import attrs
 import trio
 
 from ...drivers import DEFAULT_MAX_CONNECTIONS, PROTOCOL_ERROR, RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer
-from ...errors import (
-    IllegalArgumentError,
-    LocalProtocolError,
-    NoSuchSegmentError,
-    ProtocolError,
-    SegmentSealedError,
-    SegmentTruncatedError,
-    StoreError,
-)
+from ...errors import LocalProtocolError, ProtocolError
 from ...logs import limited
 from ...wire import Limits, encode_mutf8
+from ..errors import IllegalArgumentError, NoSuchSegmentError, SegmentSealedError, SegmentTruncatedError, StoreError
 from ..frames import HEADER, NULL_VALUE, Command
 from ..server import SegmentStoreServer
 from .connection import DEFAULT_LIMITS, REPLY_PART_SIZE, ServerConnection

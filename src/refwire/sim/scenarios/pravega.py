@@ -32,8 +32,9 @@ from typing import Any, ClassVar
 
 import trio
 
-from refwire.errors import ProtocolError, RequestFailed, WriteFailed
+from refwire.errors import ProtocolError
 from refwire.pravega.client import EventWriter, PravegaConnection, SegmentReader, WriterConfig, parse_events
+from refwire.pravega.errors import RequestFailed, WriteFailed
 from refwire.pravega.frames import (
     AppendBlock,
     ConditionalAppend,

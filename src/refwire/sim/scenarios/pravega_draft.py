@@ -33,8 +33,9 @@ from typing import Any, ClassVar
 
 import trio
 
-from refwire.errors import DraftWriteFailed, ProtocolError
+from refwire.errors import ProtocolError
 from refwire.pravega.draft2017.client import DraftConnection, DraftReader, DraftWriter, DraftWriterConfig
+from refwire.pravega.draft2017.errors import DraftWriteFailed
 from refwire.pravega.draft2017.frames import (
     BeginAppendBlock,
     EndAppendBlock,

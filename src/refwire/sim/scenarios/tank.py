@@ -33,10 +33,10 @@ from typing import Any
 
 import trio
 
-from refwire.errors import ConnectionLost
 from refwire.tank import BrokerConfig, MemoryStorage, Message
 from refwire.tank.client import ClientConfig, TankClient
 from refwire.tank.connection import PING_FRAME
+from refwire.tank.errors import ConnectionLost
 from refwire.tank.responses import CreateTopicResponse
 from refwire.tank.server import TankBroker
 
