@@ -34,7 +34,7 @@ def main() -> int:
     from refwire.pipeline.campaign import resolve_protocols, run_loop, run_pool
     from refwire.pipeline.capture import decode_capture
     from refwire.pipeline.datasource import register
-    from refwire.pipeline.samples import FAULTS, write_lumberjack_capture
+    from refwire.pipeline.dialects.lumberjack import FAULTS, write_lumberjack_capture
     from refwire.pipeline.session import local_spark
 
     protocols = resolve_protocols(args.protocols)

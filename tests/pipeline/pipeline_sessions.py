@@ -1,5 +1,5 @@
 """Record real sessions between refwire's own client and server of each protocol
-through the recording tap (``refwire.pipeline.record.open_tap``), over loopback.
+through the recording tap (``refwire.tap.open_tap``), over loopback.
 
 Every server listens on 127.0.0.1 port 0 and is stopped before the function
 returns; every session is bounded by ``trio.fail_after``.  Each function
@@ -15,7 +15,7 @@ from typing import Any
 
 import trio
 
-from refwire.pipeline.record import Tap, open_tap
+from refwire.tap import Tap, open_tap
 
 LOCAL = "127.0.0.1"
 
@@ -142,7 +142,7 @@ async def record_seastar(out: Path, *, calls: int = 12, compressors: tuple[str, 
     import struct
 
     from refwire.seastar_rpc.client import ClientConfig, RemoteVerbError, SeastarClient, UnknownVerbError
-    from refwire.seastar_rpc.demo import demo_registry
+    from refwire.seastar_rpc.demo import DEMO_VERBS, demo_registry
     from refwire.seastar_rpc.server import SeastarServer, ServerConfig
 
     notes: list[int] = []
@@ -152,10 +152,10 @@ async def record_seastar(out: Path, *, calls: int = 12, compressors: tuple[str, 
         async with _tapped(server.serve, lambda: server.shutdown(1.0), out) as (tap, host, port):
             async with SeastarClient.connect_tcp(host, port, config=ClientConfig(compressors=compressors)) as c:
                 for i in range(calls):
-                    replies.append(await c.call(2, f"echo {i} ".encode() * (1 + i), timeout=5))
-                replies.append(await c.call(1, struct.pack("<ii", 20, 22), timeout=5))
+                    replies.append(await c.call(DEMO_VERBS["echo"], f"echo {i} ".encode() * (1 + i), timeout=5))
+                replies.append(await c.call(DEMO_VERBS["sum"], struct.pack("<ii", 20, 22), timeout=5))
                 try:
-                    await c.call(3, b"", timeout=5)
+                    await c.call(DEMO_VERBS["boom"], b"", timeout=5)
                 except RemoteVerbError:
                     replies.append(b"boom")
                 try:
@@ -163,7 +163,7 @@ async def record_seastar(out: Path, *, calls: int = 12, compressors: tuple[str, 
                 except UnknownVerbError:
                     replies.append(b"unknown")
                 for i in range(3):
-                    await c.call_one_way(4, struct.pack("<i", i))
-                replies.append(await c.call(2, b"last", timeout=5))  # after the notes: they were read
+                    await c.call_one_way(DEMO_VERBS["note"], struct.pack("<i", i))
+                replies.append(await c.call(DEMO_VERBS["echo"], b"last", timeout=5))  # after the notes: they were read
             await tap.wait_finished(1)
     return {"replies": replies, "notes": notes}

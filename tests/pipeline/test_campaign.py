@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import pytest
-from refwire.sim.runner import run_seed
 
 from refwire.pipeline import campaign
 from refwire.pipeline.campaign import (
@@ -20,6 +19,7 @@ from refwire.pipeline.campaign import (
     tasks,
 )
 from refwire.pipeline.machines import catalog, parse_transition
+from refwire.sim.runner import run_seed
 
 PLANTED = {"bug": "ack-before-deliver"}
 

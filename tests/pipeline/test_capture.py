@@ -16,8 +16,8 @@ from refwire.lumberjack.client import ClientConfig, LumberjackClient
 from refwire.lumberjack.frames import JsonFrame, Window
 from refwire.lumberjack.server import ConnectionInfo, LumberjackServer
 from refwire.pipeline.capture import decode_capture, list_streams, read_pcap, write_capture
-from refwire.pipeline.record import open_tap
-from refwire.pipeline.samples import lumberjack_connection, write_lumberjack_capture
+from refwire.pipeline.dialects.lumberjack import lumberjack_connection, write_lumberjack_capture
+from refwire.tap import open_tap
 
 dpkt = pytest.importorskip("dpkt")
 

@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 from refwire.lumberjack.frames import Ack, Compressed, JsonFrame, Window
 from refwire.pipeline.capture import plan_partitions
 from refwire.pipeline.decoders import FrameRow, decode_bytes, decode_stream, decoder_names
-from refwire.pipeline.rules_lumberjack import check_acks
-from refwire.pipeline.samples import lumberjack_connection
+from refwire.pipeline.dialects.lumberjack import check_acks, lumberjack_connection
 
 C2S, S2C = lumberjack_connection(windows=4, window_size=5)
 

@@ -22,9 +22,9 @@ from refwire.lumberjack.server import ConnectionInfo, LumberjackServer
 from refwire.pipeline import spark_campaign as sc
 from refwire.pipeline.campaign import seed_row
 from refwire.pipeline.capture import decode_capture
-from refwire.pipeline.record import open_tap
-from refwire.pipeline.samples import write_lumberjack_capture
+from refwire.pipeline.dialects.lumberjack import write_lumberjack_capture
 from refwire.pipeline.spark_capture import analyze
+from refwire.tap import open_tap
 
 PEER = Path(__file__).resolve().parents[1] / "interop" / "peers" / "pylogbeat_send.py"
 PLANTED = {"bug": "ack-before-deliver"}
@@ -92,6 +92,18 @@ def test_data_source_matches_the_loop(spark: Any, tmp_path: Path) -> None:
     got = sorted(tuple(r) for r in df.collect())
     want = sorted(tuple(r.values()) for r in decode_capture("lumberjack", tmp_path))
     assert got == want
+
+
+def test_data_source_needs_a_protocol(tmp_path: Path) -> None:
+    """No default protocol: the error names every protocol with a capture decoder, and auto."""
+    pytest.importorskip("pyspark")
+    from refwire.pipeline.datasource import CaptureReader
+    from refwire.protocols import names
+
+    with pytest.raises(ValueError, match=r"refwire-capture needs a protocol") as err:
+        CaptureReader({"path": str(tmp_path)})
+    assert all(name in str(err.value) for name in (*names("decoder"), "auto"))
+    assert CaptureReader({"path": str(tmp_path), "protocol": "auto"}).protocol == "auto"
 
 
 def test_analyze_flags_the_broken_connections_with_the_right_rules(spark: Any, tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from refwire.pipeline.samples import write_lumberjack_capture
+from refwire.pipeline.dialects.lumberjack import write_lumberjack_capture
 from refwire.pipeline.session import java_problem
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(600)]

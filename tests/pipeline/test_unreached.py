@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from refwire.sim.runner import run_seed
 
 from refwire.pipeline.campaign import known_protocols
 from refwire.pipeline.machines import catalog
 from refwire.pipeline.unreached import NO_REASON, coverage_lines, reached_by_protocol, reasons, stale_reasons
+from refwire.sim.runner import run_seed
 
 #: Seeds of ``refwire campaign --runner pool --seeds 200`` that together reach every
 #: transition the whole campaign reaches (greedy, fewest first; about 4 s in all).  The

@@ -2,8 +2,10 @@
 
 Each accepted connection gets a connection to the upstream; each direction is
 relayed by its own task, which cuts the bytes into frames with the protocol's
-observer (:mod:`refwire.chaos.observe`) and applies the schedule's rules
-(:mod:`refwire.chaos.rules`) to frame ``n`` of connection ``c`` in direction
+observer (:mod:`refwire.chaos.observe`, the protocol's adapter
+:mod:`refwire.chaos.adapter` makes it) and applies the schedule's rules
+(:mod:`refwire.chaos.rules`; what a rule decides and does:
+:mod:`refwire.chaos.actions`) to frame ``n`` of connection ``c`` in direction
 ``d``.  What the observer cannot decode passes through untouched.  Every
 decision, and every connection's opening and end, is a JSON line in the
 record when one is kept (``record``).
@@ -30,78 +32,36 @@ import json
 import logging
 import math
 import os
-import socket
 import ssl
-import struct
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO, Any
 
-import attrs
 import trio
 
 from ..drivers import listener_address
 from ..logs import limited
-from ..pipeline.record import CaptureFiles
-from .check import Checker, Violation, checker_for
-from .observe import BYTE_ORDER, FIELDS, Observed, inner_frames, observer_for, rewrap
-from .rules import Rule, Schedule, rule_rng
+from ..tap import CaptureFiles
+from .actions import INNER_ACTIONS, RuleState, action_entry, apply_rule, fires, replay_plan
+from .adapter import Adapter, adapter_for
+from .check import Checker, Violation
+from .link import OTHER, WAKE, Link, Wake, read_chunks, reset_stream
+from .observe import Observed
+from .rules import Rule, Schedule
 from .toxics import FRAME, LinkClosed, Toxic, ToxicError, ToxicState, new_state, parse_toxic, pipe, update_toxic
 
 __all__ = ["ChaosProxy", "open_chaos", "replay_plan"]
 
 log = logging.getLogger("refwire.chaos")
 
-#: Bytes of a frame kept as hex in a record line (before and after).
-RECORD_HEX = 64
-#: What a rule may do to a frame inside an envelope (the others act on whole frames only).
-INNER_ACTIONS = frozenset({"drop", "duplicate", "corrupt", "rewrite"})
 #: Chunks (of up to 64 KiB) a direction reads ahead of what it has passed on.
 RELAY_QUEUE = 16
 
 
-class _Wake:
-    """Put in a direction's chunk queue when its observer can decode bytes it holds
-    without new ones (a Seastar request that waited for the server's negotiation
-    reply, specs/seastar-rpc/README.md §2)."""
-
-
-_WAKE = _Wake()
-_OTHER = {"c2s": "s2c", "s2c": "c2s"}
-
-
-@attrs.define
-class _RuleState:
-    rng: Any
-    run: int = 0
-
-
 class _Closed(Exception):
     """The connection was closed by an action."""
-
-
-@attrs.define(eq=False)
-class _Link:
-    """One direction of one live connection."""
-
-    conn: int
-    direction: str
-    src: trio.abc.Stream
-    dst: trio.abc.Stream
-    peer: str
-    #: trio time the last bytes were received (latency counts from it)
-    arrived: float = 0.0
-    frames: int = 0
-    #: frames seen inside envelopes so far (a rule's position counts them apart)
-    inner_frames: int = 0
-    toxics: dict[int, ToxicState] = attrs.field(factory=dict)
-    #: this direction's observer (as sent) and how to make it decode what it holds
-    observer: Any = None
-    wake: Callable[[], None] | None = None
-    #: a frame a ``reorder`` holds until the next one has been passed on
-    held: list[tuple[bytes, float]] = attrs.field(factory=list)
 
 
 class ChaosProxy:
@@ -140,8 +100,10 @@ class ChaosProxy:
         if self.capture is not None:
             for sub in ("sent", "delivered"):
                 (self.capture / sub).mkdir(parents=True, exist_ok=True)
+        #: what the protocol gives the proxy: its observers, fields and checks (:mod:`refwire.chaos.adapter`)
+        self.adapter: Adapter = adapter_for(protocol)
         #: the protocol's invariants on the traffic (``--check``), or None
-        self.checker: Checker | None = checker_for(protocol) if check else None
+        self.checker: Checker | None = self.adapter.checker() if check else None
         #: recorded decisions to apply instead of the schedule's draws, by
         #: (connection, direction, frame index) (``refwire chaos replay``)
         self.replay = replay
@@ -169,7 +131,7 @@ class ChaosProxy:
         #: the toxics, in the order they were added (see :meth:`add_toxic`)
         self.toxics: list[Toxic] = []
         self._toxic_serials = itertools.count(1)
-        self._links: dict[tuple[int, str], _Link] = {}
+        self._links: dict[tuple[int, str], Link] = {}
         self._changed = trio.Event()
         for body in schedule.toxics:  # the schedule file's [[toxic]] tables
             self.add_toxic(body)
@@ -251,7 +213,7 @@ class ChaosProxy:
         self._changed.set()
         self._changed = trio.Event()
 
-    def _toxic_state(self, link: _Link, toxic: Toxic) -> ToxicState:
+    def _toxic_state(self, link: Link, toxic: Toxic) -> ToxicState:
         st = link.toxics.get(toxic.serial)
         if st is None:
             st = link.toxics[toxic.serial] = new_state(self.schedule.seed, toxic, link.conn, link.direction)
@@ -346,8 +308,8 @@ class ChaosProxy:
         except OSError:
             peer = "?"
         links = {
-            "c2s": _Link(conn, "c2s", client, upstream, peer),
-            "s2c": _Link(conn, "s2c", upstream, client, peer),
+            "c2s": Link(conn, "c2s", client, upstream, peer),
+            "s2c": Link(conn, "s2c", upstream, client, peer),
         }
         captures: dict[str, CaptureFiles] = {}
         if self.capture is not None:
@@ -386,7 +348,7 @@ class ChaosProxy:
         self._violations_written = len(found)
         return found
 
-    async def _watch(self, links: Mapping[str, _Link], ends: dict[str, str], scope: trio.CancelScope) -> None:
+    async def _watch(self, links: Mapping[str, Link], ends: dict[str, str], scope: trio.CancelScope) -> None:
         """Arm the toxics on a connection as they come and close it when a ``timeout``
         toxic says so: after its timeout, or when one with timeout 0 is removed."""
         holding: dict[int, Toxic] = {}  # timeout toxics armed on this connection
@@ -412,7 +374,7 @@ class ChaosProxy:
                 return
 
     def _toxic_close(
-        self, links: Mapping[str, _Link], ends: dict[str, str], scope: trio.CancelScope, toxic: Toxic, why: str
+        self, links: Mapping[str, Link], ends: dict[str, str], scope: trio.CancelScope, toxic: Toxic, why: str
     ) -> None:
         link = links[toxic.direction]
         ends.setdefault(link.direction, f"closed by toxic {toxic.name}")
@@ -429,44 +391,44 @@ class ChaosProxy:
         )
         scope.cancel()
 
-    async def _relay(self, link: _Link, ends: dict[str, str], scope: trio.CancelScope) -> None:
+    async def _relay(self, link: Link, ends: dict[str, str], scope: trio.CancelScope) -> None:
         """One direction: a reader task stamps each chunk with the time it arrived (a
         ``latency`` toxic counts from it, so chunks wait side by side, not one after
         another) while this task decides on the frames and passes them on."""
-        send_ch, recv_ch = trio.open_memory_channel[tuple[float, bytes | _Wake | None]](RELAY_QUEUE)
+        send_ch, recv_ch = trio.open_memory_channel[tuple[float, bytes | Wake | None]](RELAY_QUEUE)
 
         def wake() -> None:
             try:
-                send_ch.send_nowait((trio.current_time(), _WAKE))
+                send_ch.send_nowait((trio.current_time(), WAKE))
             except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
                 pass  # a full queue has bytes coming: feeding them decodes what is held too
 
         link.wake = wake
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_read, link.src, send_ch)
+            nursery.start_soon(read_chunks, link.src, send_ch)
             await self._pass_on(link, recv_ch, ends, scope)
             nursery.cancel_scope.cancel()
 
     async def _pass_on(
         self,
-        link: _Link,
-        chunks: trio.MemoryReceiveChannel[tuple[float, bytes | _Wake | None]],
+        link: Link,
+        chunks: trio.MemoryReceiveChannel[tuple[float, bytes | Wake | None]],
         ends: dict[str, str],
         scope: trio.CancelScope,
     ) -> None:
         src, dst, direction, conn = link.src, link.dst, link.direction, link.conn
         sessions = self._sessions.setdefault(conn, ({}, {}))  # (as sent, as delivered): both directions share each
-        observer = observer_for(self.protocol, self.max_frame_size, direction, sessions[0])
-        delivered = observer_for(self.protocol, self.max_frame_size, direction, sessions[1]) if self.checker is not None else None
+        observer = self.adapter.observer(self.max_frame_size, direction, sessions[0])
+        delivered = self.adapter.observer(self.max_frame_size, direction, sessions[1]) if self.checker is not None else None
         self._delivered[(conn, direction)] = (delivered, [0])
         link.observer = observer
-        states: dict[str, _RuleState] = {}
+        states: dict[str, RuleState] = {}
         index = 0
-        other = self._links.get((conn, _OTHER[direction]))
+        other = self._links.get((conn, OTHER[direction]))
         try:
             while True:
                 arrived, data = await chunks.receive()
-                if isinstance(data, _Wake):
+                if isinstance(data, Wake):
                     for frame in observer.feed(b""):
                         await self._one_frame(frame, link, index, states)
                         index += 1
@@ -475,7 +437,7 @@ class ChaosProxy:
                 link.arrived = arrived
                 if data is None:
                     ends[direction] = "RST"
-                    await _reset(dst)
+                    await reset_stream(dst)
                     scope.cancel()
                     return
                 if not data:
@@ -524,14 +486,14 @@ class ChaosProxy:
                 }
             )
             if exc.how == "reset":
-                await _reset(dst)
-                await _reset(src)
+                await reset_stream(dst)
+                await reset_stream(src)
             scope.cancel()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             ends.setdefault(direction, "write failed")
             scope.cancel()
 
-    def _inside(self, frame: Observed, link: _Link, index: int, states: dict[str, _RuleState], t: float) -> Observed:
+    def _inside(self, frame: Observed, link: Link, index: int, states: dict[str, RuleState], t: float) -> Observed:
         """Rules on the frames inside an envelope (a Lumberjack ``C``): each inner
         frame may be dropped, duplicated, corrupted or rewritten; if any was, the
         envelope is encoded again around them (else it passes byte for byte)."""
@@ -542,8 +504,9 @@ class ChaosProxy:
         replaying = self.replay is not None and any(k[:3] == (conn, direction, index) and len(k) == 4 for k in self.replay)
         if not wanted and not replaying:
             return frame
-        inner = inner_frames(self.protocol, frame, self.max_frame_size)
-        if not inner:
+        opener, closer = self.adapter.inner_frames, self.adapter.rewrap
+        inner = None if opener is None or closer is None else opener(frame, self.max_frame_size)
+        if not inner or closer is None:
             return frame
         out: list[bytes] = []
         changed = False
@@ -555,7 +518,7 @@ class ChaosProxy:
                     continue
                 draw = 0.0
                 if replayed is None:
-                    hit, draw = self._draw(rule, f, conn, direction, link.inner_frames, t, states)
+                    hit, draw = fires(rule, f, conn, direction, link.inner_frames, t, states, self.schedule.seed, self._fired)
                     if not hit:
                         continue
                 before = b"".join(w for w, _ in writes)
@@ -564,72 +527,20 @@ class ChaosProxy:
                 changed = changed or after != before
                 self._fired[rule.name] = self._fired.get(rule.name, 0) + 1
                 self.stats["actions"] += 1
-                self._write(self._action_entry(rule, f, conn, direction, index, t, draw, before, after, inner=k))
+                self._write(action_entry(rule, f, conn, direction, index, t, draw, before, after, inner=k))
             out.extend(w for w, _ in writes)
             link.inner_frames += 1
         if not changed:
             return frame
-        return Observed(frame.type, rewrap(self.protocol, frame, out), frame.fields)
+        return Observed(frame.type, closer(frame, out), frame.fields)
 
-    def _candidates(self, direction: str, link: _Link) -> list[Rule]:
+    def _candidates(self, direction: str, link: Link) -> list[Rule]:
         toxic_rules = [
             t.rule for t in self.toxics if t.rule is not None and t.direction == direction and self._toxic_state(link, t).armed(t)
         ]
         return [*self.schedule.rules, *self._extra, *toxic_rules]
 
-    def _draw(
-        self, rule: Rule, frame: Observed, conn: int, direction: str, index: int, t: float, states: dict[str, _RuleState]
-    ) -> tuple[bool, float]:
-        """Whether ``rule`` fires on ``frame`` (its position, fields, count, then its seeded draw)."""
-        if not rule.matches_frame(direction, frame.type, frame.fields, conn, index, t):
-            return False, 0.0
-        if rule.count is not None and self._fired.get(rule.name, 0) >= rule.count:
-            return False, 0.0
-        st = states.get(rule.name)
-        if st is None:
-            st = states[rule.name] = _RuleState(rule_rng(self.schedule.seed, rule.name, conn, direction))
-        draw = st.rng.random() if rule.probability < 1.0 else 0.0
-        if draw >= rule.probability or (rule.burst is not None and st.run >= rule.burst):
-            st.run = 0
-            return False, draw
-        st.run += 1
-        return True, draw
-
-    def _action_entry(
-        self,
-        rule: Rule,
-        frame: Observed,
-        conn: int,
-        direction: str,
-        index: int,
-        t: float,
-        draw: float,
-        before: bytes,
-        after: bytes,
-        inner: int | None = None,
-    ) -> dict[str, Any]:
-        entry: dict[str, Any] = {
-            "event": "action",
-            "t": round(t, 6),
-            "conn": conn,
-            "dir": direction,
-            "frame": index,
-            "type": frame.type,
-            "fields": frame.fields,
-            "rule": rule.name,
-            "action": rule.action,
-            "params": _params(rule),
-            "draw": round(draw, 6),
-            "before": before[:RECORD_HEX].hex(),
-            "after": after[:RECORD_HEX].hex(),
-            "size_before": len(before),
-            "size_after": len(after),
-        }
-        if inner is not None:
-            entry["inner"] = inner  # the frame's place inside its envelope
-        return entry
-
-    async def _one_frame(self, frame: Observed, link: _Link, index: int, states: dict[str, _RuleState]) -> None:
+    async def _one_frame(self, frame: Observed, link: Link, index: int, states: dict[str, RuleState]) -> None:
         direction, conn, src, dst = link.direction, link.conn, link.src, link.dst
         self.stats["frames"] += 1
         if self.checker is not None:
@@ -643,7 +554,7 @@ class ChaosProxy:
         for rule in self._candidates(direction, link) if replayed is None else replayed:
             draw = 0.0
             if replayed is None:
-                hit, draw = self._draw(rule, frame, conn, direction, index, t, states)
+                hit, draw = fires(rule, frame, conn, direction, index, t, states, self.schedule.seed, self._fired)
                 if not hit:
                     continue
             self._fired[rule.name] = self._fired.get(rule.name, 0) + 1
@@ -651,7 +562,7 @@ class ChaosProxy:
             writes, end = self._apply(rule, frame, writes, end)
             after = b"".join(w for w, _ in writes)
             self.stats["actions"] += 1
-            self._write(self._action_entry(rule, frame, conn, direction, index, t, draw, before, after))
+            self._write(action_entry(rule, frame, conn, direction, index, t, draw, before, after))
         if end == "hold":  # reorder: this frame goes after the next one
             link.held.extend(writes)
             return
@@ -660,13 +571,13 @@ class ChaosProxy:
         if end == "close":
             raise _Closed
         if end == "reset":
-            await _reset(dst)
-            await _reset(src)
+            await reset_stream(dst)
+            await reset_stream(src)
             raise _Closed
         if end == "stall":
             await trio.sleep_forever()
 
-    async def _pass_writes(self, link: _Link, writes: Sequence[tuple[bytes, float]]) -> None:
+    async def _pass_writes(self, link: Link, writes: Sequence[tuple[bytes, float]]) -> None:
         """Each (bytes, seconds to wait before them) through the byte toxics to the peer."""
         chain = [t for t in self.toxics if t.rule is None and t.direction == link.direction]
         for chunk, wait in writes:
@@ -675,7 +586,7 @@ class ChaosProxy:
             if chunk:
                 await self._through_toxics(link, chain, 0, chunk)
 
-    async def _through_toxics(self, link: _Link, chain: Sequence[Toxic], i: int, chunk: bytes) -> None:
+    async def _through_toxics(self, link: Link, chain: Sequence[Toxic], i: int, chunk: bytes) -> None:
         """Pass ``chunk`` through the byte toxics ``chain[i:]`` armed on ``link``, then to its peer."""
         while i < len(chain) and not self._toxic_state(link, chain[i]).armed(chain[i]):
             i += 1
@@ -702,11 +613,11 @@ class ChaosProxy:
         for frame in observer.feed(chunk):
             self.checker.received(conn, direction, counter[0], frame)
             counter[0] += 1
-        other, other_counter = self._delivered.get((conn, _OTHER[direction]), (None, [0]))
+        other, other_counter = self._delivered.get((conn, OTHER[direction]), (None, [0]))
         if other is not None and getattr(other, "unblocked", False):
             other.unblocked = False  # what this direction delivered lets the other's held bytes decode
             for frame in other.feed(b""):
-                self.checker.received(conn, _OTHER[direction], other_counter[0], frame)
+                self.checker.received(conn, OTHER[direction], other_counter[0], frame)
                 other_counter[0] += 1
         new = self.checker.violations[self._violations_written :]
         for v in new:
@@ -716,53 +627,8 @@ class ChaosProxy:
     def _apply(
         self, rule: Rule, frame: Observed, writes: list[tuple[bytes, float]], end: str | None
     ) -> tuple[list[tuple[bytes, float]], str | None]:
-        data = b"".join(w for w, _ in writes)
-        a = rule.action
-        if a == "drop":
-            return [], end
-        if a == "delay":
-            return [(data, rule.seconds)], end
-        if a == "duplicate":
-            return [(data, 0.0), (data, 0.0)], end
-        if a == "reorder":
-            return writes, "hold"
-        if a == "inject":
-            extra = (bytes.fromhex(rule.payload or ""), 0.0)
-            return ([extra, *writes] if rule.place == "before" else [*writes, extra]), end
-        if a in ("split", "truncate"):
-            span = self._field_span(frame, rule.field)
-            if rule.at is None and span is None:
-                return writes, end  # this frame type has no such field
-            at = rule.at if rule.at is not None else span[0] if span is not None else 0
-            at = max(0, min(at, len(data)))
-            if a == "split":
-                return [(data[:at], 0.0), (data[at:], rule.gap)], end
-            return [(data[:at], 0.0)], rule.then
-        if a in ("corrupt", "rewrite"):
-            span = self._field_span(frame, rule.field)
-            if span is None or span[0] + span[1] > len(data):
-                return writes, end
-            start, size = span
-            b = bytearray(data)
-            if a == "corrupt":
-                for i in range(start, start + size):
-                    b[i] ^= 0xFF
-            else:
-                assert rule.value is not None
-                b[start : start + size] = (rule.value % (1 << (8 * size))).to_bytes(size, BYTE_ORDER.get(self.protocol, "big"))
-            return [(bytes(b), 0.0)], end
-        if a in ("close", "reset"):
-            return writes, a
-        return writes, end
-
-    def _field_span(self, frame: Observed, field: str | None) -> tuple[int, int] | None:
-        """Where ``field`` lies in ``frame`` (None: its type has no such field)."""
-        if field is None:
-            return None
-        spans: Mapping[str, tuple[int, int]] = (
-            frame.spans if frame.spans is not None else FIELDS.get(self.protocol, {}).get(frame.type, {})
-        )
-        return spans.get(field)
+        """:func:`~refwire.chaos.actions.apply_rule` with this proxy's protocol."""
+        return apply_rule(rule, frame, writes, end, self.adapter)
 
     def _write(self, entry: dict[str, Any]) -> None:
         if entry.get("event") == "action":
@@ -772,57 +638,6 @@ class ChaosProxy:
         if self.record_to is not None:
             self.record_to.write(json.dumps(entry, sort_keys=True) + "\n")
             self.record_to.flush()
-
-
-def _params(rule: Rule) -> dict[str, Any]:
-    """What an action needs to be applied again (``refwire chaos replay``)."""
-    return {k: getattr(rule, k) for k in ("seconds", "field", "value", "at", "gap", "then", "vector", "payload", "place")}
-
-
-def replay_plan(lines: Sequence[str]) -> dict[tuple[int | str, ...], list[Rule]]:
-    """A record's decisions, by (connection, direction, frame index), as rules to apply again."""
-    plan: dict[tuple[int | str, ...], list[Rule]] = {}
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"record line {n} is not JSON: {exc}") from None
-        if entry.get("event") != "action":
-            continue
-        params = entry.get("params", {})
-        rule = Rule(name=str(entry["rule"]), action=str(entry["action"]), **params)
-        key: tuple[int, ...] = (int(entry["conn"]), int(entry["frame"]))
-        where = (key[0], str(entry["dir"]), key[1], *((int(entry["inner"]),) if "inner" in entry else ()))
-        plan.setdefault(where, []).append(rule)
-    return plan
-
-
-async def _read(src: trio.abc.Stream, out: trio.MemorySendChannel[tuple[float, bytes | _Wake | None]]) -> None:
-    """Each chunk of ``src`` with the trio time it arrived; ``b""`` at its end, None if it broke."""
-    async with out:
-        while True:
-            try:
-                data: bytes | None = bytes(await src.receive_some(65536))
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ssl.SSLError):
-                data = None
-            await out.send((trio.current_time(), data))
-            if not data:
-                return
-
-
-async def _reset(stream: trio.abc.Stream) -> None:
-    """Close with an RST (SO_LINGER 0); a TLS stream's TCP connection is reset under it."""
-    tcp = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
-    sock = getattr(tcp, "socket", None)
-    try:
-        if sock is not None:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    except OSError:
-        pass
-    await trio.aclose_forcefully(tcp)
-    await trio.aclose_forcefully(stream)
 
 
 @asynccontextmanager

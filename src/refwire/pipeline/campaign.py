@@ -45,6 +45,7 @@ __all__ = [
 
 def _knob_names() -> tuple[str, ...]:
     import attrs
+
     from refwire.sim.faults import Faults
 
     return tuple(a.name for a in attrs.fields(Faults))

@@ -2,7 +2,7 @@
 
     refwire campaign --protocols all --seeds 200 [--master URL] [--out DIR] [--runner spark|pool|loop]
     refwire record --listen 127.0.0.1:5045 --upstream 127.0.0.1:5044 --out capture/
-    refwire decode capture/ | FILE.c2s | FILE.pcap [--protocol lumberjack] [--json]
+    refwire decode capture/ | FILE.c2s | FILE.pcap [--protocol NAME] [--json]
     refwire analyze capture/ --out analysis/ [--master URL]
 """
 
@@ -241,7 +241,7 @@ def _campaign_local(args: argparse.Namespace, protocols: tuple[str, ...], worklo
 
 async def _record(args: argparse.Namespace) -> int:
     from ..cliutil import open_listeners
-    from .record import open_tap
+    from ..tap import open_tap
 
     host, port = args.listen
     listeners = await open_listeners(host, port)

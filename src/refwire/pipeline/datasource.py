@@ -7,8 +7,9 @@ connections (both directions of a connection stay together, and a stateful
 stream decoder never starts mid-stream), balanced by bytes.  ``read()`` streams
 each file in chunks (``chunkSize``), so a huge connection never sits in memory.
 
-Options (strings): ``path`` (or ``load(path)``), ``protocol`` (default
-``lumberjack``; ``auto`` guesses it per connection, so one capture may mix
+Options (strings): ``path`` (or ``load(path)``), ``protocol`` (required: a
+protocol with a capture decoder, :func:`~refwire.pipeline.decoders.decoder_names`,
+or ``auto`` to guess it per connection, so one capture may mix
 protocols), ``partitions`` (default: about 32 MiB of capture per
 partition, at least one per core up to the number of connections),
 ``chunkSize`` (bytes, default 1 MiB), ``serverPorts`` (comma-separated, for
@@ -16,7 +17,7 @@ tcpflow directories).
 
     from refwire.pipeline.datasource import register
     register(spark)
-    frames = spark.read.format("refwire-capture").option("protocol", "lumberjack").load("capture/")
+    frames = spark.read.format("refwire-capture").option("protocol", "auto").load("capture/")
 """
 
 from __future__ import annotations
@@ -47,7 +48,14 @@ class CaptureReader(DataSourceReader):
         self.path = options.get("path") or options.get("paths", "")
         if not self.path:
             raise ValueError('refwire-capture needs a path: .load("DIR") or .option("path", "DIR")')
-        self.protocol = options.get("protocol", "lumberjack")
+        protocol = options.get("protocol")
+        if not protocol:
+            from refwire.pipeline.decoders import decoder_names
+
+            raise ValueError(
+                f'refwire-capture needs a protocol: .option("protocol", NAME) with NAME one of {", ".join(decoder_names())}, or auto'
+            )
+        self.protocol = protocol
         self.partitions_opt = int(options.get("partitions", "0"))
         self.chunk_size = int(options.get("chunkSize", str(1 << 20)))
         ports = options.get("serverPorts", "")

@@ -4,8 +4,8 @@ One connection-direction is the unit of decoding (a
 stateful stream decoder cannot start at an arbitrary offset), and a decoder
 must deliver *the frames before a bad byte and then the error at its offset*,
 never losing the good frames.  Each protocol's decoder (named by its
-descriptor, :mod:`refwire.protocols`, and living in ``decode_<protocol>.py``)
-is a small function ``decode(chunks, direction) -> Iterator[FrameRow]`` built on the
+descriptor, :mod:`refwire.protocols`, and living in its dialect module,
+``dialects/<protocol>.py``, next to its rules) is a small function ``decode(chunks, direction) -> Iterator[FrameRow]`` built on the
 protocol's own Sans-IO frame decoder; it reads the stream chunk by chunk, so
 a huge capture never has to fit in memory.
 
@@ -16,7 +16,7 @@ error in the outer stream decoding stops (the framing is lost); an error
 inside a compressed frame's payload is a row, and decoding goes on after it.
 
 Adding a protocol: write ``decode(chunks, direction, peer=None)`` in
-``decode_<protocol>.py`` and name it in the protocol's descriptor (``key fields``: put the sequence number / request
+``dialects/<protocol>.py`` and name it in the protocol's descriptor (``key fields``: put the sequence number / request
 id in ``seq``, a window or batch size in ``count``, a stream / topic / verb
 name in ``name``; everything in ``fields_json``).
 

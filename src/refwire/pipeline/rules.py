@@ -9,8 +9,8 @@ rule id and protocol and unions them into the violations table.
 Every rule may also carry ``check``, a pure-Python twin over one connection's
 rows, so captures can be checked without Spark (:func:`check_rows`); rules
 that walk a connection in order run that same function on Spark through
-:func:`per_connection`.  Each protocol's rules are in ``rules_<protocol>.py``,
-named by its descriptor (:mod:`refwire.protocols`).
+:func:`per_connection`.  Each protocol's rules are ``RULES`` of its dialect
+module, ``dialects/<protocol>.py``, named by its descriptor (:mod:`refwire.protocols`).
 
 """
 

@@ -219,6 +219,7 @@ def sensitivity(runs: Any) -> Any:
     or ``workload:<key>``).  ``lift`` = rate at this value - the protocol's overall rate."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
+
     from refwire.sim.faults import FAULT_KINDS
 
     failed = (F.col("outcome") != "pass").cast("int")

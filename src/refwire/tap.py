@@ -1,12 +1,15 @@
-"""``refwire record``: a loopback TCP tap that writes a capture directory.
+"""A loopback TCP tap that writes a capture directory (``refwire record``; ``refwire chaos --capture``).
 
 Any client connects to the tap, the tap connects to the upstream server (any
 implementation) and copies bytes both ways unchanged, writing each direction
 of each connection to ``<conn>.c2s`` / ``<conn>.s2c`` and, when the connection
 ends, ``<conn>.json`` with the endpoints and a time index (when each chunk
-began; see :mod:`refwire.pipeline.capture`).  EOF is forwarded as a half-close,
-so request/response protocols that close their sending side still work; a
-reset on one side closes both.
+began; the format ``refwire decode`` and ``refwire analyze`` read).  EOF is
+forwarded as a half-close, so request/response protocols that close their
+sending side still work; a reset on one side closes both.
+
+Shared by the tools (one level below them): it imports no tool and no
+protocol package, only trio and :mod:`refwire.drivers`.
 """
 
 from __future__ import annotations
@@ -24,14 +27,15 @@ from typing import Any, BinaryIO
 import attrs
 import trio
 
-from ..drivers import listener_address
+from .drivers import listener_address
 
 __all__ = ["CaptureFiles", "Tap", "open_tap"]
 
 log = logging.getLogger("refwire.record")
 
+
 class CaptureFiles:
-    """One connection's capture files in ``out`` (the format
+    """One connection's capture files in ``out`` (the capture-directory format
     :mod:`refwire.pipeline.capture` reads): ``NAME.c2s`` and ``NAME.s2c`` written
     as the bytes come, each chunk's offset and time in the time index, and
     ``NAME.json`` (``meta``, the time index, what :meth:`close` adds) at the end."""

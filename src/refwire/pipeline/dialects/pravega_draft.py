@@ -1,8 +1,8 @@
-"""Capture decoder for the 2017 Pravega draft dialect (specs/pravega-draft-2017/README.md §2-§5).
+"""Pravega 2017 draft captures (specs/pravega-draft-2017/README.md §2-§5): the decoder (no capture rules yet).
 
 One row per wire command, ``type`` = the command name, as
-:mod:`refwire.pipeline.decode_pravega` does for today's dialect (and with its
-field encoding, :func:`~refwire.pipeline.decode_pravega.command_fields`).
+:mod:`refwire.pipeline.dialects.pravega` does for today's dialect (and with its
+field encoding, :func:`~refwire.pipeline.dialects.pravega.command_fields`).
 Events inside an append block are rows of their own (the block's frames are
 commands too, §4).  A message sent in PartialMessage parts (§5) is a row per
 part, and, at its End part, one more row for the reassembled message whose
@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..errors import LocalProtocolError, ProtocolError
-from .decode_pravega import command_fields
-from .decoders import FrameRow, Peer, dumps, error_row
+from ...errors import LocalProtocolError, ProtocolError
+from ..decoders import FrameRow, Peer, dumps, error_row
+from .pravega import command_fields
 
 __all__ = ["decode"]
 

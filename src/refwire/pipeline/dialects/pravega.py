@@ -1,4 +1,21 @@
-"""Pravega conformance rules (specs/pravega/README.md §4-§7), each a DataFrame query with a pure twin.
+"""Pravega captures (specs/pravega/README.md §1, §4-§7): the decoder and the conformance rules.
+
+**Decoder** (:func:`decode`, on :class:`refwire.pravega.frames.CommandDecoder`):
+one row per wire command, ``type`` = the command name (``Hello``,
+``SetupAppend``, ``DataAppended`` ...).  Key fields: ``seq`` = the request id
+(when the command has one; ``-1``, Java's "absent", is kept as is), ``name`` =
+the segment, ``count`` = ``num_events`` of an AppendBlockEnd.  ``fields_json``
+holds every field of the command, byte fields as ``{"len": n}`` and writer ids
+as UUID strings, so the rules can read ``writer_id``, ``event_number``,
+``previous_event_number``, ``last_event_number`` and ``offset``.
+
+The client direction is decoded with the server's limits
+(:data:`~refwire.pravega.frames.DEFAULT_LIMITS`), the server direction with the
+client's (:data:`~refwire.pravega.frames.CLIENT_LIMITS`, §1.1).  Append blocks
+are one row each: the events inside them are the application's bytes (the
+server stores them unparsed, §5.3), so they are not rows of their own.
+
+**Rules** (:data:`RULES`), each a DataFrame query with a pure twin:
 
 * ``PR-DECODES`` -- every byte of both directions decodes (§1).
 * ``PR-HELLO-FIRST`` -- the client's first command is Hello (§7.1: the client speaks first).
@@ -16,18 +33,76 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from .rulekit import Found, Rule, check_decodes, decodes_query, fields, not_before, ordered
+import attrs
 
-__all__ = ["PRAVEGA_RULES"]
+from ...errors import ProtocolError
+from ..decoders import FrameRow, Peer, dumps, error_row, json_value
+from ..rulekit import Found, Rule, check_decodes, decodes_query, not_before, ordered
+from ..rulekit import fields as row_fields
 
+__all__ = ["RULES", "command_fields", "decode"]
+
+PROTOCOL = "pravega"
 NO_REQUEST = -1
 _NOT_REPLIES = ("Hello", "KeepAlive", "error")
 
 
-# --------------------------------------------------------------------------- pure twins
+# --------------------------------------------------------------------------- decoder
+
+
+def command_fields(cmd: Any) -> dict[str, Any]:
+    """Every field of a command as JSON-able values."""
+    return {a.name: json_value(getattr(cmd, a.name)) for a in attrs.fields(type(cmd))}
+
+
+def decode(chunks: Iterable[bytes], direction: str, peer: Peer | None = None) -> Iterator[FrameRow]:
+    from refwire.pravega.frames import CLIENT_LIMITS, DEFAULT_LIMITS, CommandDecoder
+
+    dec = CommandDecoder(DEFAULT_LIMITS if direction == "c2s" else CLIENT_LIMITS)
+    frame_no = 0
+    for chunk in chunks:
+        dec.feed(chunk)
+        while True:
+            start = dec.offset
+            try:
+                cmd = dec.next_command()
+            except ProtocolError as exc:
+                yield error_row(frame_no, exc, start, None)
+                return
+            if cmd is None:
+                break
+            fields = command_fields(cmd)
+            rid = getattr(cmd, "request_id", None)
+            segment = getattr(cmd, "segment", None) or getattr(cmd, "segment_name", None)
+            count = getattr(cmd, "num_events", None)
+            yield FrameRow(
+                frame_no,
+                start,
+                type(cmd).NAME,
+                dec.offset - start,
+                None,
+                seq=rid if isinstance(rid, int) else None,
+                count=count if isinstance(count, int) else None,
+                name=segment if isinstance(segment, str) else None,
+                fields_json=dumps(fields),
+            )
+            frame_no += 1
+    if dec.buffered:
+        name = dec.pending_frame_name()
+        end = ProtocolError(
+            f"{dec.buffered} bytes of an incomplete {name or 'frame'} at the end of the stream",
+            protocol=PROTOCOL,
+            frame=name,
+            field="(end)",
+            offset=dec.offset,
+        )
+        yield error_row(frame_no, end, dec.offset, None)
+
+
+# --------------------------------------------------------------------------- rules: pure twins
 
 
 def check_hello_first(rows: Sequence[Mapping[str, Any]]) -> list[Found]:
@@ -44,7 +119,7 @@ def check_request_ids(rows: Sequence[Mapping[str, Any]]) -> list[Found]:
         if r["seq"] is not None and r["seq"] != NO_REQUEST:
             sent.setdefault(r["seq"], []).append(r["ts"])
         if r["type"] == "ReadSegment":  # the AuthTokenCheckFailed quirk (§6.1)
-            sent.setdefault(int(fields(r).get("offset", NO_REQUEST)), []).append(r["ts"])
+            sent.setdefault(int(row_fields(r).get("offset", NO_REQUEST)), []).append(r["ts"])
     out: list[Found] = []
     for r in ordered(rows, "s2c"):
         rid = r["seq"]
@@ -56,13 +131,13 @@ def check_request_ids(rows: Sequence[Mapping[str, Any]]) -> list[Found]:
 
 
 def check_read_offsets(rows: Sequence[Mapping[str, Any]]) -> list[Found]:
-    asked = {(r["seq"], r["name"], fields(r).get("offset")) for r in ordered(rows, "c2s", "ReadSegment")}
+    asked = {(r["seq"], r["name"], row_fields(r).get("offset")) for r in ordered(rows, "c2s", "ReadSegment")}
     by_rid: dict[Any, list[Any]] = {}
     for rid, seg, off in asked:
         by_rid.setdefault((rid, seg), []).append(off)
     out: list[Found] = []
     for r in ordered(rows, "s2c", "SegmentRead"):
-        off = fields(r).get("offset")
+        off = row_fields(r).get("offset")
         if r["seq"] is None or r["seq"] == NO_REQUEST or (r["seq"], r["name"], off) in asked:
             continue
         want = sorted(by_rid.get((r["seq"], r["name"]), []))
@@ -75,7 +150,7 @@ def check_ack_chain(rows: Sequence[Mapping[str, Any]]) -> list[Found]:
     last: dict[str, int] = {}
     out: list[Found] = []
     for r in ordered(rows, "s2c", "AppendSetup", "DataAppended"):
-        f = fields(r)
+        f = row_fields(r)
         w = str(f.get("writer_id"))
         if r["type"] == "AppendSetup":
             last[w] = int(f["last_event_number"])
@@ -93,7 +168,7 @@ def check_ack_chain(rows: Sequence[Mapping[str, Any]]) -> list[Found]:
     return out
 
 
-# --------------------------------------------------------------------------- DataFrame queries
+# --------------------------------------------------------------------------- rules: DataFrame queries
 
 
 def _hello_first(frames: Any) -> Any:
@@ -165,10 +240,10 @@ def _ack_chain(frames: Any) -> Any:
     return x.withColumn("detail", detail).where(F.col("detail").isNotNull()).select("conn", "direction", "frame_no", "offset", "detail")
 
 
-PRAVEGA_RULES: list[Rule] = [
-    Rule("PR-DECODES", "pravega", "every byte of both directions decodes", decodes_query, check_decodes),
-    Rule("PR-HELLO-FIRST", "pravega", "the client's first command is Hello", _hello_first, check_hello_first),
-    Rule("PR-REQUEST-ID-ECHOED", "pravega", "every reply's request id is one the client sent earlier on the connection", _request_ids, check_request_ids),
-    Rule("PR-READ-OFFSET-ECHOED", "pravega", "SegmentRead.offset is its ReadSegment's offset", _read_offsets, check_read_offsets),
-    Rule("PR-ACK-CHAIN", "pravega", "DataAppended chains previous_event_number per writer, event numbers increasing", _ack_chain, check_ack_chain),
+RULES: list[Rule] = [
+    Rule("PR-DECODES", PROTOCOL, "every byte of both directions decodes", decodes_query, check_decodes),
+    Rule("PR-HELLO-FIRST", PROTOCOL, "the client's first command is Hello", _hello_first, check_hello_first),
+    Rule("PR-REQUEST-ID-ECHOED", PROTOCOL, "every reply's request id is one the client sent earlier on the connection", _request_ids, check_request_ids),
+    Rule("PR-READ-OFFSET-ECHOED", PROTOCOL, "SegmentRead.offset is its ReadSegment's offset", _read_offsets, check_read_offsets),
+    Rule("PR-ACK-CHAIN", PROTOCOL, "DataAppended chains previous_event_number per writer, event numbers increasing", _ack_chain, check_ack_chain),
 ]
