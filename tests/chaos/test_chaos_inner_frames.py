@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from refwire.chaos import open_chaos, rules_from
-from refwire.chaos.observe import inner_frames, observer_for, rewrap
+from refwire.chaos.adapter import inner_frames, observer_for, rewrap
 from refwire.chaos.proxy import replay_plan
 from refwire.lumberjack.frames import encode_event, encode_window
 
@@ -94,7 +94,7 @@ def test_the_lumberjack_check_follows_pipelined_windows() -> None:
     """Windows sent back to back before their acks (the npm client does it, seq 1 in
     each): acks apply to the oldest window not fully acked, so nothing is flagged;
     an ack the server never sent is still an injected fault."""
-    from refwire.chaos.check import LumberjackChecker
+    from refwire.chaos.adapters.lumberjack import LumberjackChecker
     from refwire.lumberjack.frames import encode_ack
 
     ch = LumberjackChecker()

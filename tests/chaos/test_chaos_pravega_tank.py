@@ -16,10 +16,10 @@ import pytest
 import trio
 
 from refwire.chaos import ChaosProxy, ScheduleError, open_chaos, rules_from
-from refwire.chaos.observe import FIELDS, observer_for
-from refwire.errors import ConnectionLost
+from refwire.chaos.adapter import FIELDS, observer_for
 from refwire.pravega.client import EventWriter, WriterConfig, create_segment, parse_events
 from refwire.pravega.server import SegmentStoreServer
+from refwire.tank.errors import ConnectionLost
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -316,7 +316,7 @@ async def test_tank_check_names_an_acked_message_the_broker_never_served() -> No
 
 def test_tank_check_tells_a_hidden_message_from_a_broker_bug() -> None:
     """The broker's answer held the message, the client's did not: an injected fault (§5)."""
-    from refwire.chaos.check import TankChecker
+    from refwire.chaos.adapters.tank import TankChecker
     from refwire.chaos.observe import Observed
     from refwire.tank.bundles import Message, encode_bundle, encode_entry
     from refwire.tank.frames import ConsumePartition, ConsumeRequest, ConsumeTopic, ProducePartition, ProduceRequest, ProduceTopic

@@ -10,7 +10,8 @@ connection, direction) drawn from the run's seed, and records every decision.
 
 from __future__ import annotations
 
-from .observe import Observed, observer_for
+from .adapter import observer_for
+from .observe import Observed
 from .proxy import ChaosProxy, open_chaos
 from .rules import ACTIONS, Rule, Schedule, ScheduleError, load_schedule, parse_schedule, rules_from
 

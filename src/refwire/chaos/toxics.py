@@ -48,7 +48,7 @@ from typing import Any
 import attrs
 import trio
 
-from .rules import Rule, ScheduleError, rule_rng, rules_from
+from .rule import Rule, ScheduleError, parse_rules, rule_rng
 
 __all__ = ["STREAMS", "TOXIC_TYPES", "LinkClosed", "Toxic", "ToxicError", "ToxicState", "parse_toxic", "pipe", "update_toxic"]
 
@@ -171,7 +171,7 @@ def _frame_rule(name: str, direction: str, given: Any, protocol: str) -> tuple[d
     if clash:
         raise ToxicError(f"bad request body: a frame toxic takes {' and '.join(clash)} from the toxic, not its attributes")
     try:
-        (rule,) = rules_from([{**given, "name": name, "direction": direction}], protocol).rules
+        (rule,) = parse_rules([{**given, "name": name, "direction": direction}], protocol)
     except ScheduleError as exc:
         raise ToxicError(f"bad request body: {exc}") from None
     return dict(given), rule
