@@ -103,6 +103,7 @@ def _area(filename: str, func: str) -> str:
 def worker(root: Path, protocol: str, first: int, n: int, profile: int) -> dict[str, Any]:
     _import_from(root)
     import trio
+
     from refwire.sim.runner import run_seed
 
     run_seed(protocol, first + n + 1000)  # warm-up: imports, caches

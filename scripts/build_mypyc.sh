@@ -13,12 +13,12 @@ PY=${PYTHON:-.venv/bin/python}
 
 case "${1:-}" in
 --clean)
-    find src sim -name '*.so' -print -delete
+    find src -name '*.so' -print -delete
     rm -rf build/mypyc
     exit 0
     ;;
 --status)
-    found=$(find src sim -name '*.so' | sort)
+    found=$(find src -name '*.so' | sort)
     if [ -z "$found" ]; then echo "pure Python (no compiled modules)"; else echo "$found"; fi
     exit 0
     ;;
@@ -39,6 +39,6 @@ REFWIRE_MYPYC=1 "$PY" setup.py --quiet build_ext --inplace
 # never changes (the code is in the shared _codec__mypyc library).  Mark them all
 # built now, so tests/test_compiled_build.py's "older than its source" check only
 # fires for an edit made after the last build.
-find src sim -name '*.so' -exec touch {} +
+find src -name '*.so' -exec touch {} +
 echo "compiled:"
-find src sim -name '*.so' | sort
+find src -name '*.so' | sort

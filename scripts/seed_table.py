@@ -22,9 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from refwire.sim.runner import run_seed
-
 from refwire.protocols import names
+from refwire.sim.runner import run_seed
 
 DEFAULT_TABLE = Path(__file__).resolve().parent.parent / "tests" / "sim" / "seed_table.json"
 

@@ -3,6 +3,7 @@ every piece it names importable and of the right kind, nothing imported early.""
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 
@@ -31,6 +32,14 @@ def test_every_named_piece_loads(name: str) -> None:
     if d.rules:
         rules = d.load("rules")
         assert rules and all(r.protocol == name for r in rules)
+    if d.conform:
+        assert d.load("conform").protocol == name
+    if d.chaos:
+        from refwire.chaos.adapter import Adapter
+
+        assert isinstance(d.load("chaos"), Adapter)
+    if d.reference_server:
+        assert inspect.iscoroutinefunction(d.load("reference_server"))
     assert d.machines, "every protocol has machines with transition tables"
     for machine, table in d.transition_tables():
         assert machine and table and all(isinstance(k, tuple) and len(k) == 2 for k in table)

@@ -35,7 +35,7 @@ PACKAGES: tuple[str, ...] = (
 )
 
 #: The pieces a descriptor may name.
-Piece = Literal["cli", "scenario", "decoder", "rules", "conform"]
+Piece = Literal["cli", "scenario", "decoder", "rules", "conform", "chaos", "reference_server"]
 
 
 def load(ref: str) -> Any:
@@ -75,6 +75,14 @@ class Descriptor:
     rules: str | None = None
     #: Its conformance cases (a :class:`refwire.conform.runner.Catalogue`).
     conform: str | None = None
+    #: Its fault-proxy adapter (a :class:`refwire.chaos.adapter.Adapter`): how ``refwire chaos``
+    #: cuts its traffic into frames, which fields rules may name, and its ``--check`` invariants.
+    chaos: str | None = None
+    #: ``async serve_reference(nursery, config) -> RunningServer``: starts refwire's own server on
+    #: 127.0.0.1 and a free port (see :mod:`refwire.reference`); the pytest plugin's fixture runs it.
+    reference_server: str | None = None
+    #: The name of the pytest fixture that runs :attr:`reference_server` (``<fixture>_config`` is its config).
+    fixture: str | None = None
     #: ``(machine name, "module:TABLE")`` per machine: each table maps
     #: ``(state, input)`` to the next state(s) (see :mod:`refwire.sansio`).
     machines: tuple[tuple[str, str], ...] = ()
@@ -130,6 +138,8 @@ def descriptor(name: str, piece: Piece | None = None) -> Descriptor:
             "decoder": "capture decoder",
             "rules": "capture rules",
             "conform": "conformance cases",
+            "chaos": "fault-proxy adapter",
+            "reference_server": "reference server",
             "machines": "state machines",
             None: "protocol",
         }.get(piece, str(piece))

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import trio
 
-from refwire.pravega.draft2017.conform import server_segments
+from refwire.conform.cases.pravega_draft import server_segments
 from refwire.pravega.draft2017.connection import DEFAULT_LIMITS, ServerConnection, State
 from refwire.pravega.draft2017.events import BlockAppend, KeepAliveReceived
 from refwire.pravega.draft2017.frames import DataAppended, EndAppendBlock, KeepAlive, PartialMessage

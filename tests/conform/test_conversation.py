@@ -8,8 +8,8 @@ import pytest
 import trio
 import trio.testing
 
+from refwire.conform.cases.lumberjack import ServerObserver
 from refwire.conform.conversation import Conversation
-from refwire.lumberjack.conform import ServerObserver
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -24,12 +24,12 @@ import trio
 
 import refwire.pravega.draft2017.client as client_mod
 from refwire.cli import main
+from refwire.conform.cases import pravega_draft as draft_conform
+from refwire.conform.cases.pravega_draft import CATALOGUE, client_for_simulation, server_segments
 from refwire.conform.clients import ClientSetup, run_client_case
 from refwire.conform.model import Verdict
 from refwire.conform.runner import RunConfig, RunResult, run_cases
 from refwire.conform.simulated import run_clients_in_simulator, run_in_simulator
-from refwire.pravega.draft2017 import conform as draft_conform
-from refwire.pravega.draft2017.conform import CATALOGUE, client_for_simulation, server_segments
 from refwire.pravega.draft2017.writer import DraftWriterSession
 
 from .broken_draft import BROKEN, Broken, draft_store

@@ -24,9 +24,9 @@ import pytest
 import trio
 
 from refwire.cli import main
+from refwire.conform.cases.lumberjack import CATALOGUE
 from refwire.conform.model import CaseResult, Verdict
 from refwire.conform.runner import RunConfig, run_cases
-from refwire.lumberjack.conform import CATALOGUE
 from refwire.lumberjack.frames import encode_ack
 
 pytestmark = pytest.mark.timeout(60)

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import trio
 
+from refwire.conform.cases.lumberjack import CATALOGUE
 from refwire.conform.model import Verdict
 from refwire.conform.runner import RunConfig, RunResult, run_cases
-from refwire.lumberjack.conform import CATALOGUE
 
 from .broken_servers import BROKEN, RAW_BASELINE, RAW_BASELINE_PASSES, Broken, broken_server
 

@@ -15,10 +15,10 @@ import pytest
 import trio
 
 from refwire.cli import main
+from refwire.conform.cases.lumberjack import CATALOGUE
 from refwire.conform.clients import ClientSetup, expand_command, run_client_case
 from refwire.conform.model import Verdict
 from refwire.conform.runner import RunConfig, RunResult, run_cases
-from refwire.lumberjack.conform import CATALOGUE
 
 pytestmark = pytest.mark.timeout(120)
 

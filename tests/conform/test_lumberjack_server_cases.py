@@ -13,10 +13,10 @@ import trio
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from refwire.cli import main
+from refwire.conform.cases.lumberjack import CATALOGUE
 from refwire.conform.model import Verdict
 from refwire.conform.report import write_reports
 from refwire.conform.runner import RunConfig, RunResult, run_cases
-from refwire.lumberjack.conform import CATALOGUE
 from refwire.lumberjack.server import ServerConfig
 from refwire.specs import load_vectors, vector_files
 

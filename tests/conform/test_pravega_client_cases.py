@@ -13,12 +13,12 @@ import attrs
 import pytest
 import trio
 
+from refwire.conform.cases.pravega import CATALOGUE, client_for_simulation
 from refwire.conform.clients import ClientSetup, run_client_case
 from refwire.conform.model import Verdict
 from refwire.conform.runner import RunConfig, run_cases
 from refwire.conform.simulated import run_clients_in_simulator
 from refwire.pravega import client as client_mod
-from refwire.pravega.conform import CATALOGUE, client_for_simulation
 from refwire.pravega.frames import Hello
 
 pytestmark = pytest.mark.timeout(120)

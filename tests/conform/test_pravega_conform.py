@@ -14,10 +14,10 @@ import pytest
 import trio
 
 from refwire.cli import main
+from refwire.conform.cases.pravega import CATALOGUE
 from refwire.conform.model import Verdict
 from refwire.conform.runner import RunConfig, RunResult, run_cases
 from refwire.conform.simulated import run_in_simulator
-from refwire.pravega.conform import CATALOGUE
 
 from .broken_pravega import BROKEN, Broken, store
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import trio
 
+from refwire.conform.cases.seastar_rpc import CATALOGUE, contract_client
 from refwire.conform.clients import ClientSetup, run_client_case
 from refwire.conform.model import Verdict, id_key
 from refwire.conform.runner import RunConfig, RunResult, run_cases
-from refwire.seastar_rpc.conform import CATALOGUE, contract_client
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import trio
 
+from refwire.conform.cases.seastar_rpc import CATALOGUE
 from refwire.conform.model import Verdict, id_key
 from refwire.conform.runner import RunConfig, RunResult, run_cases
-from refwire.seastar_rpc.conform import CATALOGUE
 
 from .broken_seastar import BROKEN, Broken, broken_seastar
 

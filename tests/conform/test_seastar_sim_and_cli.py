@@ -11,11 +11,11 @@ import pytest
 import trio
 
 from refwire.cli import main
+from refwire.conform.cases.seastar_rpc import CATALOGUE
 from refwire.conform.model import Verdict
 from refwire.conform.runner import RunConfig
 from refwire.conform.simulated import run_clients_in_simulator, run_in_simulator
 from refwire.protocols import descriptor
-from refwire.seastar_rpc.conform import CATALOGUE
 
 from .broken_seastar import broken_seastar
 
@@ -42,7 +42,7 @@ def test_client_cases_in_the_simulator_same_seed_same_trace() -> None:
 
 
 def test_descriptor_names_the_catalogue() -> None:
-    assert descriptor("seastar-rpc").conform == "refwire.seastar_rpc.conform:CATALOGUE"
+    assert descriptor("seastar-rpc").conform == "refwire.conform.cases.seastar_rpc:CATALOGUE"
 
 
 async def _cli(args: list[str]) -> int:

@@ -10,10 +10,10 @@ import attrs
 import pytest
 
 from refwire.cli import main
+from refwire.conform.cases.lumberjack import CATALOGUE, window
 from refwire.conform.model import Verdict
 from refwire.conform.runner import RunConfig
 from refwire.conform.simulated import run_clients_in_simulator, run_in_simulator
-from refwire.lumberjack.conform import CATALOGUE, window
 
 pytestmark = pytest.mark.timeout(120)
 

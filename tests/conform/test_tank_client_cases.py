@@ -13,11 +13,11 @@ import attrs
 import pytest
 import trio
 
+from refwire.conform.cases.tank import CATALOGUE, client_for_simulation
 from refwire.conform.clients import ClientSetup, run_client_case
 from refwire.conform.model import Verdict
 from refwire.conform.runner import RunConfig, run_cases
 from refwire.conform.simulated import run_clients_in_simulator
-from refwire.tank.conform import CATALOGUE, client_for_simulation
 
 pytestmark = pytest.mark.timeout(120)
 

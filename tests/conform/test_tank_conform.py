@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from refwire.cli import main
+from refwire.conform.cases.tank import CATALOGUE
 from refwire.conform.model import Verdict
 from refwire.conform.runner import RunConfig, RunResult, run_cases
 from refwire.conform.simulated import run_in_simulator
-from refwire.tank.conform import CATALOGUE
 
 from .broken_tank import BROKEN, Broken, broker
 

@@ -64,8 +64,8 @@ def test_tls_options_need_tls(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 
 async def test_the_runs_tls_material_is_removed_at_its_end() -> None:
+    from refwire.conform.cases.lumberjack import CATALOGUE
     from refwire.conform.clients import ClientSetup, close_listeners
-    from refwire.lumberjack.conform import CATALOGUE
 
     setup = ClientSetup(exec_template="true")
     material = setup.tls_for(CATALOGUE.case("lj.C5.1"))

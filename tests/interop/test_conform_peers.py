@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from refwire.conform.cases.lumberjack import CATALOGUE
 from refwire.conform.model import Verdict
 from refwire.conform.runner import RunConfig, run_cases
-from refwire.lumberjack.conform import CATALOGUE
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
 

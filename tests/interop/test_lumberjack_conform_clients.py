@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from refwire.conform.cases.lumberjack import CATALOGUE
 from refwire.conform.clients import ClientSetup, run_client_case
 from refwire.conform.model import Case, CaseResult, Verdict
 from refwire.conform.runner import RunConfig, run_cases
-from refwire.lumberjack.conform import CATALOGUE
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import trio
 
+from refwire.conform.cases.pravega import CATALOGUE
 from refwire.conform.clients import ClientSetup, run_client_case
 from refwire.conform.model import Verdict
 from refwire.conform.runner import RunConfig, run_cases
-from refwire.pravega.conform import CATALOGUE
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from refwire.sim.faults import Faults
 from refwire.sim.runner import SimResult, run_seed
 

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 import simtests
+
 from refwire.sim.faults import FAULT_KINDS, Faults
 from refwire.sim.runner import SimResult, run_seed, shrink
 
@@ -101,9 +102,8 @@ def test_hostile_peers_are_closed_and_the_clients_unaffected(seed: int) -> None:
 def test_a_misfit_without_the_reply_it_is_owed_is_a_violation(monkeypatch: pytest.MonkeyPatch) -> None:
     """The misfit judge is no rubber stamp: expecting an ack the server never sends (``A 4``
     for a window of 3) turns a passing run into ``misfit-wrong-reply``."""
-    from refwire.sim.scenarios import lumberjack
-
     from refwire.lumberjack.frames import Ack
+    from refwire.sim.scenarios import lumberjack
 
     honest = lumberjack.MISFITS["compressed-split"]
     wl = {"misfits": 1, "hostiles": 0, "rogues": 0, "restarts": 0, "app_delay": 0.0}

@@ -19,6 +19,7 @@ import warnings
 import pytest
 import trio
 import trio.testing
+
 from refwire.sim.faults import FAULT_KINDS, Faults
 from refwire.sim.net import SimListener, SimNet, SimStream
 from refwire.sim.rand import SimRandom
@@ -727,6 +728,7 @@ def test_wall_clock_guard_ends_a_livelocked_run() -> None:
     import time
 
     import trio
+
     from refwire.sim.runner import WallClockExceeded, wall_clock_guard
     from refwire.sim.runtime import run_deterministic
 

@@ -5,6 +5,7 @@ parts are in simtests.py)."""
 from __future__ import annotations
 
 import simtests
+
 from refwire.sim.runner import SimResult, run_seed, shrink
 
 PROTOCOL = "pravega-draft-2017"

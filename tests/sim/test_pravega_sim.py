@@ -5,6 +5,7 @@ shared parts are in simtests.py)."""
 from __future__ import annotations
 
 import simtests
+
 from refwire.sim.faults import Faults
 from refwire.sim.runner import SimResult, run_seed, shrink
 

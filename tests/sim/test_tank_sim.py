@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 import simtests
-from refwire.sim.runner import SimResult, run_seed
 
+from refwire.sim.runner import SimResult, run_seed
 from refwire.tank.storage import MemoryLog
 
 ci_batch = simtests.batch_fixture("tank", range(0, 100))
@@ -95,7 +95,6 @@ def test_a_client_taking_another_answer_from_a_rogue_is_a_violation(monkeypatch:
     judge expects the "exists" (1) the real rogue sends turns a passing run into ``rogue-answer``."""
     from refwire.sim.harness import Rogue
     from refwire.sim.scenarios import tank
-
     from refwire.tank.connection import PING_FRAME
     from refwire.tank.responses import CreateTopicResponse
 

@@ -3,8 +3,8 @@
 :mod:`.model` (cases, expectations, verdicts, profiles), :mod:`.conversation`
 (one scripted connection and its wire log), :mod:`.runner` (running cases
 against a testee), :mod:`.report` (index.json, per-case records, HTML, JUnit)
-and :mod:`.cli`.  Each protocol's cases live beside it
-(``refwire.<protocol>.conform``), named by its descriptor.
+and :mod:`.cli`.  Each protocol's cases are one module of :mod:`.cases`
+(``refwire.conform.cases.<protocol>``), found through its descriptor.
 """
 
 from __future__ import annotations

@@ -31,15 +31,14 @@ imports neither trio nor the runner.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import json
-import threading
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+import inspect
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from ..reference import RunningServer, serve_in_thread
 
 if TYPE_CHECKING:
     from .model import Case, CaseResult
@@ -191,192 +190,61 @@ def _id_key(case_id: str) -> tuple[Any, ...]:
 
 
 # --------------------------------------------------------------------------- fixtures
+#
+# One fixture per protocol whose descriptor names a ``reference_server`` (and the fixture's
+# name): ``lumberjack_server``, ``pravega_store``, ``tank_broker``, ``seastar_server``.  Each
+# has a ``<name>_config`` fixture (None: the server's defaults) that a test module or a
+# conftest overrides to configure it.  They are made from the registry when the plugin
+# loads, which imports only the descriptors (no server, no trio).
 
 
-class RunningServer:
-    """A refwire server running in a thread of its own (see the module docstring)."""
+def _reference_fixtures(protocol: str, name: str, title: str) -> tuple[Any, Any]:
+    def config() -> Any:
+        return None
 
-    def __init__(self, host: str, port: int, sink: Path) -> None:
-        self.host = host
-        self.port = port
-        #: a JSON-lines file holding every event, written before its batch is acked
-        #: (``--refwire-sink`` / ``refwire conform --sink`` can judge delivery with it).
-        self.sink = sink
-        #: every event the application received, in order (JSON objects; v1 key/value pairs as dicts).
-        self.events: list[Any] = []
-        #: every batch, as its list of events.
-        self.batches: list[list[Any]] = []
-        #: the server object itself (stats, transitions), once started.
-        self.server: Any = None
-        #: Pravega: the controller's URI (``tcp://HOST:PORT``) pointing at this store; "" otherwise.
-        self.controller = ""
+    config.__doc__ = f"The configuration of ``{name}`` (None: the server's defaults); override it to configure the server."
 
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
+    def fixture(tmp_path_factory: pytest.TempPathFactory, **configs: Any) -> Iterator[RunningServer]:
+        from ..protocols import descriptor
 
-    def __repr__(self) -> str:
-        return f"<refwire server at {self.address}: {len(self.events)} events>"
+        serve = descriptor(protocol, "reference_server").load("reference_server")
+        cfg = configs[f"{name}_config"]
+        workdir = tmp_path_factory.mktemp(name.replace("_", "-"))
+        box: list[RunningServer] = []
 
+        async def start(nursery: Any) -> RunningServer:
+            box.append(await serve(nursery, cfg, workdir))
+            return box[0]
 
-@pytest.fixture
-def lumberjack_server_config() -> Any:
-    """The :class:`~refwire.lumberjack.server.ServerConfig` of ``lumberjack_server`` (None: the defaults)."""
-    return None
+        def close() -> None:
+            if box:
+                box[0].on_close()
 
+        with serve_in_thread(protocol, start, close) as running:
+            yield running
 
-@pytest.fixture
-def lumberjack_server(lumberjack_server_config: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    """refwire's Lumberjack server on 127.0.0.1 (a free port); events land in ``.events``
-    before the batch is acked; stopped at teardown."""
-    from ..drivers import parse_hostport
-    from ..lumberjack.server import LumberjackServer, ServerConfig
-
-    config = lumberjack_server_config or ServerConfig()
-    box: list[RunningServer] = []
-
-    sink = tmp_path_factory.mktemp("lumberjack-server") / "events.jsonl"
-    sink.touch()
-
-    async def handler(batch: Any, info: Any) -> None:
-        events = [ev.fields() for ev in batch.events]
-        with sink.open("a", encoding="utf-8") as f:
-            f.writelines(json.dumps(ev) + "\n" for ev in events)
-        box[0].batches.append(events)
-        box[0].events.extend(events)
-
-    async def start(nursery: Any) -> RunningServer:
-        server = LumberjackServer(handler, config=config)
-        addresses = await nursery.start(server.serve_tcp, "127.0.0.1", 0)
-        host, port = parse_hostport(addresses[0])
-        box.append(RunningServer(host, port, sink))
-        box[0].server = server
-        return box[0]
-
-    def close() -> None:
-        for listener in box[0].server.listeners if box else ():  # a cancelled server leaves them open
-            listener.socket.close()
-
-    with serve_in_thread("Lumberjack", start, close) as running:
-        yield running
+    fixture.__doc__ = (
+        f"refwire's {title} server on 127.0.0.1 (a free port), in a thread of its own; stopped at teardown. "
+        f"``.address``, ``.server``, ``.events``, ``.sink``: see :class:`refwire.reference.RunningServer` "
+        f"and the protocol's ``serve_reference``."
+    )
+    # pytest reads a fixture's dependencies from its signature: name the config fixture there,
+    # so a test can also parametrize it (``indirect=True``).
+    params = inspect.signature(fixture).parameters
+    fixture.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [params["tmp_path_factory"], inspect.Parameter(f"{name}_config", inspect.Parameter.KEYWORD_ONLY)]
+    )
+    return pytest.fixture(name=f"{name}_config")(config), pytest.fixture(name=name)(fixture)
 
 
-T = TypeVar("T")
+def _add_reference_fixtures() -> None:
+    from ..protocols import registry
+
+    for d in registry().values():
+        if d.reference_server is not None and d.fixture is not None:
+            config, fixture = _reference_fixtures(d.name, d.fixture, d.title)
+            globals()[f"_{d.fixture}_config"] = config
+            globals()[f"_{d.fixture}"] = fixture
 
 
-@contextlib.contextmanager
-def serve_in_thread(
-    name: str, start: Callable[[Any], Awaitable[T]], close: Callable[[], None] = lambda: None, *, timeout: float = 10.0
-) -> Iterator[T]:
-    """Run a refwire server on a trio loop in a thread of its own for the
-    ``with`` block: ``start(nursery)`` starts it (``nursery.start`` its serving
-    task) and returns what the fixture yields; leaving the block cancels the
-    loop, calls ``close()`` in it and joins the thread (within ``timeout``)."""
-    import trio
-
-    started = threading.Event()
-    state: dict[str, Any] = {}
-
-    async def main() -> None:
-        try:
-            async with trio.open_nursery() as nursery:
-                state["value"] = await start(nursery)
-                state["token"] = trio.lowlevel.current_trio_token()
-                state["scope"] = nursery.cancel_scope
-                started.set()
-        finally:
-            started.set()
-            close()
-
-    def thread_main() -> None:
-        try:
-            trio.run(main)
-        except BaseException as exc:  # reported to the test below
-            state["error"] = exc
-
-    thread = threading.Thread(target=thread_main, name=f"refwire-{name.lower()}-server", daemon=True)
-    thread.start()
-    if not started.wait(timeout) or "scope" not in state:
-        thread.join(timeout)
-        raise RuntimeError(f"refwire's {name} server did not start: {state.get('error')!r}")
-    try:
-        yield state["value"]
-    finally:
-        trio.from_thread.run_sync(state["scope"].cancel, trio_token=state["token"])
-        thread.join(timeout)
-
-
-@pytest.fixture
-def tank_broker() -> Iterator[RunningServer]:
-    """refwire's TANK broker (specs/tank/README.md §6) on 127.0.0.1 (a free port),
-    in memory; ``.server`` is the :class:`~refwire.tank.server.TankBroker`
-    (``.server.storage.topics`` holds what was produced); stopped at teardown."""
-    from ..tank.server import TankBroker
-
-    async def start(nursery: Any) -> RunningServer:
-        import trio
-
-        broker = TankBroker()
-        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        await nursery.start(broker.serve, listeners)
-        running = RunningServer("127.0.0.1", listeners[0].socket.getsockname()[1], Path(""))
-        running.server = broker
-        return running
-
-    with serve_in_thread("TANK", start) as running:
-        yield running
-
-
-@pytest.fixture
-def pravega_store() -> Iterator[RunningServer]:
-    """refwire's Pravega segment store (specs/pravega/README.md) and a controller
-    pointing at it, on 127.0.0.1 (free ports), in memory, in a thread of their
-    own: ``.address`` is the store, ``.controller`` the controller's
-    ``tcp://HOST:PORT`` (what a real client such as the PyPI ``pravega`` package
-    is given); ``.server`` is the :class:`~refwire.pravega.server.SegmentStoreServer`
-    (``.server.store.segments`` holds what was written); stopped at teardown."""
-    from ..pravega.controller import PravegaController
-    from ..pravega.server import SegmentStoreServer
-
-    async def start(nursery: Any) -> RunningServer:
-        import trio
-
-        store = SegmentStoreServer()
-        store_l = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        await nursery.start(store.serve, store_l)
-        port = store_l[0].socket.getsockname()[1]
-        ctl = PravegaController(store.admin, ("127.0.0.1", port))
-        ctl_l = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        await nursery.start(ctl.serve, ctl_l)
-        running = RunningServer("127.0.0.1", port, Path(""))
-        running.server = store
-        running.controller = f"tcp://127.0.0.1:{ctl_l[0].socket.getsockname()[1]}"
-        return running
-
-    with serve_in_thread("Pravega", start) as running:
-        yield running
-
-
-@pytest.fixture
-def seastar_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    """refwire's Seastar RPC server (demo verbs and the conformance verbs of
-    specs/seastar-rpc/README.md §11) on 127.0.0.1 (a free port), in a thread of
-    its own; ``.address``, ``.server`` (stats); stopped at teardown.  ``.sink``
-    is an empty file and ``.events`` stays empty (RPC calls are no events)."""
-    from ..drivers import parse_hostport
-    from ..seastar_rpc.conform_verbs import add_conformance_verbs
-    from ..seastar_rpc.demo import demo_registry
-    from ..seastar_rpc.server import SeastarServer
-
-    sink = tmp_path_factory.mktemp("seastar-server") / "unused.jsonl"
-    sink.touch()
-
-    async def start(nursery: Any) -> RunningServer:
-        server = SeastarServer(add_conformance_verbs(demo_registry()))
-        addresses = await nursery.start(server.serve_tcp, "127.0.0.1", 0)
-        running = RunningServer(*parse_hostport(addresses[0]), sink)
-        running.server = server
-        return running
-
-    with serve_in_thread("Seastar", start) as running:
-        yield running
+_add_reference_fixtures()

@@ -22,6 +22,7 @@ import logging
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, Literal
 
 import attrs
@@ -30,12 +31,13 @@ import trio
 from ..drivers import DEFAULT_MAX_CONNECTIONS, RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer, listener_address
 from ..errors import RemoteProtocolError
 from ..logs import limited
+from ..reference import RunningServer
 from ..wire import Limits
 from .connection import ServerConnection
 from .events import Batch, BatchTimeout, ConnectionClosed, IdleAtShutdown, IdleTimeout
 from .frames import DEFAULT_LIMITS
 
-__all__ = ["ConnectionInfo", "LumberjackServer", "ServerConfig", "serve_lumberjack"]
+__all__ = ["ConnectionInfo", "LumberjackServer", "ServerConfig", "serve_lumberjack", "serve_reference"]
 
 log = logging.getLogger("refwire.lumberjack")
 
@@ -399,3 +401,37 @@ async def serve_lumberjack(
     async with trio.open_nursery() as nursery:
         await nursery.start(_run)
         task_status.started(server)
+
+
+async def serve_reference(nursery: trio.Nursery, config: ServerConfig | None, workdir: Path) -> RunningServer:
+    """refwire's Lumberjack server on 127.0.0.1 (a free port), started in ``nursery`` (the pytest
+    fixture ``lumberjack_server``; :mod:`refwire.reference`): every event lands in ``.events`` and, as a
+    JSON line, in ``.sink`` (``workdir/events.jsonl``) before its batch is acked (§3.7)."""
+    import json
+
+    from ..drivers import parse_hostport
+
+    sink = workdir / "events.jsonl"
+    sink.touch()
+    box: list[RunningServer] = []
+
+    async def handler(batch: Batch, info: ConnectionInfo) -> None:
+        events = [ev.fields() for ev in batch.events]
+        with sink.open("a", encoding="utf-8") as f:
+            f.writelines(json.dumps(ev) + "\n" for ev in events)
+        box[0].batches.append(events)
+        box[0].events.extend(events)
+
+    server = LumberjackServer(handler, config=config or ServerConfig())
+    addresses = await nursery.start(server.serve_tcp, "127.0.0.1", 0)
+    running = RunningServer(*parse_hostport(addresses[0]), sink)
+    running.server = server
+    box.append(running)
+
+    def close() -> None:
+        for listener in server.listeners:  # a cancelled server leaves them open
+            if isinstance(listener, trio.SocketListener):
+                listener.socket.close()
+
+    running.on_close = close
+    return running

@@ -25,18 +25,20 @@ import attrs
 import trio
 
 from ..drivers import DEFAULT_MAX_CONNECTIONS, Pump, StreamServer, listener_address
-from ..errors import NoSuchSegmentError, RemoteProtocolError, SegmentExistsError
+from ..errors import RemoteProtocolError
 from ..logs import limited
+from ..reference import RunningServer
 from ..wire import Limits
 from .connection import ServerConnection
 from .disk import FileLog
+from .errors import NoSuchSegmentError, SegmentExistsError
 from .events import Append, HelloReceived, KeepAliveReceived, ReplySlot, RequestReceived, ServerEvent
 from .frames import DEFAULT_LIMITS, Command, ReadSegment, SegmentRead
 from .service import SegmentStoreService, TokenVerifier
 from .storage import Log, MemoryLog
 from .store import SegmentStore
 
-__all__ = ["SegmentStoreServer", "ServerConfig", "StoreAdmin", "memory_server"]
+__all__ = ["SegmentStoreServer", "ServerConfig", "StoreAdmin", "memory_server", "serve_reference"]
 
 log = logging.getLogger("refwire.pravega.server")
 
@@ -425,3 +427,24 @@ class StoreAdmin:
 def memory_server(**kwargs: Any) -> SegmentStoreServer:
     """A store with a :class:`MemoryLog` (durability modelled, for tests and the simulator)."""
     return SegmentStoreServer(log=MemoryLog(), **kwargs)
+
+
+async def serve_reference(nursery: trio.Nursery, config: ServerConfig | None, workdir: Path) -> RunningServer:
+    """refwire's Pravega segment store and a controller pointing at it, on 127.0.0.1 (free ports), in
+    memory, started in ``nursery`` (the pytest fixture ``pravega_store``; :mod:`refwire.reference`):
+    ``.address`` is the store, ``.controller`` the controller's ``tcp://HOST:PORT`` (what a real client
+    such as the PyPI ``pravega`` package is given); ``.server`` is the :class:`SegmentStoreServer`
+    (``.server.store.segments`` holds what was written)."""
+    from .controller import PravegaController
+
+    store = SegmentStoreServer() if config is None else SegmentStoreServer(config=config)
+    store_l = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    await nursery.start(store.serve, store_l)
+    port = store_l[0].socket.getsockname()[1]
+    ctl = PravegaController(store.admin, ("127.0.0.1", port))
+    ctl_l = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    await nursery.start(ctl.serve, ctl_l)
+    running = RunningServer("127.0.0.1", port, Path(""))
+    running.server = store
+    running.controller = f"tcp://127.0.0.1:{ctl_l[0].socket.getsockname()[1]}"
+    return running

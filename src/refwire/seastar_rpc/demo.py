@@ -12,10 +12,15 @@ import struct
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from .registry import VerbRegistry
-    from .server import CallContext
+    from pathlib import Path
 
-__all__ = ["DEMO_ONE_WAY", "DEMO_VERBS", "demo_registry"]
+    import trio
+
+    from ..reference import RunningServer
+    from .registry import VerbRegistry
+    from .server import CallContext, ServerConfig
+
+__all__ = ["DEMO_ONE_WAY", "DEMO_VERBS", "demo_registry", "serve_reference"]
 
 
 _I32: Final = struct.Struct("<i")
@@ -34,7 +39,7 @@ def demo_registry(notes: list[int] | None = None) -> VerbRegistry:
     """Built-in demo verbs (int32 = 4 bytes LE, as the rpc_demo serializer)."""
     import trio
 
-    from ..errors import BadArguments, StreamClosed
+    from .errors import BadArguments, StreamClosedError
     from .registry import VerbRegistry
 
     reg = VerbRegistry()
@@ -74,7 +79,7 @@ def demo_registry(notes: list[int] | None = None) -> VerbRegistry:
                 async for msg in s:
                     await s.send(msg)
                 await s.close()
-            except StreamClosed:
+            except StreamClosedError:
                 pass
 
         ctx.server.spawn(pump)
@@ -91,3 +96,23 @@ def demo_registry(notes: list[int] | None = None) -> VerbRegistry:
     reg.register(6, stream_echo, name="stream_echo")
     reg.register(7, conn_id, name="conn_id")
     return reg
+
+
+async def serve_reference(nursery: trio.Nursery, config: ServerConfig | None, workdir: Path) -> RunningServer:
+    """refwire's Seastar RPC server with the demo verbs and the conformance verbs of
+    specs/seastar-rpc/README.md §11 on 127.0.0.1 (a free port), started in ``nursery`` (the pytest
+    fixture ``seastar_server``; :mod:`refwire.reference`): ``.server`` (stats); ``.sink`` is an empty
+    file and ``.events`` stays empty (RPC calls are no events)."""
+    from ..drivers import parse_hostport
+    from ..reference import RunningServer
+    from .conform_verbs import add_conformance_verbs
+    from .server import SeastarServer
+
+    sink = workdir / "unused.jsonl"
+    sink.touch()
+    registry = add_conformance_verbs(demo_registry())
+    server = SeastarServer(registry) if config is None else SeastarServer(registry, config=config)
+    addresses = await nursery.start(server.serve_tcp, "127.0.0.1", 0)
+    running = RunningServer(*parse_hostport(addresses[0]), sink)
+    running.server = server
+    return running

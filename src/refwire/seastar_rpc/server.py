@@ -4,7 +4,7 @@ admission and streams (specs/seastar-rpc/README.md §2-§7).
 * Handlers (registered in a :class:`~refwire.seastar_rpc.registry.VerbRegistry`) are
   ``async def handler(ctx: CallContext, payload: bytes) -> bytes | None``.
   Returning sends the reply (``None`` = empty data); raising
-  :class:`~refwire.errors.BadArguments` sends **nothing** and keeps the connection (Seastar's
+  :class:`~refwire.seastar_rpc.errors.BadArguments` sends **nothing** and keeps the connection (Seastar's
   behaviour when deserialization fails, §3); any other exception is a USER
   exception carrying ``str(exc)`` (Seastar 25.05 sends ``what()``).  One-way verbs
   never reply.  An unknown verb gets UNKNOWN_VERB, even if the caller meant it
@@ -37,7 +37,7 @@ import attrs
 import trio
 
 from ..drivers import DEFAULT_MAX_CONNECTIONS, RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer, listener_address
-from ..errors import BadArguments, RemoteProtocolError, StreamClosed
+from ..errors import RemoteProtocolError
 from ..logs import limited
 from ..wire import Limits
 from .compression import COMPRESSOR_NAMES
@@ -52,19 +52,12 @@ from .connection import (
     ServerConnection,
     State,
 )
+from .errors import DEPRECATED, BadArguments, StreamClosedError
 from .events import oversized_message
 from .frames import DEFAULT_LIMITS, UNMEASURED, StreamEnd, StreamMessage, UnknownVerb, UserError
 from .registry import Verb, VerbRegistry
 
-__all__ = [
-    "BadArguments",
-    "CallContext",
-    "HandlerGroup",
-    "SeastarServer",
-    "ServerConfig",
-    "ServerStream",
-    "StreamClosed",
-]
+__all__ = ["BadArguments", "CallContext", "HandlerGroup", "SeastarServer", "ServerConfig", "ServerStream", "StreamClosedError"]
 
 log = logging.getLogger("refwire.seastar_rpc")
 
@@ -139,7 +132,7 @@ class CallContext:
 
     def stream(self, stream_id: int) -> ServerStream:
         """The stream connection ``stream_id`` (a sink/source argument) of this
-        caller's connection; :class:`~refwire.errors.BadArguments` (so: no reply) if unknown."""
+        caller's connection; :class:`~refwire.seastar_rpc.errors.BadArguments` (so: no reply) if unknown."""
         s = self.server._streams.get(stream_id)
         if s is None or s.parent_id != self.connection_id:
             raise BadArguments(f"unknown stream {stream_id:#x} for connection {self.connection_id:#x}")
@@ -165,11 +158,11 @@ class ServerStream:
         self._scope: trio.CancelScope | None = None
 
     async def receive(self) -> bytes | None:
-        """The next message, ``None`` at end-of-stream; :class:`~refwire.errors.StreamClosed` after abort."""
+        """The next message, ``None`` at end-of-stream; :class:`~refwire.seastar_rpc.errors.StreamClosedError` after abort."""
         try:
             msg = await self._in_recv.receive()
         except (trio.EndOfChannel, trio.ClosedResourceError):
-            raise StreamClosed(f"stream {self.id:#x} is closed") from None
+            raise StreamClosedError(f"stream {self.id:#x} is closed") from None
         if msg is not None:
             self.queued_bytes -= len(msg)
             self._taken.set()
@@ -207,15 +200,15 @@ class ServerStream:
 
     async def _write(self, event: StreamMessage | StreamEnd) -> None:
         if self.aborted:
-            raise StreamClosed(f"stream {self.id:#x} was aborted")
+            raise StreamClosedError(f"stream {self.id:#x} was aborted")
         async with self._send_lock:
             if self._conn.state is not State.STREAMING:
                 self.abort()
-                raise StreamClosed(f"stream {self.id:#x}: the connection is {self._conn.state.value}")
+                raise StreamClosedError(f"stream {self.id:#x}: the connection is {self._conn.state.value}")
             self._conn.send(event, now=trio.current_time())
             if not await self._pump.flush():
                 self.abort()
-                raise StreamClosed(f"stream {self.id:#x}: {self._pump.ended}")
+                raise StreamClosedError(f"stream {self.id:#x}: {self._pump.ended}")
 
     def _maybe_done(self) -> None:
         if self._conn.stream_done:
@@ -574,3 +567,16 @@ class _Session:
 def _micros(seconds: float) -> int:
     us = int(seconds * 1_000_000)
     return us if 0 <= us < UNMEASURED else UNMEASURED
+
+
+def __getattr__(name: str) -> Any:
+    """``StreamClosed``, the old name of :class:`~refwire.seastar_rpc.errors.StreamClosedError`
+    (deprecated: it warns, PEP 562)."""
+    current = DEPRECATED.get(name)
+    if current is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import warnings
+
+    warnings.warn(f"{__name__}.{name} is deprecated; use refwire.seastar_rpc.errors.{current} (the same class)",
+                  DeprecationWarning, stacklevel=2)
+    return globals()[current]

@@ -16,6 +16,7 @@ import itertools
 import logging
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -24,6 +25,7 @@ import trio
 from ..drivers import DEFAULT_MAX_CONNECTIONS, Pump, StreamServer
 from ..errors import ProtocolError
 from ..logs import limited
+from ..reference import RunningServer
 from ..sansio import to_remote
 from .connection import BrokerConnection
 from .events import ConnectionClosed, IdleTimeout
@@ -31,7 +33,7 @@ from .frames import Request
 from .service import BrokerConfig, BrokerService, Outbox
 from .storage import MemoryStorage, Storage
 
-__all__ = ["BrokerConfig", "TankBroker"]
+__all__ = ["BrokerConfig", "TankBroker", "serve_reference"]
 
 log = logging.getLogger("refwire.tank")
 
@@ -152,3 +154,15 @@ class TankBroker:
             self.service.drop_connection(cid)
             self.transitions_seen |= machine.transitions_seen
             self._timer_changed.set()
+
+
+async def serve_reference(nursery: trio.Nursery, config: BrokerConfig | None, workdir: Path) -> RunningServer:
+    """refwire's TANK broker (specs/tank/README.md §6) on 127.0.0.1 (a free port), in memory, started in
+    ``nursery`` (the pytest fixture ``tank_broker``; :mod:`refwire.reference`): ``.server`` is the
+    :class:`TankBroker` (``.server.storage.topics`` holds what was produced)."""
+    broker = TankBroker() if config is None else TankBroker(config=config)
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    await nursery.start(broker.serve, listeners)
+    running = RunningServer("127.0.0.1", listeners[0].socket.getsockname()[1], Path(""))
+    running.server = broker
+    return running

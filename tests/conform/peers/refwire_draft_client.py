@@ -11,7 +11,7 @@ import sys
 
 import trio
 
-from refwire.pravega.draft2017.conform import client_for_simulation
+from refwire.conform.cases.pravega_draft import client_for_simulation
 
 
 def main() -> int:

@@ -11,7 +11,7 @@ import sys
 
 import trio
 
-from refwire.pravega.conform import client_for_simulation
+from refwire.conform.cases.pravega import client_for_simulation
 
 
 def main() -> int:

@@ -10,7 +10,7 @@ import sys
 
 import trio
 
-from refwire.tank.conform import client_for_simulation
+from refwire.conform.cases.tank import client_for_simulation
 
 
 def main() -> int:

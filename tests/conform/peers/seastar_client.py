@@ -12,7 +12,7 @@ import sys
 
 import trio
 
-from refwire.seastar_rpc.conform import contract_client
+from refwire.conform.cases.seastar_rpc import contract_client
 
 
 def main() -> int:

@@ -13,8 +13,9 @@ DESCRIPTOR = Descriptor(
     spec="pravega-draft-2017",
     package="refwire.pravega.draft2017",
     scenario="refwire.sim.scenarios.pravega_draft:SCENARIO",
-    decoder="refwire.pipeline.decode_pravega_draft:decode",
-    conform="refwire.pravega.draft2017.conform:CATALOGUE",
+    decoder="refwire.pipeline.dialects.pravega_draft:decode",
+    conform="refwire.conform.cases.pravega_draft:CATALOGUE",
+    chaos="refwire.chaos.adapters.pravega_draft:ADAPTER",
     machines=(
         ("client", "refwire.pravega.draft2017.connection:CLIENT_TRANSITIONS"),
         ("server", "refwire.pravega.draft2017.connection:SERVER_TRANSITIONS"),

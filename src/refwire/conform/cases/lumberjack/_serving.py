@@ -1,0 +1,224 @@
+"""How refwire serves a Lumberjack client case: :class:`ClientObserver` (what a
+client sends, window by window), :class:`LjState` (what was acked and seen
+across the case's connections) and :func:`serve`, the loop that hands each
+complete window to the case's answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+
+from ....errors import ProtocolError
+from ....lumberjack.frames import V2, Ack, Compressed, DataFrame, FrameDecoder, JsonFrame, Window, decode_all, inflate
+from ....wire import Limits
+from ...clients import ClientSession
+from ...conversation import Conversation
+from ._common import _invalid
+
+
+@attrs.define
+class ClientWindow:
+    """One window a client sent: its version, announced count and events (seq, payload key)."""
+
+    version: int
+    count: int
+    events: list[tuple[int, bytes]] = attrs.field(factory=list)
+
+    @property
+    def full(self) -> bool:
+        return len(self.events) >= self.count
+
+
+class ClientObserver:
+    """Tokens for what a client sends: ``W n`` (``1W n`` on v1), ``J seq`` /
+    ``D seq`` per event (the events inside a ``C`` are inflated and shown the
+    same way), ``invalid <field>`` at the first byte that does not decode.
+    Complete windows collect in :attr:`done`."""
+
+    def __init__(self) -> None:
+        self._limits = Limits(max_window=2**32 - 1, max_frame_size=64 << 20)
+        self._dec = FrameDecoder(self._limits, validate_json=False, strict_versions=False)
+        self._broken = False
+        self.current: ClientWindow | None = None
+        self.done: list[ClientWindow] = []
+        self.stray = 0
+
+    def feed(self, data: bytes) -> list[tuple[str, dict[str, Any]]]:
+        if self._broken:
+            return []
+        self._dec.feed(data)
+        frames, err = self._dec.frames_before_error()
+        out: list[tuple[str, dict[str, Any]]] = []
+        for f in frames:
+            self._frame(f, out, 0)
+        if err is not None:
+            self._broken = True
+            out.append(_invalid(err))
+        return out
+
+    def _frame(self, f: Any, out: list[tuple[str, dict[str, Any]]], depth: int) -> None:
+        v = "" if getattr(f, "version", V2) == V2 else chr(f.version)
+        if isinstance(f, Window):
+            self.current = ClientWindow(f.version, f.count)
+            out.append((f"{v}W {f.count}", {"type": "W", "version": chr(f.version), "count": f.count}))
+            if f.count == 0:
+                self.done.append(self.current)
+                self.current = None
+        elif isinstance(f, (JsonFrame, DataFrame)):
+            key = f.payload if isinstance(f, JsonFrame) else repr(f.pairs).encode()
+            letter = "J" if isinstance(f, JsonFrame) else "D"
+            out.append((f"{v}{letter} {f.seq}", {"type": letter, "version": chr(f.version), "seq": f.seq}))
+            if self.current is None:
+                self.stray += 1
+                return
+            self.current.events.append((f.seq, bytes(key)))
+            if self.current.full:
+                self.done.append(self.current)
+                self.current = None
+        elif isinstance(f, Compressed):
+            if depth >= 4:
+                out.append(("invalid C nesting", {"type": "invalid", "field": "payload"}))
+                self._broken = True
+                return
+            try:
+                inner = decode_all(
+                    inflate(f.payload, max_size=64 << 20), self._limits, validate_json=False, strict_versions=False
+                )
+            except ProtocolError as exc:
+                self._broken = True
+                out.append(_invalid(exc))
+                return
+            for g in inner:
+                self._frame(g, out, depth + 1)
+        else:
+            out.append((f"{v}{type(f).__name__[0]}", {"type": type(f).__name__}))
+
+    def eof(self) -> list[tuple[str, dict[str, Any]]]:
+        if self._broken or not self._dec.buffered:
+            return []
+        return [("truncated", {"type": "truncated", "bytes": self._dec.buffered})]
+
+
+#: The client's exit status said "all acked" (or manual mode, where it is unknown).
+EXIT_OK = "exit [0u]*"
+#: The client reported a failure (or was killed at the budget end).
+EXIT_FAILED = "exit [!0u]*"
+CLOSED_ON_BAD = "closed the connection after the bad frame"
+
+
+class LjState:
+    """What refwire (as the server) acked and saw across a client case's connections."""
+
+    def __init__(self, s: ClientSession) -> None:
+        self.s = s
+        self.windows = 0
+        self.acked: set[bytes] = set()
+        self.seen: set[bytes] = set()
+        self.resent = 0
+        self.resent_acked = 0
+        self.bad_sent = False
+
+    def arrived(self, win: ClientWindow) -> None:
+        self.windows += 1
+        for _, key in win.events:
+            if key in self.seen:
+                self.resent += 1
+                if key in self.acked:
+                    self.resent_acked += 1
+            self.seen.add(key)
+
+    async def ack(
+        self, c: Conversation, win: ClientWindow, k: int, *, split: Any = "whole", gap: float | None = None, label: str = ""
+    ) -> bool:
+        """Ack the first ``k`` events of ``win`` the strict way: ``A <seq of event k>``."""
+        seq = win.events[k - 1][0] if k else 0
+        ok = await c.send(Ack(seq, win.version).encode(), label=label or f"A {seq}", split=split, gap=gap)
+        if ok and k:
+            self.acked.update(key for _, key in win.events[:k])
+        return ok
+
+    def finish(self, s: ClientSession) -> None:
+        n = s.events
+        got = len(self.acked)
+        s.note(f"all {n} events acked" if got >= n else f"{got} of {n} events acked")
+        s.note(f"resent {self.resent} event{'s' if self.resent > 1 else ''}" if self.resent else "no event resent")
+        s.note("resent an acked event" if self.resent_acked else "no acked event resent")
+        if len(s.conversations) > 1:
+            s.note("reconnected")
+        if s.exit_status == 0 and got < n:
+            s.note(f"claims success with {n - got} of {n} events unacked")
+
+
+Answer = Callable[[LjState, Conversation, ClientWindow], Awaitable[None]]
+
+
+async def normal(st: LjState, c: Conversation, win: ClientWindow) -> None:
+    await st.ack(c, win, len(win.events))
+
+
+def _window_or_close(obs: ClientObserver, k: int) -> Callable[[Conversation], bool]:
+    return lambda cv: len(obs.done) > k or cv.closed_by_testee is not None
+
+
+async def serve(s: ClientSession, answer: Answer) -> None:
+    """Accept the client's connections one after the other and answer each
+    complete window with ``answer`` (acking is up to it) until the testee
+    exits, the budget ends or (manual mode) every event was acked and the
+    client closed."""
+    st = LjState(s)
+    s.after_exit.append(st.finish)
+    while True:
+        c = await s.accept(10.0 if not s.conversations else 5.0)
+        if c is None:
+            return
+        obs = c.observer
+        assert isinstance(obs, ClientObserver)
+        k = 0
+        while True:
+            await c.wait_for(_window_or_close(obs, k), 60.0)
+            if len(obs.done) > k:
+                win = obs.done[k]
+                k += 1
+                st.arrived(win)
+                if win.events:
+                    await answer(st, c, win)
+                elif win.count == 0:
+                    await c.send(Ack(0, win.version).encode(), split="whole", label="A 0 (empty window)")
+                continue
+            break
+        # Close our side too, at once: a TLS client may wait for our close_notify.
+        await c.close("FIN")
+        if s.manual and len(st.acked) >= s.events:
+            return
+
+
+async def bad_then_normal(
+    st: LjState, c: Conversation, win: ClientWindow, bad: Callable[[ClientWindow], bytes | None], label: str
+) -> None:
+    """The first window gets ``bad(win)`` (None: not possible for this window,
+    ack it normally); the client must close that connection.  Later windows
+    are acked normally, so a client that reconnects and resends completes."""
+    if st.bad_sent:
+        await normal(st, c, win)
+        return
+    data = bad(win)
+    if data is None:
+        await normal(st, c, win)
+        return
+    st.bad_sent = True
+    await c.send(data, label=label, split="whole")
+    if c.closed_by_testee is not None or await c.wait_close(1.0):
+        st.s.note(CLOSED_ON_BAD)
+    else:
+        st.s.note("kept the connection open after the bad frame")
+        await c.close("FIN")
+
+
+_DELIVERED = ("all {n} events acked", "no acked event resent", EXIT_OK)
+
+
+def _delivered(n: int, *extra: str) -> tuple[str, ...]:
+    return tuple(f.format(n=n) for f in _DELIVERED) + extra

@@ -1,0 +1,30 @@
+"""The Pravega catalogue: the server cases (S1-S3), then the client cases."""
+
+from __future__ import annotations
+
+from ...model import CaseBook
+from ...runner import Catalogue
+from . import client, server, server_reads
+from ._common import FEATURES, PROFILES, SPEC, ServerObserver
+from .client import ClientObserver, client_services
+from .simulation import client_for_simulation, serve_for_simulation
+
+#: The cases, part by part in catalogue order, each part's in the order it registers
+#: them (an id or slug used twice anywhere in the catalogue is refused here).
+BOOK = CaseBook(SPEC)
+for _case in (*server.BOOK.cases, *server_reads.BOOK.cases, *client.BOOK.cases):
+    BOOK.add(_case)
+
+CATALOGUE = Catalogue(
+    protocol="pravega",
+    prefix="pv",
+    cases=tuple(BOOK.cases),
+    profiles=PROFILES,
+    features=FEATURES,
+    server_observer=ServerObserver,
+    client_observer=ClientObserver,
+    spec=SPEC,
+    sim_server=serve_for_simulation,
+    sim_client=client_for_simulation,
+    client_services=client_services,
+)

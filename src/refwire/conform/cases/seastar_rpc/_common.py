@@ -1,0 +1,206 @@
+"""What the Seastar RPC cases share: the spec, the profiles of the real server,
+the features, the conformance verbs (§11) and the observers of what a server
+(:class:`ServerObserver`) and a client (:class:`ClientObserver`) send.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ....errors import ProtocolError
+from ....seastar_rpc.compression import LZ4, LZ4_FRAGMENTED, make_compressor
+from ....seastar_rpc.conform_verbs import CONFORM_VERBS
+from ....seastar_rpc.frames import (
+    DEFAULT_LIMITS,
+    UNMEASURED,
+    Feature,
+    Features,
+    FrameDecoder,
+    Negotiation,
+    NoOp,
+    Request,
+    Response,
+    StreamEnd,
+    StreamMessage,
+    UnknownVerb,
+    UserError,
+    decode_exception,
+)
+from ...model import Verdict, expect
+
+SPEC = "specs/seastar-rpc/README.md"
+PASS, NON_STRICT, INFO, FAIL, UNSUPPORTED = Verdict.PASS, Verdict.NON_STRICT, Verdict.INFO, Verdict.FAIL, Verdict.UNSUPPORTED
+ALL = "strict seastar"
+CLOSED = "FIN RST"
+ECHO, SLEEP_MS, RAISE, SIZE = (CONFORM_VERBS[k] for k in ("echo", "sleep_ms", "raise", "size"))
+
+PROFILES = {
+    "strict": f"the behaviour {SPEC} specifies (refwire's server and client)",
+    "seastar": "the real Seastar 25.05 server as the spec records it (§3, §8): it reads an oversized request's whole body "
+    "before answering it",
+}
+
+FEATURES = {
+    "lz4": "the LZ4 compressor (§4)",
+    "lz4-fragmented": "the LZ4_FRAGMENTED compressor (§4)",
+    "streams": "streaming: CONNECTION_ID and STREAM_PARENT (§5)",
+    "timeout": "the TIMEOUT feature and dropping expired replies (§3)",
+}
+
+#: The testee answered a conformance verb with UNKNOWN_VERB: it lacks the verb (§11).
+LACKS = expect(UNSUPPORTED, "*", ["...", "E * UNKNOWN_VERB 10[0-3] d=*", "..."], note="the testee lacks a conformance verb (§11)")
+NEG = "neg TIMEOUT HANDLER_DURATION"
+
+
+def _invalid(err: ProtocolError) -> tuple[str, dict[str, Any]]:
+    return f"invalid {err.field or 'frame'}", {
+        "type": "invalid",
+        "field": err.field,
+        "frame": err.frame,
+        "offset": err.offset,
+        "reason": err.reason,
+    }
+
+
+def _neg_token(neg: Negotiation) -> tuple[str, dict[str, Any]]:
+    """``neg`` + the features in wire order (first record of a number wins),
+    leaving out CONNECTION_ID (its own token, ``conn-id``)."""
+    seen: dict[int, bytes] = {}
+    for number, data in neg.records:
+        seen.setdefault(number, data)
+    names = []
+    for number, data in seen.items():
+        if number == Feature.CONNECTION_ID:
+            continue
+        if number == Feature.COMPRESS:
+            names.append(f"COMPRESS={data.decode('latin-1')}")
+        elif number == Feature.ISOLATION:
+            names.append(f"ISOLATION={data.decode('latin-1')}")
+        elif number in Feature._value2member_map_:
+            names.append(Feature(number).name)
+        else:
+            names.append(f"F{number}")
+    return " ".join(["neg", *names]), {"type": "negotiation", "features": {str(k): v.hex() for k, v in seen.items()}}
+
+
+class _Observer:
+    """Shared decoding loop: refwire's :class:`~refwire.seastar_rpc.frames.FrameDecoder`,
+    ``invalid <field>`` at the first bad byte (then nothing more is decoded)."""
+
+    def __init__(self, kind: Any) -> None:
+        self._dec = FrameDecoder(kind, limits=DEFAULT_LIMITS)
+        self._broken = False
+
+    def feed(self, data: bytes) -> list[tuple[str, dict[str, Any]]]:
+        if self._broken:
+            return []
+        self._dec.feed(data)
+        out: list[tuple[str, dict[str, Any]]] = []
+        try:
+            while True:
+                frame = self._dec.next_frame()
+                if frame is None:
+                    break
+                out.extend(self._tokens(frame))
+        except ProtocolError as err:
+            self._broken = True
+            out.append(_invalid(err))
+        return out
+
+    def eof(self) -> list[tuple[str, dict[str, Any]]]:
+        if self._broken or not self._dec.in_frame:
+            return []
+        return [("truncated", {"type": "truncated", "bytes": self._dec.buffered, "offset": self._dec.offset})]
+
+    def _tokens(self, frame: object) -> list[tuple[str, dict[str, Any]]]:
+        raise NotImplementedError
+
+
+class ServerObserver(_Observer):
+    """Tokens for what a server sends: ``neg <features>`` (then ``conn-id`` when
+    it sent a CONNECTION_ID), ``R <msg_id> <len>B`` (a reply),
+    ``E <msg_id> USER d=<µs>`` / ``E <msg_id> UNKNOWN_VERB <verb> d=<µs>``
+    (``d=-``: not measured), ``S <len>B`` / ``EOS`` on a stream connection,
+    ``invalid <field>``, ``truncated``."""
+
+    def __init__(self) -> None:
+        super().__init__("response")
+        #: "stream" once the case made this a stream connection (before its reply).
+        self.kind = "response"
+        self.reply: Features | None = None
+        self.responses: list[Response] = []
+
+    def _tokens(self, frame: object) -> list[tuple[str, dict[str, Any]]]:
+        if isinstance(frame, Negotiation):
+            token = _neg_token(frame)
+            self.reply = Features.from_negotiation(frame)
+            comp = self.reply.compress
+            self._dec.configure(
+                kind="stream" if self.kind == "stream" else "response",
+                duration=self.reply.handler_duration,
+                compressor=None if comp is None else make_compressor(comp) if comp in (LZ4, LZ4_FRAGMENTED) else _unknown(comp),
+            )
+            out = [token]
+            if self.reply.connection_id is not None:
+                out.append(("conn-id", {"type": "connection_id", "id": self.reply.connection_id}))
+            return out
+        if isinstance(frame, Response):
+            self.responses.append(frame)
+            d = (
+                "none"
+                if frame.handler_duration is None
+                else "-"
+                if frame.handler_duration == UNMEASURED
+                else str(frame.handler_duration)
+            )
+            info = {
+                "type": "response",
+                "msg_id": frame.msg_id,
+                "len": len(frame.payload),
+                "handler_duration": frame.handler_duration,
+            }
+            if frame.msg_id >= 0:
+                return [(f"R {frame.msg_id} {len(frame.payload)}B", info)]
+            exc = decode_exception(frame.payload)
+            if isinstance(exc, UserError):
+                info["message"] = exc.message.decode("utf-8", "replace")
+                return [(f"E {frame.msg_id} USER d={d}", info)]
+            if isinstance(exc, UnknownVerb):
+                return [(f"E {frame.msg_id} UNKNOWN_VERB {exc.verb} d={d}", info)]
+            return [(f"E {frame.msg_id} TYPE{exc.type} d={d}", info)]
+        if isinstance(frame, StreamMessage):
+            return [(f"S {len(frame.payload)}B", {"type": "stream", "len": len(frame.payload)})]
+        if isinstance(frame, StreamEnd):
+            return [("EOS", {"type": "eos"})]
+        if isinstance(frame, NoOp):
+            return []
+        return [(type(frame).__name__, {"type": type(frame).__name__})]
+
+
+def _unknown(name: str) -> Any:
+    raise ProtocolError(f"the server chose compressor {name!r}, which was not offered", field="compress", frame="negotiation")
+
+
+class ClientObserver(_Observer):
+    """Tokens for what a client sends: ``neg <features>``, then ``call <verb>``
+    per request (the requests are kept in :attr:`requests`).  refwire's case
+    server never accepts a compressor, so requests are uncompressed."""
+
+    def __init__(self) -> None:
+        super().__init__("request")
+        self.offer: Features | None = None
+        self.requests: list[Request] = []
+
+    def _tokens(self, frame: object) -> list[tuple[str, dict[str, Any]]]:
+        if isinstance(frame, Negotiation):
+            self.offer = Features.from_negotiation(frame)
+            self._dec.configure(kind="request", timeout=self.offer.timeout)
+            return [_neg_token(frame)]
+        if isinstance(frame, Request):
+            self.requests.append(frame)
+            return [
+                (f"call {frame.verb}", {"type": "request", "verb": frame.verb, "msg_id": frame.msg_id, "len": len(frame.payload)})
+            ]
+        if isinstance(frame, NoOp):
+            return []
+        return [(type(frame).__name__, {"type": type(frame).__name__})]
