@@ -35,7 +35,7 @@ PACKAGES: tuple[str, ...] = (
 )
 
 #: The pieces a descriptor may name.
-Piece = Literal["cli", "scenario", "decoder", "rules", "conform", "chaos", "reference_server"]
+Piece = Literal["cli", "scenario", "decoder", "rules", "conform", "chaos", "reference_server", "describer", "layout"]
 
 
 def load(ref: str) -> Any:
@@ -67,6 +67,12 @@ class Descriptor:
     package: str
     #: ``register(Commands)`` adding its ``serve``/``send``/... subcommands.
     cli: str | None = None
+    #: ``describer(max_frame_size, direction="c2s", session=None)``: a fresh lenient
+    #: :class:`refwire.describe.Describer` of one direction of one connection, the one
+    #: reading of its traffic every tool uses.
+    describer: str | None = None
+    #: Its frames as data, a :class:`refwire.describe.Layout` (fixed-position fields per frame type).
+    layout: str | None = None
     #: Its simulator scenario (a :class:`refwire.sim.scenarios.Scenario`).
     scenario: str | None = None
     #: Its capture decoder (a :class:`refwire.pipeline.decoders.Decoder`).
@@ -140,6 +146,8 @@ def descriptor(name: str, piece: Piece | None = None) -> Descriptor:
             "conform": "conformance cases",
             "chaos": "fault-proxy adapter",
             "reference_server": "reference server",
+            "describer": "describer",
+            "layout": "frame layout",
             "machines": "state machines",
             None: "protocol",
         }.get(piece, str(piece))
