@@ -1,7 +1,8 @@
 """Lumberjack in the fault proxy (specs/lumberjack/README.md).
 
-Observed frame by frame with refwire's own codec (§2): ``W``, ``J``, ``D``,
-``C`` and ``A``; rules see inside a ``C`` too (its inflated payload, §2.5).
+Observed frame by frame as :mod:`refwire.lumberjack.describe` describes them
+(§2): ``W``, ``J``, ``D``, ``C`` and ``A``, the rule fields its layout's (``len``
+named ``length`` for rules); rules see inside a ``C`` too (its inflated payload, §2.5).
 
 ``--check`` (§3): the proxy sees every frame twice, as its sender sent it and
 as the other peer received it (after the faults), so a check can tell a peer's
@@ -24,73 +25,41 @@ from typing import Any
 
 import attrs
 
-from ...errors import ProtocolError
-from ...lumberjack.frames import (
-    Ack,
-    Compressed,
-    DataFrame,
-    FrameDecoder,
-    JsonFrame,
-    Window,
-    decode_all,
-    frame_size,
-    inflate,
-)
-from ...wire import Limits
+from ...describe import Described
+from ...lumberjack.describe import LAYOUT, describe_compressed, describer
 from ..adapter import Adapter
 from ..check import Checker, Violation
 from ..observe import Observed, Observer
 
 __all__ = ["ADAPTER", "FIELDS", "LumberjackChecker", "LumberjackObserver", "inner_frames", "rewrap"]
 
+#: The largest frame (and inflated payload) the checker reads events from.
+_CHECK_MAX = 64 << 20
+#: The names rules give the fields whose spec name differs (§2.3, §2.4: ``len``).
+_RULE_NAMES = {"len": "length"}
+
 
 class LumberjackObserver:
-    """Lumberjack v1/v2 frames (§2), decoded leniently (no JSON validation, either version byte)."""
+    """Lumberjack v1/v2 frames (§2), as the describer reads them (no JSON validation, either version byte)."""
 
     def __init__(self, max_frame_size: int) -> None:
-        self._dec = FrameDecoder(
-            Limits(max_window=2**32 - 1, max_frame_size=max_frame_size, max_buffered=max_frame_size),
-            validate_json=False,
-            strict_versions=False,
-        )
-        self._pending = bytearray()
-        self._broken = False
+        # a C is opened only when a rule looks inside it (inner_frames), not as it passes
+        self._describer = describer(max_frame_size, open_compressed=False)
 
     def held(self) -> int:
-        return len(self._pending)
+        return self._describer.held()
 
     def feed(self, data: bytes) -> list[Observed]:
-        if self._broken:
-            return [Observed("?", data)] if data else []
-        self._pending += data
-        self._dec.feed(data)
-        frames, err = self._dec.frames_before_error()
-        out = []
-        for f in frames:
-            size = frame_size(f)
-            raw = bytes(self._pending[:size])
-            del self._pending[:size]
-            out.append(Observed(*_lumberjack_fields(f, raw)))
-        if err is not None:
-            self._broken = True
-            if self._pending:
-                out.append(Observed("?", bytes(self._pending), {"error": str(err)}))
-            self._pending.clear()
-        return out
+        return [_observed(d) for d in self._describer.feed(data)]
 
 
-def _lumberjack_fields(f: Any, raw: bytes) -> tuple[str, bytes, dict[str, Any]]:
-    version = chr(raw[0])
-    if isinstance(f, Ack):
-        return "A", raw, {"version": version, "seq": f.seq}
-    if isinstance(f, Window):
-        return "W", raw, {"version": version, "count": f.count}
-    if isinstance(f, JsonFrame):
-        return "J", raw, {"version": version, "seq": f.seq, "length": len(f.payload)}
-    if isinstance(f, DataFrame):
-        return "D", raw, {"version": version, "seq": f.seq, "pairs": len(f.pairs)}
-    assert isinstance(f, Compressed)
-    return "C", raw, {"version": version, "length": len(f.payload)}
+def _observed(d: Described) -> Observed:
+    """A described frame as the proxy sees it: its layout's fields under the rules' names."""
+    layout = LAYOUT.frames.get(d.type)
+    if layout is None:  # undecoded bytes
+        return Observed(d.type, d.data, d.fields)
+    names = layout.spans()
+    return Observed(d.type, d.data, {_RULE_NAMES.get(k, k): v for k, v in d.fields.items() if k in names})
 
 
 def inner_frames(frame: Observed, max_size: int) -> list[Observed] | None:
@@ -98,15 +67,10 @@ def inner_frames(frame: Observed, max_size: int) -> list[Observed] | None:
     ``frame`` is none or does not open (it then passes as it is)."""
     if frame.type != "C":
         return None
-    try:
-        payload = inflate(frame.data[6:], max_size=max_size)
-    except ProtocolError:
-        return None
-    inner = LumberjackObserver(max_size)
-    frames = inner.feed(payload)
-    if inner.held() or any(f.type == "?" for f in frames):
+    inner, opened = describe_compressed(frame.data[6:], max_size)
+    if "inner_error" in opened:
         return None  # not whole frames: leave the envelope alone
-    return frames
+    return [_observed(d) for d in inner]
 
 
 def rewrap(envelope: Observed, inner: list[bytes]) -> bytes:
@@ -117,13 +81,9 @@ def rewrap(envelope: Observed, inner: list[bytes]) -> bytes:
 
 
 #: Per frame type: each field a rule may match, rewrite or corrupt,
-#: as (offset in the frame, size in bytes).  §2.
+#: as (offset in the frame, size in bytes): the layout's (§2), in the order rules list them.
 FIELDS: dict[str, dict[str, tuple[int, int]]] = {
-    "A": {"version": (0, 1), "type": (1, 1), "seq": (2, 4)},
-    "W": {"version": (0, 1), "type": (1, 1), "count": (2, 4)},
-    "J": {"version": (0, 1), "type": (1, 1), "seq": (2, 4), "length": (6, 4)},
-    "D": {"version": (0, 1), "type": (1, 1), "seq": (2, 4), "pairs": (6, 4)},
-    "C": {"version": (0, 1), "type": (1, 1), "length": (2, 4)},
+    t: {_RULE_NAMES.get(k, k): span for k, span in LAYOUT.spans(t).items()} for t in ("A", "W", "J", "D", "C")
 }
 
 
@@ -173,21 +133,14 @@ class LumberjackChecker(Checker):
     def _events(frame: Observed) -> list[tuple[int, bytes]]:
         """(seq, payload) of the events a J, D or C frame carries (a C leniently inflated)."""
         if frame.type in ("J", "D"):
-            try:
-                (f,) = decode_all(frame.data, validate_json=False, strict_versions=False)
-            except Exception:  # a corrupted frame the observer still cut: no events
+            d = describer(_CHECK_MAX)
+            got = d.feed(frame.data)
+            if len(got) != 1 or d.held() or got[0].type not in ("J", "D"):  # a corrupted frame the observer still cut
                 return []
-            return [(f.seq, _payload(f))] if isinstance(f, (JsonFrame, DataFrame)) else []
+            return [(got[0].fields["seq"], _payload(got[0].frame))]
         if frame.type == "C":
-            try:
-                inner = decode_all(inflate(frame.data[6:], max_size=64 << 20), validate_json=False, strict_versions=False)
-            except Exception:
-                return []
-            out: list[tuple[int, bytes]] = []
-            for f in inner:
-                if isinstance(f, (JsonFrame, DataFrame)):
-                    out.append((f.seq, _payload(f)))
-            return out
+            inner, _why = describe_compressed(frame.data[6:], _CHECK_MAX)  # no inner frames: no events
+            return [(g.fields["seq"], _payload(g.frame)) for g in inner if g.type in ("J", "D")]
         return []
 
     def sent(self, conn: int, direction: str, index: int, frame: Observed) -> None:

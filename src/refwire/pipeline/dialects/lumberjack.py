@@ -1,6 +1,6 @@
 """Lumberjack captures (specs/lumberjack/README.md §2-3): the decoder, the conformance rules, and synthetic captures.
 
-**Decoder** (:func:`decode`, on :class:`refwire.lumberjack.frames.FrameDecoder`):
+**Decoder** (:func:`decode`, on the describer, :mod:`refwire.lumberjack.describe`, strict):
 one row per frame, ``type`` = the frame letter (``W``, ``J``, ``D``, ``C``,
 ``A``).  Key fields: ``seq`` (J/D/A), ``count`` (W: window size; C: inner
 frames; D: pairs).  The frames inside a compressed frame follow it, with
@@ -37,10 +37,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from ...describe import Described
 from ...errors import ProtocolError
-from ..decoders import FrameRow, Peer, error_row
+from ..decoders import FrameRow, Peer, dumps, error_row
 from ..rulekit import Rule, check_decodes
 
 __all__ = ["FAULTS", "RULES", "check_acks", "decode", "lumberjack_connection", "write_lumberjack_capture"]
@@ -49,125 +48,99 @@ PROTOCOL = "lumberjack"
 MAX_U32 = 0xFFFFFFFF
 #: The faults :func:`lumberjack_connection` can inject.
 FAULTS = ("seq-gap", "wrong-ack", "garbage")
+#: How deep the decoder opens C frames inside C frames (a capture is read whole, however deep it nests).
+_MAX_NESTING = 64
 
 
 # --------------------------------------------------------------------------- decoder
 
 
-def _lumberjack_rows(frames: list[Any], base: int, frame_no: int, parent: int | None, limits: Any) -> Iterator[FrameRow]:
-    from refwire.lumberjack.frames import Ack, Compressed, DataFrame, FrameDecoder, JsonFrame, Window, frame_size, inflate
+def _rows(described: Iterable[Described], frame_no: int, parent: int | None) -> list[FrameRow]:
+    """The rows of described frames numbered from ``frame_no``: a ``C``'s inner
+    frames follow it (their offsets inside its inflated payload, ``parent_offset``
+    its offset), then the error inside its payload if any (the stream goes on)."""
+    rows: list[FrameRow] = []
+    for d in described:
+        no = frame_no + len(rows)
+        f = d.frame
+        size = len(d.data)
+        if d.type == "J":
+            info = {"seq": f.seq, "version": 2, "event": f.fields()}
+            rows.append(FrameRow(no, d.offset, "J", size, parent, seq=f.seq, fields_json=_json(info)))
+        elif d.type == "D":
+            info = {"seq": f.seq, "version": 1, "event": f.fields()}
+            rows.append(FrameRow(no, d.offset, "D", size, parent, seq=f.seq, count=len(f.pairs), fields_json=_json(info)))
+        elif d.type == "W":
+            info = {"count": f.count, "version": f.version - 0x30}
+            rows.append(FrameRow(no, d.offset, "W", size, parent, count=f.count, fields_json=_json(info)))
+        elif d.type == "A":
+            info = {"seq": f.seq, "version": f.version - 0x30}
+            rows.append(FrameRow(no, d.offset, "A", size, parent, seq=f.seq, fields_json=_json(info)))
+        else:
+            rows.extend(_compressed_rows(d, no, parent))
+    return rows
 
-    offset = base
-    for f in frames:
-        size = frame_size(f)
-        if isinstance(f, JsonFrame):
-            doc = f.fields()
-            yield FrameRow(
-                frame_no,
-                offset,
-                "J",
-                size,
-                parent,
-                seq=f.seq,
-                fields_json=orjson.dumps({"seq": f.seq, "version": 2, "event": doc}).decode(),
+
+def _compressed_rows(d: Described, frame_no: int, parent: int | None) -> list[FrameRow]:
+    err: ProtocolError | None = d.fields.get("inner_error")
+    inflated = d.fields.get("inflated_len")
+    inner_rows = _rows(d.fields["inner_before_error"] if err is not None else d.inner, frame_no + 1, d.offset)
+    info = {
+        "version": d.frame.version - 0x30,
+        "compressed_len": d.fields["len"],
+        "inflated_len": inflated or 0,
+        "frames": len(inner_rows),
+    }
+    rows = [FrameRow(frame_no, d.offset, "C", len(d.data), parent, count=len(inner_rows), fields_json=_json(info)), *inner_rows]
+    if err is not None:
+        held = d.fields.get("inner_held")
+        if held is not None:
+            err = ProtocolError(
+                f"{held} bytes of an incomplete frame at the end of the inflated payload",
+                protocol=PROTOCOL,
+                frame=err.frame,
+                field="(end)",
+                offset=inflated - held,
             )
-        elif isinstance(f, DataFrame):
-            yield FrameRow(
-                frame_no,
-                offset,
-                "D",
-                size,
-                parent,
-                seq=f.seq,
-                count=len(f.pairs),
-                fields_json=orjson.dumps({"seq": f.seq, "version": 1, "event": f.fields()}).decode(),
-            )
-        elif isinstance(f, Window):
-            yield FrameRow(
-                frame_no,
-                offset,
-                "W",
-                size,
-                parent,
-                count=f.count,
-                fields_json=orjson.dumps({"count": f.count, "version": f.version - 0x30}).decode(),
-            )
-        elif isinstance(f, Ack):
-            yield FrameRow(
-                frame_no,
-                offset,
-                "A",
-                size,
-                parent,
-                seq=f.seq,
-                fields_json=orjson.dumps({"seq": f.seq, "version": f.version - 0x30}).decode(),
-            )
-        elif isinstance(f, Compressed):
-            # Inner frames, then (if any) the error inside the payload; the outer stream goes on.
-            inner_rows: list[FrameRow] = []
-            err: ProtocolError | None = None
-            try:
-                raw = inflate(f.payload, max_size=limits.max_decompressed_size, offset=offset + 6)
-            except ProtocolError as exc:
-                raw, err = b"", exc
-            if err is None:
-                dec = FrameDecoder(limits)
-                dec.feed(raw)
-                inner, err = dec.frames_before_error()
-                inner_rows = list(_lumberjack_rows(inner, 0, frame_no + 1, offset, limits))
-                if err is None and dec.buffered:
-                    err = ProtocolError(
-                        f"{dec.buffered} bytes of an incomplete frame at the end of the inflated payload",
-                        protocol=PROTOCOL,
-                        frame=dec.pending_frame_name(),
-                        field="(end)",
-                        offset=dec.offset,
-                    )
-            info = {
-                "version": f.version - 0x30,
-                "compressed_len": len(f.payload),
-                "inflated_len": len(raw),
-                "frames": len(inner_rows),
-            }
-            yield FrameRow(frame_no, offset, "C", size, parent, count=len(inner_rows), fields_json=orjson.dumps(info).decode())
-            yield from inner_rows
-            frame_no += len(inner_rows)
-            if err is not None:
-                frame_no += 1
-                # Errors from inflate() are in stream offsets; those from the inner decoder in inflated offsets.
-                yield error_row(frame_no, err, offset, parent if raw == b"" else offset)
-        frame_no += 1
-        offset += size
+        # An inflate error is at its stream offset (the C's parent's); an inner frame's inside the inflated bytes.
+        rows.append(error_row(frame_no + len(rows), err, d.offset, parent if inflated is None else d.offset))
+    return rows
+
+
+def _json(info: dict[str, Any]) -> str:
+    return dumps(info)
 
 
 def decode(chunks: Iterable[bytes], direction: str, peer: Peer | None = None) -> Iterator[FrameRow]:
-    """Lumberjack v1/v2 (specs/lumberjack/README.md §2) on :class:`refwire.lumberjack.FrameDecoder`.
+    """Lumberjack v1/v2 (specs/lumberjack/README.md §2) on the describer
+    (:mod:`refwire.lumberjack.describe`), with the codec's checks of a conformant
+    peer (JSON objects, version bytes per type).
 
     Key fields: ``seq`` (J/D/A), ``count`` (W: window size; C: inner frames; D: pairs)."""
-    from refwire.lumberjack.frames import DEFAULT_LIMITS, FrameDecoder
+    from refwire.lumberjack.describe import describer
+    from refwire.lumberjack.frames import DEFAULT_LIMITS
 
-    dec = FrameDecoder(DEFAULT_LIMITS, validate_json=True)
+    des = describer(DEFAULT_LIMITS.max_frame_size, direction, strict=True, max_nesting_depth=_MAX_NESTING)
     frame_no = 0
     for chunk in chunks:
-        base = dec.offset
-        dec.feed(chunk)
-        frames, err = dec.frames_before_error()
-        rows = list(_lumberjack_rows(frames, base, frame_no, None, DEFAULT_LIMITS))
-        yield from rows
-        frame_no = rows[-1].frame_no + 1 if rows else frame_no
-        if err is not None:
-            yield error_row(frame_no, err, dec.offset, None)
-            return
-    if dec.buffered:
-        name = dec.pending_frame_name()
+        for d in des.feed(chunk):
+            if d.error is not None:
+                yield error_row(frame_no, d.error, d.offset, None)
+                return
+            rows = _rows((d,), frame_no, None)
+            yield from rows
+            frame_no += len(rows)
+    for d in des.end():
+        assert d.error is not None
+        name = d.error.frame
         exc = ProtocolError(
-            f"{dec.buffered} bytes of an incomplete {name or 'frame'} at the end of the stream",
+            f"{len(d.data)} bytes of an incomplete {name or 'frame'} at the end of the stream",
             protocol=PROTOCOL,
             frame=name,
             field="(end)",
-            offset=dec.offset,
+            offset=d.offset,
         )
-        yield error_row(frame_no, exc, dec.offset, None)
+        yield error_row(frame_no, exc, d.offset, None)
 
 
 # --------------------------------------------------------------------------- rules

@@ -12,9 +12,10 @@ from typing import Any
 
 import orjson
 
+from ....describe import Described
 from ....errors import ProtocolError
-from ....lumberjack.frames import V2, Ack, Compressed, DataFrame, FrameDecoder, JsonFrame, Window
-from ....wire import Limits
+from ....lumberjack.describe import describer
+from ....lumberjack.frames import V2, Compressed, DataFrame, JsonFrame, Window
 from ...conversation import Conversation
 from ...model import CaseBook, Verdict
 
@@ -51,46 +52,39 @@ class ServerObserver:
     first byte that does not decode (then nothing more is decoded)."""
 
     def __init__(self) -> None:
-        self._dec = FrameDecoder(Limits(max_window=2**32 - 1, max_frame_size=1 << 20), validate_json=False, strict_versions=False)
+        self._describer = describer(1 << 20, "s2c")
         self._broken = False
 
     def feed(self, data: bytes) -> list[tuple[str, dict[str, Any]]]:
         if self._broken:
             return []
-        self._dec.feed(data)
-        frames, err = self._dec.frames_before_error()
-        out = [self._token(f) for f in frames]
-        if err is not None:
-            self._broken = True
-            out.append(_invalid(err))
+        out = []
+        for d in self._describer.feed(data):
+            if d.error is not None:
+                self._broken = True
+                out.append(_invalid(d.error))
+            else:
+                out.append(self._token(d))
         return out
 
     def eof(self) -> list[tuple[str, dict[str, Any]]]:
-        if self._broken or not self._dec.buffered:
+        if self._broken:
             return []
-        return [("truncated", {"type": "truncated", "bytes": self._dec.buffered, "offset": self._dec.offset})]
+        return [("truncated", {"type": "truncated", "bytes": len(d.data), "offset": d.offset}) for d in self._describer.end()]
 
     @staticmethod
-    def _token(f: Any) -> tuple[str, dict[str, Any]]:
-        if isinstance(f, Ack):
-            prefix = "" if f.version == V2 else chr(f.version)
-            return f"{prefix}A {f.seq}", {"type": "A", "version": chr(f.version), "seq": f.seq}
-        name = type(f).__name__
-        version = chr(getattr(f, "version", V2))
-        return f"{version}{_LETTER.get(name, name)}", {"type": name, "version": version}
+    def _token(d: Described) -> tuple[str, dict[str, Any]]:
+        version = d.fields["version"]
+        if d.type == "A":
+            prefix = "" if version == "2" else version
+            return f"{prefix}A {d.fields['seq']}", {"type": "A", "version": version, "seq": d.fields["seq"]}
+        return f"{version}{d.type}", {"type": type(d.frame).__name__, "version": version}
 
 
-_LETTER = {"Window": "W", "JsonFrame": "J", "DataFrame": "D", "Compressed": "C"}
-
-
-def _invalid(err: ProtocolError) -> tuple[str, dict[str, Any]]:
-    return f"invalid {err.field or 'frame'}", {
-        "type": "invalid",
-        "field": err.field,
-        "frame": err.frame,
-        "offset": err.offset,
-        "reason": err.reason,
-    }
+def _invalid(err: ProtocolError, **override: Any) -> tuple[str, dict[str, Any]]:
+    info = {"type": "invalid", "field": err.field, "frame": err.frame, "offset": err.offset, "reason": err.reason}
+    info.update(override)
+    return f"invalid {err.field or 'frame'}", info
 
 
 # --------------------------------------------------------------------------- frame helpers

@@ -11,9 +11,10 @@ from typing import Any
 
 import attrs
 
+from ....describe import Described
 from ....errors import ProtocolError
-from ....lumberjack.frames import V2, Ack, Compressed, DataFrame, FrameDecoder, JsonFrame, Window, decode_all, inflate
-from ....wire import Limits
+from ....lumberjack.describe import describer
+from ....lumberjack.frames import Ack
 from ...clients import ClientSession
 from ...conversation import Conversation
 from ._common import _invalid
@@ -39,8 +40,7 @@ class ClientObserver:
     Complete windows collect in :attr:`done`."""
 
     def __init__(self) -> None:
-        self._limits = Limits(max_window=2**32 - 1, max_frame_size=64 << 20)
-        self._dec = FrameDecoder(self._limits, validate_json=False, strict_versions=False)
+        self._describer = describer(64 << 20, "c2s")
         self._broken = False
         self.current: ClientWindow | None = None
         self.done: list[ClientWindow] = []
@@ -49,28 +49,28 @@ class ClientObserver:
     def feed(self, data: bytes) -> list[tuple[str, dict[str, Any]]]:
         if self._broken:
             return []
-        self._dec.feed(data)
-        frames, err = self._dec.frames_before_error()
         out: list[tuple[str, dict[str, Any]]] = []
-        for f in frames:
-            self._frame(f, out, 0)
-        if err is not None:
-            self._broken = True
-            out.append(_invalid(err))
+        for d in self._describer.feed(data):
+            if d.error is not None:
+                self._broken = True
+                out.append(_invalid(d.error))
+            else:
+                self._frame(d, out, 0)
         return out
 
-    def _frame(self, f: Any, out: list[tuple[str, dict[str, Any]]], depth: int) -> None:
-        v = "" if getattr(f, "version", V2) == V2 else chr(f.version)
-        if isinstance(f, Window):
+    def _frame(self, d: Described, out: list[tuple[str, dict[str, Any]]], depth: int) -> None:
+        f = d.frame
+        version = d.fields["version"]
+        v = "" if version == "2" else version
+        if d.type == "W":
             self.current = ClientWindow(f.version, f.count)
-            out.append((f"{v}W {f.count}", {"type": "W", "version": chr(f.version), "count": f.count}))
+            out.append((f"{v}W {f.count}", {"type": "W", "version": version, "count": f.count}))
             if f.count == 0:
                 self.done.append(self.current)
                 self.current = None
-        elif isinstance(f, (JsonFrame, DataFrame)):
-            key = f.payload if isinstance(f, JsonFrame) else repr(f.pairs).encode()
-            letter = "J" if isinstance(f, JsonFrame) else "D"
-            out.append((f"{v}{letter} {f.seq}", {"type": letter, "version": chr(f.version), "seq": f.seq}))
+        elif d.type in ("J", "D"):
+            key = f.payload if d.type == "J" else repr(f.pairs).encode()
+            out.append((f"{v}{d.type} {f.seq}", {"type": d.type, "version": version, "seq": f.seq}))
             if self.current is None:
                 self.stray += 1
                 return
@@ -78,28 +78,39 @@ class ClientObserver:
             if self.current.full:
                 self.done.append(self.current)
                 self.current = None
-        elif isinstance(f, Compressed):
+        elif d.type == "C":
             if depth >= 4:
                 out.append(("invalid C nesting", {"type": "invalid", "field": "payload"}))
                 self._broken = True
                 return
-            try:
-                inner = decode_all(
-                    inflate(f.payload, max_size=64 << 20), self._limits, validate_json=False, strict_versions=False
-                )
-            except ProtocolError as exc:
+            err = d.fields.get("inner_error")
+            if err is not None:
                 self._broken = True
-                out.append(_invalid(exc))
+                out.append(_inner_invalid(d, err))
                 return
-            for g in inner:
+            for g in d.inner:
                 self._frame(g, out, depth + 1)
         else:
             out.append((f"{v}{type(f).__name__[0]}", {"type": type(f).__name__}))
 
     def eof(self) -> list[tuple[str, dict[str, Any]]]:
-        if self._broken or not self._dec.buffered:
+        if self._broken:
             return []
-        return [("truncated", {"type": "truncated", "bytes": self._dec.buffered})]
+        return [("truncated", {"type": "truncated", "bytes": len(d.data)}) for d in self._describer.end()]
+
+
+def _inner_invalid(d: Described, err: ProtocolError) -> tuple[str, dict[str, Any]]:
+    """The token of a ``C`` whose payload is no whole frame stream, as this
+    observer has always given it: an inflate error at offset 0, an incomplete
+    frame at the end as the offset of its first byte in the inflated payload."""
+    if "inflated_len" not in d.fields:  # the zlib stream itself
+        return _invalid(err, offset=0)
+    held = d.fields.get("inner_held")
+    if held is not None:
+        return _invalid(
+            err, frame=None, offset=d.fields["inflated_len"] - held, reason=f"{held} bytes of an incomplete frame at the end"
+        )
+    return _invalid(err)
 
 
 #: The client's exit status said "all acked" (or manual mode, where it is unknown).
