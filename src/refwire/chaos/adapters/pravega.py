@@ -19,76 +19,46 @@ split by its 8-byte header and decoded by the dialect's own command table
 
 from __future__ import annotations
 
-import uuid
-from typing import Any, cast
+from typing import Any
 
-import attrs
-
-from ...errors import ProtocolError
-from ...pravega.frames_codec import _NO_DEFAULT as REQUIRED  # the codec's mark of a field that is always there
-from ...pravega.frames_codec import BOOL, CURRENT, I32, I64, U8, UUID, Dialect, decode_command
+from ...describe import UNDECODED, Described, Layout
+from ...pravega.describe import LAYOUT, PravegaDescriber
+from ...pravega.frames_codec import CURRENT, Dialect
 from ..adapter import Adapter
 from ..check import Checker, Violation
-from ..observe import LengthFramed, Observed, Observer
+from ..observe import Observed, Observer
 
-__all__ = ["ADAPTER", "FIELDS", "PravegaChecker", "PravegaObserver", "command_fields"]
+__all__ = ["ADAPTER", "FIELDS", "PravegaChecker", "PravegaObserver", "command_fields", "observed"]
 
 
-class PravegaObserver(LengthFramed):
-    """Pravega commands (or the draft's), split by the 8-byte header and decoded
-    by the dialect's own command table; a command whose payload does not decode
-    is still one frame (``fields`` has the error), since its length is known."""
+def observed(d: Described) -> Observed:
+    """A described Pravega frame as the proxy observes it: undecoded bytes carry
+    the describer's reason alone as ``error``."""
+    if d.type == UNDECODED:
+        return Observed(UNDECODED, d.data, {"error": d.error.reason} if d.error is not None else {})
+    return Observed(d.type, d.data, d.fields, d.spans)
 
-    HEADER = 8
+
+class PravegaObserver:
+    """Pravega commands (or the draft's), as the dialect's describer
+    (:class:`~refwire.pravega.describe.PravegaDescriber`) reads them: split by the
+    8-byte header and decoded by the dialect's own command table; a command whose
+    payload does not decode is still one frame (``fields`` has the error)."""
 
     def __init__(self, max_frame_size: int, dialect: Dialect = CURRENT) -> None:
-        super().__init__(max_frame_size)
-        self._dialect = dialect
+        self._describer = PravegaDescriber(max_frame_size, dialect)
 
-    def _starts(self, first: int) -> str | None:
-        # every type code is -127..100: its first byte is 0x00 or 0xff
-        return None if first in (0x00, 0xFF) else f"no command starts with byte {first:#04x}"
+    def feed(self, data: bytes) -> list[Observed]:
+        return [observed(d) for d in self._describer.feed(data)]
 
-    def _header(self, head: bytes) -> tuple[str, int] | str:
-        code = int.from_bytes(head[:4], "big", signed=True)
-        n = int.from_bytes(head[4:8], "big", signed=True)
-        cls = self._dialect.commands.get(code)
-        if cls is None or n < 0:
-            return f"{'unknown type' if cls is None else 'bad length'} {code}/{n}"
-        return cls.NAME, 8 + n
-
-    def _observe(self, name: str, raw: bytes) -> Observed:
-        code = int.from_bytes(raw[:4], "big", signed=True)
-        fields: dict[str, Any] = {"type": code, "length": len(raw) - 8}
-        try:
-            cmd = decode_command(code, raw, start=8, end=len(raw), base=8, allow_inner=True, dialect=self._dialect)
-            for a in attrs.fields(cast(Any, type(cmd))):  # every scalar field (rules may corrupt those with a span)
-                value = getattr(cmd, a.name)
-                if isinstance(value, bool | int | str):
-                    fields[a.name] = value
-                elif isinstance(value, uuid.UUID):
-                    fields[a.name] = str(value)
-        except ProtocolError as exc:
-            fields["error"] = str(exc)
-        return Observed(name, raw, fields)
+    def held(self) -> int:
+        return self._describer.held()
 
 
-def command_fields(dialect: Dialect) -> dict[str, dict[str, tuple[int, int]]]:
-    """Per command of ``dialect``: ``type`` and ``length`` (the header), then each
+def command_fields(layout: Layout) -> dict[str, dict[str, tuple[int, int]]]:
+    """Per command of ``layout``: ``type`` and ``length`` (the header), then each
     leading fixed-width field up to the first of variable width, at its offset."""
-    sizes = {I32: 4, I64: 8, U8: 1, BOOL: 1, UUID: 16}
-    out: dict[str, dict[str, tuple[int, int]]] = {}
-    for cls in dialect.commands.values():
-        spans = {"type": (0, 4), "length": (4, 4)}
-        pos = 8
-        for a in attrs.fields(cast(Any, cls)):
-            size = sizes.get(a.metadata.get("kind", ""))
-            if size is None or a.metadata.get("optional") is not REQUIRED:
-                break  # a variable-width field, or a trailing one that may be absent (§2.4)
-            spans[a.name] = (pos, size)
-            pos += size
-        out[cls.NAME] = spans
-    return out
+    return {name: layout.spans(name) for name in layout.frames}
 
 
 class PravegaChecker(Checker):
@@ -143,7 +113,7 @@ class PravegaChecker(Checker):
 
 
 #: Per command: each field a rule may match, rewrite or corrupt, as (offset, size).
-FIELDS = command_fields(CURRENT)
+FIELDS = command_fields(LAYOUT)
 
 
 def _observer(max_frame_size: int, direction: str, session: dict[str, Any]) -> Observer:

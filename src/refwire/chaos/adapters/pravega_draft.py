@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...pravega.draft2017.describe import LAYOUT
 from ...pravega.draft2017.frames import DRAFT
 from ..adapter import Adapter
 from ..observe import Observer
@@ -17,7 +18,7 @@ from .pravega import PravegaObserver, command_fields
 __all__ = ["ADAPTER", "FIELDS"]
 
 #: Per command: each field a rule may match, rewrite or corrupt, as (offset, size).
-FIELDS = command_fields(DRAFT)
+FIELDS = command_fields(LAYOUT)
 
 
 def _observer(max_frame_size: int, direction: str, session: dict[str, Any]) -> Observer:

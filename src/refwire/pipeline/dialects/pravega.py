@@ -1,7 +1,7 @@
 """Pravega captures (specs/pravega/README.md §1, §4-§7): the decoder and the conformance rules.
 
-**Decoder** (:func:`decode`, on :class:`refwire.pravega.frames.CommandDecoder`):
-one row per wire command, ``type`` = the command name (``Hello``,
+**Decoder** (:func:`decode`, on the describer
+:class:`refwire.pravega.describe.PravegaDescriber`): one row per wire command, ``type`` = the command name (``Hello``,
 ``SetupAppend``, ``DataAppended`` ...).  Key fields: ``seq`` = the request id
 (when the command has one; ``-1``, Java's "absent", is kept as is), ``name`` =
 the segment, ``count`` = ``num_events`` of an AppendBlockEnd.  ``fields_json``
@@ -38,12 +38,13 @@ from typing import Any
 
 import attrs
 
+from ...describe import UNDECODED, Described, Describer
 from ...errors import ProtocolError
 from ..decoders import FrameRow, Peer, dumps, error_row, json_value
 from ..rulekit import Found, Rule, check_decodes, decodes_query, not_before, ordered
 from ..rulekit import fields as row_fields
 
-__all__ = ["RULES", "command_fields", "decode"]
+__all__ = ["RULES", "StrictTail", "command_fields", "decode", "described"]
 
 PROTOCOL = "pravega"
 NO_REQUEST = -1
@@ -58,48 +59,95 @@ def command_fields(cmd: Any) -> dict[str, Any]:
     return {a.name: json_value(getattr(cmd, a.name)) for a in attrs.fields(type(cmd))}
 
 
-def decode(chunks: Iterable[bytes], direction: str, peer: Peer | None = None) -> Iterator[FrameRow]:
-    from refwire.pravega.frames import CLIENT_LIMITS, DEFAULT_LIMITS, CommandDecoder
-
-    dec = CommandDecoder(DEFAULT_LIMITS if direction == "c2s" else CLIENT_LIMITS)
-    frame_no = 0
+def described(chunks: Iterable[bytes], describer: Describer) -> Iterator[Described]:
+    """Every frame of a direction, then what the describer held at its end."""
     for chunk in chunks:
-        dec.feed(chunk)
-        while True:
-            start = dec.offset
-            try:
-                cmd = dec.next_command()
-            except ProtocolError as exc:
-                yield error_row(frame_no, exc, start, None)
-                return
-            if cmd is None:
-                break
-            fields = command_fields(cmd)
-            rid = getattr(cmd, "request_id", None)
-            segment = getattr(cmd, "segment", None) or getattr(cmd, "segment_name", None)
-            count = getattr(cmd, "num_events", None)
-            yield FrameRow(
-                frame_no,
-                start,
-                type(cmd).NAME,
-                dec.offset - start,
-                None,
-                seq=rid if isinstance(rid, int) else None,
-                count=count if isinstance(count, int) else None,
-                name=segment if isinstance(segment, str) else None,
-                fields_json=dumps(fields),
-            )
-            frame_no += 1
-    if dec.buffered:
+        yield from describer.feed(chunk)
+    yield from describer.end()
+
+
+class StrictTail:
+    """The bytes from the first one that is no frame on (the describer's undecoded
+    records), with the error the strict codec gives them: a capture's error row
+    says what :class:`~refwire.pravega.frames_codec.CommandDecoder` says (a header
+    length first, an unknown type once its frame is whole, §1), or, when the
+    stream ends first, that it ended inside a frame."""
+
+    def __init__(self, limits: Any, *, allow_inner: bool = False, dialect: Any = None) -> None:
+        from refwire.pravega.frames_codec import CURRENT, CommandDecoder
+
+        self._dialect = dialect if dialect is not None else CURRENT
+        self._decoder = CommandDecoder(limits, allow_inner=allow_inner, dialect=self._dialect)
+        self._started = False
+
+    @property
+    def offset(self) -> int:
+        return self._decoder.offset
+
+    def feed(self, d: Described) -> ProtocolError | None:
+        """Take undecoded bytes; the codec's error, once it has one."""
+        if not self._started:
+            self._started = True
+            self._decoder.offset = d.offset
+        self._decoder.feed(d.data)
+        try:
+            self._decoder.next_command()  # no frame decodes where the describer found none
+        except ProtocolError as exc:
+            return exc
+        return None
+
+    def end(self) -> ProtocolError | None:
+        """The stream ended: the error of bytes held for an incomplete frame (or None)."""
+        dec = self._decoder
+        if not dec.buffered:
+            return None
         name = dec.pending_frame_name()
-        end = ProtocolError(
+        return ProtocolError(
             f"{dec.buffered} bytes of an incomplete {name or 'frame'} at the end of the stream",
-            protocol=PROTOCOL,
+            protocol=self._dialect.protocol,
             frame=name,
             field="(end)",
             offset=dec.offset,
         )
-        yield error_row(frame_no, end, dec.offset, None)
+
+
+def decode(chunks: Iterable[bytes], direction: str, peer: Peer | None = None) -> Iterator[FrameRow]:
+    from refwire.pravega.describe import PravegaDescriber
+    from refwire.pravega.frames import CLIENT_LIMITS, DEFAULT_LIMITS
+
+    limits = DEFAULT_LIMITS if direction == "c2s" else CLIENT_LIMITS
+    tail = StrictTail(limits)
+    frame_no = 0
+    # inner commands at the top level are errors here, as the strict codec has them (§5.3)
+    for d in described(chunks, PravegaDescriber(limits.max_frame_size, allow_inner=False)):
+        if d.type == UNDECODED:
+            exc = tail.feed(d)
+            if exc is not None:
+                yield error_row(frame_no, exc, tail.offset, None)
+                return
+            continue
+        if d.error is not None:
+            yield error_row(frame_no, d.error, d.offset, None)
+            return
+        cmd = d.frame
+        rid = getattr(cmd, "request_id", None)
+        segment = getattr(cmd, "segment", None) or getattr(cmd, "segment_name", None)
+        count = getattr(cmd, "num_events", None)
+        yield FrameRow(
+            frame_no,
+            d.offset,
+            d.type,
+            len(d.data),
+            None,
+            seq=rid if isinstance(rid, int) else None,
+            count=count if isinstance(count, int) else None,
+            name=segment if isinstance(segment, str) else None,
+            fields_json=dumps(command_fields(cmd)),
+        )
+        frame_no += 1
+    end = tail.end()
+    if end is not None:
+        yield error_row(frame_no, end, tail.offset, None)
 
 
 # --------------------------------------------------------------------------- rules: pure twins
