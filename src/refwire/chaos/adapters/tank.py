@@ -14,62 +14,45 @@ from typing import Any
 
 import attrs
 
+from ...describe import UNDECODED, Described
 from ...errors import ProtocolError
 from ...tank.bundles import decode_bundle, read_chunk
-from ...tank.frames import MSG_NAMES, ConsumeRequest, ProduceRequest, decode_request
+from ...tank.describe import LAYOUT, describer
+from ...tank.frames import ConsumeRequest, ProduceRequest, decode_request
 from ...tank.responses import ConsumeResponse, RawProduceResponse, decode_produce_response, decode_response
 from ..adapter import Adapter
 from ..check import Checker, Violation
-from ..observe import LengthFramed, Observed, Observer
+from ..observe import Observed, Observer
 
 __all__ = ["ADAPTER", "FIELDS", "TankChecker", "TankObserver"]
 
-#: Where a TANK request's ``requestId`` is (§3): after ``clientVersion:u16`` for
-#: Produce and Consume, first for the others; Ping and the obsolete ids have none.
-_TANK_RID_C2S = {"Produce": 7, "ProduceWithSeqnum": 7, "Consume": 7, "DiscoverPartitions": 5, "CreateTopic": 5,
-                 "ReloadConf": 5, "Status": 5, "DiscoverTopics": 5, "DiscoverTopology": 5}  # fmt: skip
-#: ... and a response's: after ``headerLen:u32`` for Consume, first for the others.
-_TANK_RID_S2C = {**{k: 5 for k in _TANK_RID_C2S if k != "ProduceWithSeqnum"}, "Consume": 9}
 
-
-class TankObserver(LengthFramed):
-    """TANK frames (``msgId:u8 payloadLen:u32le``, §2), named by message id, with
-    the ``request_id`` of each request (after ``clientVersion:u16`` for Produce and
-    Consume, first for the others, §3) and of each response (after ``headerLen:u32``
-    for a Consume's, first for the others)."""
-
-    HEADER = 5
+class TankObserver:
+    """TANK frames as the fault proxy sees them: :mod:`refwire.tank.describe`'s
+    frames (named by message id, with the ``request_id`` of each request and
+    response where its direction puts it, §3) as :class:`Observed` ones."""
 
     def __init__(self, max_frame_size: int, direction: str = "c2s") -> None:
-        super().__init__(max_frame_size)
-        self._rid_at = _TANK_RID_C2S if direction == "c2s" else _TANK_RID_S2C
+        self._describer = describer(max_frame_size, direction)
 
-    def _starts(self, first: int) -> str | None:
-        return None if first in MSG_NAMES else f"message id {first:#04x}"
+    def held(self) -> int:
+        return self._describer.held()
 
-    def _header(self, head: bytes) -> tuple[str, int] | str:
-        return MSG_NAMES[head[0]], 5 + int.from_bytes(head[1:5], "little")
+    def feed(self, data: bytes) -> list[Observed]:
+        return [Observed(d.type, d.data, self._fields(d), d.spans) for d in self._describer.feed(data)]
 
-    def _observe(self, name: str, raw: bytes) -> Observed:
-        fields: dict[str, Any] = {"msg_id": raw[0], "length": len(raw) - 5}
-        spans = {"msg_id": (0, 1), "length": (1, 4)}
-        at = self._rid_at.get(name)
-        if at is not None and len(raw) >= at + 4:
-            fields["request_id"] = int.from_bytes(raw[at : at + 4], "little")
-            spans["request_id"] = (at, 4)
-        return Observed(name, raw, fields, spans)
-
-
-def _tank_fields() -> dict[str, dict[str, tuple[int, int]]]:
-    """The fields rules may name per TANK frame type (a frame's own spans say where, by direction)."""
-    head = {"msg_id": (0, 1), "length": (1, 4)}
-    return {
-        name: {**head, **({"request_id": (_TANK_RID_C2S[name], 4)} if name in _TANK_RID_C2S else {})}
-        for name in MSG_NAMES.values()
-    }
+    def _fields(self, d: Described) -> dict[str, Any]:
+        if d.type != UNDECODED:
+            return dict(d.fields)
+        if d.error is None:
+            return {}
+        if d.error.field == "msgId":  # the proxy's own words for the first byte that is no frame
+            return {"error": f"message id {d.data[0]:#04x}"}
+        return {"error": d.error.reason}
 
 
-FIELDS = _tank_fields()
+#: The fields rules may name per TANK frame type (a frame's own spans say where, by direction).
+FIELDS = {name: layout.spans() for name, layout in LAYOUT.frames.items()}
 
 
 @attrs.define

@@ -2,9 +2,11 @@
 
 **Decoder** (:func:`decode`, on refwire's own TANK codec).
 
-Frames are ``msgId:u8 payloadLen:u32le payload`` (:class:`refwire.tank.frames.FrameDecoder`);
-requests decode with :func:`~refwire.tank.frames.decode_request`, responses with
-:func:`~refwire.tank.responses.decode_response`.  A response cannot be decoded
+Frames are ``msgId:u8 payloadLen:u32le payload``, cut and decoded by
+:mod:`refwire.tank.describe` (requests with :func:`~refwire.tank.frames.decode_request`,
+responses with :func:`~refwire.tank.responses.decode_response`); a message id the
+direction does not carry ends the stream, as :class:`refwire.tank.frames.FrameDecoder`
+refuses it.  A response cannot be decoded
 alone (spec §8.16: "responses must be matched by request id"): a produce
 response is a list of error bytes laid out after its request's partitions, and
 a consume chunk is walked from the sequence number the request asked for
@@ -41,10 +43,12 @@ which decoding goes on.
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ...describe import UNDECODED, Described
 from ...errors import ProtocolError
 from ..decoders import FrameRow, Peer, dumps, error_row, json_value
 from ..rulekit import Found, Rule, check_decodes, decodes_query, not_before, ordered, per_connection
@@ -59,28 +63,48 @@ _PRODUCES = ("Produce", "ProduceWithSeqnum")
 RequestContext = dict[int, list[tuple[int, Any]]]
 
 
-def _frames(chunks: Iterable[bytes], accept: frozenset[int]) -> Iterator[tuple[int, bytes, int, int] | ProtocolError]:
-    """``(msg_id, payload, offset, size)`` per frame, then an error if any (and stop)."""
+def _frames(chunks: Iterable[bytes], direction: str) -> Iterator[Described | ProtocolError]:
+    """The direction's frames as :mod:`refwire.tank.describe` cuts them, then the error
+    that ends them (and stop): a frame this direction does not accept, or the first
+    byte that is no frame, in the words of the codec's own :class:`~refwire.tank.frames.FrameDecoder`."""
+    from refwire.tank.describe import describer
+    from refwire.tank.frames import DEFAULT_LIMITS, REQUEST_IDS, RESPONSE_IDS
+
+    accept = REQUEST_IDS if direction == "c2s" else RESPONSE_IDS
+    desc = describer(DEFAULT_LIMITS.max_frame_size, direction)
+    it = iter(chunks)
+    for chunk in it:
+        got = desc.feed(chunk)
+        for i, d in enumerate(got):
+            if d.type == UNDECODED or d.data[0] not in accept:
+                rest = [x.data for x in got[i:]] + [x.data for c in it for x in desc.feed(c)] + [x.data for x in desc.end()]
+                yield _refused(b"".join(rest), d.offset, accept)
+                return
+            yield d
+    for d in desc.end():
+        yield _refused(d.data, d.offset, accept)
+
+
+def _refused(rest: bytes, offset: int, accept: frozenset[int]) -> ProtocolError:
+    """Why the codec's frame splitter refuses the direction's bytes from ``offset`` on (``rest``)."""
     from refwire.tank.frames import FrameDecoder
 
     dec = FrameDecoder(accept)
-    for chunk in chunks:
-        dec.feed(chunk)
-        while True:
-            try:
-                got = dec.next_frame()
-            except ProtocolError as exc:
-                yield exc
-                return
-            if got is None:
-                break
-            msg_id, payload, off = got
-            yield msg_id, payload, off, 5 + len(payload)
-    if not dec.at_boundary:
-        yield ProtocolError(
-            f"{len(dec.buffer)} bytes of an incomplete frame at the end of the stream",
-            protocol=PROTOCOL, field="(end)", offset=dec.buffer.consumed,
-        )
+    dec.feed(rest[:5])  # its header decides: the splitter refuses a frame from its header alone
+    try:
+        dec.next_frame()
+    except ProtocolError as exc:
+        return exc.located(offset_base=offset)
+    return ProtocolError(
+        f"{len(rest)} bytes of an incomplete frame at the end of the stream", protocol=PROTOCOL, field="(end)", offset=offset
+    )
+
+
+def _legacy(exc: ProtocolError) -> ProtocolError:
+    """``exc`` (of a payload decoded at its true stream offset) 5 bytes further on: this
+    decoder has always decoded a payload as if its frame began at the payload, and its
+    error rows keep those offsets."""
+    return copy.copy(exc).located(offset_base=5)
 
 
 def _bundle_summary(bundle: bytes, base: int) -> dict[str, Any]:
@@ -95,25 +119,13 @@ def _bundle_summary(bundle: bytes, base: int) -> dict[str, Any]:
 
 def requests_of(chunks: Iterable[bytes]) -> RequestContext:
     """The client direction's requests by request id (what a client remembers)."""
-    from refwire.tank.frames import (
-        CONSUME,
-        PRODUCE,
-        PRODUCE_WITH_SEQNUM,
-        REQUEST_IDS,
-        ConsumeRequest,
-        ProduceRequest,
-        decode_request,
-    )
+    from refwire.tank.frames import CONSUME, PRODUCE, PRODUCE_WITH_SEQNUM, ConsumeRequest, ProduceRequest
 
     ctx: RequestContext = {}
-    for item in _frames(chunks, REQUEST_IDS):
-        if isinstance(item, ProtocolError):
+    for d in _frames(chunks, "c2s"):
+        if isinstance(d, ProtocolError) or d.error is not None:
             break
-        msg_id, payload, off, _ = item
-        try:
-            req = decode_request(msg_id, payload, offset=off + 5)
-        except ProtocolError:
-            break
+        msg_id, req = d.data[0], d.frame
         rid = getattr(req, "request_id", None)
         if rid is None:
             continue
@@ -126,11 +138,10 @@ def requests_of(chunks: Iterable[bytes]) -> RequestContext:
     return ctx
 
 
-def _request_row(frame_no: int, msg_id: int, payload: bytes, off: int, size: int) -> list[FrameRow]:
-    from refwire.tank.frames import MSG_NAMES, ConsumeRequest, Ping, ProduceRequest, decode_request
+def _request_row(frame_no: int, d: Described) -> list[FrameRow]:
+    from refwire.tank.frames import ConsumeRequest, Ping, ProduceRequest
 
-    name = MSG_NAMES.get(msg_id, f"0x{msg_id:02x}")
-    req = decode_request(msg_id, payload, offset=off + 5)
+    name, req, off, size, msg_id = d.type, d.frame, d.offset, len(d.data), d.data[0]
     fields: dict[str, Any] = {"msg_id": msg_id}
     errors: list[ProtocolError] = []
     parts: list[dict[str, Any]] = []
@@ -163,13 +174,12 @@ def _request_row(frame_no: int, msg_id: int, payload: bytes, off: int, size: int
     return rows
 
 
-def _response_row(frame_no: int, msg_id: int, payload: bytes, off: int, size: int, ctx: RequestContext | None) -> list[FrameRow]:
+def _response_row(frame_no: int, d: Described, ctx: RequestContext | None) -> list[FrameRow]:
     from refwire.tank.bundles import read_chunk
-    from refwire.tank.frames import CONSUME, MSG_NAMES, PRODUCE, PRODUCE_WITH_SEQNUM, Ping
-    from refwire.tank.responses import ConsumeResponse, RawProduceResponse, decode_produce_response, decode_response
+    from refwire.tank.frames import CONSUME, PRODUCE, PRODUCE_WITH_SEQNUM, Ping
+    from refwire.tank.responses import ConsumeResponse, RawProduceResponse, decode_produce_response
 
-    name = MSG_NAMES.get(msg_id, f"0x{msg_id:02x}")
-    resp = decode_response(msg_id, payload, offset=off + 5)
+    name, resp, off, size, msg_id = d.type, d.frame, d.offset, len(d.data), d.data[0]
     fields: dict[str, Any] = {"msg_id": msg_id}
     errors: list[ProtocolError] = []
     if isinstance(resp, Ping):
@@ -190,7 +200,7 @@ def _response_row(frame_no: int, msg_id: int, payload: bytes, off: int, size: in
                 decoded = decode_produce_response(resp, match)
                 parts = [{"topic": r.topic, "partition": r.partition, "error": r.error} for r in decoded.results]
             except ProtocolError as exc:
-                errors.append(exc)
+                errors.append(_legacy(exc))
     elif isinstance(resp, ConsumeResponse):
         wants: dict[tuple[str, int], int] = match or {}
         for t in resp.topics:
@@ -226,25 +236,21 @@ def _response_row(frame_no: int, msg_id: int, payload: bytes, off: int, size: in
 
 
 def decode(chunks: Iterable[bytes], direction: str, peer: Peer | None = None) -> Iterator[FrameRow]:
-    from refwire.tank.frames import REQUEST_IDS, RESPONSE_IDS
-
     ctx = requests_of(peer()) if direction == "s2c" and peer is not None else None
     frame_no = 0
     fallback = 0
-    for item in _frames(chunks, REQUEST_IDS if direction == "c2s" else RESPONSE_IDS):
-        if isinstance(item, ProtocolError):
-            yield error_row(frame_no, item, fallback, None)
+    for d in _frames(chunks, direction):
+        if isinstance(d, ProtocolError):
+            yield error_row(frame_no, d, fallback, None)
             return
-        msg_id, payload, off, size = item
-        try:
-            rows = _request_row(frame_no, msg_id, payload, off, size) if direction == "c2s" else _response_row(frame_no, msg_id, payload, off, size, ctx)
-        except ProtocolError as exc:
+        if d.error is not None:
             # The frame's payload does not decode: its framing still holds, but the real peer closes here.
-            yield error_row(frame_no, exc, off, None)
+            yield error_row(frame_no, _legacy(d.error), d.offset, None)
             return
+        rows = _request_row(frame_no, d) if direction == "c2s" else _response_row(frame_no, d, ctx)
         yield from rows
         frame_no += len(rows)
-        fallback = off + size
+        fallback = d.offset + len(d.data)
 
 
 # --------------------------------------------------------------------------- rules
