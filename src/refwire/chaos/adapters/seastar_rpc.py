@@ -19,133 +19,75 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import ProtocolError
-from ...seastar_rpc.compression import make_compressor
-from ...seastar_rpc.frames import (
-    Features,
-    FrameDecoder,
-    Negotiation,
-    NoOp,
-    Request,
-    Response,
-    StreamEnd,
-    StreamMessage,
-)
-from ...wire import Limits
+from ...describe import UNDECODED, Described
+from ...seastar_rpc.describe import LAYOUT, SeastarDescriber
 from ..adapter import Adapter
 from ..check import Checker, Violation
 from ..observe import Observed, Observer
 
 __all__ = ["ADAPTER", "FIELDS", "SeastarChecker", "SeastarObserver"]
 
+#: The spec's field names a rule sees under another name (the proxy's since its start).
+_RULE_NAME = {"len": "length"}
+#: Per frame type, the fields a rule may match, rewrite or corrupt (by the spec's names, in
+#: the order the proxy logs them).
+_RULE_FIELDS: dict[str, tuple[str, ...]] = {
+    "negotiation": (),
+    "request": ("verb", "msg_id", "timeout_ms", "len"),
+    "response": ("msg_id", "len"),
+    "stream": ("len",),
+    "stream-end": (),
+    "noop": (),
+}
+
 
 class SeastarObserver:
-    """Seastar RPC, one direction, decoded by refwire's own frame decoder; the two
-    observers of a connection share ``session`` (the server's negotiation reply
+    """Seastar RPC, one direction, as :mod:`refwire.seastar_rpc.describe` describes it;
+    the two observers of a connection share ``session`` (the server's negotiation reply
     configures both, §2)."""
 
     def __init__(self, max_frame_size: int, direction: str, session: dict[str, Any]) -> None:
-        self.direction = direction
-        self.session = session
-        limits = Limits(max_frame_size=max_frame_size, max_decompressed_size=max_frame_size, max_string_size=1 << 16)
-        self.decoder = FrameDecoder("request" if direction == "c2s" else "response", limits=limits)
-        self._pending = bytearray()
-        self._start = 0  #: stream offset of ``_pending[0]``
-        self._broken = False
-        #: set when the server's negotiation reply configured this (client) direction
-        #: while it held bytes: feeding it ``b""`` now decodes them (the proxy does)
-        self.unblocked = False
-        session[direction] = self
+        self.describer = SeastarDescriber(max_frame_size, direction, session)
+
+    @property
+    def unblocked(self) -> bool:
+        """The server's negotiation reply configured this (client) direction while it held
+        bytes: feeding it ``b""`` now decodes them (the proxy does)."""
+        return self.describer.unblocked
+
+    @unblocked.setter
+    def unblocked(self, value: bool) -> None:
+        self.describer.unblocked = value
 
     def held(self) -> int:
-        return len(self._pending)
+        return self.describer.held()
 
     def feed(self, data: bytes) -> list[Observed]:
-        if self._broken:
-            return [Observed("?", data)] if data else []
-        self._pending += data
-        self.decoder.feed(data)
-        out: list[Observed] = []
-        while True:
-            before = self.decoder.offset
-            try:
-                frame = self.decoder.next_frame()
-            except ProtocolError as exc:
-                self._broken = True
-                if self._pending:
-                    out.append(Observed("?", bytes(self._pending), {"error": str(exc)}))
-                self._pending.clear()
-                return out
-            if frame is None:
-                return out
-            end = self.decoder.offset
-            raw = bytes(self._pending[: end - self._start])
-            del self._pending[: end - self._start]
-            self._start = end
-            out.append(self._observed(frame, raw, before))
+        return [_observed(d) for d in self.describer.feed(data)]
 
-    def _observed(self, frame: Any, raw: bytes, at: int) -> Observed:
-        if isinstance(frame, Negotiation):
-            features = Features.from_negotiation(frame)
-            if self.direction == "c2s":
-                self.session["offer"] = features
-            else:
-                self._configure(features)
-            return Observed("negotiation", raw, {"compress": features.compress or "", "timeout": features.timeout})
-        compressed = self.decoder.compressor is not None
-        if isinstance(frame, Request):
-            timeout = self.decoder.timeout
-            head = 8 if timeout else 0
-            spans = None if compressed else {"verb": (head, 8), "msg_id": (head + 8, 8), "length": (head + 16, 4)}
-            if spans is not None and timeout:
-                spans["timeout_ms"] = (0, 8)
-            fields = {
-                "verb": frame.verb,
-                "msg_id": frame.msg_id,
-                "timeout_ms": frame.timeout_ms or 0,
-                "length": len(frame.payload),
-            }
-            return Observed("request", raw, fields, spans)
-        if isinstance(frame, Response):
-            spans = None if compressed else {"msg_id": (0, 8), "length": (8, 4)}
-            return Observed("response", raw, {"msg_id": frame.msg_id, "length": len(frame.payload)}, spans)
-        if isinstance(frame, StreamMessage):
-            return Observed("stream", raw, {"length": len(frame.payload)}, None if compressed else {"length": (0, 4)})
-        if isinstance(frame, StreamEnd):
-            return Observed("stream-end", raw, {}, {})
-        if isinstance(frame, NoOp):
-            return Observed("noop", raw, {}, {})
-        return Observed(type(frame).__name__.lower(), raw, {}, {})
 
-    def _configure(self, reply: Any) -> None:
-        """The server's negotiation reply: what both directions' frames look like from now on (§2, §4)."""
-        offer = self.session.get("offer")
-        stream = offer is not None and offer.stream_parent is not None
-        name = reply.compress.split(",")[0] if reply.compress else None
-        server_side = self.session.get("c2s")
-        if server_side is not None:
-            server_side.decoder.configure(
-                kind="stream" if stream else "request",
-                timeout=bool(offer.timeout) if offer is not None else False,
-                compressor=None if name is None else make_compressor(name),
-            )
-            server_side.unblocked = server_side.held() > 0
-        self.decoder.configure(
-            kind="stream" if stream else "response",
-            duration=reply.handler_duration,
-            compressor=None if name is None else make_compressor(name),
-        )
+def _observed(d: Described) -> Observed:
+    if d.type == UNDECODED:
+        return Observed(UNDECODED, d.data, d.fields)
+    if d.type == "negotiation":
+        return Observed("negotiation", d.data, {"compress": d.fields["compress"] or "", "timeout": d.fields["timeout"]})
+    frame = d.inner[0] if d.inner else d
+    fields = {_RULE_NAME.get(k, k): frame.fields[k] for k in _RULE_FIELDS[frame.type]}
+    if "timeout_ms" in fields:
+        fields["timeout_ms"] = fields["timeout_ms"] or 0
+    if not fields:
+        return Observed(frame.type, d.data, {}, {})
+    if d.type in ("compressed", "noop"):  # no spans inside an envelope
+        return Observed(frame.type, d.data, fields, None)
+    spans = {_RULE_NAME.get(k, k): v for k, v in (d.spans or {}).items() if _RULE_NAME.get(k, k) in fields}
+    return Observed(frame.type, d.data, fields, spans)
 
 
 #: Per frame type: each field a rule may match, rewrite or corrupt, as (offset, size)
 #: in an uncompressed frame sent with a timeout (a frame's own spans say where, §3).
 FIELDS: dict[str, dict[str, tuple[int, int]]] = {
-    "negotiation": {},
-    "request": {"timeout_ms": (0, 8), "verb": (8, 8), "msg_id": (16, 8), "length": (24, 4)},
-    "response": {"msg_id": (0, 8), "length": (8, 4)},
-    "stream": {"length": (0, 4)},
-    "stream-end": {},
-    "noop": {},
+    kind: {_RULE_NAME.get(k, k): span for k, span in LAYOUT.spans(kind).items() if k in names}
+    for kind, names in _RULE_FIELDS.items()
 }
 
 

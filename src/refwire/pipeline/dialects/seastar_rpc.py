@@ -1,6 +1,6 @@
 """Seastar RPC captures (specs/seastar-rpc/README.md §1-§5): the decoder and the conformance rules.
 
-**Decoder** (:func:`decode`, on :class:`refwire.seastar_rpc.frames.FrameDecoder`).
+**Decoder** (:func:`decode`, on the protocol's describer, :mod:`refwire.seastar_rpc.describe`).
 
 Each direction starts with its negotiation frame (§2); what follows depends on
 *both* negotiation frames, as it does for the real endpoints: the client's
@@ -43,6 +43,7 @@ from typing import Any, Final
 
 from refwire.seastar_rpc.demo import DEMO_ONE_WAY
 
+from ...describe import Described, Describer
 from ...errors import ProtocolError
 from ..decoders import FrameRow, Peer, dumps, error_row, json_value
 from ..rulekit import Found, Rule, check_decodes, decodes_query, not_before, ordered, per_connection
@@ -61,34 +62,31 @@ ONE_WAY_VERBS: Final = DEMO_ONE_WAY
 
 def negotiation_of(chunks: Iterable[bytes]) -> Any:
     """The :class:`~refwire.seastar_rpc.frames.Features` of a direction's negotiation frame, or None."""
-    from refwire.seastar_rpc.frames import Features, FrameDecoder, Negotiation
+    from refwire.seastar_rpc.describe import describer
+    from refwire.seastar_rpc.frames import DEFAULT_LIMITS, Features
 
-    dec = FrameDecoder("request")
+    described = describer(DEFAULT_LIMITS.max_frame_size)
     for chunk in chunks:
-        dec.feed(chunk)
-        try:
-            got = dec.next_frame()
-            if isinstance(got, Negotiation):
-                return Features.from_negotiation(got)
-        except ProtocolError:
-            return None
+        for d in described.feed(chunk):
+            return Features(**d.fields) if d.type == "negotiation" else None
     return None
 
 
-def _frame_row(frame_no: int, frame: Any, off: int, parent: int | None, timeout: bool, duration: bool) -> list[FrameRow]:
-    from refwire.seastar_rpc.frames import Request, Response, StreamEnd, StreamMessage, UnknownVerb, UserError, decode_exception
+def _frame_rows(frame_no: int, d: Described, parent: int | None) -> list[FrameRow]:
+    """The rows of a described (uncompressed or inner) frame."""
+    from refwire.seastar_rpc.frames import UnknownVerb, UserError, decode_exception
 
-    if isinstance(frame, Request):
-        size = (28 if timeout else 20) + len(frame.payload)
-        fields = {"verb": frame.verb, "msg_id": frame.msg_id, "timeout_ms": frame.timeout_ms, "len": len(frame.payload)}
-        return [FrameRow(frame_no, off, "request", size, parent, seq=frame.msg_id, count=len(frame.payload), name=str(frame.verb), fields_json=dumps(fields))]
-    if isinstance(frame, Response):
-        size = (16 if duration else 12) + len(frame.payload)
-        resp: dict[str, Any] = {"msg_id": frame.msg_id, "handler_duration": frame.handler_duration, "len": len(frame.payload)}
+    off, size, fields = d.offset, len(d.data), d.fields
+    n = fields.get("len", 0)
+    if d.type == "request":
+        req = {"verb": fields["verb"], "msg_id": fields["msg_id"], "timeout_ms": fields["timeout_ms"], "len": n}
+        return [FrameRow(frame_no, off, "request", size, parent, seq=fields["msg_id"], count=n, name=str(fields["verb"]), fields_json=dumps(req))]
+    if d.type == "response":
+        resp: dict[str, Any] = {"msg_id": fields["msg_id"], "handler_duration": fields["handler_duration"], "len": n}
         extra: list[FrameRow] = []
-        if frame.msg_id < 0:
+        if fields["msg_id"] < 0:
             try:
-                exc = decode_exception(frame.payload, base=off + size - len(frame.payload))
+                exc = decode_exception(d.frame.payload, base=off + size - n)
                 if isinstance(exc, UserError):
                     resp["exception"], resp["message"] = "USER", exc.message[:200].decode("utf-8", "replace")
                 elif isinstance(exc, UnknownVerb):
@@ -98,75 +96,62 @@ def _frame_row(frame_no: int, frame: Any, off: int, parent: int | None, timeout:
             except ProtocolError as err:
                 resp["exception"] = "malformed"
                 extra.append(error_row(frame_no + 1, err, off, off if parent is None else parent))
-        return [FrameRow(frame_no, off, "response", size, parent, seq=frame.msg_id, count=len(frame.payload), fields_json=dumps(resp)), *extra]
-    if isinstance(frame, StreamMessage):
-        return [FrameRow(frame_no, off, "stream-message", 4 + len(frame.payload), parent, count=len(frame.payload), fields_json=dumps({"len": len(frame.payload)}))]
-    if isinstance(frame, StreamEnd):
-        return [FrameRow(frame_no, off, "stream-end", 4, parent)]
-    return [FrameRow(frame_no, off, type(frame).__name__, 0, parent, fields_json=dumps(json_value(frame)))]  # pragma: no cover
+        return [FrameRow(frame_no, off, "response", size, parent, seq=fields["msg_id"], count=n, fields_json=dumps(resp)), *extra]
+    if d.type == "stream":
+        return [FrameRow(frame_no, off, "stream-message", size, parent, count=n, fields_json=dumps({"len": n}))]
+    return [FrameRow(frame_no, off, "stream-end", size, parent)]
+
+
+def _described(described: Describer, chunks: Iterable[bytes]) -> Iterator[Described]:
+    for chunk in chunks:
+        yield from described.feed(chunk)
+    yield from described.end()
 
 
 def decode(chunks: Iterable[bytes], direction: str, peer: Peer | None = None) -> Iterator[FrameRow]:
-    from refwire.seastar_rpc.compression import COMPRESSOR_NAMES, make_compressor
-    from refwire.seastar_rpc.frames import Features, FrameDecoder, Negotiation, NoOp
+    from refwire.seastar_rpc.compression import COMPRESSOR_NAMES
+    from refwire.seastar_rpc.describe import describer
+    from refwire.seastar_rpc.frames import DEFAULT_LIMITS, Features
 
     c2s = direction == "c2s"
-    dec = FrameDecoder("request" if c2s else "response")
+    # What follows the negotiation depends on both negotiation frames (§2): the describer
+    # configures each direction as the endpoint does, from the peer's frame.
+    other = negotiation_of(peer()) if peer is not None else None
+    session: dict[str, Any] = {}
+    if c2s:
+        session["reply"] = other if other is not None else Features()
+    elif other is not None:
+        session["offer"] = other
+    described = describer(DEFAULT_LIMITS.max_frame_size, direction, session)
     frame_no = 0
-    compressor_name: str | None = None
-    for chunk in chunks:
-        dec.feed(chunk)
-        while True:
-            start = dec.offset
-            try:
-                frame = dec.next_frame()
-            except ProtocolError as exc:
-                yield error_row(frame_no, exc, start, None)
+    for d in _described(described, chunks):
+        if d.error is not None:
+            yield error_row(frame_no, d.error, d.offset, None)
+            return
+        if d.type == "negotiation":
+            own = Features(**d.fields)
+            yield FrameRow(frame_no, d.offset, "negotiation", len(d.data), fields_json=dumps({k: json_value(v) for k, v in d.fields.items()}))
+            frame_no += 1
+            end = d.offset + len(d.data)
+            server = other if c2s else own
+            compressor_name = server.compress if server is not None else None
+            problem = None
+            if server is None and own.compress is not None:
+                problem = ("the peer's negotiation frame is not in the capture, so the compressor is unknown", "(peer)")
+            elif compressor_name is not None and compressor_name not in COMPRESSOR_NAMES:
+                problem = (f"the server chose compressor {compressor_name!r}, which is not one of {', '.join(COMPRESSOR_NAMES)}", "COMPRESS")
+            if problem is not None:
+                yield error_row(frame_no, ProtocolError(problem[0], protocol=PROTOCOL, frame="negotiation", field=problem[1], offset=end), end, None)
                 return
-            if frame is None:
-                break
-            size = dec.offset - start
-            if isinstance(frame, Negotiation):
-                try:
-                    own = Features.from_negotiation(frame, base=start + 12)
-                except ProtocolError as exc:
-                    yield error_row(frame_no, exc, start, None)
-                    return
-                yield FrameRow(frame_no, start, "negotiation", size, fields_json=dumps(json_value(own)))
-                frame_no += 1
-                # What follows depends on both negotiation frames (§2): configure as the endpoint does.
-                other = negotiation_of(peer()) if peer is not None else None
-                client, server = (own, other) if c2s else (other, own)
-                compressor_name = server.compress if server is not None else None
-                problem = None
-                if server is None and own.compress is not None:
-                    problem = ("the peer's negotiation frame is not in the capture, so the compressor is unknown", "(peer)")
-                elif compressor_name is not None and compressor_name not in COMPRESSOR_NAMES:
-                    problem = (f"the server chose compressor {compressor_name!r}, which is not one of {', '.join(COMPRESSOR_NAMES)}", "COMPRESS")
-                if problem is not None:
-                    yield error_row(frame_no, ProtocolError(problem[0], protocol=PROTOCOL, frame="negotiation", field=problem[1], offset=dec.offset), dec.offset, None)
-                    return
-                stream = client is not None and client.stream_parent is not None
-                dec.configure(
-                    kind="stream" if stream else ("request" if c2s else "response"),
-                    timeout=bool(c2s and own.timeout),
-                    duration=bool(not c2s and own.handler_duration),
-                    compressor=None if compressor_name is None else make_compressor(compressor_name),
-                )
-                continue
-            if dec.compressor is not None:
-                inner = [] if isinstance(frame, NoOp) else _frame_row(frame_no + 1, frame, 0, start, dec.timeout, dec.duration)
-                info = {"compressor": compressor_name, "clen": size - 4, "inflated_len": inner[0].size if inner else 0}
-                yield FrameRow(frame_no, start, "compressed", size, count=1 if inner else 0, name=compressor_name, fields_json=dumps(info))
-                yield from inner
-                frame_no += 1 + len(inner)
-            else:
-                rows = _frame_row(frame_no, frame, start, None, dec.timeout, dec.duration)
-                yield from rows
-                frame_no += len(rows)
-    err = dec.eof_error()
-    if err is not None:
-        yield error_row(frame_no, err, dec.offset, None)
+        elif d.type in ("compressed", "noop"):
+            inner = _frame_rows(frame_no + 1, d.inner[0], d.offset) if d.inner else []
+            yield FrameRow(frame_no, d.offset, "compressed", len(d.data), count=1 if inner else 0, name=d.fields["compressor"], fields_json=dumps(d.fields))
+            yield from inner
+            frame_no += 1 + len(inner)
+        else:
+            rows = _frame_rows(frame_no, d, None)
+            yield from rows
+            frame_no += len(rows)
 
 
 # --------------------------------------------------------------------------- rules

@@ -7,21 +7,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from ....describe import Described
 from ....errors import ProtocolError
-from ....seastar_rpc.compression import LZ4, LZ4_FRAGMENTED, make_compressor
+from ....seastar_rpc.compression import LZ4, LZ4_FRAGMENTED
 from ....seastar_rpc.conform_verbs import CONFORM_VERBS
+from ....seastar_rpc.describe import SeastarDescriber
 from ....seastar_rpc.frames import (
     DEFAULT_LIMITS,
     UNMEASURED,
     Feature,
     Features,
-    FrameDecoder,
     Negotiation,
-    NoOp,
     Request,
     Response,
-    StreamEnd,
-    StreamMessage,
     UnknownVerb,
     UserError,
     decode_exception,
@@ -84,35 +82,35 @@ def _neg_token(neg: Negotiation) -> tuple[str, dict[str, Any]]:
 
 
 class _Observer:
-    """Shared decoding loop: refwire's :class:`~refwire.seastar_rpc.frames.FrameDecoder`,
+    """Shared loop: the protocol's describer (:mod:`refwire.seastar_rpc.describe`),
     ``invalid <field>`` at the first bad byte (then nothing more is decoded)."""
 
-    def __init__(self, kind: Any) -> None:
-        self._dec = FrameDecoder(kind, limits=DEFAULT_LIMITS)
+    def __init__(self, direction: str, session: dict[str, Any]) -> None:
+        self._session = session
+        self._describer = SeastarDescriber(DEFAULT_LIMITS.max_frame_size, direction, session)
         self._broken = False
 
     def feed(self, data: bytes) -> list[tuple[str, dict[str, Any]]]:
         if self._broken:
             return []
-        self._dec.feed(data)
         out: list[tuple[str, dict[str, Any]]] = []
-        try:
-            while True:
-                frame = self._dec.next_frame()
-                if frame is None:
-                    break
-                out.extend(self._tokens(frame))
-        except ProtocolError as err:
-            self._broken = True
-            out.append(_invalid(err))
+        for d in self._describer.feed(data):
+            try:
+                if d.error is not None:
+                    raise d.error
+                out.extend(self._tokens(d.inner[0] if d.inner else d))
+            except ProtocolError as err:
+                self._broken = True
+                out.append(_invalid(err))
+                break
         return out
 
     def eof(self) -> list[tuple[str, dict[str, Any]]]:
-        if self._broken or not self._dec.in_frame:
+        if self._broken:
             return []
-        return [("truncated", {"type": "truncated", "bytes": self._dec.buffered, "offset": self._dec.offset})]
+        return [("truncated", {"type": "truncated", "bytes": len(d.data), "offset": d.offset}) for d in self._describer.end()]
 
-    def _tokens(self, frame: object) -> list[tuple[str, dict[str, Any]]]:
+    def _tokens(self, d: Described) -> list[tuple[str, dict[str, Any]]]:
         raise NotImplementedError
 
 
@@ -124,29 +122,34 @@ class ServerObserver(_Observer):
     ``invalid <field>``, ``truncated``."""
 
     def __init__(self) -> None:
-        super().__init__("response")
-        #: "stream" once the case made this a stream connection (before its reply).
-        self.kind = "response"
+        super().__init__("s2c", {"stream": False})
         self.reply: Features | None = None
         self.responses: list[Response] = []
 
-    def _tokens(self, frame: object) -> list[tuple[str, dict[str, Any]]]:
+    @property
+    def kind(self) -> str:
+        """"stream" once the case made this a stream connection (before its reply)."""
+        return "stream" if self._session["stream"] else "response"
+
+    @kind.setter
+    def kind(self, value: str) -> None:
+        self._session["stream"] = value == "stream"
+
+    def _tokens(self, d: Described) -> list[tuple[str, dict[str, Any]]]:
+        frame = d.frame
         if isinstance(frame, Negotiation):
             token = _neg_token(frame)
-            self.reply = Features.from_negotiation(frame)
+            self.reply = Features(**d.fields)
             comp = self.reply.compress
-            self._dec.configure(
-                kind="stream" if self.kind == "stream" else "response",
-                duration=self.reply.handler_duration,
-                compressor=None if comp is None else make_compressor(comp) if comp in (LZ4, LZ4_FRAGMENTED) else _unknown(comp),
-            )
+            if comp is not None and comp not in (LZ4, LZ4_FRAGMENTED):
+                _unknown(comp)
             out = [token]
             if self.reply.connection_id is not None:
                 out.append(("conn-id", {"type": "connection_id", "id": self.reply.connection_id}))
             return out
         if isinstance(frame, Response):
             self.responses.append(frame)
-            d = (
+            d_ = (
                 "none"
                 if frame.handler_duration is None
                 else "-"
@@ -164,15 +167,15 @@ class ServerObserver(_Observer):
             exc = decode_exception(frame.payload)
             if isinstance(exc, UserError):
                 info["message"] = exc.message.decode("utf-8", "replace")
-                return [(f"E {frame.msg_id} USER d={d}", info)]
+                return [(f"E {frame.msg_id} USER d={d_}", info)]
             if isinstance(exc, UnknownVerb):
-                return [(f"E {frame.msg_id} UNKNOWN_VERB {exc.verb} d={d}", info)]
-            return [(f"E {frame.msg_id} TYPE{exc.type} d={d}", info)]
-        if isinstance(frame, StreamMessage):
-            return [(f"S {len(frame.payload)}B", {"type": "stream", "len": len(frame.payload)})]
-        if isinstance(frame, StreamEnd):
+                return [(f"E {frame.msg_id} UNKNOWN_VERB {exc.verb} d={d_}", info)]
+            return [(f"E {frame.msg_id} TYPE{exc.type} d={d_}", info)]
+        if d.type == "stream":
+            return [(f"S {d.fields['len']}B", {"type": "stream", "len": d.fields["len"]})]
+        if d.type == "stream-end":
             return [("EOS", {"type": "eos"})]
-        if isinstance(frame, NoOp):
+        if d.type == "noop":
             return []
         return [(type(frame).__name__, {"type": type(frame).__name__})]
 
@@ -187,20 +190,21 @@ class ClientObserver(_Observer):
     server never accepts a compressor, so requests are uncompressed."""
 
     def __init__(self) -> None:
-        super().__init__("request")
+        # The case server's reply is known (no compressor) and makes no stream connection.
+        super().__init__("c2s", {"reply": Features(), "stream": False})
         self.offer: Features | None = None
         self.requests: list[Request] = []
 
-    def _tokens(self, frame: object) -> list[tuple[str, dict[str, Any]]]:
+    def _tokens(self, d: Described) -> list[tuple[str, dict[str, Any]]]:
+        frame = d.frame
         if isinstance(frame, Negotiation):
-            self.offer = Features.from_negotiation(frame)
-            self._dec.configure(kind="request", timeout=self.offer.timeout)
+            self.offer = Features(**d.fields)
             return [_neg_token(frame)]
         if isinstance(frame, Request):
             self.requests.append(frame)
             return [
                 (f"call {frame.verb}", {"type": "request", "verb": frame.verb, "msg_id": frame.msg_id, "len": len(frame.payload)})
             ]
-        if isinstance(frame, NoOp):
+        if d.type == "noop":
             return []
         return [(type(frame).__name__, {"type": type(frame).__name__})]
