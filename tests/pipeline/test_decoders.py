@@ -107,3 +107,32 @@ def test_partitions_keep_connections_whole_and_balance_bytes() -> None:
         assert all(sum(1 for s in p if s[0] == c) == 2 for c in conns)
     assert sorted(sum(s[3] for s in p) for p in parts) == [210, 210]
     assert len(plan_partitions(streams[:2], 8)) == 1
+
+
+def test_a_name_that_is_no_utf8_is_escaped_not_a_crash() -> None:
+    """A TANK topic is bytes on the wire (§3, str8); one that is no UTF-8 is kept
+    byte for byte by the codec and written escaped in the row and its JSON."""
+    import json
+
+    from refwire.tank.frames import CreateTopicRequest
+
+    bad = CreateTopicRequest(7, b"t\xff".decode("utf-8", "surrogateescape"), 1).encode()
+    rows = decode_bytes("tank", bad, "c2s")
+    assert [r.type for r in rows] == ["CreateTopic"]
+    assert rows[0].name == "t\\udcff"
+    assert json.loads(rows[0].fields_json)["topic"] == "t\\udcff"
+    assert rows[0].name.encode("utf-8")  # writable as text
+
+
+def test_a_draft_partial_message_with_no_such_part_is_an_error_row() -> None:
+    """The 2017 draft's part byte is 0, 1 or 2 (specs/pravega-draft-2017/README.md §5):
+    any other is the error row of the machine's own words, at the part byte."""
+    from refwire.pravega.draft2017.frames import PartialMessage
+    from refwire.pravega.frames_codec import encode_command
+
+    wire = encode_command(PartialMessage(part=3, data=b"xyz"))
+    rows = decode_bytes("pravega-draft-2017", wire, "c2s")
+    assert [r.type for r in rows] == ["PartialMessage", "error"]
+    assert rows[1].offset == 8 and rows[1].error is not None
+    assert "part must be 0 (Begin), 1 (Middle) or 2 (End), got 3" in rows[1].error
+    assert '"field":"part"' in rows[1].fields_json

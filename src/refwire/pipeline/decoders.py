@@ -55,9 +55,41 @@ __all__ = [
 ]
 
 
+def text(s: str) -> str:
+    """``s`` as text any UTF-8 writer takes: a name a codec kept byte for byte
+    (TANK's ``surrogateescape``, Pravega's lone surrogates of modified UTF-8, §2.3)
+    has each lone surrogate written as a ``\\udcNN`` escape instead of failing the
+    row.  Valid text is returned as it is."""
+    if s.isascii():
+        return s
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "backslashreplace").decode("utf-8")
+    return s
+
+
+def _optional_text(s: str | None) -> str | None:
+    return None if s is None else text(s)
+
+
+def _clean(obj: Any) -> Any:
+    """``obj`` with every string (keys included) made :func:`text`."""
+    if isinstance(obj, str):
+        return text(obj)
+    if isinstance(obj, dict):
+        return {_clean(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(x) for x in obj]
+    return obj
+
+
 @attrs.frozen
 class FrameRow:
-    """One decoded frame (or one error) of one direction of one connection."""
+    """One decoded frame (or one error) of one direction of one connection.
+
+    Its strings are valid UTF-8 whatever the bytes said (:func:`text`): a hostile
+    name never fails a capture's decode."""
 
     frame_no: int
     offset: int  #: in the stream, or inside the inflated payload when ``parent_offset`` is set
@@ -66,9 +98,9 @@ class FrameRow:
     parent_offset: int | None = None
     seq: int | None = None
     count: int | None = None
-    name: str | None = None
+    name: str | None = attrs.field(default=None, converter=_optional_text)
     fields_json: str = "{}"
-    error: str | None = None
+    error: str | None = attrs.field(default=None, converter=_optional_text)
 
 
 #: The frames table (conn and direction are added by the caller; ts from a time index).
@@ -140,11 +172,15 @@ def json_value(v: Any) -> Any:
 
 
 def dumps(obj: Any) -> str:
-    return orjson.dumps(obj).decode()
+    """``obj`` as JSON; strings that are no valid UTF-8 are escaped (:func:`text`)."""
+    try:
+        return orjson.dumps(obj).decode()
+    except orjson.JSONEncodeError:
+        return orjson.dumps(_clean(obj)).decode()
 
 
 def error_row(frame_no: int, exc: ProtocolError, fallback_offset: int, parent: int | None) -> FrameRow:
     """The row of a protocol error (shared by the protocol decoders)."""
     offset = exc.offset if exc.offset is not None else fallback_offset
     info = {"frame": exc.frame, "field": exc.field, "reason": exc.reason, "kind": type(exc).__name__}
-    return FrameRow(frame_no, offset, "error", 0, parent_offset=parent, fields_json=orjson.dumps(info).decode(), error=str(exc))
+    return FrameRow(frame_no, offset, "error", 0, parent_offset=parent, fields_json=dumps(info), error=str(exc))

@@ -1,6 +1,7 @@
 """Pravega 2017 draft captures (specs/pravega-draft-2017/README.md §2-§5): the decoder (no capture rules yet).
 
-One row per wire command, ``type`` = the command name, as
+One row per wire command (as the draft's describer,
+:mod:`refwire.pravega.draft2017.describe`, reads them), ``type`` = the command name, as
 :mod:`refwire.pipeline.dialects.pravega` does for today's dialect (and with its
 field encoding, :func:`~refwire.pipeline.dialects.pravega.command_fields`).
 Events inside an append block are rows of their own (the block's frames are
@@ -20,9 +21,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ...describe import UNDECODED
 from ...errors import LocalProtocolError, ProtocolError
 from ..decoders import FrameRow, Peer, dumps, error_row
-from .pravega import command_fields
+from .pravega import StrictTail, command_fields, described
 
 __all__ = ["decode"]
 
@@ -46,13 +48,13 @@ def _row(frame_no: int, offset: int, cmd: Any, size: int, parent: int | None) ->
 
 
 def decode(chunks: Iterable[bytes], direction: str, peer: Peer | None = None) -> Iterator[FrameRow]:
+    from refwire.pravega.draft2017.describe import describer
     from refwire.pravega.draft2017.frames import DRAFT, PROTOCOL, Part, PartialMessage
     from refwire.pravega.draft2017.partial import Reassembly
     from refwire.pravega.frames import CLIENT_LIMITS, DEFAULT_LIMITS, HEADER
-    from refwire.pravega.frames_codec import CommandDecoder
 
     limits = DEFAULT_LIMITS if direction == "c2s" else CLIENT_LIMITS
-    dec = CommandDecoder(limits, allow_inner=True, dialect=DRAFT)
+    tail = StrictTail(limits, allow_inner=True, dialect=DRAFT)
     parts = Reassembly(limits.max_frame_size)
     frame_no = 0
 
@@ -60,49 +62,54 @@ def decode(chunks: Iterable[bytes], direction: str, peer: Peer | None = None) ->
         if code not in DRAFT.commands:
             raise LocalProtocolError(f"unknown type code {code}", protocol=PROTOCOL, frame=None, field="type", offset=0)
 
-    for chunk in chunks:
-        dec.feed(chunk)
-        while True:
-            start = dec.offset
-            try:
-                cmd = dec.next_command()
-                if cmd is None:
-                    break
-                yield _row(frame_no, start, cmd, dec.offset - start, None)
-                frame_no += 1
-                if not isinstance(cmd, PartialMessage):
-                    continue
-                data_at = start + HEADER + 1
-                if cmd.part == Part.BEGIN:
-                    parts.begin(start, in_block=False)
-                elif not parts.active:
-                    raise LocalProtocolError(
-                        f"a {Part(cmd.part).name.title()} part without a Begin part",
-                        protocol=PROTOCOL,
-                        frame="PartialMessage",
-                        field="part",
-                        offset=start + HEADER,
-                    )
-                parts.add(cmd.data, data_at, known)
-                if cmd.part == Part.END:
-                    begun = parts.started_at
-                    message = parts.finish(data_at)
-                    inner = CommandDecoder(limits, allow_inner=True, dialect=DRAFT)
-                    inner.feed(message)
-                    whole = inner.next_command()
-                    if whole is not None:
-                        yield _row(frame_no, 0, whole, len(message), begun)
-                        frame_no += 1
-            except ProtocolError as exc:
-                yield error_row(frame_no, exc, start, None)
+    for d in described(chunks, describer(limits.max_frame_size, direction)):
+        if d.type == UNDECODED:
+            exc = tail.feed(d)
+            if exc is not None:
+                yield error_row(frame_no, exc, tail.offset, None)
                 return
-    if dec.buffered:
-        name = dec.pending_frame_name()
-        end = ProtocolError(
-            f"{dec.buffered} bytes of an incomplete {name or 'frame'} at the end of the stream",
-            protocol=PROTOCOL,
-            frame=name,
-            field="(end)",
-            offset=dec.offset,
-        )
-        yield error_row(frame_no, end, dec.offset, None)
+            continue
+        start = d.offset
+        try:
+            if d.error is not None:
+                raise d.error
+            cmd = d.frame
+            yield _row(frame_no, start, cmd, len(d.data), None)
+            frame_no += 1
+            if not isinstance(cmd, PartialMessage):
+                continue
+            data_at = start + HEADER + 1
+            if cmd.part not in (Part.BEGIN, Part.MIDDLE, Part.END):
+                raise LocalProtocolError(
+                    f"part must be 0 (Begin), 1 (Middle) or 2 (End), got {cmd.part}",
+                    protocol=PROTOCOL,
+                    frame="PartialMessage",
+                    field="part",
+                    offset=start + HEADER,
+                )
+            if cmd.part == Part.BEGIN:
+                parts.begin(start, in_block=False)
+            elif not parts.active:
+                raise LocalProtocolError(
+                    f"a {Part(cmd.part).name.title()} part without a Begin part",
+                    protocol=PROTOCOL,
+                    frame="PartialMessage",
+                    field="part",
+                    offset=start + HEADER,
+                )
+            parts.add(cmd.data, data_at, known)
+            if cmd.part == Part.END:
+                begun = parts.started_at
+                message = parts.finish(data_at)
+                # the message is whole, of a known type and within the limit (Reassembly checked them)
+                for whole in describer(limits.max_frame_size, direction).feed(message):
+                    if whole.error is not None:
+                        raise whole.error
+                    yield _row(frame_no, 0, whole.frame, len(message), begun)
+                    frame_no += 1
+        except ProtocolError as exc:
+            yield error_row(frame_no, exc, start, None)
+            return
+    end = tail.end()
+    if end is not None:
+        yield error_row(frame_no, end, tail.offset, None)
