@@ -38,7 +38,10 @@ from refwire.protocols import PACKAGES, registry
 SRC = Path(__file__).resolve().parent.parent / "src" / "refwire"
 
 LAYERS = ("ground", "drivers", "protocols", "simulator", "tools", "cli")
-GROUND = {"refwire", "refwire.wire", "refwire.errors", "refwire.sansio", "refwire.protocols", "refwire.specs", "refwire._mypyc"}
+GROUND = {
+    "refwire", "refwire.wire", "refwire.errors", "refwire.sansio", "refwire.describe", "refwire.protocols", "refwire.specs",
+    "refwire._mypyc",
+}
 DRIVERS = {"refwire.drivers", "refwire.transport", "refwire.logs", "refwire.tap", "refwire.reference", "refwire.cliutil"}
 TOOLS = ("refwire.conform", "refwire.chaos", "refwire.pipeline")
 #: Each tool's (and the simulator's) one folder of per-protocol parts.
@@ -51,6 +54,8 @@ PART_FOLDERS = {
 #: Descriptor piece -> the folder its module must live in (``None``: inside the protocol's package).
 PIECE_FOLDERS = {
     "cli": None,
+    "describer": None,
+    "layout": None,
     "reference_server": None,
     "scenario": "refwire.sim.scenarios",
     "decoder": "refwire.pipeline.dialects",
@@ -64,12 +69,12 @@ FAMILIES = tuple(sorted({".".join(p.split(".")[:2]) for p in PACKAGES}))
 #: Module stems that are a protocol's Sans-IO core.
 CORE_NAMES = {
     "frames", "codec", "commands", "events", "connection", "partial", "bundles", "responses",
-    "compression", "writer", "frames_codec", "service", "store", "storage", "errors",
+    "compression", "writer", "frames_codec", "service", "store", "storage", "errors", "describe",
 }
 #: What a core may never import (top-level module names).
 FORBIDDEN_IN_CORE = {"trio", "socket", "ssl", "os", "time", "random", "asyncio", "selectors", "threading", "logging"}
 #: The shared base every core may use.
-SHARED_BASE = {"refwire.wire", "refwire.errors", "refwire.sansio", "refwire._mypyc"}
+SHARED_BASE = {"refwire.wire", "refwire.errors", "refwire.sansio", "refwire.describe", "refwire._mypyc"}
 #: What the shared base may also read: the registry, whose list of packages is how
 #: ``refwire.errors`` finds, on first use, the errors that live with their protocol
 #: (their old names there).  The registry imports no protocol and does no I/O.
@@ -403,8 +408,9 @@ def test_every_descriptor_names_its_pieces_where_they_belong(protocol: str) -> N
         else:
             assert module.startswith(folder + "."), f"{protocol}.{piece} = {ref} lies outside {folder}"
         assert module in _modules(), f"{protocol}.{piece} = {ref}: no such module"
-    # every tool finds every protocol: each names a conformance catalogue, a fault-proxy adapter,
-    # a capture decoder and a simulator scenario (rules, commands and a reference server are optional)
-    for piece in ("conform", "chaos", "decoder", "scenario"):
+    # every tool finds every protocol: each names its describer and frame layout, a conformance
+    # catalogue, a fault-proxy adapter, a capture decoder and a simulator scenario (rules,
+    # commands and a reference server are optional)
+    for piece in ("describer", "layout", "conform", "chaos", "decoder", "scenario"):
         assert getattr(d, piece) is not None, f"{protocol} names no {piece}"
     assert (d.fixture is None) == (d.reference_server is None), f"{protocol}: a fixture needs a reference server and back"

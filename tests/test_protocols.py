@@ -32,6 +32,13 @@ def test_every_named_piece_loads(name: str) -> None:
     if d.rules:
         rules = d.load("rules")
         assert rules and all(r.protocol == name for r in rules)
+    if d.describer:
+        assert callable(d.load("describer"))
+        assert d.load("describer")(1 << 20).feed(b"") == []
+    if d.layout:
+        from refwire.describe import Layout
+
+        assert isinstance(d.load("layout"), Layout) and d.load("layout").frames
     if d.conform:
         assert d.load("conform").protocol == name
     if d.chaos:
