@@ -94,9 +94,12 @@ class Layout:
         return {f.name: f.read(frame, self.byte_order) for f in layout.fields if f.offset + f.size <= len(frame)}
 
 
-@attrs.frozen
+@attrs.define(eq=True, slots=True)
 class Described:
-    """One frame of a direction of traffic, or the bytes from the first error on."""
+    """One frame of a direction of traffic, or the bytes from the first error on.
+
+    A record that no one changes once described (not frozen only because a
+    frozen class costs every frame an ``object.__setattr__`` per field)."""
 
     #: the frame type by the spec's name (``"W"``, ``"DataAppended"``, ``"Produce"``,
     #: ``"request"``), or :data:`UNDECODED`

@@ -53,13 +53,18 @@ class LumberjackObserver:
         return [_observed(d) for d in self._describer.feed(data)]
 
 
+#: Per frame type, the described fields rules see (the layout's), under the rules' names.
+_RULE_FIELDS: dict[str, dict[str, str]] = {
+    t: {name: _RULE_NAMES.get(name, name) for name in layout.spans()} for t, layout in LAYOUT.frames.items()
+}
+
+
 def _observed(d: Described) -> Observed:
     """A described frame as the proxy sees it: its layout's fields under the rules' names."""
-    layout = LAYOUT.frames.get(d.type)
-    if layout is None:  # undecoded bytes
+    names = _RULE_FIELDS.get(d.type)
+    if names is None:  # undecoded bytes
         return Observed(d.type, d.data, d.fields)
-    names = layout.spans()
-    return Observed(d.type, d.data, {_RULE_NAMES.get(k, k): v for k, v in d.fields.items() if k in names})
+    return Observed(d.type, d.data, {names[k]: v for k, v in d.fields.items() if k in names})
 
 
 def inner_frames(frame: Observed, max_size: int) -> list[Observed] | None:
