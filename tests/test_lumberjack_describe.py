@@ -10,6 +10,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from describing import split_invariant
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -97,31 +98,6 @@ def test_error_vectors_describe_their_frames_and_the_codec_errors_where_the_vect
 # --------------------------------------------------------------------------- (b) any split
 
 
-def _norm(x: Any) -> Any:
-    """Described records compared by value (errors by class, words, field and offset)."""
-    if isinstance(x, Described):
-        return (x.type, x.offset, x.data, _norm(x.fields), x.frame, x.spans, _norm(x.inner), _norm(x.error))
-    if isinstance(x, ProtocolError):
-        return (type(x).__name__, str(x), x.field, x.offset, x.frame)
-    if isinstance(x, dict):
-        return {k: _norm(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_norm(v) for v in x]
-    return x
-
-
-def _merged(ds: list[Described]) -> list[Any]:
-    """``ds`` by value, the undecoded records after the first error joined to it
-    (which chunks the bytes after it came in is all a split changes)."""
-    out: list[Any] = []
-    for d in ds:
-        if d.type == UNDECODED and out and out[-1][0] == UNDECODED:
-            out[-1] = (*out[-1][:2], out[-1][2] + d.data, *out[-1][3:])
-        else:
-            out.append(tuple(_norm(d)))
-    return out
-
-
 _PIECES = [bytes.fromhex(v["hex"]) for v in FRAME_VECTORS] + [
     Compressed.wrap(Window(1).encode() + JsonFrame(5, b'{"a":1}').encode() + b"2J\0\0").encode(),  # held inside
     Compressed(b"not zlib").encode(),
@@ -142,7 +118,7 @@ def test_any_split_describes_the_same_as_one_chunk(pieces: list[bytes], tail: by
     points = sorted({c % (len(data) + 1) for c in cuts})
     chunks = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
     whole = describe(data, strict=strict)
-    assert _merged(describe(data, chunks=chunks, strict=strict)) == _merged(whole)
+    assert split_invariant(describe(data, chunks=chunks, strict=strict)) == split_invariant(whole)
     assert [d.type for d in whole].count(UNDECODED) <= 1
     assert b"".join(d.data for d in whole) == data
     assert [d.offset for d in whole] == [sum(len(d.data) for d in whole[:k]) for k in range(len(whole))]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from describing import comparable, split_invariant
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -42,13 +43,6 @@ def _same(value: Any, want: Any) -> bool:
     return bool(value == want)
 
 
-def key(d: Described) -> tuple[Any, ...]:
-    """A Described, comparable (an error by what it says)."""
-    err = d.error
-    where = None if err is None else (type(err).__name__, str(err), err.field, err.offset)
-    return (d.type, d.offset, d.data, d.fields, d.frame, d.spans, d.inner, where)
-
-
 # --------------------------------------------------------------------------- (a) vectors
 
 
@@ -70,16 +64,6 @@ def test_every_vector_frame_is_described_with_its_type_and_fields(v: dict[str, A
 TOP = [bytes.fromhex(v["hex"]) for v in COMMANDS if v.get("context") is None][:40]
 
 
-def canonical(ds: list[Described]) -> list[tuple[Any, ...]]:
-    """The frames, then the undecoded bytes joined with the first record's error
-    (after the first error each chunk is a record of its own, as it arrived)."""
-    framed = [key(d) for d in ds if d.type != UNDECODED]
-    rest = [d for d in ds if d.type == UNDECODED]
-    if not rest:
-        return framed
-    return [*framed, (UNDECODED, rest[0].offset, b"".join(d.data for d in rest), key(rest[0])[7])]
-
-
 @settings(max_examples=200, deadline=None)
 @given(
     frames=st.lists(st.sampled_from(TOP), min_size=1, max_size=6),
@@ -96,17 +80,17 @@ def test_any_split_describes_the_same_as_one_chunk(frames: list[bytes], tail: by
     for a, b in itertools.pairwise(pts):
         got += split.feed(stream[a:b])
     got += split.end()
-    assert canonical(got) == canonical(want)
+    assert split_invariant(got) == split_invariant(want)
     assert [d.type for d in want[: len(frames)]] == [_one(f).type for f in frames]
 
 
 def test_a_stream_of_frames_is_the_same_in_any_split() -> None:
     stream = b"".join(TOP)
-    want = [key(d) for d in describer(BIG).feed(stream)]
+    want = [comparable(d) for d in describer(BIG).feed(stream)]
     assert [k[0] for k in want] == [_one(f).type for f in TOP]
     for step in (1, 3, 7, 64):
         d = describer(BIG)
-        got = [key(x) for i in range(0, len(stream), step) for x in d.feed(stream[i : i + step])]
+        got = [comparable(x) for i in range(0, len(stream), step) for x in d.feed(stream[i : i + step])]
         assert got == want and d.end() == []
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from describing import split_invariant
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tank_vectors import jsonable, load, unhex
@@ -30,24 +31,6 @@ def _dir(v: dict[str, Any]) -> str:
 
 def _stream(vectors: list[dict[str, Any]]) -> bytes:
     return b"".join(unhex(v["hex"]) for v in vectors)
-
-
-def _key(d: Described) -> tuple[Any, ...]:
-    """A Described as comparable values (a ProtocolError compares by identity)."""
-    err = None if d.error is None else (type(d.error).__name__, str(d.error))
-    return (d.type, d.offset, d.data, d.fields, d.frame, d.spans, tuple(_key(i) for i in d.inner), err)
-
-
-def _normal(described: list[Described]) -> list[tuple[Any, ...]]:
-    """The frames, then the undecoded bytes as one record (after the first error every
-    chunk comes back as it came: where they are cut depends on the split)."""
-    out = [_key(d) for d in described if d.type != UNDECODED]
-    tail = [d for d in described if d.type == UNDECODED]
-    if tail:
-        first = tail[0]
-        assert all(d.error is None for d in tail[1:]) and described[-len(tail) :] == tail
-        out.append(_key(Described(UNDECODED, first.offset, b"".join(d.data for d in tail), first.fields, error=first.error)))
-    return out
 
 
 def _describe(chunks: list[bytes], direction: str, max_frame_size: int = MAX) -> list[Described]:
@@ -104,7 +87,7 @@ def test_any_split_describes_the_same_as_one_chunk(direction: str, cuts: list[in
     at = sorted({c % (len(data) + 1) for c in cuts})
     chunks = [data[a:b] for a, b in zip([0, *at], [*at, len(data)], strict=True)]
     whole = _describe([data], direction)
-    assert _normal(_describe(chunks, direction)) == _normal(whole)
+    assert split_invariant(_describe(chunks, direction)) == split_invariant(whole)
     assert b"".join(d.data for d in whole) == data
 
 
