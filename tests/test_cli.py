@@ -12,7 +12,6 @@ import os
 import queue
 import re
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -25,17 +24,10 @@ from typing import Any
 
 import pytest
 import trustme
+from support.commands import REFWIRE
 
 LOCAL = "127.0.0.1"
 TIMEOUT = 30.0  # per subprocess
-
-
-def _refwire_command() -> list[str]:
-    exe = shutil.which("refwire", path=str(Path(sys.executable).parent)) or shutil.which("refwire")
-    return [exe] if exe else [sys.executable, "-m", "refwire.cli"]
-
-
-REFWIRE = _refwire_command()
 
 
 def refwire(*args: str, input: str | None = None, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
@@ -324,7 +316,11 @@ def test_send_to_a_closed_port_fails_quickly() -> None:
         (["send", "lumberjack", "127.0.0.1", "--count", "1"], None, "the port must be a number"),
         (["send", "lumberjack", "127.0.0.1:70000", "--count", "1"], None, "out of range"),
         (["send", "lumberjack", "127.0.0.1:5044", "--window", "0", "--count", "1"], None, "--window: 0 must be at least 1"),
-        (["send", "lumberjack", "127.0.0.1:5044", "--window", "20000", "--count", "1"], None, "--window 20000 is above --max-window 10000"),
+        (
+            ["send", "lumberjack", "127.0.0.1:5044", "--window", "20000", "--count", "1"],
+            None,
+            "--window 20000 is above --max-window 10000",
+        ),
         (["send", "lumberjack", "127.0.0.1:5044", "--count", "0"], None, "must be at least 1"),
         (["send", "lumberjack", "127.0.0.1:5044", "--compression", "10", "--count", "1"], None, "--compression"),
         (["send", "lumberjack", "127.0.0.1:5044", "--lj-version", "3", "--count", "1"], None, "invalid choice"),
@@ -505,7 +501,9 @@ def test_serve_metadata_as_logstash_names_it(serve: Any, tls_files: dict[str, st
     assert "O=trustme" in peer["subject"] and peer["subject"].index("OU=") < peer["subject"].index("O=trustme")
 
     unverified = serve("--metadata", "--exit-after", "1", *tls)
-    assert refwire("send", "lumberjack", unverified.address, "--count", "1", "--tls-no-verify", "--lj-version", "1").returncode == 0
+    assert (
+        refwire("send", "lumberjack", unverified.address, "--count", "1", "--tls-no-verify", "--lj-version", "1").returncode == 0
+    )
     assert unverified.wait() == 0
     (doc,) = unverified.stdout_docs()
     assert doc["@metadata"]["tls_peer"] == {"status": "unverified"} and doc["@metadata"]["refwire"]["version"] == "1"

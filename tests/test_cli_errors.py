@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli import REFWIRE
+from support.commands import REFWIRE
 
 from refwire.cli import build_parser, describe_error, main
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_cli import REFWIRE
+from support.commands import REFWIRE
 
 pytestmark = pytest.mark.timeout(120)
 

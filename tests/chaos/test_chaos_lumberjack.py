@@ -13,14 +13,13 @@ from typing import Any
 
 import pytest
 import trio
+from support.lumberjack_chaos import EVENTS, send_all
 
 from refwire.chaos import ChaosProxy, ScheduleError, open_chaos, parse_schedule, rules_from
 from refwire.lumberjack.client import ClientConfig, LumberjackClient
 from refwire.lumberjack.server import LumberjackServer
 
 pytestmark = pytest.mark.timeout(60)
-
-EVENTS = [{"message": f"event {i}", "i": i} for i in range(30)]
 
 
 @asynccontextmanager
@@ -42,14 +41,6 @@ async def through_proxy(rules: Sequence[dict[str, Any]], seed: int = 7) -> Async
             yield proxy, got, phost, int(pport)
         await server.shutdown(grace=0.5)
         nursery.cancel_scope.cancel()
-
-
-async def send_all(host: str, port: int, *, ack_timeout: float = 0.5) -> LumberjackClient:
-    config = ClientConfig(window_size=10, ack_timeout=ack_timeout, backoff_initial=0.01, backoff_max=0.05, max_attempts=20)
-    client = LumberjackClient.connect_tcp(host, port, config=config)
-    async with client:
-        await client.send(EVENTS)
-    return client
 
 
 async def test_no_rules_is_a_transparent_relay() -> None:

@@ -96,7 +96,6 @@ async def test_check_flags_a_reply_the_proxy_forged() -> None:
     assert v.check == "reply-without-request" and "msg_id 99" in v.detail and "injected fault" in v.detail
 
 
-
 @pytest.mark.parametrize("compress", [None, "LZ4"])
 async def test_a_request_sent_with_the_negotiation_is_relayed_without_waiting_for_more(compress: str | None) -> None:
     """A client may write its negotiation and its first request at once, before
@@ -165,7 +164,15 @@ async def test_faults_between_refwire_peers_every_call_answered_and_replay_repea
     from refwire.chaos.proxy import replay_plan
 
     rules = [
-        {"name": "late", "direction": "s2c", "type": "ss:response", "where": {"msg_id": 2}, "count": 1, "seconds": 0.6, "action": "delay"},
+        {
+            "name": "late",
+            "direction": "s2c",
+            "type": "ss:response",
+            "where": {"msg_id": 2},
+            "count": 1,
+            "seconds": 0.6,
+            "action": "delay",
+        },
         {"name": "split", "direction": "c2s", "type": "ss:request", "field": "msg_id", "gap": 0.02, "action": "split"},
         {"name": "rst", "direction": "c2s", "type": "ss:request", "where": {"msg_id": 5}, "count": 1, "action": "reset"},
     ]

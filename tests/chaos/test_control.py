@@ -19,13 +19,12 @@ from typing import Any
 import h11
 import pytest
 import trio
+from support.lumberjack_chaos import send_all
 
 from refwire.chaos import open_chaos
 from refwire.chaos.control import ControlServer, open_control
 from refwire.chaos.toxics import ToxicError
 from refwire.lumberjack.server import LumberjackServer
-
-from .test_chaos_lumberjack import send_all
 
 pytestmark = pytest.mark.timeout(30)
 

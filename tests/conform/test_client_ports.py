@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 import trio
+from support.conform_clients import command
 
 from refwire.cli import main
-
-from .test_lumberjack_client_cases import command
 
 pytestmark = pytest.mark.timeout(120)
 

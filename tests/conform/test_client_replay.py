@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from support.conform_clients import command
+from support.conform_clients import run_lumberjack_client_cases as _run
 
 from refwire.conform.replay import replay_record
 from refwire.conform.report import write_reports
-
-from .test_lumberjack_client_cases import _run, command
 
 pytestmark = pytest.mark.timeout(120)
 

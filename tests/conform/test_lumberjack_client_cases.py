@@ -6,41 +6,25 @@ start (exit 2) and manual mode (the port lines)."""
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import trio
+from support.conform_clients import PEER, command
+from support.conform_clients import run_lumberjack_client_cases as _run
 
 from refwire.cli import main
 from refwire.conform.cases.lumberjack import CATALOGUE
 from refwire.conform.clients import ClientSetup, expand_command, run_client_case
 from refwire.conform.model import Verdict
-from refwire.conform.runner import RunConfig, RunResult, run_cases
+from refwire.conform.runner import RunConfig, RunResult
 
 pytestmark = pytest.mark.timeout(120)
 
-PEER = Path(__file__).resolve().parent / "peers" / "refwire_client.py"
 CLIENT_CASES = [c for c in CATALOGUE.cases if c.role == "client"]
 FAST = [c for c in CLIENT_CASES if "slow" not in c.tags]
-
-
-def command(*extra: str) -> str:
-    return shlex.join([sys.executable, str(PEER)]) + " {host} {port} {events} --tls-ca {tls_ca} " + " ".join(extra)
-
-
-async def _run(
-    template: str | None, *, include: str | None = None, profile: str = "strict", tags: str | None = None
-) -> RunResult:
-    cfg = RunConfig(role="client", agent="refwire-client", profile=profile, seed=5, jobs=4)
-    setup = ClientSetup(exec_template=template)
-
-    async def one(case, first):  # type: ignore[no-untyped-def]
-        return await run_client_case(case, CATALOGUE, cfg, setup, 0)
-
-    return await run_cases(CATALOGUE, cfg, include=include, tags=tags, run_one=one)
 
 
 def verdicts(run: RunResult) -> dict[str, Verdict]:

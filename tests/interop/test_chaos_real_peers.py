@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import trio
-from test_pravega_interop import run_peer as run_pravega_peer
+from support.pravega_peer import run_peer as run_pravega_peer
 
 from refwire.chaos import open_chaos, rules_from
 from refwire.pravega.client import parse_events

@@ -8,17 +8,13 @@ client fails these tests when ``CI`` is set and skips them otherwise.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
+from support.pravega_peer import run_peer
 
 from refwire.pravega.client import parse_events
 from refwire.pravega.controller import PravegaController
@@ -26,7 +22,6 @@ from refwire.pravega.server import SegmentStoreServer
 
 pytestmark = pytest.mark.interop
 
-PEER = Path(__file__).resolve().parent / "peers" / "pravega_client_peer.py"
 
 
 @asynccontextmanager
@@ -45,28 +40,6 @@ async def pravega(tmp: Path | None = None) -> AsyncIterator[tuple[SegmentStoreSe
                 await ctl.shutdown(grace=1)
                 await server.shutdown(grace=1)
             nursery.cancel_scope.cancel()
-
-
-async def run_peer(uri: str, scenario: str, n: int = 1000, *, deadline: float = 60) -> list[dict[str, Any]]:
-    env = dict(os.environ, RUST_LOG="error")
-    proc = await trio.lowlevel.open_process(
-        [sys.executable, str(PEER), uri, scenario, str(n)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
-    )
-    out = bytearray()
-    try:
-        with trio.fail_after(deadline):
-            assert proc.stdout is not None
-            async for chunk in proc.stdout:
-                out.extend(chunk)
-            await proc.wait()
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            with trio.move_on_after(5):
-                await proc.wait()
-    text = out.decode(errors="replace")
-    assert proc.returncode == 0, text[-3000:]
-    return [json.loads(line[7:]) for line in text.splitlines() if line.startswith("RESULT ")]
 
 
 @pytest.mark.usefixtures("pravega_client")
