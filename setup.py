@@ -20,17 +20,27 @@ import os
 from setuptools import setup
 
 #: The codec cores (source paths): the byte primitives and each protocol's frame
-#: codec (the connection machines stay interpreted: tests and the conformance
-#: runner subclass them).
+#: codec, plain path and speed path alike (refwire.speed chooses between them at run
+#: time; a compiled build compiles both).  The connection machines stay interpreted:
+#: tests and the conformance runner subclass them.
 MYPYC_MODULES = [
     "src/refwire/wire.py",
+    "src/refwire/lumberjack/codec.py",
+    "src/refwire/lumberjack/compression.py",
     "src/refwire/lumberjack/frames.py",
+    "src/refwire/lumberjack/_fast_frames.py",
+    "src/refwire/pravega/commands.py",
     "src/refwire/pravega/frames_codec.py",
     "src/refwire/pravega/frames.py",
+    "src/refwire/pravega/_fast_frames.py",
     "src/refwire/tank/frames.py",
     "src/refwire/tank/bundles.py",
-    "src/refwire/seastar_rpc/frames.py",
+    "src/refwire/tank/_fast_bundles.py",
+    "src/refwire/seastar_rpc/negotiation.py",
     "src/refwire/seastar_rpc/compression.py",
+    "src/refwire/seastar_rpc/_fast_compression.py",
+    "src/refwire/seastar_rpc/frames.py",
+    "src/refwire/seastar_rpc/_fast_frames.py",
 ]
 
 

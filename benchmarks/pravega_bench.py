@@ -237,7 +237,8 @@ def worker_stopwait(store: str, n: int, reps: int) -> dict[str, Any]:
 def worker_decode(n: int, style: str, passes: int) -> dict[str, Any]:
     import uuid
 
-    from refwire.pravega.connection import _APPEND_SET, ServerConnection, _new
+    from refwire.pravega._fast_connection import _APPEND_SET, _new
+    from refwire.pravega.connection import ServerConnection
     from refwire.pravega.events import Append
     from refwire.pravega.frames import NULL_VALUE, AppendBlockEnd, AppendSetup, CommandDecoder, Hello, SetupAppend
     from refwire.pravega.writer import WriterSession

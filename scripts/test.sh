@@ -24,3 +24,16 @@ fi
 npm ci --prefix tests/interop/node --no-audit --no-fund --loglevel=error
 
 .venv/bin/python -m pytest "$@"
+
+# The whole-suite run above takes the speed paths (the default).  With no arguments,
+# also run the codec and machine tests on the reference paths (REFWIRE_REFERENCE=1:
+# every speed path off, each codec and machine on its plain, spec-shaped path;
+# see refwire/speed.py).  REFERENCE_PASS=0 skips it.
+if [ "$#" -eq 0 ] && [ "${REFERENCE_PASS:-1}" != 0 ]; then
+    echo "--- the reference paths (REFWIRE_REFERENCE=1): codec, vector, limit and machine tests"
+    REFWIRE_REFERENCE=1 .venv/bin/python -m pytest -q \
+        tests/test_wire.py tests/test_wire_limits.py tests/test_sansio.py tests/test_machine_contract.py \
+        tests/test_*_codec.py tests/test_*_vectors.py tests/test_*_limits.py \
+        tests/test_*_machines.py tests/test_*_connection_edges.py tests/test_*_stateful.py \
+        tests/test_*_describe.py tests/test_speed_switch.py
+fi

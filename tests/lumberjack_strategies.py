@@ -134,3 +134,45 @@ def drain(conn: ServerConnection, chunks: list[bytes], *, accept: bool = True) -
     conn.receive_data(b"", now=0.0)
     pump()
     return batches, err, bytes(sent)
+
+
+# --------------------------------------------------------------------------- hostile streams
+
+
+def j(seq: int, payload: bytes, version: int = V2) -> bytes:
+    return bytes((version, 0x4A)) + seq.to_bytes(4, "big") + len(payload).to_bytes(4, "big") + payload
+
+
+payloads = st.one_of(
+    st.dictionaries(st.text(max_size=4), st.integers(0, 9), max_size=2).map(lambda d: json.dumps(d).encode()),
+    st.sampled_from([b"[1]", b"{", b"nul", b'"s"', b"{}"]),  # not an object, not JSON
+)
+
+
+@st.composite
+def hostile_streams(draw: st.DrawFn) -> bytes:
+    """Windows whose counts may not match what follows, J and D frames of
+    either version byte, acks from the client, C frames around any of it."""
+    parts: list[bytes] = []
+    for _ in range(draw(st.integers(1, 5))):
+        kind = draw(st.sampled_from(["W", "J", "J", "J", "Jrun", "D", "A", "C"]))
+        version = draw(st.sampled_from([V2, V2, V2, V1]))
+        if kind == "W":
+            parts.append(Window(draw(st.integers(0, 5)), version).encode())
+        elif kind == "J":
+            parts.append(j(draw(st.integers(0, 9)), draw(payloads), version))
+        elif kind == "Jrun":
+            n = draw(st.integers(1, 6))
+            body = b"".join(j(i + 1, draw(payloads), version) for i in range(n))
+            parts.append(Window(draw(st.integers(1, 6)), version).encode() + body)
+        elif kind == "D":
+            parts.append(bytes((version,)) + DataFrame(draw(st.integers(0, 9)), ((b"k", b"v"),)).encode()[1:])
+        elif kind == "A":
+            parts.append(Ack(1, version).encode())
+        else:
+            inner = b"".join(
+                [Window(draw(st.integers(1, 4)), version).encode()]
+                + [j(i + 1, draw(payloads), draw(st.sampled_from([V2, V1]))) for i in range(draw(st.integers(0, 4)))]
+            )
+            parts.append(Compressed(zlib.compress(inner, 1), version).encode())
+    return b"".join(parts)

@@ -22,6 +22,9 @@ outside a protocol's package names a protocol (as a string, or by importing
 it) except each tool's per-protocol part, which lives in that tool's one folder
 for them and is found through the descriptors.  A failure names the file, the
 line and the import.  There is no exception list.
+
+The tests follow one rule of their own: no test module imports another (what
+they share lives in ``tests/support``).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "refwire"
 LAYERS = ("ground", "drivers", "protocols", "simulator", "tools", "cli")
 GROUND = {
     "refwire", "refwire.wire", "refwire.errors", "refwire.sansio", "refwire.describe", "refwire.protocols", "refwire.specs",
-    "refwire._mypyc",
+    "refwire._mypyc", "refwire.speed",
 }
 DRIVERS = {"refwire.drivers", "refwire.transport", "refwire.logs", "refwire.tap", "refwire.reference", "refwire.cliutil"}
 TOOLS = ("refwire.conform", "refwire.chaos", "refwire.pipeline")
@@ -70,11 +73,16 @@ FAMILIES = tuple(sorted({".".join(p.split(".")[:2]) for p in PACKAGES}))
 CORE_NAMES = {
     "frames", "codec", "commands", "events", "connection", "partial", "bundles", "responses",
     "compression", "writer", "frames_codec", "service", "store", "storage", "errors", "describe",
+    "machine", "negotiation",
 }
 #: What a core may never import (top-level module names).
 FORBIDDEN_IN_CORE = {"trio", "socket", "ssl", "os", "time", "random", "asyncio", "selectors", "threading", "logging"}
 #: The shared base every core may use.
-SHARED_BASE = {"refwire.wire", "refwire.errors", "refwire.sansio", "refwire.describe", "refwire._mypyc"}
+SHARED_BASE = {"refwire.wire", "refwire.errors", "refwire.sansio", "refwire.describe", "refwire._mypyc", "refwire.speed"}
+#: The one module of the shared base that reads the environment: the switch
+#: between the reference paths and the speed paths (``REFWIRE_REFERENCE``, read once
+#: at import).  It may import ``os`` for that and for nothing else.
+SWITCH = "refwire.speed"
 #: What the shared base may also read: the registry, whose list of packages is how
 #: ``refwire.errors`` finds, on first use, the errors that live with their protocol
 #: (their old names there).  The registry imports no protocol and does no I/O.
@@ -178,7 +186,12 @@ def _layer(name: str) -> str:
 
 
 def _is_core(name: str) -> bool:
-    return _family(name) is not None and name.rsplit(".", 1)[-1] in CORE_NAMES
+    """A protocol's Sans-IO core: a module named in CORE_NAMES, or a speed path
+    beside one (``_fast`` or ``_fast_<core>``)."""
+    stem = name.rsplit(".", 1)[-1]
+    if stem == "_fast" or stem.startswith("_fast_"):
+        return _family(name) is not None
+    return _family(name) is not None and stem in CORE_NAMES
 
 
 def _where(name: str, line: int) -> str:
@@ -285,7 +298,7 @@ def test_a_core_imports_only_its_own_core_and_the_shared_base(name: str) -> None
     bad = []
     for line, mod in _imports(path):
         top = mod.split(".")[0]
-        if top in FORBIDDEN_IN_CORE:
+        if top in FORBIDDEN_IN_CORE and not (name == SWITCH and mod == "os"):
             bad.append(f"{_where(name, line)} imports {mod} (a core does no I/O, reads no clock, draws no randomness)")
         elif top == "refwire":
             target = _internal(mod)
@@ -414,3 +427,49 @@ def test_every_descriptor_names_its_pieces_where_they_belong(protocol: str) -> N
     for piece in ("describer", "layout", "conform", "chaos", "decoder", "scenario"):
         assert getattr(d, piece) is not None, f"{protocol} names no {piece}"
     assert (d.fixture is None) == (d.reference_server is None), f"{protocol}: a fixture needs a reference server and back"
+
+
+# --------------------------------------------------------------------------- the tests themselves
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _imported_modules(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, dotted name) of every module an import in ``path`` may load, wherever it
+    stands: ``import a.b``; ``from a import b`` gives ``a`` and ``a.b`` (``b`` may be a
+    module); a relative one keeps its dots; ``import_module``/``__import__`` of a constant."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            if node.module:
+                yield node.lineno, base
+            for alias in node.names:
+                if alias.name != "*":
+                    yield node.lineno, f"{base}.{alias.name}" if node.module else base + alias.name
+        elif (
+            isinstance(node, ast.Call)
+            and (
+                (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__"))
+            )
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            yield node.lineno, node.args[0].value
+
+
+def test_no_test_module_imports_another_test_module() -> None:
+    """pytest collects a test module; nothing imports it.  What test modules share
+    lives in ``tests/support`` (imported as ``support.<module>``).  Every import in
+    every file under ``tests/`` counts, inside functions too, absolute or relative."""
+    bad = [
+        f"{path.relative_to(TESTS.parent)}:{line}: imports {mod}"
+        for path in sorted(TESTS.rglob("*.py"))
+        for line, mod in _imported_modules(path)
+        if mod.rsplit(".", 1)[-1].startswith("test_")
+    ]
+    assert not bad, "a test module imports a test module (move what they share to tests/support):\n" + "\n".join(bad)

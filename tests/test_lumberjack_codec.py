@@ -4,6 +4,7 @@ specs/lumberjack/README.md §4 (each checked against what the real servers do)."
 from __future__ import annotations
 
 import zlib
+from typing import Any
 
 import attrs
 import pytest
@@ -101,6 +102,20 @@ def test_mutated_streams_only_raise_remote_protocol_error(stream: tuple[bytes, l
         raise AssertionError(f"escaped: {exc!r}") from exc
 
 
+def count_scans(monkeypatch: pytest.MonkeyPatch, fast: bool) -> dict[str, int]:
+    """Count the buffer scans of decoders built with ``fast`` from now on (work,
+    not seconds): the scanner a decoder takes comes from ``frames.SCANNERS``."""
+    calls = {"n": 0}
+    real = frames_mod.SCANNERS[fast]
+
+    def counting(*a: Any) -> tuple[int, int]:
+        calls["n"] += 1
+        return real(*a)
+
+    monkeypatch.setitem(frames_mod.SCANNERS, fast, counting)
+    return calls
+
+
 def count_calls(monkeypatch: pytest.MonkeyPatch, method: str) -> dict[str, int]:
     """Count calls of a FrameDecoder method (work, not seconds)."""
     calls = {"n": 0}
@@ -114,13 +129,14 @@ def count_calls(monkeypatch: pytest.MonkeyPatch, method: str) -> dict[str, int]:
     return calls
 
 
-def test_linear_time_feeding_counts_scans(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("fast", [False, True], ids=["plain", "fast"])
+def test_linear_time_feeding_counts_scans(monkeypatch: pytest.MonkeyPatch, fast: bool) -> None:
     """One byte at a time, the decoder looks at the buffer O(frames) times, not O(bytes)."""
-    calls = count_calls(monkeypatch, "_scan_inner")
+    calls = count_scans(monkeypatch, fast)
     big = J(1, {"m": "x" * 200_000}).encode()
     frames = [W(50).encode()] + [J(i, {"i": i}).encode() for i in range(1, 50)] + [big]
     data = b"".join(frames)
-    dec = FrameDecoder()
+    dec = FrameDecoder(fast=fast)
     got = 0
     for i in range(len(data)):
         dec.feed(data[i : i + 1])
@@ -129,11 +145,12 @@ def test_linear_time_feeding_counts_scans(monkeypatch: pytest.MonkeyPatch) -> No
     assert calls["n"] <= 3 * 51 + 3
 
 
-def test_huge_d_frame_trickle_is_linear(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("fast", [False, True], ids=["plain", "fast"])
+def test_huge_d_frame_trickle_is_linear(monkeypatch: pytest.MonkeyPatch, fast: bool) -> None:
     calls = count_calls(monkeypatch, "_scan_data")
     pairs = tuple((b"k%d" % i, b"v" * 3) for i in range(3000))
     data = DataFrame(1, pairs).encode()
-    dec = FrameDecoder()
+    dec = FrameDecoder(fast=fast)
     out = []
     for i in range(0, len(data), 1):
         dec.feed(data[i : i + 1])

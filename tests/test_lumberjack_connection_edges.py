@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 import pytest
-from test_lumberjack_machines import C, J
+from support.lumberjack_machines import C, J
 
 from refwire.errors import LimitExceeded, LocalProtocolError, RemoteLimitExceeded, RemoteProtocolError
 from refwire.lumberjack import (
@@ -763,9 +763,10 @@ def test_a_version_1_json_frame_inside_a_compressed_frame_is_the_decoders_error_
 
 
 def test_the_server_takes_a_windows_json_frames_as_one_run() -> None:
-    # one column for the three frames, at the top level and inside a C (the per-frame path makes one each)
+    # one column for the three frames, at the top level and inside a C (the speed path's;
+    # the plain path keeps one JsonFrame each)
     for stream in (Window(3).encode() + J(1) + J(2) + J(3), C(Window(3).encode() + J(1) + J(2) + J(3))):
-        s = ServerConnection()
+        s = ServerConnection(fast=True)
         s.receive_data(stream, now=0.0)
         (b,) = drain(s)
         assert isinstance(b, Batch) and b.seqs == [1, 2, 3]

@@ -1,13 +1,13 @@
-"""The server machine's fast path decodes a window's ``J`` frames in columns
-(``JsonRun``) and builds a ``Batch``'s frames only when asked.  It must be
-the per-frame machine exactly: the same batches, acks, transitions, and the
-same error (class, frame, field, offset, words) at the same byte, for any
-stream, valid or hostile, however it is split (specs/lumberjack/README.md
-§2.3, §3.1-§3.4, §3.10, §4)."""
+"""The server machine's speed path (``fast=True``) decodes a window's ``J``
+frames in columns (``JsonRun``) and builds a ``Batch``'s frames only when asked.
+It must be the plain per-frame machine (``fast=False``) exactly: the same
+batches, acks, transitions, and the same error (class, frame, field, offset,
+words) at the same byte, for any stream, valid or hostile, however it is split
+(specs/lumberjack/README.md §2.3, §3.1-§3.4, §3.10, §4).  The tests of runs
+select the speed path explicitly, so they hold under ``REFWIRE_REFERENCE=1`` too."""
 
 from __future__ import annotations
 
-import json
 import zlib
 from typing import Any
 
@@ -15,56 +15,11 @@ import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lumberjack_strategies import drain, split
+from lumberjack_strategies import drain, hostile_streams, j, split
 
 from refwire.errors import LimitExceeded, RemoteProtocolError
 from refwire.lumberjack import V1, V2, Ack, Batch, Compressed, DataFrame, JsonFrame, ServerConnection, Window
 from refwire.lumberjack.frames import DEFAULT_LIMITS, FrameDecoder, JsonRun, inflate_frames, json_frames
-
-
-class PerFrameServer(ServerConnection):
-    """The same machine decoding one JsonFrame object per J frame."""
-
-    _runs = False
-
-
-def j(seq: int, payload: bytes, version: int = V2) -> bytes:
-    return bytes((version, 0x4A)) + seq.to_bytes(4, "big") + len(payload).to_bytes(4, "big") + payload
-
-
-payloads = st.one_of(
-    st.dictionaries(st.text(max_size=4), st.integers(0, 9), max_size=2).map(lambda d: json.dumps(d).encode()),
-    st.sampled_from([b"[1]", b"{", b"nul", b'"s"', b"{}"]),  # not an object, not JSON
-)
-
-
-@st.composite
-def hostile_streams(draw: st.DrawFn) -> bytes:
-    """Windows whose counts may not match what follows, J and D frames of
-    either version byte, acks from the client, C frames around any of it."""
-    parts: list[bytes] = []
-    for _ in range(draw(st.integers(1, 5))):
-        kind = draw(st.sampled_from(["W", "J", "J", "J", "Jrun", "D", "A", "C"]))
-        version = draw(st.sampled_from([V2, V2, V2, V1]))
-        if kind == "W":
-            parts.append(Window(draw(st.integers(0, 5)), version).encode())
-        elif kind == "J":
-            parts.append(j(draw(st.integers(0, 9)), draw(payloads), version))
-        elif kind == "Jrun":
-            n = draw(st.integers(1, 6))
-            body = b"".join(j(i + 1, draw(payloads), version) for i in range(n))
-            parts.append(Window(draw(st.integers(1, 6)), version).encode() + body)
-        elif kind == "D":
-            parts.append(bytes((version,)) + DataFrame(draw(st.integers(0, 9)), ((b"k", b"v"),)).encode()[1:])
-        elif kind == "A":
-            parts.append(Ack(1, version).encode())
-        else:
-            inner = b"".join(
-                [Window(draw(st.integers(1, 4)), version).encode()]
-                + [j(i + 1, draw(payloads), draw(st.sampled_from([V2, V1]))) for i in range(draw(st.integers(0, 4)))]
-            )
-            parts.append(Compressed(zlib.compress(inner, 1), version).encode())
-    return b"".join(parts)
 
 
 def outcome(conn: ServerConnection, chunks: list[bytes]) -> tuple[Any, ...]:
@@ -96,7 +51,7 @@ configs = st.fixed_dictionaries(
 def machines(cfg: dict[str, Any]) -> tuple[ServerConnection, ServerConnection]:
     limits = attrs.evolve(DEFAULT_LIMITS, max_batch_bytes=cfg["max_batch_bytes"])
     kw = {k: v for k, v in cfg.items() if k != "max_batch_bytes"}
-    return ServerConnection(limits=limits, **kw), PerFrameServer(limits=limits, **kw)
+    return ServerConnection(limits=limits, fast=True, **kw), ServerConnection(limits=limits, fast=False, **kw)
 
 
 @settings(max_examples=400, deadline=None)
@@ -139,7 +94,7 @@ def test_data_after_a_complete_window_is_refused_at_its_frame() -> None:
 
 
 def test_a_batch_reads_its_columns_without_building_frames() -> None:
-    conn = ServerConnection(validate_json=True)
+    conn = ServerConnection(validate_json=True, fast=True)
     conn.receive_data(Window(3).encode() + j(7, b'{"a":1}') + j(8, b'{"b":2}') + j(9, b"{}"), now=0.0)
     batch = conn.next_event()
     assert isinstance(batch, Batch)
@@ -169,7 +124,7 @@ def test_a_batch_of_frames_reads_the_same() -> None:
 
 
 def test_the_decoder_groups_runs_by_version_and_breaks_them_at_other_frames() -> None:
-    dec = FrameDecoder(validate_json=False, strict_versions=False)
+    dec = FrameDecoder(validate_json=False, strict_versions=False, fast=True)
     dec.feed(j(1, b"a") + j(2, b"b") + j(3, b"c", V1) + Window(1).encode() + j(4, b"d"))
     out = dec.frames(runs=True)
     assert [type(f).__name__ for f in out] == ["JsonRun", "JsonRun", "Window", "JsonRun"]
@@ -182,7 +137,7 @@ def test_the_decoder_groups_runs_by_version_and_breaks_them_at_other_frames() ->
 
 
 def test_a_run_is_kept_across_a_split_only_within_one_call() -> None:
-    dec = FrameDecoder(validate_json=True)
+    dec = FrameDecoder(validate_json=True, fast=True)
     stream = j(1, b"{}") + j(2, b'{"x":1}')
     dec.feed(stream[:15])
     first = dec.frames(runs=True)
@@ -207,10 +162,10 @@ def test_a_run_checked_at_once_raises_the_frame_by_frame_error(bad: int, payload
     frames = [j(i + 1, b'{"n":%d}' % i) for i in range(4)]
     frames[bad] = j(bad + 1, payload)
     stream = b"".join(frames) + b"2X"  # then an unknown frame type: the bad payload is still the first error
-    per_frame = FrameDecoder(validate_json=True)
+    per_frame = FrameDecoder(validate_json=True, fast=False)
     per_frame.feed(stream)
     good, expected = per_frame.frames_before_error()
-    dec = FrameDecoder(validate_json=True)
+    dec = FrameDecoder(validate_json=True, fast=True)
     dec.feed(stream)
     runs, err = dec.frames_before_error(runs=True)
     assert expected is not None and err is not None
@@ -220,7 +175,7 @@ def test_a_run_checked_at_once_raises_the_frame_by_frame_error(bad: int, payload
 
 
 def test_a_framing_error_after_good_runs_is_raised_with_their_documents() -> None:
-    dec = FrameDecoder(validate_json=True)
+    dec = FrameDecoder(validate_json=True, fast=True)
     dec.feed(j(1, b'{"a":1}') + Window(1).encode() + j(2, b"{}") + b"2X")
     runs, err = dec.frames_before_error(runs=True)
     assert err is not None and err.field == "type" and err.offset == 17 + 6 + 12 + 1
@@ -260,18 +215,20 @@ def test_json_frames_needs_a_payload_per_seq() -> None:
 
 def test_inflate_frames_gives_runs_when_asked() -> None:
     payload = zlib.compress(j(1, b"{}") + j(2, b'{"a":1}'))
-    (run,) = inflate_frames(payload, runs=True)
+    (run,) = inflate_frames(payload, runs=True, fast=True)
     assert isinstance(run, JsonRun) and (run.seqs, run.payloads, run.docs) == ([1, 2], [b"{}", b'{"a":1}'], [{}, {"a": 1}])
-    assert [type(f) for f in inflate_frames(payload)] == [JsonFrame, JsonFrame]
+    assert [type(f) for f in inflate_frames(payload, fast=True)] == [JsonFrame, JsonFrame]
+    # the plain path makes no runs: runs=True gives one JsonFrame per frame there
+    assert [type(f) for f in inflate_frames(payload, runs=True, fast=False)] == [JsonFrame, JsonFrame]
 
 
 @pytest.mark.parametrize("runs", [False, True])
 def test_the_inflate_budget_counts_every_run_of_a_step(runs: bool) -> None:
     # two runs of 7 payload bytes each, a W between them: 14 bytes held
     payload = zlib.compress(j(1, b'{"a":1}') + Window(1).encode() + j(2, b'{"b":2}'))
-    assert len(inflate_frames(payload, budget=14, runs=runs)) == 3
+    assert len(inflate_frames(payload, budget=14, runs=runs, fast=runs)) == 3
     with pytest.raises(LimitExceeded) as ei:
-        inflate_frames(payload, budget=13, runs=runs, offset=5)
+        inflate_frames(payload, budget=13, runs=runs, offset=5, fast=runs)
     e = ei.value
     assert (e.frame, e.field, e.offset) == ("C", "payload", 5)
     assert e.reason == (

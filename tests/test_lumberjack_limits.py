@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -570,18 +571,21 @@ def test_a_trickling_d_frame_resumes_its_walk() -> None:
     assert len(dec.frames()) == 1 and dec._d_resume is None
 
 
-def test_a_trickling_c_frame_is_scanned_once_for_its_length(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = 0
-    real = FrameDecoder._scan_inner
+@pytest.mark.parametrize("fast", [False, True], ids=["plain", "fast"])
+def test_a_trickling_c_frame_is_scanned_once_for_its_length(monkeypatch: pytest.MonkeyPatch, fast: bool) -> None:
+    import refwire.lumberjack.frames as frames_module
 
-    def counting(self: FrameDecoder, *a: object) -> object:
+    calls = 0
+    real = frames_module.SCANNERS[fast]
+
+    def counting(*a: Any) -> tuple[int, int]:
         nonlocal calls
         calls += 1
-        return real(self, *a)  # type: ignore[arg-type]
+        return real(*a)
 
-    monkeypatch.setattr(FrameDecoder, "_scan_inner", counting)
+    monkeypatch.setitem(frames_module.SCANNERS, fast, counting)
     frame = Compressed(b"z" * 1000).encode()
-    got = decode_split(frame, DEFAULT_LIMITS, 1)
+    got = decode_split(frame, DEFAULT_LIMITS, 1, fast=fast)
     assert got == [Compressed(b"z" * 1000)]
     assert calls <= 4  # the header (2 and 6 bytes), then the whole frame: not once per byte
 
@@ -653,7 +657,7 @@ def test_an_error_after_a_consumed_frame_in_the_same_buffer_is_at_its_stream_off
     # chunks are small, so the buffer keeps its consumed prefix (pos > 0).
     j1 = JsonFrame(1, b"{}").encode()
     j2 = JsonFrame(2, b"[]").encode()
-    dec = FrameDecoder()
+    dec = FrameDecoder(fast=True if runs else None)  # runs are the speed path's
     dec.feed(Window(2).encode() + j1[:4])
     assert dec.frames_before_error(runs=runs) == ([Window(2)], None)
     for chunk in (j1[4:5], j1[5:8], j1[8:10], j1[10:] + j2[:7]):

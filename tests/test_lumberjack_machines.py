@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import zlib
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,7 +24,8 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
-from lumberjack_strategies import json_frame, json_objects
+from lumberjack_strategies import json_objects
+from support.lumberjack_machines import C, J
 
 from refwire.errors import LocalProtocolError, RemoteProtocolError
 from refwire.lumberjack import (
@@ -39,7 +39,6 @@ from refwire.lumberjack import (
     Batch,
     BatchTimeout,
     ClientConnection,
-    Compressed,
     ConnectionClosed,
     DataFrame,
     IdleAtShutdown,
@@ -147,14 +146,6 @@ class Setup:
     build: Callable[[], Any]
     next_seq: int = 1  # server: the seq the next J of the open batch carries
     acked: int = 0  # client: events of the outstanding 4-event window acked
-
-
-def J(seq: int) -> bytes:
-    return json_frame(seq, {"n": seq}).encode()
-
-
-def C(*frames: bytes) -> bytes:
-    return Compressed(zlib.compress(b"".join(frames), 6), V2).encode()
 
 
 def server_after(*chunks: bytes, reset: bool = False) -> ServerConnection:

@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager, contextmanager
 
 import pytest
 import trio
-from test_pravega_trio import SEG, RawClient, running
+from support.pravega_trio import SEG, RawClient, running
 
 from refwire.pravega.frames import CreateSegment, Hello, ReadSegment, SegmentRead, encode_command
 from refwire.pravega.server import SegmentStoreServer, ServerConfig

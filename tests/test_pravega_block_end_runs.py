@@ -5,8 +5,11 @@ head of the buffer in columns without consuming them; ``ServerConnection``
 delivers such a run one :class:`Append` per ``next_event``, checking each
 against the writer's records as they are then, and consuming its frame only
 then.  The oracles: ``next_command`` alone (the decoder) and the machine's
-general path (``_fast_path`` off), fed the same streams split anyhow, with the
-store's outcomes applied between the events.
+general path (built with ``fast=False``), fed the same streams split anyhow, with
+the store's outcomes applied between the events.  Runs are the speed path's
+(``refwire.pravega._fast_frames``, ``_fast_connection``): the decoders and
+machines under test select it with ``fast=True``, the oracles the plain path with
+``fast=False``, so these tests mean the same under ``REFWIRE_REFERENCE=1``.
 """
 
 from __future__ import annotations
@@ -19,65 +22,27 @@ import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_pravega_machines import SEG, W2, Harness, W, block, block_end
+from support.pravega_block_end_runs import HDR, SMALL, W3, block_end_frame, block_end_session, raw_block_end
+from support.pravega_machines import SEG, W2, Harness, W, block_end, ready, where
 
 from refwire.errors import ProtocolError
-from refwire.pravega.frames import AppendBlockEnd, CommandDecoder, Hello, KeepAlive, SetupAppend
+from refwire.pravega.frames import AppendBlockEnd, CommandDecoder, Hello, KeepAlive
 from refwire.pravega.frames_codec import MAX_RUN, MAX_RUN_BYTES, BlockEndRun
 from refwire.sansio import NEED_DATA
 from refwire.wire import Limits
 
-HDR = struct.Struct(">ii").pack
-W3 = uuid.UUID(int=3)
-SMALL = Limits(max_frame_size=120, max_buffered=1 << 20)
-
-
-def _raw_block_end(writer: uuid.UUID, size: int, data: bytes, tail: bytes, *, declared: int | None = None) -> bytes:
-    body = writer.bytes + struct.pack(">ii", size, len(data) if declared is None else declared) + data + tail
-    return HDR(4, len(body)) + body
-
-
-@st.composite
-def _frame(draw: st.DrawFn, writers: Sequence[uuid.UUID]) -> bytes:
-    kind = draw(
-        st.sampled_from(
-            ["regular"] * 8 + ["short-tail", "long-tail", "lying", "negative", "tiny", "keepalive", "over", "garbage"]
-        )
-    )
-    writer = draw(st.sampled_from(writers))
-    data = draw(st.binary(max_size=30))
-    num = draw(st.sampled_from([1, 1, 2, 0, -1]))
-    last = draw(st.integers(-2, 40))
-    rid = draw(st.integers(-1, 9))
-    if kind == "regular":
-        return _raw_block_end(writer, draw(st.integers(-1, 40)), data, struct.pack(">iqq", num, last, rid))
-    if kind == "short-tail":  # no request id: -1 (an old client's block end)
-        return _raw_block_end(writer, 0, data, struct.pack(">iq", num, last) + draw(st.binary(max_size=7)))
-    if kind == "long-tail":
-        return _raw_block_end(writer, 0, data, struct.pack(">iqq", num, last, rid) + draw(st.binary(min_size=1, max_size=8)))
-    if kind == "lying":  # a data length past the frame's end
-        return _raw_block_end(writer, 0, data, struct.pack(">iqq", num, last, rid), declared=len(data) + draw(st.integers(1, 30)))
-    if kind == "negative":
-        return _raw_block_end(writer, 0, data, struct.pack(">iqq", num, last, rid), declared=-1)
-    if kind == "tiny":  # under the 36 bytes of the smallest regular one
-        return HDR(4, draw(st.integers(0, 35))) + bytes(35)[: draw(st.integers(0, 35))]
-    if kind == "keepalive":
-        return KeepAlive().encode()
-    if kind == "over":
-        return HDR(4, SMALL.max_frame_size - 8 + draw(st.integers(0, 1))) + bytes(12)
-    return draw(st.binary(min_size=1, max_size=12))
-
 
 @st.composite
 def _streams(draw: st.DrawFn) -> tuple[Limits | None, list[bytes], list[int]]:
-    raw = b"".join(draw(st.lists(_frame([W, W2]), max_size=10)))
+    raw = b"".join(draw(st.lists(block_end_frame([W, W2]), max_size=10)))
     cuts = sorted(draw(st.lists(st.integers(0, len(raw)), max_size=4)))
     parts = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
     return draw(st.sampled_from([None, SMALL])), parts, draw(st.lists(st.integers(2, 5), min_size=1, max_size=5))
 
 
 def _decode(limits: Limits | None, parts: Sequence[bytes], run_sizes: list[int] | None) -> list[object]:
-    dec = CommandDecoder() if limits is None else CommandDecoder(limits)
+    fast = run_sizes is not None  # the oracle: next_command alone, on the plain path
+    dec = CommandDecoder(fast=fast) if limits is None else CommandDecoder(limits, fast=fast)
     got: list[object] = []
     k = 0
     try:
@@ -114,8 +79,8 @@ def test_runs_decode_as_next_command_does(case: tuple[Limits | None, list[bytes]
 
 def test_a_run_holds_regular_block_ends_and_stops_before_the_rest() -> None:
     regular = [block_end(0, b"e%d" % i, 1, i, rid=i) for i in (1, 2)]
-    short = _raw_block_end(W2, 5, b"xy", struct.pack(">iq", 1, 3))
-    dec = CommandDecoder()
+    short = raw_block_end(W2, 5, b"xy", struct.pack(">iq", 1, 3))
+    dec = CommandDecoder(fast=True)
     dec.feed(b"".join([*regular, short, KeepAlive().encode(), regular[0]]))
     run = dec.block_ends()
     assert run is not None and len(run) == 3
@@ -135,7 +100,7 @@ def test_a_run_holds_regular_block_ends_and_stops_before_the_rest() -> None:
 
 
 def test_a_run_holds_two_frames_at_least() -> None:
-    dec = CommandDecoder()
+    dec = CommandDecoder(fast=True)
     dec.feed(block_end(0, b"", 1, 1))
     assert dec.block_ends() is None
     dec.feed(block_end(0, b"", 1, 2))
@@ -146,7 +111,7 @@ def test_a_run_holds_two_frames_at_least() -> None:
 
 
 def test_max_frames_at_the_line_and_one_past() -> None:
-    dec = CommandDecoder()
+    dec = CommandDecoder(fast=True)
     dec.feed(b"".join(block_end(0, b"", 1, i) for i in range(MAX_RUN + 1)))
     run = dec.block_ends()
     assert run is not None and len(run) == MAX_RUN
@@ -156,7 +121,7 @@ def test_max_frames_at_the_line_and_one_past() -> None:
 @pytest.mark.parametrize("cut", [1, 8, 40])
 def test_an_incomplete_block_end_is_not_in_the_run(cut: int) -> None:
     whole = block_end(0, b"abc", 1, 1)
-    dec = CommandDecoder()
+    dec = CommandDecoder(fast=True)
     dec.feed(whole * 2 + whole[:-cut])
     run = dec.block_ends()
     assert run is not None and len(run) == 2
@@ -167,7 +132,7 @@ def test_an_incomplete_block_end_is_not_in_the_run(cut: int) -> None:
 
 def test_a_run_out_of_a_bytearray_buffer_holds_bytes() -> None:
     raw = block_end(0, b"abc", 1, 1) + block_end(0, b"defg", 1, 2)
-    dec = CommandDecoder()
+    dec = CommandDecoder(fast=True)
     dec.feed(raw[:-2])
     dec.feed(raw[-2:-1])
     assert type(dec._buf.data) is bytearray
@@ -180,7 +145,7 @@ def test_the_frame_limit_at_the_line_and_one_past() -> None:
     n = SMALL.max_frame_size - 8 - 44  # data bytes that bring the frame to exactly max_frame_size
     at = block_end(0, b"d" * n, 1, 1)
     assert len(at) == SMALL.max_frame_size
-    dec = CommandDecoder(SMALL)
+    dec = CommandDecoder(SMALL, fast=True)
     dec.feed(at * 2 + block_end(0, b"d" * (n + 1), 1, 2))
     run = dec.block_ends()
     assert run is not None and len(run) == 2
@@ -192,7 +157,7 @@ def test_the_frame_limit_at_the_line_and_one_past() -> None:
 
 
 def test_consume_refuses_more_than_is_buffered() -> None:
-    dec = CommandDecoder()
+    dec = CommandDecoder(fast=True)
     dec.feed(KeepAlive().encode())
     with pytest.raises(ValueError):
         dec.consume(9)
@@ -203,7 +168,7 @@ def test_consume_refuses_more_than_is_buffered() -> None:
 def test_only_the_current_dialect_makes_runs() -> None:
     from refwire.pravega.draft2017.frames import DRAFT
 
-    dec = CommandDecoder(dialect=DRAFT)
+    dec = CommandDecoder(dialect=DRAFT, fast=True)
     dec.feed(block_end(0, b"abc", 1, 1))
     assert dec.block_ends() is None
 
@@ -218,41 +183,8 @@ def test_run_columns_must_agree() -> None:
 # --------------------------------------------------------------------------- the server machine
 
 
-@st.composite
-def _sessions(draw: st.DrawFn) -> tuple[list[uuid.UUID], list[bytes]]:
-    writers = draw(st.lists(st.sampled_from([W, W2]), min_size=1, max_size=2, unique=True))
-    frames: list[bytes] = []
-    last = {w: 0 for w in (W, W2, W3)}
-    for _ in range(draw(st.integers(0, 14))):
-        kind = draw(st.sampled_from(["append"] * 6 + ["back", "equal", "zero", "stranger", "java", "setup", "keepalive", "any"]))
-        w = draw(st.sampled_from([W, W2]))
-        if kind == "append":
-            last[w] += draw(st.integers(1, 3))
-            frames.append(block_end(0, draw(st.binary(max_size=12)), 1, last[w], rid=last[w], writer=w))
-        elif kind in ("back", "equal"):
-            frames.append(block_end(0, b"b", 1, last[w] - (kind == "back"), writer=w))
-        elif kind == "zero":
-            frames.append(block_end(0, b"z", 0, last[w] + 1, writer=w))
-        elif kind == "stranger":
-            frames.append(block_end(0, b"s", 1, 1, writer=W3))
-        elif kind == "java":
-            last[w] += 1
-            frames.append(block(b"\x00\x00\x00\x00\x00\x00\x00\x02ja", writer=w) + block_end(10, b"", 1, last[w], writer=w))
-        elif kind == "setup":
-            frames.append(SetupAppend(request_id=7, writer_id=w, segment=SEG).encode())
-        elif kind == "keepalive":
-            frames.append(KeepAlive().encode())
-        else:
-            frames.append(draw(_frame([W, W2])))
-    raw = b"".join(frames)
-    cuts = sorted(draw(st.lists(st.integers(0, len(raw)), max_size=4)))
-    return writers, [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True) if b > a]
-
-
 def _serve(writers: list[uuid.UUID], parts: list[bytes], *, runs: bool) -> list[object]:
-    h = Harness()
-    if not runs:
-        h.conn._fast_path = False  # the general path: every frame through next_command and _on_command
+    h = Harness(fast=runs)  # without: the general path, every frame through next_command and _on_command
     assert h.feed(Hello().encode()) != []
     for w in writers:
         h.setup(w)
@@ -269,14 +201,14 @@ def _serve(writers: list[uuid.UUID], parts: list[bytes], *, runs: bool) -> list[
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_sessions())
+@given(block_end_session())
 def test_the_server_serves_runs_as_its_general_path_does(case: tuple[list[uuid.UUID], list[bytes]]) -> None:
     writers, parts = case
     assert _serve(writers, parts, runs=True) == _serve(writers, parts, runs=False)
 
 
 def test_a_failed_check_mid_run_leaves_the_frame_to_the_general_path() -> None:
-    h = Harness()
+    h = Harness(fast=True)
     h.feed(Hello().encode())
     h.setup(W)
     replies = h.feed(block_end(0, b"a", 1, 1) + block_end(0, b"b", 1, 2) + block_end(0, b"c", 1, 1))
@@ -289,17 +221,17 @@ def test_a_failed_check_mid_run_leaves_the_frame_to_the_general_path() -> None:
 
 
 def test_a_run_goes_stale_when_the_general_path_consumes() -> None:
-    h = Harness()
+    h = Harness(fast=True)
     h.feed(Hello().encode())
     h.setup(W)
     conn = h.conn
     conn.receive_data(block_end(0, b"a", 1, 1) + block_end(0, b"b", 1, 2), now=0.0)
     first = conn.next_event()
     assert first.data == b"a" and conn._run_rows is not None
-    conn._fast_path = False  # the next one through the general path
+    fast_append, conn._fast_append = conn._fast_append, None  # the next one through the general path
     second = conn.next_event()
     assert second.data == b"b"
-    conn._fast_path = True
+    conn._fast_append = fast_append
     conn.receive_data(block_end(0, b"c", 1, 3), now=0.0)
     third = conn.next_event()
     assert third.data == b"c" and third.event_number == 3  # not b"b" again from the stale run
@@ -310,9 +242,7 @@ def test_after_a_new_setup_an_event_below_the_stored_one_closes_on_the_run_path_
     # writer's stored one: the run path checks both, as the general path does (§5.4)
     outcomes = []
     for runs in (True, False):
-        h = Harness()
-        if not runs:
-            h.conn._fast_path = False
+        h = Harness(fast=runs)
         h.feed(Hello().encode())
         h.setup(W)
         h.feed(b"".join(block_end(0, b"e", 1, i) for i in (1, 2, 3)))
@@ -324,7 +254,7 @@ def test_after_a_new_setup_an_event_below_the_stored_one_closes_on_the_run_path_
 
 
 def test_a_delivered_append_keeps_the_run_current() -> None:
-    h = Harness()
+    h = Harness(fast=True)
     h.feed(Hello().encode())
     h.setup(W)
     conn = h.conn
@@ -339,9 +269,9 @@ def test_a_delivered_append_keeps_the_run_current() -> None:
 
 
 def test_the_smallest_regular_block_end_joins_a_run() -> None:
-    smallest = _raw_block_end(W, 0, b"", struct.pack(">iq", 1, 1))  # 36 bytes: no data, no request id
-    dec = CommandDecoder()
-    dec.feed(smallest * 2 + _raw_block_end(W, 0, b"", struct.pack(">iq", 1, 2))[:-1])
+    smallest = raw_block_end(W, 0, b"", struct.pack(">iq", 1, 1))  # 36 bytes: no data, no request id
+    dec = CommandDecoder(fast=True)
+    dec.feed(smallest * 2 + raw_block_end(W, 0, b"", struct.pack(">iq", 1, 2))[:-1])
     run = dec.block_ends()
     assert run is not None and run.frame_sizes == [44, 44] and run.request_ids == [-1, -1]
 
@@ -349,7 +279,7 @@ def test_the_smallest_regular_block_end_joins_a_run() -> None:
 @pytest.mark.parametrize("past", [0, 1])
 def test_a_run_holds_max_run_bytes_of_data_at_most(past: int) -> None:
     half = MAX_RUN_BYTES // 2
-    dec = CommandDecoder()
+    dec = CommandDecoder(fast=True)
     dec.feed(block_end(0, bytes(half), 1, 1) + block_end(0, bytes(half + past), 1, 2) + block_end(0, b"", 1, 3))
     run = dec.block_ends()
     if past:
@@ -364,15 +294,12 @@ def test_a_run_holds_max_run_bytes_of_data_at_most(past: int) -> None:
 def test_a_writer_dropped_between_two_appends_of_a_run_is_the_general_paths() -> None:
     # the store refuses the first append of a run (append_failed drops the writer state):
     # the second, already decoded ahead, must then fail as the general path fails it
-    from test_pravega_connection_edges import ready, where
-
     from refwire.errors import RemoteProtocolError
     from refwire.pravega.frames import SegmentIsSealed
 
     outcomes = []
     for fast in (True, False):
-        s = ready()
-        s._fast_path = fast
+        s = ready(fast=fast)
         s.receive_data(block_end(0, b"a", 1, 1) + block_end(0, b"b", 1, 2) + block_end(0, b"c", 1, 3), now=0.0)
         first = s.next_event()
         assert first.data == b"a"
@@ -389,7 +316,7 @@ def test_a_writer_dropped_between_two_appends_of_a_run_is_the_general_paths() ->
 
 def test_commands_keeps_the_stream_offset() -> None:
     frames = [KeepAlive().encode(), block_end(0, b"abc", 1, 1), Hello().encode()]
-    dec = CommandDecoder()
+    dec = CommandDecoder(fast=True)
     dec.feed(b"".join(frames) + frames[0][:5])
     assert len(list(dec.commands())) == 3
     assert dec.offset == sum(map(len, frames)) and dec.buffered == 5
@@ -399,7 +326,7 @@ def test_commands_keeps_the_stream_offset() -> None:
 def test_peek_frame_at_the_line_and_one_short(skip: int) -> None:
     keepalive = KeepAlive().encode()  # a frame of exactly its 8-byte header
     frame = block_end(0, b"abc", 1, 1)
-    dec = CommandDecoder(SMALL)
+    dec = CommandDecoder(SMALL, fast=True)
     dec.feed(keepalive)
     dec.consume(8)  # the buffer now starts 8 bytes in, nothing buffered
     dec.feed(keepalive[:skip] + frame[:-1])
@@ -415,7 +342,7 @@ def test_peek_frame_at_the_line_and_one_short(skip: int) -> None:
 
 
 def test_peek_frame_takes_a_header_only_frame_alone_in_the_buffer() -> None:
-    dec = CommandDecoder()
+    dec = CommandDecoder(fast=True)
     dec.feed(KeepAlive().encode())
     got = dec.peek_frame()
     assert got is not None and (got[0], got[2], got[3]) == (100, 8, 8)
@@ -423,19 +350,19 @@ def test_peek_frame_takes_a_header_only_frame_alone_in_the_buffer() -> None:
 
 @pytest.mark.parametrize(("n", "ok"), [(-1, False), (SMALL.max_frame_size - 8, True), (SMALL.max_frame_size - 7, False)])
 def test_peek_frame_refuses_a_negative_or_oversized_length(n: int, ok: bool) -> None:
-    dec = CommandDecoder(SMALL)
+    dec = CommandDecoder(SMALL, fast=True)
     dec.feed(HDR(4, n) + bytes(max(n, 0)))
     assert (dec.peek_frame() is not None) is ok
 
 
 def test_a_run_starts_at_the_read_position_not_at_the_buffer_start() -> None:
-    dec = CommandDecoder()
+    dec = CommandDecoder(fast=True)
     dec.feed(KeepAlive().encode() + block_end(0, b"a", 1, 1) + block_end(0, b"b", 1, 2))
     assert dec.block_ends() is None  # a KeepAlive first
     assert dec.next_command() == KeepAlive()
     run = dec.block_ends()
     assert run is not None and run.data == [b"a", b"b"]
-    dec2 = CommandDecoder()
+    dec2 = CommandDecoder(fast=True)
     dec2.feed(block_end(0, b"a", 1, 1) + KeepAlive().encode() + block_end(0, b"b", 1, 2) + block_end(0, b"c", 1, 3))
     assert dec2.block_ends() is None  # one AppendBlockEnd, then a KeepAlive
     dec2.next_command()
@@ -445,8 +372,8 @@ def test_a_run_starts_at_the_read_position_not_at_the_buffer_start() -> None:
 
 
 def test_a_run_stops_before_an_irregular_block_end() -> None:
-    lying = _raw_block_end(W, 0, b"x", struct.pack(">iqq", 1, 3, 3), declared=99)
-    dec = CommandDecoder()
+    lying = raw_block_end(W, 0, b"x", struct.pack(">iqq", 1, 3, 3), declared=99)
+    dec = CommandDecoder(fast=True)
     dec.feed(block_end(0, b"a", 1, 1) + block_end(0, b"b", 1, 2) + lying)
     run = dec.block_ends()
     assert run is not None and run.data == [b"a", b"b"]
@@ -455,17 +382,17 @@ def test_a_run_stops_before_an_irregular_block_end() -> None:
 def test_no_run_in_the_draft_dialect_even_for_several_block_ends() -> None:
     from refwire.pravega.draft2017.frames import DRAFT
 
-    dec = CommandDecoder(dialect=DRAFT)
+    dec = CommandDecoder(dialect=DRAFT, fast=True)
     dec.feed(block_end(0, b"abc", 1, 1) + block_end(0, b"d", 1, 2))
     assert dec.block_ends() is None
 
 
 def test_the_decoder_errors_say_what_they_are() -> None:
     with pytest.raises(ValueError, match=r"^a run holds at least 2 frames: max_frames=1$"):
-        CommandDecoder().block_ends(1)
+        CommandDecoder(fast=True).block_ends(1)
     with pytest.raises(ValueError, match=r"^a BlockEndRun's columns must have one entry per frame$"):
         BlockEndRun([W.bytes], [0], [b""], [1], [1], [1], [])
-    dec = CommandDecoder()
+    dec = CommandDecoder(fast=True)
     dec.feed(bytes(8))
     dec.consume(4)
     with pytest.raises(ValueError, match=r"^consume\(\) past the end of the buffer$"):

@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 import pytest
-from test_pravega_machines import E1, E2, SEG, W2, W, block, block_end
+from support.pravega_machines import E1, E2, SEG, W2, W, block, block_end, ready, where
 
 from refwire.errors import LocalProtocolError, RemoteLimitExceeded, RemoteProtocolError
 from refwire.pravega.connection import ClientConnection, ServerConnection, State
@@ -36,17 +36,6 @@ from refwire.wire import Limits
 HDR = 8  # type + length
 
 
-def ready(limits: Limits | None = None, *, writers: tuple[uuid.UUID, ...] = (W,), last: int = 0) -> ServerConnection:
-    """A server with ``writers`` set up on SEG (AppendSetup sent with ``last``)."""
-    s = ServerConnection(limits) if limits is not None else ServerConnection()
-    for i, w in enumerate(writers):
-        s.receive_data(SetupAppend(request_id=i + 1, writer_id=w, segment=SEG).encode(), now=0.0)
-        assert isinstance(s.next_event(), RequestReceived)
-        s.send(AppendSetup(request_id=i + 1, segment=SEG, writer_id=w, last_event_number=last), now=0.0)
-    s.data_to_send()
-    return s
-
-
 def at(s: ServerConnection) -> int:
     """The stream offset of the next byte the server receives."""
     return s._decoder.offset
@@ -60,10 +49,6 @@ def error(s: ServerConnection, data: bytes = b"") -> RemoteProtocolError:
             pass
     assert s.state is State.ERROR
     return ei.value
-
-
-def where(e: RemoteProtocolError) -> tuple[str, str | None, str | None, int | None]:
-    return (e.protocol or "", e.frame, e.field, e.offset)
 
 
 def in_block(s: ServerConnection, data: bytes, writer: uuid.UUID = W) -> int:
@@ -725,7 +710,7 @@ _PAD = Padding.TYPE.to_bytes(4, "big", signed=True)
 def test_block_and_end_together_or_apart(data: bytes, size: int, tail: bytes, num: int, last: int) -> None:
     outcomes = []
     for together in (True, False):
-        s = ready()
+        s = ready(fast=together)  # together: the speed path's, when it takes them; apart: the general path
         end = block_end(size, tail, num, last)
         if together:
             s.receive_data(block(data) + end, now=0.0)
@@ -745,7 +730,7 @@ def test_bare_block_end_together_or_apart_from_other_frames(writer: uuid.UUID) -
     """A bare AppendBlockEnd (the Rust client's), for a set-up writer and one not set up."""
     outcomes = []
     for lead in (b"", Padding(length=0).encode()):  # after a Padding the general path decodes it
-        s = ready(last=2)
+        s = ready(last=2, fast=not lead)
         s.receive_data(lead + block_end(0, E1 + E2, 2, 4, writer=writer), now=0.0)
         try:
             got: object = [e for e in drain_server(s) if isinstance(e, Append)]
@@ -808,7 +793,7 @@ def test_appended_data_is_bytes_when_the_frames_arrive_in_pieces(data: bytes) ->
 
 
 def test_in_flight_counts_fast_appends_too() -> None:
-    s = ready()
+    s = ready(fast=True)
     s.receive_data(block_end(0, E1, 1, 1) + block(E2) + block_end(len(E2), b"", 1, 2), now=0.0)
     assert [type(s.next_event()), type(s.next_event())] == [Append, Append]
     st = s.writer_state(SEG, W)
@@ -833,7 +818,8 @@ def test_a_subclass_that_changes_the_append_path_is_not_bypassed(overridden: tup
         return method
 
     Spying = type("Spying", (ServerConnection,), {name: spy(name) for name in overridden})
-    s = Spying()
+    s = Spying(fast=True)
+    assert s._fast_append is None and ServerConnection(fast=True)._fast_append is not None
     s.receive_data(SetupAppend(request_id=1, writer_id=W, segment=SEG).encode(), now=0.0)
     s.next_event()
     s.send(AppendSetup(request_id=1, segment=SEG, writer_id=W, last_event_number=0), now=0.0)

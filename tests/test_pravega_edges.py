@@ -247,17 +247,25 @@ def test_split_frames() -> None:
     ids=lambda c: type(c).__name__,
 )
 def test_fast_decoders_agree_with_the_layout(cmd: pf.Command) -> None:
+    """The speed path's hand-written decoders (``fast=True``) against the layout
+    interpreter (``fast=False``): the same command, and for every truncation the
+    same command or the same error."""
     wire = cmd.encode()
     code, n = struct.unpack_from(">ii", wire)
-    assert decode_command(code, wire, start=8, end=8 + n) == cmd
-    assert decode_command(code, wire[8:]) == cmd
+    for fast in (True, False):
+        assert decode_command(code, wire, start=8, end=8 + n, fast=fast) == cmd
+        assert decode_command(code, wire[8:], fast=fast) == cmd
     # every truncation is refused or read with defaults, never misread as something else
     for cut in range(8, len(wire)):
-        try:
-            got = decode_command(code, wire[8:cut])
-        except LocalProtocolError:
-            continue
-        assert type(got) is type(cmd)
+        outcomes = []
+        for fast in (True, False):
+            try:
+                got: object = decode_command(code, wire[8:cut], fast=fast)
+            except LocalProtocolError as exc:
+                got = (type(exc), str(exc), exc.frame, exc.field, exc.offset)
+            outcomes.append(got)
+        assert outcomes[0] == outcomes[1]
+        assert not isinstance(outcomes[0], pf.Command) or type(outcomes[0]) is type(cmd)
 
 
 # --------------------------------------------------------------------------- WriterSession (pravega/writer.py)

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 import trio
-from test_pravega_trio import SEG, RawClient, running, setup_writer
+from support.pravega_trio import SEG, RawClient, running, setup_writer
 
 from refwire.errors import ProtocolError, RemoteLimitExceeded
 from refwire.pravega.client import parse_events

@@ -9,24 +9,23 @@ exactly once and in order."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pravega_strategies import split
+from support.pravega_machines import E1, E2, SEG, W2, Harness, W, block, block_end
 
 from refwire.errors import LocalProtocolError, RemoteProtocolError
 from refwire.pravega.client import parse_events
 from refwire.pravega.connection import SERVER_TRANSITIONS, ClientConnection, ServerConnection, State
-from refwire.pravega.events import Append, ConnectionClosed, HelloReceived, KeepAliveReceived, RequestReceived
+from refwire.pravega.events import ConnectionClosed, HelloReceived, RequestReceived
 from refwire.pravega.frames import (
     NULL_VALUE,
     AppendBlock,
     AppendBlockEnd,
     AppendSetup,
-    Command,
     CommandDecoder,
     ConditionalAppend,
     ConditionalBlockEnd,
@@ -39,101 +38,10 @@ from refwire.pravega.frames import (
     ReadSegment,
     SegmentRead,
     SetupAppend,
-    encode_event,
 )
-from refwire.pravega.service import SegmentStoreService
 from refwire.pravega.store import SegmentStore
 from refwire.pravega.writer import WriterSession
 from refwire.sansio import NEED_DATA
-
-SEG = "sc/st/0.#epoch.0"
-W = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
-W2 = uuid.UUID("ffeeddcc-bbaa-9988-7766-554433221100")
-E1 = encode_event(b"hello")
-E2 = encode_event(b"world")
-
-
-class Harness:
-    """A ServerConnection + SegmentStoreService + SegmentStore, applying outcomes as
-    ``SegmentStoreServer``'s connection handler does (synchronously; the store is durable at once)."""
-
-    def __init__(self, store: SegmentStore | None = None) -> None:
-        if store is None:
-            store = SegmentStore()
-            store.create(SEG)
-        self.store = store
-        self.service = SegmentStoreService(store)
-        self.conn = ServerConnection()
-        self.closed = False
-        self.error: RemoteProtocolError | None = None
-
-    def feed(self, data: bytes) -> list[Command]:
-        """Bytes in; the decoded server replies out (in order)."""
-        out = bytearray()
-        if data and not self.closed:  # b"" only runs the machine; EOF is conn.receive_data(b"", now=0.0)
-            self.conn.receive_data(data, now=0.0)
-        while not self.closed:
-            try:
-                ev = self.conn.next_event()
-            except RemoteProtocolError as exc:
-                self.error = exc
-                self.closed = True
-                break
-            if isinstance(ev, Append):
-                res = self.service.append(ev)
-                if res.kind == "ok":
-                    self.conn.append_stored(ev, self.store.segments[ev.segment].length, now=0.0)
-                elif res.kind == "conditional":
-                    self.conn.append_conditional_failed(ev, now=0.0)
-                elif res.kind == "failed":
-                    assert res.reply is not None
-                    self.conn.append_failed(ev, res.reply, now=0.0)
-                else:
-                    if res.reply is not None:
-                        self.conn.send(res.reply, now=0.0)
-                    self.closed = True
-                out += self.conn.data_to_send()
-            elif isinstance(ev, RequestReceived):
-                o = self.service.process(ev.command)
-                if o.reply is not None:
-                    self.conn.send(o.reply, now=0.0)
-                out += self.conn.data_to_send()
-                if o.close:
-                    self.closed = True
-            elif isinstance(ev, HelloReceived | KeepAliveReceived):
-                out += self.conn.data_to_send()
-                if self.conn.must_close:
-                    self.closed = True
-            elif isinstance(ev, ConnectionClosed):
-                self.closed = True
-            else:
-                assert ev is NEED_DATA
-                break
-        dec = CommandDecoder()
-        dec.feed(bytes(out))
-        replies = list(dec.commands())
-        assert dec.buffered == 0
-        return replies
-
-    def setup(self, writer: uuid.UUID = W, rid: int = 1, segment: str = SEG) -> AppendSetup:
-        (reply,) = self.feed(SetupAppend(request_id=rid, writer_id=writer, segment=segment).encode())
-        assert isinstance(reply, AppendSetup)
-        return reply
-
-    @property
-    def data(self) -> bytes:
-        return bytes(self.store.segments[SEG].data)
-
-
-def block_end(size: int, data: bytes, num: int, last: int, rid: int = 2, writer: uuid.UUID = W) -> bytes:
-    return AppendBlockEnd(
-        writer_id=writer, size_of_whole_events=size, data=data, num_events=num, last_event_number=last, request_id=rid
-    ).encode()
-
-
-def block(data: bytes, writer: uuid.UUID = W) -> bytes:
-    return AppendBlock(writer_id=writer, data=data).encode()
-
 
 # --------------------------------------------------------------------------- (state, input) table
 

@@ -15,8 +15,6 @@ import struct
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ import pytest
 import trio
 import trio.testing
 from streams import PassThrough
+from support.pravega_trio import LOCAL, SEG, RawClient, W, running, setup_writer
 
 from refwire.pravega.client import (
     EventWriter,
@@ -53,24 +52,6 @@ from refwire.pravega.frames import (
 )
 from refwire.pravega.server import SegmentStoreServer, ServerConfig
 
-LOCAL = "127.0.0.1"
-SEG = "sc/st/0.#epoch.0"
-W = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
-
-
-@asynccontextmanager
-async def running(server: SegmentStoreServer) -> AsyncIterator[tuple[str, int]]:
-    listeners = await trio.open_tcp_listeners(0, host=LOCAL)
-    host, port = listeners[0].socket.getsockname()[:2]
-    async with trio.open_nursery() as nursery:
-        await nursery.start(server.serve, listeners)
-        try:
-            yield str(host), int(port)
-        finally:
-            with trio.fail_after(10):
-                await server.shutdown(grace=1.0)
-            nursery.cancel_scope.cancel()
-
 
 def payloads(n: int, tag: str = "e") -> list[bytes]:
     return [f"{tag}{i:05d}".encode() * (1 + i % 7) for i in range(n)]
@@ -81,53 +62,6 @@ def stored_events(server: SegmentStoreServer, segment: str = SEG) -> list[bytes]
     events, used = parse_events(data)
     assert used == len(data)
     return [p for _o, p in events]
-
-
-class RawClient:
-    """A raw socket speaking frames, for hostile inputs."""
-
-    def __init__(self, stream: trio.SocketStream) -> None:
-        self.stream = stream
-        self.dec = CommandDecoder()
-
-    @classmethod
-    async def connect(cls, host: str, port: int) -> RawClient:
-        return cls(await trio.open_tcp_stream(host, port))
-
-    async def send(self, data: bytes) -> None:
-        await self.stream.send_all(data)
-
-    async def reply(self) -> Any:
-        while True:
-            cmd = self.dec.next_command()
-            if cmd is not None:
-                return cmd
-            data = await self.stream.receive_some(65536)
-            if not data:
-                return None
-            self.dec.feed(data)
-
-    async def closed_by_server(self) -> bool:
-        """True when the server closed; any replies before the close are skipped."""
-        try:
-            while True:
-                data = await self.stream.receive_some(65536)
-                if not data:
-                    return True
-        except trio.BrokenResourceError:
-            return True
-
-    async def aclose(self) -> None:
-        await trio.aclose_forcefully(self.stream)
-
-
-async def setup_writer(raw: RawClient, writer: uuid.UUID = W, segment: str = SEG) -> AppendSetup:
-    await raw.send(Hello().encode() + SetupAppend(request_id=1, writer_id=writer, segment=segment).encode())
-    hello = await raw.reply()
-    assert isinstance(hello, Hello)
-    setup = await raw.reply()
-    assert isinstance(setup, AppendSetup), setup
-    return setup
 
 
 # --------------------------------------------------------------------------- writers

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_seastar_machines import events, pair
+from support.seastar_machines import events, pair
 
 from refwire.errors import LocalProtocolError, RemoteLimitExceeded, RemoteProtocolError
 from refwire.seastar_rpc import (

@@ -1,13 +1,14 @@
 """The LZ4 fast paths against the general ones (specs/seastar-rpc/README.md §3, §4, §6).
 
-* ``FrameDecoder`` opens a single-block envelope inline when its compressor is
-  exactly ``LZ4Compressor`` / ``LZ4FragmentedCompressor``; a subclass of either
-  takes the general path.  Both must decode every vector in
-  specs/seastar-rpc/vectors, and crafted edge cases, to the same frames, the
-  same errors (type, text, frame, field, offset) and the same decoder state,
-  however the bytes are split.
-* ``envelope()`` builds a single-block envelope itself for the same two types:
-  byte for byte what ``compressor.compress()`` gives.
+* ``FrameDecoder`` on its speed path (``fast=True``, refwire.seastar_rpc._fast_frames)
+  opens a single-block envelope inline when its compressor is exactly
+  ``LZ4Compressor`` / ``LZ4FragmentedCompressor``; a subclass of either takes the
+  general path.  The oracle is a decoder on the plain path (``fast=False``) with
+  the subclass.  Both must decode every vector in specs/seastar-rpc/vectors, and
+  crafted edge cases, to the same frames, the same errors (type, text, frame,
+  field, offset) and the same decoder state, however the bytes are split.
+* ``envelope(fast=True)`` builds a single-block envelope itself for the same two
+  types: byte for byte what ``compressor.compress()`` gives (``fast=False``).
 * The block API is called positionally: the same results as the keyword form.
 * Hostile sizes are still refused before LZ4 is asked for any memory.
 """
@@ -35,6 +36,7 @@ from refwire.seastar_rpc import (
     StreamMessage,
     envelope,
 )
+from refwire.seastar_rpc._fast_frames import FastFrameDecoder
 from refwire.seastar_rpc.compression import CHUNK_SIZE, Compressor
 from refwire.seastar_rpc.frames import FrameDecoder, Kind
 from refwire.wire import Limits
@@ -67,8 +69,9 @@ def _decoder(
     duration: bool,
     limits: Limits = DEFAULT_LIMITS,
     discard_over: int | None = None,
+    fast: bool = True,
 ) -> FrameDecoder:
-    dec = FrameDecoder(kind, limits=limits, negotiation=False)
+    dec = FrameDecoder(kind, limits=limits, negotiation=False, fast=fast)
     dec.configure(timeout=timeout, duration=duration, compressor=comp, discard_over=discard_over)
     return dec
 
@@ -117,8 +120,8 @@ def _check_same(
     for parts in splits:
         fast, generic = _pair(name)
         fd = _decoder(kind, fast, timeout=timeout, duration=duration, limits=limits, discard_over=discard_over)
-        gd = _decoder(kind, generic, timeout=timeout, duration=duration, limits=limits, discard_over=discard_over)
-        assert fd._fast_compressor is fast and gd._fast_compressor is None
+        gd = _decoder(kind, generic, timeout=timeout, duration=duration, limits=limits, discard_over=discard_over, fast=False)
+        assert isinstance(fd, FastFrameDecoder) and fd._fast_compressor is fast and not gd.fast
         want = _outcome(gd, parts, eof)
         assert _outcome(fd, parts, eof) == want, [len(p) for p in parts]
         if whole is None:
@@ -180,8 +183,8 @@ def test_plain_vectors_compressed_decode_alike(v: dict[str, Any], name: str) -> 
     ctx = v["context"]
     fast, generic = _pair(name)
     inner = [_frame_bytes(f, ctx) for f in v["frames"]]
-    raw = b"".join(envelope(fast, b) for b in inner)
-    assert raw == b"".join(envelope(generic, b) for b in inner)
+    raw = b"".join(envelope(fast, b, fast=True) for b in inner)
+    assert raw == b"".join(envelope(generic, b, fast=False) for b in inner)
     out = _check_same(raw, name, ctx["kind"], timeout=ctx["timeout"], duration=ctx["duration"])
     assert len(out) == len(v["frames"]) + 1
 
@@ -309,8 +312,8 @@ def test_large_frames_decode_alike(name: str) -> None:
     for size in (CHUNK_SIZE - 16, CHUNK_SIZE - 15, CHUNK_SIZE, 40_000, 100_000):
         data = (b"the quick brown fox " * (size // 20 + 1))[: size // 2] + os.urandom(size - size // 2)
         inner = Response(9, data, 7).encode(with_duration=True)
-        raw = envelope(fast, inner)
-        assert raw == envelope(generic, inner)
+        raw = envelope(fast, inner, fast=True)
+        assert raw == envelope(generic, inner, fast=False)
         out = _check_same(raw + raw, name, "response", timeout=False, duration=True, every_split=False)
         assert out[0] == (Response(9, data, 7), bytes)
 
@@ -338,7 +341,9 @@ def test_the_fast_path_is_taken(name: str, monkeypatch: pytest.MonkeyPatch) -> N
     for kind, timeout, duration, frames in cases:
         raw = b""
         for f in frames:
-            raw += envelope(fast, f.encode(with_timeout=timeout) if isinstance(f, Request) else f.encode(with_duration=duration))
+            raw += envelope(
+                fast, f.encode(with_timeout=timeout) if isinstance(f, Request) else f.encode(with_duration=duration), fast=True
+            )
         dec = _decoder(kind, fast, timeout=timeout, duration=duration, discard_over=1 << 20)
         got = _outcome(dec, [raw[i : i + 7] for i in range(0, len(raw), 7)], True)
         assert got == [(f, bytes) for f in frames] + [("state", len(raw), 0, False)]
@@ -351,13 +356,13 @@ def test_configured_while_skipping_takes_the_general_path(name: str, skipped: in
     skipped and not yet returned): the general path returns it first (spec §3)."""
     outs = []
     for comp in _pair(name):
-        dec = FrameDecoder("request", negotiation=False)
+        dec = FrameDecoder("request", negotiation=False, fast=True)
         dec.configure(timeout=False, discard_over=4)
         dec.feed(REQ20(2, 1, 10) + b"ab")
         assert dec.next_frame() is None
         dec.feed(b"a" * (skipped - 2))
         dec.configure(timeout=False, compressor=comp, discard_over=4)
-        assert dec._fast_compressor is None
+        assert isinstance(dec, FastFrameDecoder) and dec._fast_compressor is None
         outs.append(
             _outcome(
                 dec,
@@ -385,7 +390,7 @@ def test_a_compressor_set_behind_configure_takes_the_general_path() -> None:
     dec.feed(envelope(LZ4Compressor(), RSP12(1, 0)))
     assert dec.next_frame() == Response(77, b"", None)
     dec = _decoder("response", Marker(), timeout=False, duration=False)
-    assert dec._fast_compressor is None
+    assert isinstance(dec, FastFrameDecoder) and dec._fast_compressor is None
     dec.configure(compressor=None)
     assert dec._fast_compressor is None
 
@@ -403,14 +408,15 @@ def test_envelope_fast_path_is_byte_exact(comp: Compressor) -> None:
     for n in sizes:
         for frame in (os.urandom(n), b"a" * n, (b"abc" * n)[:n]):
             payload = comp.compress(frame)
-            assert envelope(comp, frame) == u32(len(payload)) + payload
-            assert type(envelope(comp, frame)) is bytes
+            assert envelope(comp, frame, fast=True) == u32(len(payload)) + payload == envelope(comp, frame, fast=False)
+            assert type(envelope(comp, frame, fast=True)) is bytes
 
 
-def test_envelope_empty_frame_as_before() -> None:
+@pytest.mark.parametrize("fast", [True, False])
+def test_envelope_empty_frame_as_before(fast: bool) -> None:
     with pytest.raises(ProtocolError, match="cannot carry an empty frame"):
-        envelope(LZ4Compressor(), b"")
-    assert envelope(LZ4FragmentedCompressor(), b"") == bytes.fromhex("050000000000008000")
+        envelope(LZ4Compressor(), b"", fast=fast)
+    assert envelope(LZ4FragmentedCompressor(), b"", fast=fast) == bytes.fromhex("050000000000008000")
 
 
 def test_envelope_subclass_takes_compress() -> None:
@@ -418,11 +424,11 @@ def test_envelope_subclass_takes_compress() -> None:
         def compress(self, frame: bytes) -> bytes:
             return b"mark" + frame
 
-    assert envelope(Marked(), b"abc") == u32(7) + b"markabc"
+    assert envelope(Marked(), b"abc", fast=True) == u32(7) + b"markabc"
 
 
 def test_block_api_positional_is_the_keyword_form() -> None:
-    """compression.py and frames.py call ``compress(source, mode, store_size)`` and
+    """compression.py and the speed paths call ``compress(source, mode, store_size)`` and
     ``decompress(source, uncompressed_size[, return_bytearray, dict])`` positionally."""
     window = os.urandom(500) + b"hello world " * 50
     for n in (0, 1, 16, 32, 1000, 70_000):
@@ -471,7 +477,7 @@ def test_hostile_sizes_refused_before_allocation(name: str, lz4_calls: list[int]
     # a regular frame asks for exactly its declared size, once
     fast, _ = _pair(name)
     dec = _decoder("response", fast, timeout=False, duration=False, limits=limits)
-    dec.feed(envelope(fast, RSP12(1, 4) + b"abcd"))
+    dec.feed(envelope(fast, RSP12(1, 4) + b"abcd", fast=True))
     assert dec.next_frame() == Response(1, b"abcd", None)
     assert lz4_calls == [16]
 
@@ -505,7 +511,7 @@ def test_fragmented_views_match_the_reference(size: int, dependent: bool) -> Non
     comp = LZ4FragmentedCompressor(dependent=dependent)
     payload = comp.compress(frame)
     assert payload == _reference_fragmented(frame, dependent=dependent)
-    assert envelope(comp, frame) == u32(len(payload)) + payload
+    assert envelope(comp, frame, fast=True) == u32(len(payload)) + payload == envelope(comp, frame, fast=False)
     out = comp.decompress(payload, limits=DEFAULT_LIMITS, offset=0)
     assert out == frame and type(out) is bytes
 

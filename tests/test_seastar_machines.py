@@ -6,10 +6,10 @@ import struct
 from typing import Any
 
 import pytest
+from support.seastar_machines import events, pair
 
 from refwire.errors import LocalProtocolError, RemoteProtocolError
 from refwire.seastar_rpc import (
-    NEED_DATA,
     NEGOTIATION_TIMED_OUT,
     UNMEASURED,
     Accept,
@@ -39,29 +39,6 @@ from refwire.seastar_rpc import (
 from refwire.seastar_rpc.connection import CLIENT_TRANSITIONS, SERVER_TRANSITIONS
 
 u32 = struct.Struct("<I").pack
-
-
-def events(m: Any) -> list[Any]:
-    out = []
-    while (ev := m.next_event()) is not NEED_DATA:
-        out.append(ev)
-        if isinstance(ev, ConnectionClosed):
-            break
-    return out
-
-
-def pair(**client_kw: Any) -> tuple[ClientConnection, ServerConnection]:
-    client = ClientConnection(**client_kw)
-    server = ServerConnection()
-    client.initiate(now=0.0)
-    server.receive_data(client.data_to_send(), now=0.0)
-    (req,) = events(server)
-    assert isinstance(req, NegotiationRequested)
-    server.accept(connection_id=0x10000, now=0.0)
-    client.receive_data(server.data_to_send(), now=0.0)
-    (neg,) = events(client)
-    assert isinstance(neg, Negotiated)
-    return client, server
 
 
 def test_calls_before_negotiation_are_queued_and_sent_with_time_left_then() -> None:

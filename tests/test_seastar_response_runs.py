@@ -1,13 +1,15 @@
 """Responses decoded in runs against responses decoded frame by frame
 (specs/seastar-rpc/README.md §3, §4).
 
-``FrameDecoder.next_responses`` takes every complete regular response with
+``FrameDecoder.next_responses`` on the speed path (``fast=True``,
+refwire.seastar_rpc._fast_frames) takes every complete regular response with
 ``msg_id >= 0`` at the head of the buffer as one :class:`ResponseRun` (columns);
-the client connection delivers a run one event per ``next_event``.  The oracle is
-``next_frame`` alone (the decoder) and the frame-by-frame pump (the machine):
-for any stream, split anyhow, both must give the same frames, the same events,
-the same errors (class, words, frame, field, offset) and the same state, with
-cancels, timers and resets between the events.
+the client connection on the speed path (refwire.seastar_rpc._fast_connection)
+delivers a run one event per ``next_event``.  The oracle is the plain path
+(``fast=False``): ``next_frame`` alone (the decoder) and the frame-by-frame pump
+(the machine).  For any stream, split anyhow, both must give the same frames, the
+same events, the same errors (class, words, frame, field, offset) and the same
+state, with cancels, timers and resets between the events.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from hypothesis import strategies as st
 from refwire.errors import ProtocolError
 from refwire.seastar_rpc import ClientConnection, Features, Response, make_compressor
 from refwire.seastar_rpc.compression import envelope
-from refwire.seastar_rpc.connection import _Machine
 from refwire.seastar_rpc.frames import MAX_RUN, UNMEASURED, FrameDecoder, ResponseRun
 from refwire.wire import Limits
 
@@ -102,8 +103,8 @@ def _streams(draw: st.DrawFn) -> tuple[str | None, bool, Limits, list[bytes]]:
     return comp, duration, limits, parts
 
 
-def _decoder(comp: str | None, duration: bool, limits: Limits) -> FrameDecoder:
-    dec = FrameDecoder("response", limits=limits, negotiation=False)
+def _decoder(comp: str | None, duration: bool, limits: Limits, *, fast: bool = True) -> FrameDecoder:
+    dec = FrameDecoder("response", limits=limits, negotiation=False, fast=fast)
     dec.configure(duration=duration, compressor=None if comp is None else make_compressor(comp))
     return dec
 
@@ -141,7 +142,7 @@ def _decode(dec: FrameDecoder, parts: Sequence[bytes], *, runs: bool) -> tuple[l
 @given(_streams())
 def test_runs_decode_as_next_frame_does(case: tuple[str | None, bool, Limits, list[bytes]]) -> None:
     comp, duration, limits, parts = case
-    want, _ = _decode(_decoder(comp, duration, limits), parts, runs=False)
+    want, _ = _decode(_decoder(comp, duration, limits, fast=False), parts, runs=False)
     got, _ = _decode(_decoder(comp, duration, limits), parts, runs=True)
     assert got == want
 
@@ -245,21 +246,21 @@ def test_a_declared_size_past_lz4s_ratio_is_refused_before_lz4_is_asked(
 
 @pytest.mark.parametrize("kind", ["request", "stream"])
 def test_only_a_response_decoder_makes_runs(kind: Any) -> None:
-    dec = FrameDecoder(kind, negotiation=False)
+    dec = FrameDecoder(kind, negotiation=False, fast=True)
     dec.configure()
     dec.feed(_response(1, b"abc", False) * 3)
     assert dec.next_responses() is None
 
 
 def test_no_runs_before_negotiation_or_with_a_general_compressor() -> None:
-    dec = FrameDecoder("response")
+    dec = FrameDecoder("response", fast=True)
     dec.feed(_response(1, b"abc", False))
     assert dec.next_responses() is None  # the negotiation frame comes first
 
     class Generic(type(make_compressor("LZ4"))):  # type: ignore[misc]
         pass
 
-    dec = FrameDecoder("response", negotiation=False)
+    dec = FrameDecoder("response", negotiation=False, fast=True)
     dec.configure(compressor=Generic())
     dec.feed(_wrap("LZ4", _response(1, b"abc", False)) * 2)
     assert dec.next_responses() is None
@@ -276,13 +277,6 @@ def test_run_columns_must_agree() -> None:
 
 
 # --------------------------------------------------------------------------- the client machine
-
-
-class _FrameByFrame(ClientConnection):
-    """The client as it was: every frame through next_frame and _on_frame."""
-
-    def _pump(self) -> None:
-        _Machine._pump(self)
 
 
 Op = tuple[Any, ...]
@@ -316,8 +310,10 @@ def _sessions(draw: st.DrawFn) -> tuple[str | None, bool, int, list[float | None
     return comp, duration, calls, timeouts, ops
 
 
-def _client(cls: type[ClientConnection], comp: str | None, duration: bool, timeouts: list[float | None]) -> ClientConnection:
-    client = cls(compressors=(comp,) if comp else (), handler_duration=duration, timeout=False)
+def _client(fast: bool, comp: str | None, duration: bool, timeouts: list[float | None]) -> ClientConnection:
+    """A negotiated client on the speed path (``fast=True``: runs) or the plain one
+    (every frame through next_frame and _on_frame)."""
+    client = ClientConnection(compressors=(comp,) if comp else (), handler_duration=duration, timeout=False, fast=fast)
     client.initiate(now=0.0)
     for t in timeouts:
         client.call(5, b"ask", now=0.0, timeout=t)
@@ -355,13 +351,13 @@ def test_the_client_delivers_runs_as_it_delivered_frames(
     case: tuple[str | None, bool, int, list[float | None], list[Op]],
 ) -> None:
     comp, duration, _calls, timeouts, ops = case
-    want = _run(_client(_FrameByFrame, comp, duration, timeouts), ops)
-    got = _run(_client(ClientConnection, comp, duration, timeouts), ops)
+    want = _run(_client(False, comp, duration, timeouts), ops)
+    got = _run(_client(True, comp, duration, timeouts), ops)
     assert got == want
 
 
 def test_a_cancel_between_two_events_of_one_run_makes_the_later_reply_stray() -> None:
-    client = _client(ClientConnection, None, True, [None, None, None])
+    client = _client(True, None, True, [None, None, None])
     client.receive_data(b"".join(_response(i, b"r%d" % i, True) for i in (1, 2, 3)), now=0.0)
     first = client.next_event()
     assert (type(first).__name__, first.msg_id, first.payload, first.handler_duration) == ("Reply", 1, b"r1", 7)
@@ -372,7 +368,7 @@ def test_a_cancel_between_two_events_of_one_run_makes_the_later_reply_stray() ->
 
 
 def test_a_reset_drops_the_rest_of_a_run() -> None:
-    client = _client(ClientConnection, "LZ4", False, [None, None])
+    client = _client(True, "LZ4", False, [None, None])
     client.receive_data(b"".join(_wrap("LZ4", _response(i, b"", False)) for i in (1, 2)), now=0.0)
     assert client.next_event().msg_id == 1
     client.connection_lost(now=0.0)
@@ -382,7 +378,7 @@ def test_a_reset_drops_the_rest_of_a_run() -> None:
 
 
 def test_unmeasured_duration_passes_through() -> None:
-    client = _client(ClientConnection, None, True, [None])
+    client = _client(True, None, True, [None])
     client.receive_data(RSP16(1, 0, UNMEASURED), now=0.0)
     assert client.next_event().handler_duration == UNMEASURED
 
@@ -455,7 +451,7 @@ def test_a_run_holds_max_run_responses_at_most(comp: str | None, duration: bool)
 
 def test_the_client_delivers_more_responses_than_one_run_holds() -> None:
     n = 2 * MAX_RUN + 3
-    client = _client(ClientConnection, None, True, [None] * n)
+    client = _client(True, None, True, [None] * n)
     client.receive_data(b"".join(_response(i, b"%d" % i, True) for i in range(1, n + 1)), now=0.0)
     got = [client.next_event() for _ in range(n)]
     assert [(e.msg_id, e.payload) for e in got] == [(i, b"%d" % i) for i in range(1, n + 1)]
@@ -478,7 +474,7 @@ def test_a_lone_response_is_next_frames_and_a_byte_behind_it_makes_a_run(comp: s
 def test_a_reply_to_id_0_is_stray_and_never_an_exception(lone: bool) -> None:
     # msg id 0 is never issued (ids start at 1); its payload is data, even one that
     # would decode as an exception (only a negative id carries one, §3)
-    client = _client(ClientConnection, None, True, [None])
+    client = _client(True, None, True, [None])
     exc_payload = b"\x00\x00\x00\x00\x02\x00\x00\x00hi"  # USER, "hi"
     tail = b"" if lone else _response(1, b"r", True)
     client.receive_data(_response(0, exc_payload, True) + tail, now=0.0)
@@ -488,7 +484,7 @@ def test_a_reply_to_id_0_is_stray_and_never_an_exception(lone: bool) -> None:
 
 
 def test_a_run_s_reply_to_the_next_id_not_yet_issued_is_stray_and_unknown() -> None:
-    client = _client(ClientConnection, None, False, [None])  # call 1; the next id is 2
+    client = _client(True, None, False, [None])  # call 1; the next id is 2
     assert client.next_msg_id == 2
     client.receive_data(_response(2, b"early", False) + _response(1, b"r", False), now=0.0)
     stray = client.next_event()

@@ -10,6 +10,7 @@ import cramjam
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.tank_strategies import messages_st
 from tank_vectors import load, unhex
 
 from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError
@@ -19,14 +20,6 @@ from refwire.tank.errors import TruncatedBundle
 from refwire.tank.frames import DEFAULT_LIMITS, REQUEST_IDS, RESPONSE_IDS, FrameDecoder, frame
 
 FRAMES = load("frames.json")
-
-messages_st = st.lists(
-    st.builds(
-        Message, st.binary(max_size=40), st.sampled_from([0, 7, 1795295236637, 2**64 - 1]), st.none() | st.binary(max_size=255)
-    ),
-    min_size=1,
-    max_size=40,
-)
 
 
 @given(messages_st, st.booleans())

@@ -6,7 +6,7 @@ stream offset) of every error the client raises about a broker's answer."""
 from __future__ import annotations
 
 import pytest
-from test_tank_machines import FRAMES, consume
+from support.tank_machines import FRAMES, consume
 
 from refwire.errors import LocalProtocolError, RemoteLimitExceeded, RemoteProtocolError
 from refwire.tank import (

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import attrs
 import pytest
-from tank_vectors import load, unhex
+from support.tank_machines import FRAMES, consume
+from tank_vectors import unhex
 
 from refwire.errors import LocalProtocolError, RemoteProtocolError
 from refwire.tank import (
@@ -16,10 +17,7 @@ from refwire.tank import (
     ClientConnection,
     Connected,
     ConnectionClosed,
-    ConsumePartition,
-    ConsumeRequest,
     ConsumeResult,
-    ConsumeTopic,
     CreateTopicRequest,
     DiscoverPartitionsRequest,
     IdleTimeout,
@@ -36,7 +34,6 @@ from refwire.tank import (
 from refwire.tank.connection import BROKER_TRANSITIONS, CLIENT_TRANSITIONS, State
 from refwire.tank.service import normalize_max_wait
 
-FRAMES = {v["name"]: unhex(v["hex"]) for v in load("frames.json")}
 B91 = unhex("04 00 1d52efffa1010000 05 68656c6c6f")
 B92 = unhex("0c 00 2252efffa1010000 05616c706861 02 0462657461 02 0567616d6d61")
 B93 = unhex("08 01 2c52efffa1010000 026b31 027631 01 2d52efffa1010000 026b32 027632")
@@ -44,12 +41,6 @@ B93 = unhex("08 01 2c52efffa1010000 026b31 027631 01 2d52efffa1010000 026b32 027
 
 def produce(rid: int, topic: str, pid: int, bundle: bytes, base: int | None = None) -> ProduceRequest:
     return ProduceRequest(rid, (ProduceTopic(topic, (ProducePartition(pid, bundle, base),)),), base is not None)
-
-
-def consume(
-    rid: int, topic: str, pid: int, seq: int, fetch: int = 0x08000000, wait: int = 0, min_bytes: int = 0
-) -> ConsumeRequest:
-    return ConsumeRequest(rid, (ConsumeTopic(topic, (ConsumePartition(pid, seq, fetch),)),), wait, min_bytes)
 
 
 @pytest.fixture

@@ -7,10 +7,20 @@ from :mod:`refwire.lumberjack.client` and :mod:`refwire.lumberjack.server`, and 
 shared errors a peer can cause live in :mod:`refwire.errors` (the client's own in
 :mod:`refwire.lumberjack.errors`).  See specs/lumberjack/README.md
 for the normalized protocol and the choices made where go-lumber and Logstash disagree.
+
+Each codec and machine has a plain path that follows the spec's sections
+(:mod:`.codec`, :mod:`.compression`, :mod:`.frames`, :mod:`.connection`,
+:mod:`.writer`) and, beside it, a speed path (:mod:`._fast_frames`,
+:mod:`._fast_connection`), chosen once per object by ``fast=`` or, by default,
+the process-wide ``REFWIRE_REFERENCE`` switch (:mod:`refwire.speed`).
 """
 
 from __future__ import annotations
 
+# The speed paths register themselves with the plain modules they sit beside
+# (refwire.speed decides, per object, which one runs); imported first, they are
+# there before anything is built.
+from . import _fast_connection, _fast_frames  # noqa: F401
 from .connection import NEED_DATA, ClientConnection, ServerConnection, State
 from .events import (
     Accept,

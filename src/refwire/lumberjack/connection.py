@@ -13,19 +13,30 @@ Semantics (specs/lumberjack/README.md §3): ``W n`` is a batch header -- exactly
 number of its last event (Logstash) or, switched, with the count (go-lumber);
 ``W 0`` is answered with ``A 0``; ``A 0`` is a keepalive sent while a batch
 waits for the application.  Sequence numbers are u32 and wrap at 2**32.
+
+The server (:class:`ServerConnection`) is here; the client
+(:class:`~refwire.lumberjack.writer.ClientConnection`) and the states both
+share (:class:`~refwire.lumberjack.writer.State`) are in
+:mod:`refwire.lumberjack.writer` and re-exported here.
+
+**Plain path and speed path.**  The server takes its frames one at a time
+(:meth:`ServerConnection._take_frame`), as §3 reads.  Its speed path
+(:mod:`refwire.lumberjack._fast_connection`, registered in :data:`FRAME_LOOPS`
+when the package is imported) takes a window's ``J`` frames as
+:class:`~refwire.lumberjack.codec.JsonRun` columns decoded by the decoder's
+speed path; which one runs is decided once per machine (``fast=``, else
+:mod:`refwire.speed`'s ``REFWIRE_REFERENCE`` switch).
 """
 
 from __future__ import annotations
 
-import enum
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable
 from typing import Any, Final, Literal
-
-import attrs
 
 from ..errors import LimitExceeded, LocalProtocolError
 from ..sansio import NEED_DATA, FrameMachine, NeedData, closed_inside, earliest
+from ..speed import use_fast
 from ..wire import Limits
 from .events import (
     Accept,
@@ -44,30 +55,23 @@ from .events import (
 )
 from .frames import (
     DEFAULT_LIMITS,
-    MAX_U32,
     PROTOCOL,
-    V1,
     V2,
     Compressed,
     DataFrame,
-    EncodedWindow,
     FrameDecoder,
     JsonFrame,
-    JsonRun,
     Window,
     encode_ack,
-    encode_data,
-    encode_events,
     frame_size,
     held_bytes,
     inflate_frames,
-    next_seq,
-    scan_acks,
-    window_bytes,
 )
+from .writer import CLIENT_TRANSITIONS, ClientConnection, ClientInput, State
 
 __all__ = [
     "CLIENT_TRANSITIONS",
+    "FRAME_LOOPS",
     "NEED_DATA",
     "SERVER_TRANSITIONS",
     "Accept",
@@ -76,6 +80,7 @@ __all__ = [
     "Batch",
     "BatchTimeout",
     "ClientConnection",
+    "ClientInput",
     "ConnectionClosed",
     "EmptyWindow",
     "IdleAtShutdown",
@@ -83,25 +88,14 @@ __all__ = [
     "KeepAlive",
     "SendWindow",
     "ServerConnection",
+    "ServerInput",
     "State",
 ]
 
 
-class State(enum.Enum):
-    """Connection states (the same names serve both roles)."""
-
-    AWAIT_WINDOW = "await-window"  #: server: between batches
-    IN_BATCH = "in-batch"  #: server: a W announced events still to come
-    IDLE = "idle"  #: client: nothing outstanding
-    AWAITING_ACK = "awaiting-ack"  #: client: a window is sent and not fully acked
-    CLOSED = "closed"  #: the byte stream ended (EOF, reset, or an ack timeout)
-    ERROR = "error"  #: a protocol error; nothing more can be received
-
-
-# Inputs of the state tables.  Anything not listed for a state is a protocol
-# error (the machine moves to ERROR).  Tests walk every (state, input) pair.
+# Inputs of the server's state table.  Anything not listed for a state is a
+# protocol error (the machine moves to ERROR).  Tests walk every (state, input) pair.
 ServerInput = Literal["W", "W0", "data", "C", "A", "eof", "reset"]
-ClientInput = Literal["send", "ack-partial", "ack-last", "keepalive", "ack-bad", "eof", "reset", "timeout"]
 
 SERVER_TRANSITIONS: Final[dict[tuple[State, str], frozenset[State]]] = {
     (State.AWAIT_WINDOW, "W"): frozenset({State.IN_BATCH}),
@@ -115,20 +109,6 @@ SERVER_TRANSITIONS: Final[dict[tuple[State, str], frozenset[State]]] = {
 }
 
 _IN_BATCH_DATA: Final = (State.IN_BATCH.value, "data", State.IN_BATCH.value)
-
-CLIENT_TRANSITIONS: Final[dict[tuple[State, str], frozenset[State]]] = {
-    (State.IDLE, "send"): frozenset({State.AWAITING_ACK}),
-    (State.IDLE, "keepalive"): frozenset({State.IDLE}),
-    (State.IDLE, "eof"): frozenset({State.CLOSED}),
-    (State.IDLE, "reset"): frozenset({State.CLOSED}),
-    (State.AWAITING_ACK, "ack-partial"): frozenset({State.AWAITING_ACK}),
-    (State.AWAITING_ACK, "ack-last"): frozenset({State.IDLE}),
-    (State.AWAITING_ACK, "keepalive"): frozenset({State.AWAITING_ACK}),
-    (State.AWAITING_ACK, "eof"): frozenset({State.CLOSED}),
-    (State.AWAITING_ACK, "reset"): frozenset({State.CLOSED}),
-    (State.AWAITING_ACK, "timeout"): frozenset({State.CLOSED}),
-}
-
 
 # --------------------------------------------------------------------------- helpers
 
@@ -174,6 +154,10 @@ class ServerConnection(FrameMachine):
             driver reads nothing, so neither receive timeout runs.
         now: when the connection started (the receive timeouts count from it
             until the first byte); required with either timeout.
+        fast: take the speed path (a window's ``J`` frames decoded and taken in
+            columns, :mod:`refwire.lumberjack._fast_connection`), the plain one
+            (``False``), or as the process-wide switch says (``None``,
+            :mod:`refwire.speed`); decided once, here.
 
     ``next_event()`` gives :class:`Batch`, :class:`EmptyWindow`,
     :class:`ConnectionClosed` (once; a closed machine then answers
@@ -190,9 +174,6 @@ class ServerConnection(FrameMachine):
 
     role: Final = "server"
     PROTOCOL = PROTOCOL
-    #: decode J frames in :class:`JsonRun` columns (the fast path); off, one
-    #: :class:`JsonFrame` each (the tests compare the two)
-    _runs = True
     TRANSITIONS = SERVER_TRANSITIONS
     ERROR_STATE = State.ERROR
     CLOSED_STATE = State.CLOSED
@@ -212,6 +193,7 @@ class ServerConnection(FrameMachine):
         pipeline_depth: int = 2,
         now: float | None = None,
         frame_timeout: float | None = None,
+        fast: bool | None = None,
     ) -> None:
         if ack_mode not in ("last-seq", "count"):
             raise ValueError(f"ack_mode must be 'last-seq' or 'count', not {ack_mode!r}")
@@ -230,10 +212,17 @@ class ServerConnection(FrameMachine):
         self.pipeline_depth = pipeline_depth
         #: the connection's version byte, fixed by its first frame.
         self.version: int | None = None
-        self._decoder = FrameDecoder(limits, validate_json=validate_json, strict_versions=not accept_mixed_versions)
+        #: True when this machine takes the speed path.
+        self.fast = use_fast(fast)
+        # the speed path asks the decoder for JsonRun columns and takes them whole
+        self._runs = self.fast
+        self._take_frames = FRAME_LOOPS[self.fast]
+        self._decoder = FrameDecoder(
+            limits, validate_json=validate_json, strict_versions=not accept_mixed_versions, fast=self.fast
+        )
         self._batch_version = V2
-        self._cur: list[Event] = []  # the batch's D frames (v1)
-        self._cur_cols: list[JsonColumns] = []  # its J frames (v2), in columns
+        self._cur: list[Event] = []  # the batch's events, as frames
+        self._cur_cols: list[JsonColumns] = []  # the speed path's: its J frames, in columns
         self._cur_n = 0  # events received for the batch
         self._cur_count = 0
         #: bytes of events held for the batch being received (``max_batch_bytes``, §4)
@@ -285,7 +274,7 @@ class ServerConnection(FrameMachine):
         start = self._decoder.offset
         frames, err = self._decoder.frames_before_error(runs=self._runs)
         if frames:
-            self._process(frames, 0, None, start)
+            self._take_frames(self, frames, 0, None, start)
         if err is not None:
             raise err
 
@@ -318,194 +307,120 @@ class ServerConnection(FrameMachine):
         self.transitions_seen.add((self.state.value, inp, target.value))
         self.state = target
 
-    def _process(self, frames: list[Any], depth: int, c_offset: int | None, base: int = 0) -> None:
-        """Run decoded frames (and :class:`JsonRun` columns) through the machine.
+    # -- frames (§3) --------------------------------------------------------
+    def _take_frame(self, f: Any, frames: list[Any], i: int, depth: int, base: int, c_offset: int | None) -> None:
+        """One decoded frame, ``frames[i]``, through the machine: a ``J`` or ``D``
+        is the next event of the batch (§3.1), a ``W`` begins one (§2.1, §3.5), a
+        ``C``'s inflated frames are taken in its place (§3.6), and an ``A`` flows
+        only from server to client (§2.5).
 
-        Errors name the offending field at its stream offset; for frames inside
-        a ``C`` the frame is named ``C>X`` and the offset is the ``C``'s (the
-        inflated bytes have no stream offset).  Offsets of plain frames are
-        computed only when an error happens.
+        ``frames`` came from the stream at offset ``base``, or from inside the
+        ``C`` at ``c_offset`` (then ``depth`` ``C`` frames deep).  Errors name
+        the offending field at its stream offset; for frames inside a ``C`` the
+        frame is named ``C>X`` and the offset is the ``C``'s (the inflated bytes
+        have no stream offset).  Offsets of plain frames are computed only when
+        an error happens.
         """
-        mixed = self.accept_mixed_versions
-        in_batch = State.IN_BATCH
-        for i, f in enumerate(frames):
-            t = type(f)
-            if t is JsonRun:
-                self._take_run(f, frames, i, base, c_offset)
-            elif t is JsonFrame or t is DataFrame:
-                if self.state is not in_batch:
-                    name = "J" if t is JsonFrame else "D"
-                    raise self._error_at(
-                        "data frame outside a window (no W announced it)", frames, i, base, c_offset, name, "type", 1
-                    )
-                if mixed:
-                    # Logstash's rule (§3.10): the batch's W decides what it holds --
-                    # J frames in a '2' batch, D frames in a '1' one -- whatever the
-                    # frame's own version byte (the decoder checked it is '1' or '2').
-                    if (t is JsonFrame) != (self._batch_version == V2):
-                        name = "J" if t is JsonFrame else "D"
-                        raise self._error_at(
-                            f"{name} frame in a version {chr(self._batch_version)!r} batch",
-                            frames,
-                            i,
-                            base,
-                            c_offset,
-                            name,
-                            "type",
-                            1,
-                        )
-                elif f.version != self._batch_version:
-                    name = "J" if t is JsonFrame else "D"
-                    raise self._error_at(
-                        f"version byte {chr(f.version)!r} on a version {chr(self._batch_version)!r} connection",
-                        frames,
-                        i,
-                        base,
-                        c_offset,
-                        name,
-                        "version",
-                        0,
-                    )
-                if t is JsonFrame:
-                    assert isinstance(f, JsonFrame)
-                    self._cur_cols.append((f.version, [f.seq], [f.payload], None if f.data is None else [f.data]))
-                else:
-                    self._cur.append(f)
-                self._cur_bytes += held_bytes(f)
-                if self._cur_bytes > self.limits.max_batch_bytes:
-                    raise self._error_at(
-                        f"the batch's events exceed the limit max_batch_bytes={self.limits.max_batch_bytes}",
-                        frames,
-                        i,
-                        base,
-                        c_offset,
-                        "J" if t is JsonFrame else "D",
-                        "payload",
-                        10 if t is JsonFrame else 6,
-                        limit=True,
-                    )
-                self._cur_n += 1
-                n = self._cur_n
-                if n == self._cur_count:
-                    self._finish_batch()
-                elif n == 1:
-                    # in-batch -> in-batch, recorded once per batch rather than per frame (hot path)
-                    self.transitions_seen.add(_IN_BATCH_DATA)
-            elif t is Window:
-                assert isinstance(f, Window)
-                self._check_version(f.version, frames, i, base, c_offset, "W")
-                if self.state is State.IN_BATCH:
-                    raise self._error_at(
-                        f"W while the previous window still expects {self._cur_count - self._cur_n} events",
-                        frames,
-                        i,
-                        base,
-                        c_offset,
-                        "W",
-                        "type",
-                        1,
-                    )
-                if f.count > self.limits.max_window:
-                    raise self._error_at(
-                        f"count {f.count} exceeds the limit max_window={self.limits.max_window}",
-                        frames,
-                        i,
-                        base,
-                        c_offset,
-                        "W",
-                        "count",
-                        2,
-                        limit=True,
-                    )
-                if f.count == 0:
-                    self._transition("W0")
-                    if self.answer_empty_window:
-                        # Acks leave in window order: while earlier batches wait for
-                        # the application, this A 0 waits behind the last one's ack.
-                        if self._pending:
-                            self._held.append((self._pending[-1].number, encode_ack(0, f.version)))
-                        else:
-                            self._emit(encode_ack(0, f.version))
-                    self._events.append(EmptyWindow(f.version))
-                else:
-                    self._transition("W")
-                    self._cur_count = f.count
-                    self._batch_version = f.version
-            elif t is Compressed:
-                assert isinstance(f, Compressed)
-                self._check_version(f.version, frames, i, base, c_offset, "C")
-                self._inflate_and_process(f, depth, c_offset if c_offset is not None else _offset_of(frames, i, base))
-            else:  # Ack
-                raise self._error_at(
-                    "the client sent an A frame (acks flow from server to client)", frames, i, base, c_offset, "A", "type", 1
-                )
+        t = type(f)
+        if t is JsonFrame or t is DataFrame:
+            self._take_event(f, frames, i, base, c_offset)
+        elif t is Window:
+            self._take_window(f, frames, i, base, c_offset)
+        elif t is Compressed:
+            self._check_version(f.version, frames, i, base, c_offset, "C")
+            self._inflate_and_process(f, depth, c_offset if c_offset is not None else _offset_of(frames, i, base))
+        else:  # Ack
+            raise self._error_at(
+                "the client sent an A frame (acks flow from server to client)", frames, i, base, c_offset, "A", "type", 1
+            )
 
-    def _take_run(self, run: JsonRun, frames: list[Any], i: int, base: int, c_offset: int | None) -> None:
-        """The ``J`` frames of ``run`` (``frames[i]``), a window's worth at a
-        time: the same checks, in the same order, as one ``J`` frame after
-        another in :meth:`_process`, and the same error at the same frame."""
-        seqs, payloads, docs = run.seqs, run.payloads, run.docs
-        n = len(seqs)
-        limit = self.limits.max_batch_bytes
-        j = 0
-        while j < n:
-            if self.state is not State.IN_BATCH:
+    def _take_event(self, f: JsonFrame | DataFrame, frames: list[Any], i: int, base: int, c_offset: int | None) -> None:
+        """A data frame: the next event of the batch a ``W`` announced (§3.1),
+        of the batch's version (§3.10), within ``max_batch_bytes`` (§4)."""
+        name = "J" if type(f) is JsonFrame else "D"
+        if self.state is not State.IN_BATCH:
+            raise self._error_at("data frame outside a window (no W announced it)", frames, i, base, c_offset, name, "type", 1)
+        if self.accept_mixed_versions:
+            # Logstash's rule (§3.10): the batch's W decides what it holds --
+            # J frames in a '2' batch, D frames in a '1' one -- whatever the
+            # frame's own version byte (the decoder checked it is '1' or '2').
+            if (name == "J") != (self._batch_version == V2):
                 raise self._error_at(
-                    "data frame outside a window (no W announced it)", frames, i, base, c_offset, "J", "type", 1, within=j
+                    f"{name} frame in a version {chr(self._batch_version)!r} batch", frames, i, base, c_offset, name, "type", 1
                 )
-            if self.accept_mixed_versions:
-                if self._batch_version != V2:  # §3.10: a '1' batch holds D frames
-                    raise self._error_at(
-                        f"J frame in a version {chr(self._batch_version)!r} batch", frames, i, base, c_offset, "J", "type", 1, within=j
-                    )
-            elif run.version != self._batch_version:
-                raise self._error_at(
-                    f"version byte {chr(run.version)!r} on a version {chr(self._batch_version)!r} connection",
-                    frames,
-                    i,
-                    base,
-                    c_offset,
-                    "J",
-                    "version",
-                    0,
-                    within=j,
-                )
-            before = self._cur_n
-            k = min(self._cur_count - before, n - j)
-            whole = j == 0 and k == n
-            part = payloads if whole else payloads[j : j + k]
-            held = self._cur_bytes + sum(map(len, part))
-            if held > limit:
-                over = self._cur_bytes
-                for m, p in enumerate(part):  # the frame that went past the limit
-                    over += len(p)
-                    if over > limit:
-                        if before == 0 and m > 0 and self._cur_count > 1:
-                            self.transitions_seen.add(_IN_BATCH_DATA)  # as the frames before it did
-                        raise self._error_at(
-                            f"the batch's events exceed the limit max_batch_bytes={limit}",
-                            frames,
-                            i,
-                            base,
-                            c_offset,
-                            "J",
-                            "payload",
-                            10,
-                            limit=True,
-                            within=j + m,
-                        )
-            self._cur_bytes = held
-            if whole:
-                self._cur_cols.append((run.version, seqs, payloads, docs))
-            else:
-                self._cur_cols.append((run.version, seqs[j : j + k], part, None if docs is None else docs[j : j + k]))
-            self._cur_n = before + k
-            if before == 0 and self._cur_count > 1:
-                # in-batch -> in-batch, recorded once per batch rather than per frame (hot path)
-                self.transitions_seen.add(_IN_BATCH_DATA)
-            if self._cur_n == self._cur_count:
-                self._finish_batch()
-            j += k
+        elif f.version != self._batch_version:
+            raise self._error_at(
+                f"version byte {chr(f.version)!r} on a version {chr(self._batch_version)!r} connection",
+                frames,
+                i,
+                base,
+                c_offset,
+                name,
+                "version",
+                0,
+            )
+        self._cur.append(f)
+        self._cur_bytes += held_bytes(f)
+        if self._cur_bytes > self.limits.max_batch_bytes:
+            raise self._error_at(
+                f"the batch's events exceed the limit max_batch_bytes={self.limits.max_batch_bytes}",
+                frames,
+                i,
+                base,
+                c_offset,
+                name,
+                "payload",
+                10 if name == "J" else 6,
+                limit=True,
+            )
+        self._cur_n += 1
+        if self._cur_n == self._cur_count:
+            self._finish_batch()
+        else:
+            self._transition("data", State.IN_BATCH)
+
+    def _take_window(self, f: Window, frames: list[Any], i: int, base: int, c_offset: int | None) -> None:
+        """``W count``: a batch of ``count`` events begins (§2.1, §3.1), never
+        inside an unfinished one; ``W 0`` is an empty window, answered with
+        ``A 0`` in window order (§3.5)."""
+        self._check_version(f.version, frames, i, base, c_offset, "W")
+        if self.state is State.IN_BATCH:
+            raise self._error_at(
+                f"W while the previous window still expects {self._cur_count - self._cur_n} events",
+                frames,
+                i,
+                base,
+                c_offset,
+                "W",
+                "type",
+                1,
+            )
+        if f.count > self.limits.max_window:
+            raise self._error_at(
+                f"count {f.count} exceeds the limit max_window={self.limits.max_window}",
+                frames,
+                i,
+                base,
+                c_offset,
+                "W",
+                "count",
+                2,
+                limit=True,
+            )
+        if f.count == 0:
+            self._transition("W0")
+            if self.answer_empty_window:
+                # Acks leave in window order: while earlier batches wait for
+                # the application, this A 0 waits behind the last one's ack.
+                if self._pending:
+                    self._held.append((self._pending[-1].number, encode_ack(0, f.version)))
+                else:
+                    self._emit(encode_ack(0, f.version))
+            self._events.append(EmptyWindow(f.version))
+        else:
+            self._transition("W")
+            self._cur_count = f.count
+            self._batch_version = f.version
 
     def _error_at(
         self,
@@ -519,19 +434,12 @@ class ServerConnection(FrameMachine):
         rel: int,
         *,
         limit: bool = False,
-        within: int = 0,
     ) -> LocalProtocolError:
-        """The error at ``frames[i]`` (at its ``within``-th frame if it is a
-        :class:`JsonRun`), field ``rel`` bytes into that frame."""
+        """The error at ``frames[i]``, field ``rel`` bytes into that frame (§4)."""
         cls = LimitExceeded if limit else LocalProtocolError
         if c_offset is not None:
             return cls(reason, protocol=PROTOCOL, frame=f"C>{frame}", field=field, offset=c_offset)
-        at = _offset_of(frames, i, base)
-        if within:
-            run = frames[i]
-            assert isinstance(run, JsonRun)
-            at += 10 * within + sum(map(len, run.payloads[:within]))
-        return cls(reason, protocol=PROTOCOL, frame=frame, field=field, offset=at + rel)
+        return cls(reason, protocol=PROTOCOL, frame=frame, field=field, offset=_offset_of(frames, i, base) + rel)
 
     def _check_version(self, version: int, frames: list[Any], i: int, base: int, c_offset: int | None, frame: str) -> None:
         if self.version is None:
@@ -549,6 +457,9 @@ class ServerConnection(FrameMachine):
             )
 
     def _inflate_and_process(self, f: Compressed, depth: int, offset: int) -> None:
+        """A ``C`` frame at stream ``offset``: its payload inflated (within
+        ``max_nesting_depth``, ``max_decompressed_size`` and what the batch may
+        still hold) and its frames taken in its place (§3.6, §4)."""
         limits = self.limits
         if depth >= limits.max_nesting_depth:
             raise LimitExceeded(
@@ -566,12 +477,14 @@ class ServerConnection(FrameMachine):
             offset=offset,
             budget=limits.max_batch_bytes - self._cur_bytes,
             runs=self._runs,
+            fast=self.fast,
         )
         state_before = self.state
-        self._process(frames, depth + 1, offset)
+        self._take_frames(self, frames, depth + 1, offset, 0)
         self.transitions_seen.add((state_before.value, "C", self.state.value))
 
     def _finish_batch(self) -> None:
+        """The batch's last event arrived: deliver it (its ack waits for :meth:`accept`, §3.3)."""
         if self._cur_cols:
             assert not self._cur  # a batch holds J frames or D frames (§3.10), never both
             batch = Batch.of_columns(self._batch_version, self._cur_cols, self._batches)
@@ -695,277 +608,20 @@ class ServerConnection(FrameMachine):
                 self._events.append(IdleTimeout(now - self._last_activity))
 
 
-# --------------------------------------------------------------------------- client
+# --------------------------------------------------------------------------- the frame loop
+
+#: ``loop(server, frames, depth, c_offset, base)`` runs decoded frames through
+#: ``server`` (the arguments of :meth:`ServerConnection._take_frame`).
+FrameLoop = Callable[[ServerConnection, list[Any], int, "int | None", int], None]
 
 
-@attrs.define
-class _OutstandingWindow:
-    events: list[Any]  # the application's objects, in order
-    seqs: list[int]
-    encoded: EncodedWindow  # their frames, for a resend of the unacked tail
-    acked: int = 0
-    index: dict[int, int] | None = None  # seq -> count acked when seq is acked (running seqs)
+def take_frames(conn: ServerConnection, frames: list[Any], depth: int, c_offset: int | None, base: int = 0) -> None:
+    """The plain frame loop: every decoded frame, in order, through
+    :meth:`ServerConnection._take_frame`."""
+    for i, frame in enumerate(frames):
+        conn._take_frame(frame, frames, i, depth, base, c_offset)
 
 
-class ClientConnection(FrameMachine):
-    """The writer side of one connection: one window outstanding at a time.
-
-    Args:
-        version: ``V1`` (``D`` frames) or ``V2`` (``J`` frames).
-        compression_level: zlib level for the one ``C`` frame that carries a
-            window's events (0 = plain frames).  Beats uses 3.
-        sequence: ``"window"`` numbers every window's events 1..n (Beats; every
-            server acks that correctly); ``"running"`` continues a u32 counter
-            across windows from ``first_seq``, wrapping past 2**32 - 1 to 1.
-        ack_timeout: seconds without an ack or keepalive before
-            :class:`AckTimeout` (Beats: 30 s).
-        ack_interpretation: ``"seq"`` (an ack names the last acked sequence
-            number; Logstash) or ``"count"`` (an ack counts events; go-lumber).
-
-    ``next_event()`` gives :class:`AckReceived`, :class:`KeepAlive`, and once,
-    :class:`ConnectionClosed` or :class:`AckTimeout` (a closed machine then
-    answers :data:`NEED_DATA`).  After a reset, a failed write
-    (``send_failed``) or an ack timeout the window's unacked events stay in
-    :meth:`unacked`, for the driver to resend on a new connection.
-    """
-
-    role: Final = "client"
-    PROTOCOL = PROTOCOL
-    TRANSITIONS = CLIENT_TRANSITIONS
-    ERROR_STATE = State.ERROR
-    CLOSED_STATE = State.CLOSED
-
-    def __init__(
-        self,
-        *,
-        version: int = V2,
-        compression_level: int = 3,
-        limits: Limits = DEFAULT_LIMITS,
-        sequence: Literal["window", "running"] = "window",
-        first_seq: int = 1,
-        ack_timeout: float | None = 30.0,
-        ack_interpretation: Literal["seq", "count"] = "seq",
-    ) -> None:
-        if version not in (V1, V2):
-            raise ValueError("version must be V1 (0x31) or V2 (0x32)")
-        if not 0 <= compression_level <= 9:
-            raise ValueError("compression_level must be 0..9")
-        if not 1 <= first_seq <= MAX_U32:
-            raise ValueError("first_seq must be 1..2**32-1 (0 is reserved for keepalives)")
-        super().__init__(State.IDLE)
-        self.version = version
-        self.compression_level = compression_level
-        self.limits = limits
-        self.sequence = sequence
-        self.ack_timeout = ack_timeout
-        self.ack_interpretation = ack_interpretation
-        #: the sequence number the next event will get (running mode).
-        self.next_seq = first_seq
-        self._win: _OutstandingWindow | None = None
-        self._buf = bytearray()
-        self._consumed = 0  # stream offset of _buf[0]
-        self._last_activity = 0.0
-        self._write_failed = False
-
-    def _transition(self, inp: str, new: State | None = None, *, offset: int | None = None, frame: str | None = None) -> None:
-        allowed = CLIENT_TRANSITIONS.get((self.state, inp))
-        if allowed is None:
-            raise LocalProtocolError(f"{inp!r} is not allowed in state {self.state.value}", protocol=PROTOCOL, frame="A")
-        target = new if new is not None else next(iter(allowed))
-        assert target in allowed
-        self.transitions_seen.add((self.state.value, inp, target.value))
-        self.state = target
-
-    # -- sending -----------------------------------------------------------
-    def send(self, event: object, *, now: float) -> None:
-        """``SendWindow(events, encoded)``: queue ``W n`` followed by the ``n``
-        events (in one ``C`` when compressing), one chunk in ``data_to_send()``
-        so no Nagle stall splits them.
-
-        ``encoded`` may give the events already prepared: an
-        :class:`~refwire.lumberjack.frames.EncodedWindow` (from
-        :func:`~refwire.lumberjack.frames.encode_events`, or
-        :meth:`unacked_encoded` for a resend; renumbered in place for this
-        window), or one :func:`encode_event` result per event.  The trio client
-        encodes each window once, so a resend does not encode twice.
-        """
-        if not isinstance(event, SendWindow):
-            raise TypeError(f"a Lumberjack client sends SendWindow events, not {type(event).__name__}")
-        events, encoded = event.events, event.encoded
-        n = len(events)
-        if n == 0:
-            raise LocalProtocolError("a window needs at least one event", protocol=PROTOCOL, frame="W")
-        if n > self.limits.max_window:
-            raise LimitExceeded(
-                f"window of {n} events exceeds the limit max_window={self.limits.max_window}",
-                protocol=PROTOCOL,
-                frame="W",
-                field="count",
-            )
-        if self.state is not State.IDLE:
-            raise LocalProtocolError(f"cannot send a window in state {self.state.value}", protocol=PROTOCOL, frame="W")
-        version = self.version
-        if isinstance(encoded, EncodedWindow) and (len(encoded) != n or encoded.version != version):
-            raise LocalProtocolError(
-                f"the encoded window holds {len(encoded)} version {chr(encoded.version)!r} events, "
-                f"not {n} version {chr(version)!r} ones",
-                protocol=PROTOCOL,
-                frame="W",
-            )
-        self._now = now
-        following = self.next_seq
-        if self.sequence == "window":
-            seqs = list(range(1, n + 1))
-            index = None
-        else:
-            seqs = []
-            for _ in range(n):
-                seqs.append(following)
-                following = next_seq(following)
-            index = {seq: i + 1 for i, seq in enumerate(seqs)}
-        if isinstance(encoded, EncodedWindow):
-            prepared = encoded
-            prepared.renumber(seqs)
-        elif encoded is not None:
-            prepared = EncodedWindow(version, bytearray(), [], seqs)
-            body, mark = prepared.body, prepared.starts.append
-            for seq, payload in zip(seqs, encoded, strict=True):
-                mark(len(body))
-                body += encode_data(version, seq, payload)
-        else:
-            prepared = encode_events(version, events, seqs)
-        self._out += window_bytes(version, n, prepared.body, self.compression_level)
-        self.next_seq = following  # (an event that cannot be encoded raised above: nothing is sent)
-        self._transition("send")
-        self._win = _OutstandingWindow(list(events), seqs, prepared, 0, index)
-        self._last_activity = now
-
-    def send_window(self, events: Sequence[Any], *, now: float, encoded: Sequence[Any] | None = None) -> None:
-        """``send(SendWindow(events, encoded), now=now)``."""
-        self.send(SendWindow(events, encoded), now=now)
-
-    def unacked(self) -> list[Any]:
-        """The application's events of the current window not acked yet."""
-        w = self._win
-        return [] if w is None else w.events[w.acked :]
-
-    def unacked_encoded(self) -> EncodedWindow:
-        """The frames of :meth:`unacked`'s events, to resend them as sent
-        (``SendWindow(unacked, encoded)`` renumbers them for the new window)."""
-        w = self._win
-        if w is None:
-            return EncodedWindow(self.version, bytearray(), [], [])
-        return w.encoded.tail(len(w.events) - w.acked)
-
-    @property
-    def acked(self) -> int:
-        """Events of the current (or just completed) window acked so far."""
-        return 0 if self._win is None else self._win.acked
-
-    def send_failed(self, *, now: float) -> None:
-        """The driver could not write: the connection is over; the window stays
-        unacked (:meth:`unacked`) for the driver to resend on a new connection."""
-        self._write_failed = True
-        super().send_failed(now=now)
-
-    # -- receiving ---------------------------------------------------------
-    def _feed(self, data: bytes | bytearray | memoryview) -> None:
-        self._buf += data
-
-    def _input_ended(self) -> None:
-        if self._reset and self.state in (State.IDLE, State.AWAITING_ACK):
-            self._transition("reset")
-            reason = "write failed" if self._write_failed else "reset"
-            self._events.append(ConnectionClosed(clean=False, reason=reason))
-
-    def _idle_event(self) -> NeedData | None:
-        return NEED_DATA if self.state is State.CLOSED else None
-
-    def _pump(self) -> None:
-        buf = self._buf
-        pos = 0
-        try:
-            for ver, seq, at in scan_acks(buf, base=self._consumed):
-                pos = at + 6
-                self._on_ack(ver, seq, self._consumed + at)
-        finally:
-            del buf[:pos]
-            self._consumed += pos
-
-    def _at_eof(self) -> None:
-        if self.state not in (State.IDLE, State.AWAITING_ACK):
-            return
-        if self._buf:
-            raise closed_inside(
-                "an A frame",
-                protocol=PROTOCOL,
-                frame="A",
-                offset=self._consumed,
-                detail=f"{len(self._buf)} bytes of it",
-            )
-        self._transition("eof")
-        self._events.append(ConnectionClosed(clean=not self._win or self._win.acked == len(self._win.events)))
-
-    def _on_ack(self, ver: int, seq: int, offset: int) -> None:
-        self._last_activity = self._now
-        w = self._win
-        if seq == 0 and (w is None or self.ack_interpretation == "count" or w.index is None or 0 not in w.index):
-            self._transition("keepalive")
-            self._events.append(KeepAlive(ver))
-            return
-        if ver != self.version:
-            raise LocalProtocolError(
-                f"ack with version byte {chr(ver)!r} on a version {chr(self.version)!r} connection",
-                protocol=PROTOCOL,
-                frame="A",
-                field="version",
-                offset=offset,
-            )
-        if w is None or self.state is not State.AWAITING_ACK:
-            raise LocalProtocolError(
-                f"ack {seq} with no window outstanding", protocol=PROTOCOL, frame="A", field="seq", offset=offset + 2
-            )
-        n = len(w.events)
-        if self.ack_interpretation == "count":
-            count = seq if seq <= n else -1
-        elif w.index is None:
-            count = seq if 1 <= seq <= n else -1
-        else:
-            count = w.index.get(seq, -1)
-        if count < 0:
-            raise LocalProtocolError(
-                f"ack {seq} names no event of the outstanding window ({w.seqs[0]}..{w.seqs[-1]})",
-                protocol=PROTOCOL,
-                frame="A",
-                field="seq",
-                offset=offset + 2,
-            )
-        if count < w.acked:
-            raise LocalProtocolError(
-                f"ack {seq} goes backwards ({count} < {w.acked} events already acked)",
-                protocol=PROTOCOL,
-                frame="A",
-                field="seq",
-                offset=offset + 2,
-            )
-        newly = count - w.acked
-        w.acked = count
-        complete = count == n
-        self._transition("ack-last" if complete else "ack-partial")
-        self._events.append(AckReceived(seq, newly, count, complete))
-
-    # -- timers ------------------------------------------------------------
-    def next_deadline(self) -> float | None:
-        """When the ack timeout expires (only while a window is outstanding)."""
-        if self.state is not State.AWAITING_ACK or self.ack_timeout is None:
-            return None
-        return self._last_activity + self.ack_timeout
-
-    def handle_timer(self, *, now: float) -> None:
-        """Queue :class:`AckTimeout` (the connection is done) if no ack or
-        keepalive arrived within ``ack_timeout``."""
-        self._now = now
-        deadline = self.next_deadline()
-        if deadline is not None and now >= deadline:
-            self._transition("timeout")
-            self._events.append(AckTimeout(now - self._last_activity))
+#: The server's frame loops by ``fast``: the plain :func:`take_frames`; ``True``
+#: is registered by :mod:`refwire.lumberjack._fast_connection`.
+FRAME_LOOPS: Final[dict[bool, FrameLoop]] = {False: take_frames}

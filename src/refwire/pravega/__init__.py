@@ -12,6 +12,14 @@ pipeline):
   server machine, the segment store's state and the :class:`Log` protocol it
   writes to (with the in-memory :class:`MemoryLog`).
 
+Each codec and machine has a plain path that follows the spec's sections
+(:mod:`.commands`, :mod:`.frames_codec`, :mod:`.connection`, :mod:`.partial`) and,
+beside it, a speed path doing the same work faster (:mod:`._fast_frames`,
+:mod:`._fast_connection`), which registers itself into hooks the plain modules
+declare when this package is imported.  Which one runs is decided once per
+decoder or machine: ``fast=True``/``False``, or by default the process-wide
+switch of :mod:`refwire.speed` (``REFWIRE_REFERENCE=1`` selects the plain path).
+
 The drivers are imported explicitly: :mod:`.server` / :mod:`.client` (trio),
 :mod:`.disk` (the log in a directory), :mod:`.controller` (a minimal gRPC
 controller so the real ``pravega`` client can find the store).  The 2017 draft
@@ -19,6 +27,10 @@ dialect is :mod:`refwire.pravega.draft2017`.
 """
 
 from ..sansio import NEED_DATA
+
+# The speed paths register themselves into the plain modules' hooks on import (a
+# plain module never imports its speed path, so this is where they are imported).
+from . import _fast_connection, _fast_frames  # noqa: F401
 from .connection import ClientConnection, ServerConnection, State
 from .events import (
     Append,

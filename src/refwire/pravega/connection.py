@@ -17,21 +17,29 @@ makes real Pravega close the connection without a reply raises a
 :class:`RemoteProtocolError` naming the field and offset; the machine is then
 in the ERROR state and the driver closes the connection.  The events they give
 and take are in :mod:`~refwire.pravega.events`.
+
+This is the plain path: every frame decoded to its command and taken through
+the methods that follow the spec's sections (§5.3 ``_on_block_end`` and
+``_reassemble``, §5.4 ``_begin_append``, §7 Hello).  The server's speed path for
+the appends writers send, straight from the buffer to the :class:`Append`, is
+:mod:`._fast_connection`, registered into :data:`_FAST_APPEND`; a machine takes
+it unless built with ``fast=False`` or run under ``REFWIRE_REFERENCE=1``
+(:mod:`refwire.speed`).
 """
 
 from __future__ import annotations
 
 import enum
-import struct
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Final
 
 import attrs
 
 from ..errors import LocalProtocolError
 from ..sansio import NEED_DATA, FrameMachine, NeedData, closed_inside
+from ..speed import use_fast
 from ..wire import Limits, check_limit
 from .events import (
     Append,
@@ -65,8 +73,8 @@ from .frames import (
     PartialEvent,
     SetupAppend,
     encode_event,
-    parse_append_block_end,
 )
+from .partial import check_block_end, reassemble
 
 __all__ = [
     "CLIENT_TRANSITIONS",
@@ -141,47 +149,6 @@ class _Session:
 
 
 _OPEN: Final = State.OPEN  # a module global: State.OPEN is a lookup through the Enum metaclass
-_BLOCK: Final = AppendBlock.TYPE
-_BLOCK_END: Final = AppendBlockEnd.TYPE
-_PARTIAL: Final = PartialEvent.TYPE
-_PADDING: Final = Padding.TYPE
-_II: Final = struct.Struct(">ii")
-
-
-def _seen(state: State, inp: str) -> tuple[str, str, str]:
-    return (state.value, inp, SERVER_TRANSITIONS[(state, inp)].value)
-
-
-#: the transitions the hot path of appends goes through
-_OPEN_BLOCK_END: Final = _seen(State.OPEN, "block-end")
-_OPEN_BLOCK: Final = _seen(State.OPEN, "block")
-_IN_BLOCK_BLOCK_END: Final = _seen(State.IN_BLOCK, "block-end")
-assert _OPEN_BLOCK_END[2] == _IN_BLOCK_BLOCK_END[2] == State.OPEN.value and _OPEN_BLOCK[2] == State.IN_BLOCK.value
-_new: Final = object.__new__
-#: the slots of Append, filled directly on the trusted path (every field is set)
-_APPEND_SET: Final = tuple(
-    Append.__dict__[name].__set__
-    for name in (
-        "segment",
-        "writer_id",
-        "event_number",
-        "event_count",
-        "data",
-        "request_id",
-        "expected_offset",
-        "previous_stored",
-    )
-)
-assert {a.name for a in attrs.fields(Append)} == {
-    "segment",
-    "writer_id",
-    "event_number",
-    "event_count",
-    "data",
-    "request_id",
-    "expected_offset",
-    "previous_stored",
-}
 
 
 def _versions_compatible(high: int, low: int) -> bool:
@@ -194,10 +161,13 @@ class _Base(FrameMachine):
     ERROR_STATE = State.ERROR
     CLOSED_STATE = State.CLOSED
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, fast: bool | None) -> None:
         super().__init__(State.OPEN)
         self.limits = limits
-        self._decoder = CommandDecoder(limits)
+        #: whether this machine takes its speed paths (the decoder's, and the server's
+        #: :mod:`._fast_connection`): decided once, here (:mod:`refwire.speed`)
+        self.fast = use_fast(fast)
+        self._decoder = CommandDecoder(limits, fast=self.fast)
         self.peer_version: tuple[int, int] | None = None
         self._closed_owed = False
 
@@ -278,8 +248,17 @@ class ServerConnection(_Base):
     role = "server"
     TRANSITIONS = SERVER_TRANSITIONS
 
-    def __init__(self, limits: Limits = DEFAULT_LIMITS, *, max_writers: int | None = None, frame_timeout: float | None = 30.0) -> None:
-        super().__init__(limits)
+    def __init__(
+        self,
+        limits: Limits = DEFAULT_LIMITS,
+        *,
+        max_writers: int | None = None,
+        frame_timeout: float | None = 30.0,
+        fast: bool | None = None,
+    ) -> None:
+        """``fast``: take the speed path of appends (:mod:`._fast_connection`) and of
+        the decoder; None follows :mod:`refwire.speed`."""
+        super().__init__(limits, fast)
         #: spec §11: an idle connection *between* frames stays open, as the real
         #: server keeps it, but one stuck inside a frame is closed (the shared
         #: frame timer of :class:`~refwire.sansio.FrameMachine`).
@@ -288,21 +267,22 @@ class ServerConnection(_Base):
         self.max_writers = limits.max_window if max_writers is None else max_writers
         self._sessions: dict[uuid.UUID, _Session] = {}
         self._writers: dict[tuple[str, uuid.UUID], WriterState] = {}
-        #: writer id bytes -> (id, session, writer state), for :meth:`_bare_block_end`;
-        #: cleared whenever ``_sessions`` or ``_writers`` change
-        self._fast_writers: dict[bytes, tuple[uuid.UUID, _Session, WriterState]] = {}
-        #: the hot path of :meth:`_bare_block_end` stands for these methods, so a
-        #: subclass that changes one of them goes the general way
-        cls = type(self)
-        self._fast_path = all(
-            getattr(cls, name) is getattr(ServerConnection, name)
-            for name in ("_pump", "_on_command", "_session_for", "_on_block_end", "_reassemble", "_begin_append", "_transition")
-        )
         self._block: AppendBlock | None = None
         self._block_offset = 0
-        #: bare AppendBlockEnds decoded ahead in columns (CommandDecoder.block_ends), still
-        #: buffered: each is consumed when its Append is delivered; the stream offset of
-        #: the next one, and its index
+        #: the speed path of appends (:mod:`._fast_connection`), or None for the plain
+        #: path only.  It stands for the methods of _SPEED_STANDS_FOR, so a subclass
+        #: that changes one of them goes the plain way.
+        cls = type(self)
+        unchanged = all(getattr(cls, name) is getattr(ServerConnection, name) for name in _SPEED_STANDS_FOR)
+        self._fast_append: Callable[[ServerConnection], Append | None] | None = (
+            _FAST_APPEND[0] if self.fast and _FAST_APPEND and unchanged else None
+        )
+        # The speed path's state, kept here so that the plain path can drop what it
+        # caches: writer id bytes -> (id, session, writer state), cleared whenever
+        # ``_sessions`` or ``_writers`` change; and the bare AppendBlockEnds decoded
+        # ahead in columns (CommandDecoder.block_ends), still buffered, each consumed
+        # when its Append is delivered, with the stream offset of the next one.
+        self._fast_writers: dict[bytes, tuple[uuid.UUID, _Session, WriterState]] = {}
         self._run_rows: Iterator[tuple[bytes, bytes, int, int, int, int]] | None = None
         self._run_offset = -1
         #: bytes of AppendBlockEnd data dropped by Java's quirk (§5.3); the driver logs them
@@ -313,8 +293,9 @@ class ServerConnection(_Base):
     def next_event(self) -> ServerEvent | NeedData:
         """The next event or :data:`NEED_DATA`; raises :class:`RemoteProtocolError`
         (after the events decoded before the bad byte) on a violation."""
-        if self._fast_path and self.state is _OPEN and self._block is None and not self._events and self._error is None:
-            append = self._fast_append()
+        fast_append = self._fast_append
+        if fast_append is not None and self.state is _OPEN and self._block is None and not self._events and self._error is None:
+            append = fast_append(self)
             if append is not None:
                 return append
         return self._next()  # type: ignore[no-any-return]
@@ -323,157 +304,6 @@ class ServerConnection(_Base):
         return self._writers.get((segment, writer_id))
 
     # -- receive -------------------------------------------------------------
-    def _fast_append(self) -> Append | None:
-        """The hot path of appends, for the two shapes writers send: a bare
-        AppendBlockEnd (the Rust client: no AppendBlock before it), and an
-        AppendBlock whose AppendBlockEnd is already buffered behind it (the Java
-        client: the block ends in whole events, or in a PartialEvent that the
-        AppendBlockEnd completes).  When the frames pass every check of
-        :meth:`_on_command`, :meth:`_on_block_end`, :meth:`_reassemble` and
-        :meth:`_begin_append`, they go straight from the buffer to their
-        :class:`Append`: no command objects, the event bytes copied once, the
-        writer's records found by the id's 16 bytes.  Bare AppendBlockEnds are
-        decoded a run at a time (:meth:`CommandDecoder.block_ends`, each frame
-        consumed when its Append is returned).  Anything else returns None
-        before changing anything, and the general path decodes, checks and
-        reports it exactly as it always does."""
-        dec = self._decoder
-        rows = self._run_rows
-        payload: bytes
-        if rows is not None and self._run_offset == dec.offset and (row := next(rows, None)) is not None:
-            # the next bare AppendBlockEnd of a run decoded ahead (a stale run -- anything
-            # consumed since -- or a delivered one is dropped below)
-            raw, payload, num, last, rid, frame_size = row
-            writer = self._fast_writers.get(raw)
-            if writer is None:
-                writer = self._find_writer(raw)
-                if writer is None:
-                    self._run_rows = None  # the frame is still buffered: the general path reports it
-                    return None
-            writer_id, session, state = writer
-            previous = state.last_stored
-            if num <= 0 or last < session.last_event_number or last < previous:
-                self._run_rows = None
-                return None
-            dec.consume(frame_size)
-            self._run_offset += frame_size
-            block_start = -1
-        else:
-            if rows is not None:
-                self._run_rows = None
-            frame = dec.peek_frame()
-            if frame is None:
-                return None
-            code, data, start, end = frame
-            block_start = block_end = -1  # the AppendBlock's payload in ``data``, if any
-            if code == _BLOCK:
-                if end - start < 16:
-                    return None
-                block_start, block_end = start, end
-                frame = dec.peek_frame(skip=end - start + 8)
-                if frame is None:
-                    return None
-                code, data, start, end = frame
-            elif code == _BLOCK_END and end < len(data) and self._next_run() is not None:
-                # bare AppendBlockEnds (the Rust client) with more behind them: decoded a
-                # run at a time, delivered from the top (a lone one is parsed below)
-                return self._fast_append()
-            if code != _BLOCK_END:
-                return None
-            got = parse_append_block_end(data, start, end)
-            if got is None:
-                return None
-            raw, size, blob, num, last, rid = got
-            writer = self._fast_writers.get(raw)
-            if writer is None:
-                writer = self._find_writer(raw)
-                if writer is None:
-                    return None
-            writer_id, session, state = writer
-            previous = state.last_stored
-            if num <= 0 or last < session.last_event_number or last < previous:
-                return None
-            if block_start < 0:
-                payload = blob  # a bare AppendBlockEnd: sizeOfWholeEvents is ignored
-            else:
-                events = block_start + 16
-                left = block_end - events - size  # the block's bytes after its whole events
-                if data[block_start:events] != raw or size < 0 or left < 0:
-                    return None
-                if left == 0:
-                    if blob:
-                        return None  # AppendDecoder's quirk (the bytes are ignored and counted): the general path
-                    payload = data[events:block_end] if type(data) is bytes else bytes(data[events:block_end])
-                else:
-                    if left < 8:
-                        return None
-                    rcode, n = _II.unpack_from(data, events + size)
-                    if not 0 <= n <= left - 8:
-                        return None  # a broken remainder: the general path reports it
-                    if rcode == _PARTIAL:
-                        with memoryview(data) as view:
-                            p = events + size + 8
-                            payload = b"".join((view[events : events + size], view[p : p + n], blob))
-                    elif rcode == _PADDING and not blob:
-                        stop = events + size
-                        payload = data[events:stop] if type(data) is bytes else bytes(data[events:stop])
-                    else:
-                        return None
-            limits = self.limits
-            if len(payload) > limits.max_buffered + limits.max_frame_size:
-                return None
-            dec.consume_frame(end)
-        # Every check passed: the same changes as the general path, in one go.
-        seen = self.transitions_seen
-        if block_start < 0:
-            seen.add(_OPEN_BLOCK_END)
-        else:
-            seen.add(_OPEN_BLOCK)
-            seen.add(_IN_BLOCK_BLOCK_END)
-        session.last_event_number = last
-        state.last_stored = last
-        state.in_flight += 1
-        append = _new(Append)
-        set_segment, set_wid, set_number, set_count, set_data, set_rid, set_expected, set_previous = _APPEND_SET
-        set_segment(append, session.segment)
-        set_wid(append, writer_id)
-        set_number(append, last)
-        set_count(append, num)
-        set_data(append, payload)
-        set_rid(append, rid)
-        set_expected(append, None)
-        set_previous(append, previous)
-        return append
-
-    def _next_run(self) -> Iterator[tuple[bytes, bytes, int, int, int, int]] | None:
-        """The rows (writer id bytes, data, num_events, last_event_number,
-        request_id, frame size) of the bare AppendBlockEnds at the head of the
-        buffer (:meth:`CommandDecoder.block_ends`), or None."""
-        dec = self._decoder
-        run = dec.block_ends()
-        if run is None:
-            self._run_rows = None
-            return None
-        self._run_offset = dec.offset
-        self._run_rows = rows = zip(
-            run.writer_ids, run.data, run.num_events, run.last_event_numbers, run.request_ids, run.frame_sizes, strict=True
-        )
-        return rows
-
-    def _find_writer(self, raw: bytes) -> tuple[uuid.UUID, _Session, WriterState] | None:
-        """The session and writer state of the writer id ``raw`` (16 bytes), kept
-        in ``_fast_writers`` until a SetupAppend, an AppendSetup or a failed
-        append changes them; None if either is missing."""
-        writer_id = uuid.UUID(bytes=raw)
-        session = self._sessions.get(writer_id)
-        if session is None:
-            return None
-        state = self._writers.get((session.segment, writer_id))
-        if state is None:
-            return None
-        self._fast_writers[raw] = found = (writer_id, session, state)
-        return found
-
     def _pump(self) -> None:
         dec = self._decoder
         while self.state in (State.OPEN, State.IN_BLOCK) and not self._events:
@@ -484,6 +314,8 @@ class ServerConnection(_Base):
             self._on_command(cmd, start)
 
     def _on_command(self, cmd: Command, offset: int) -> None:
+        """One command at stream ``offset``: Hello (§7.1), KeepAlive (§7.2), the
+        append path by the rules of §5.3 in their order, any other request."""
         code = cmd.TYPE
         if self.state is State.IN_BLOCK and code in _APPEND_PATH and code != AppendBlockEnd.TYPE:
             raise LocalProtocolError(
@@ -568,6 +400,7 @@ class ServerConnection(_Base):
         return session
 
     def _on_block_end(self, end: AppendBlockEnd, offset: int) -> None:
+        """§5.3 rule 5: an AppendBlockEnd closes the held block (Java) or is bare (Rust)."""
         session = self._session_for(end.writer_id, offset, "AppendBlockEnd")
         fo = offset + 8  # payload start: writer_id(16) size(4) len(4) data num(4) last(8) rid(8)
         if end.num_events <= 0:
@@ -590,23 +423,7 @@ class ServerConnection(_Base):
         if block is None:
             data = end.data  # the Rust client's bare AppendBlockEnd: sizeOfWholeEvents is ignored
         else:
-            if block.writer_id != end.writer_id:
-                raise LocalProtocolError(
-                    f"AppendBlockEnd writer {end.writer_id} does not match its AppendBlock writer {block.writer_id}",
-                    protocol=PROTOCOL,
-                    frame="AppendBlockEnd",
-                    field="writer_id",
-                    offset=fo,
-                )
-            size = end.size_of_whole_events
-            if not 0 <= size <= len(block.data):
-                raise LocalProtocolError(
-                    f"sizeOfWholeEvents {size} is outside the block's {len(block.data)} bytes",
-                    protocol=PROTOCOL,
-                    frame="AppendBlockEnd",
-                    field="size_of_whole_events",
-                    offset=fo + 16,
-                )
+            size = check_block_end(block, end, offset)
             data = self._reassemble(block, size, end, offset)
             self._block = None
         self._transition("block-end", offset=offset, frame="AppendBlockEnd")
@@ -625,55 +442,12 @@ class ServerConnection(_Base):
         )
 
     def _reassemble(self, block: AppendBlock, size: int, end: AppendBlockEnd, end_offset: int) -> bytes:
-        """The block's whole events and its remainder completed by ``end`` (at stream offset ``end_offset``)."""
-        if size == len(block.data):
-            if end.data:
-                # Quirk copied from AppendDecoder: end.data is ignored when the block has no remainder.
-                self.ignored_block_end_bytes += len(end.data)
-            return block.data
-        data = block.data
-        left = len(data) - size  # the remainder after the whole events
-        base = self._block_offset + 8 + 16 + size
-        if left < 8:
-            raise LocalProtocolError(
-                f"{left} bytes after the whole events are not a command header",
-                protocol=PROTOCOL,
-                frame="AppendBlock",
-                field="data",
-                offset=base,
-            )
-        code = int.from_bytes(data[size : size + 4], "big", signed=True)
-        n = int.from_bytes(data[size + 4 : size + 8], "big", signed=True)
-        if code not in (PartialEvent.TYPE, Padding.TYPE):
-            raise LocalProtocolError(
-                f"the block's remainder must be a PartialEvent or Padding, found type {code}",
-                protocol=PROTOCOL,
-                frame="AppendBlock",
-                field="data",
-                offset=base,
-            )
-        if not 0 <= n <= left - 8:
-            raise LocalProtocolError(
-                f"the {'PartialEvent' if code == PartialEvent.TYPE else 'Padding'} length {n} does not match the "
-                f"{left - 8} bytes left in the block",
-                protocol=PROTOCOL,
-                frame="PartialEvent" if code == PartialEvent.TYPE else "Padding",
-                field="length",
-                offset=base + 4,
-            )
-        if code == Padding.TYPE:
-            if end.data:
-                raise LocalProtocolError(
-                    "an AppendBlockEnd after Padding must carry no data",
-                    protocol=PROTOCOL,
-                    frame="AppendBlockEnd",
-                    field="data",
-                    offset=end_offset + 8 + 24,  # its data: after the header, writer_id, size and data's length
-                )
-            return data[:size]
-        # AppendDecoder decodes one frame from the remainder and ignores bytes after it (§5.3).
-        with memoryview(data) as view:  # one copy of the event bytes, not three
-            return b"".join((view[:size], view[size + 8 : size + 8 + n], end.data))
+        """The block's whole events and its remainder completed by ``end`` (at stream
+        offset ``end_offset``), :func:`.partial.reassemble` (§5.3 rule 5.4); the bytes of
+        ``end`` that AppendDecoder's quirk ignores are counted in :attr:`ignored_block_end_bytes`."""
+        data, ignored = reassemble(block, self._block_offset, size, end, end_offset)
+        self.ignored_block_end_bytes += ignored
+        return data
 
     def _begin_append(
         self,
@@ -705,17 +479,18 @@ class ServerConnection(_Base):
             )
         state.last_stored = event_number
         state.in_flight += 1
-        append = _new(Append)  # every field is set below (Append has no validators)
-        set_segment, set_wid, set_number, set_count, set_data, set_rid, set_expected, set_previous = _APPEND_SET
-        set_segment(append, segment)
-        set_wid(append, writer_id)
-        set_number(append, event_number)
-        set_count(append, count)
-        set_data(append, data)
-        set_rid(append, request_id)
-        set_expected(append, expected_offset)
-        set_previous(append, previous)
-        self._events.append(append)
+        self._events.append(
+            Append(
+                segment=segment,
+                writer_id=writer_id,
+                event_number=event_number,
+                event_count=count,
+                data=data,
+                request_id=request_id,
+                expected_offset=expected_offset,
+                previous_stored=previous,
+            )
+        )
 
     # -- send ----------------------------------------------------------------
     def reserve(self, *, now: float) -> ReplySlot:
@@ -811,6 +586,22 @@ class ServerConnection(_Base):
         super().send_failed(now=now)
 
 
+#: The speed path of :meth:`ServerConnection.next_event`, registered by
+#: :mod:`._fast_connection` (which ``refwire.pravega`` imports).  A machine built
+#: with the speed path off never calls it.
+_FAST_APPEND: list[Callable[[ServerConnection], Append | None]] = []
+#: the methods of the plain path the speed path of appends stands for
+_SPEED_STANDS_FOR: Final = (
+    "_pump",
+    "_on_command",
+    "_session_for",
+    "_on_block_end",
+    "_reassemble",
+    "_begin_append",
+    "_transition",
+)
+
+
 # --------------------------------------------------------------------------- client
 
 
@@ -825,9 +616,14 @@ class ClientConnection(_Base):
     TRANSITIONS = CLIENT_TRANSITIONS
 
     def __init__(
-        self, limits: Limits = DEFAULT_LIMITS, *, version: tuple[int, int] = (WIRE_VERSION, OLDEST_COMPATIBLE_VERSION)
+        self,
+        limits: Limits = DEFAULT_LIMITS,
+        *,
+        version: tuple[int, int] = (WIRE_VERSION, OLDEST_COMPATIBLE_VERSION),
+        fast: bool | None = None,
     ) -> None:
-        super().__init__(limits)
+        """``fast``: take the decoder's speed path; None follows :mod:`refwire.speed`."""
+        super().__init__(limits, fast)
         self.version = version
         self.hello_received = False
 

@@ -2,25 +2,24 @@
 one frozen attrs class per command in wire field order, and the codec to encode
 and decode them.
 
-This is the module to import.  The layout interpreter (field kinds, encoder,
-stream decoder) lives in :mod:`.frames_codec` and is re-exported here; it is a
-separate module because it is a second job of its own size, shared with the 2017
-draft dialect's command table (``refwire.pravega.draft2017.frames``).
+This is the module to import.  The codec (the layout interpreter of
+:mod:`.commands`: field kinds, encoder, decoder; the stream decoder of
+:mod:`.frames_codec`) is re-exported here; it is separate because it is a job
+of its own size, shared with the 2017 draft dialect's command table
+(``refwire.pravega.draft2017.frames``).
+
+Every command decodes through that one interpreter (the plain path).  The
+hand-written decoders of the append and read paths' commands are a speed path
+beside it, in :mod:`._fast_frames`.
 """
 
 from __future__ import annotations
 
-import struct
 import uuid
-from typing import Any, Final
 
 import attrs
 
 from .frames_codec import (
-    _FAST,
-    _IQ,
-    _IQQ,
-    _UUID_II,
     BLOB32,
     BOOL,
     CLIENT_LIMITS,
@@ -58,7 +57,6 @@ from .frames_codec import (
     encode_event,
     f,
     split_frames,
-    uuid_of,
 )
 
 __all__ = [
@@ -679,159 +677,3 @@ def request_id_of(cmd: Command) -> int:
         return 0
     rid = getattr(cmd, "request_id", -1)
     return int(rid)
-
-
-# --------------------------------------------------------------------------- fast paths
-# The commands of the append and read paths, decoded with one struct call per
-# group of fixed fields.  Anything irregular (short payload, negative or lying
-# length, non-ASCII string) returns None: the generic decoder then decodes it
-# or reports the error with its field and offset.
-
-_II = struct.Struct(">ii")
-_Q = struct.Struct(">q")
-_QQQ = struct.Struct(">qqq")
-_QQ = struct.Struct(">qq")
-_H = struct.Struct(">H")
-_UUID_QQQQ = struct.Struct(">16sqqqq")  # DataAppended's fields
-
-# Trusted construction: a fast decoder has read every field itself, so it fills
-# the frozen slots directly (their descriptors' __set__) instead of calling the
-# keyword __init__, which costs twice as much and checks nothing more (the
-# command classes have no validators).
-_new = object.__new__
-
-
-def _setters(cls: type[Any], *names: str) -> tuple[Any, ...]:
-    slots = cls.__dict__
-    assert set(names) == {a.name for a in attrs.fields(cls)}, cls
-    return tuple(slots[name].__set__ for name in names)
-
-
-_uuid = uuid_of
-
-
-def _ascii_utf(data: bytes | bytearray | memoryview, pos: int, end: int) -> tuple[str, int] | None:
-    if pos + 2 > end:
-        return None
-    (n,) = _H.unpack_from(data, pos)
-    stop = pos + 2 + n
-    if stop > end:
-        return None
-    raw = bytes(data[pos + 2 : stop])
-    if not raw.isascii() or b"\x00" in raw:
-        return None
-    return raw.decode("ascii"), stop
-
-
-_ABE_SET: Final = _setters(
-    AppendBlockEnd, "writer_id", "size_of_whole_events", "data", "num_events", "last_event_number", "request_id"
-)
-
-
-def parse_append_block_end(
-    data: bytes | bytearray | memoryview, start: int, end: int
-) -> tuple[bytes, int, bytes, int, int, int] | None:
-    """The fields of a regular AppendBlockEnd payload ``data[start:end]``: ``(writer
-    id's 16 bytes, size_of_whole_events, data, num_events, last_event_number,
-    request_id)``; None for anything irregular (then decode it with the generic path)."""
-    if end - start < 24:
-        return None
-    raw, size, dlen = _UUID_II.unpack_from(data, start)
-    p = start + 24 + dlen
-    if dlen < 0 or p + 12 > end:
-        return None
-    if end - p >= 20:
-        num, last, rid = _IQQ.unpack_from(data, p)
-    else:
-        num, last = _IQ.unpack_from(data, p)
-        rid = -1
-    blob = data[start + 24 : p]
-    return raw, size, blob if type(blob) is bytes else bytes(blob), num, last, rid
-
-
-def _fast_append_block_end(data: bytes | bytearray | memoryview, start: int, end: int) -> AppendBlockEnd | None:
-    # parse_append_block_end, inline (this is the hottest decoder of all)
-    if end - start < 24:
-        return None
-    raw, size, dlen = _UUID_II.unpack_from(data, start)
-    p = start + 24 + dlen
-    if dlen < 0 or p + 12 > end:
-        return None
-    if end - p >= 20:
-        num, last, rid = _IQQ.unpack_from(data, p)
-    else:
-        num, last = _IQ.unpack_from(data, p)
-        rid = -1
-    blob = data[start + 24 : p]
-    if type(blob) is not bytes:
-        blob = bytes(blob)
-    cmd = _new(AppendBlockEnd)
-    set_wid, set_size, set_data, set_num, set_last, set_rid = _ABE_SET
-    set_wid(cmd, _uuid(raw))
-    set_size(cmd, size)
-    set_data(cmd, blob)
-    set_num(cmd, num)
-    set_last(cmd, last)
-    set_rid(cmd, rid)
-    return cmd
-
-
-_AB_SET: Final = _setters(AppendBlock, "writer_id", "data")
-
-
-def _fast_append_block(data: bytes | bytearray | memoryview, start: int, end: int) -> AppendBlock | None:
-    if end - start < 16:
-        return None
-    cmd = _new(AppendBlock)
-    set_wid, set_data = _AB_SET
-    set_wid(cmd, _uuid(bytes(data[start : start + 16])))
-    set_data(cmd, bytes(data[start + 16 : end]))
-    return cmd
-
-
-_DA_SET: Final = _setters(
-    DataAppended, "writer_id", "event_number", "previous_event_number", "request_id", "current_segment_write_offset"
-)
-
-
-def _fast_data_appended(data: bytes | bytearray | memoryview, start: int, end: int) -> DataAppended | None:
-    if end - start < 48:
-        return None
-    raw, ev, prev, rid, offset = _UUID_QQQQ.unpack_from(data, start)
-    cmd = _new(DataAppended)
-    set_wid, set_ev, set_prev, set_rid, set_offset = _DA_SET
-    set_wid(cmd, _uuid(raw))
-    set_ev(cmd, ev)
-    set_prev(cmd, prev)
-    set_rid(cmd, rid)
-    set_offset(cmd, offset)
-    return cmd
-
-
-def _fast_segment_read(data: bytes | bytearray | memoryview, start: int, end: int) -> SegmentRead | None:
-    got = _ascii_utf(data, start, end)
-    if got is None:
-        return None
-    segment, p = got
-    if p + 14 > end:
-        return None
-    (offset,) = _Q.unpack_from(data, p)
-    tail, eos = data[p + 8], data[p + 9]
-    (dlen,) = struct.unpack_from(">i", data, p + 10)
-    q = p + 14 + dlen
-    if dlen < 0 or q > end:
-        return None
-    rid = _Q.unpack_from(data, q)[0] if end - q >= 8 else -1
-    return SegmentRead(
-        segment=segment, offset=offset, at_tail=tail != 0, end_of_segment=eos != 0, data=bytes(data[p + 14 : q]), request_id=rid
-    )
-
-
-_FAST.update(
-    {
-        AppendBlockEnd.TYPE: _fast_append_block_end,
-        AppendBlock.TYPE: _fast_append_block,
-        DataAppended.TYPE: _fast_data_appended,
-        SegmentRead.TYPE: _fast_segment_read,
-    }
-)

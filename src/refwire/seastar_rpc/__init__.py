@@ -1,7 +1,8 @@
 """Seastar RPC (scylladb/seastar ``doc/rpc.md`` as the real Seastar behaves): the
-Sans-IO core -- frame codec (:mod:`.frames`), LZ4 / LZ4_FRAGMENTED compression
-(:mod:`.compression`), events (:mod:`.events`) and the client and server machines
-(:mod:`.connection`).
+Sans-IO core -- frame codec (:mod:`.frames`; the negotiation frame in
+:mod:`.negotiation`), LZ4 / LZ4_FRAGMENTED compression (:mod:`.compression`), events
+(:mod:`.events`) and the client and server machines (:mod:`.connection`; the
+server's, and what both share, in :mod:`.machine`).
 
 Importing this package imports no trio: the trio drivers are imported explicitly
 from :mod:`refwire.seastar_rpc.client` and :mod:`refwire.seastar_rpc.server`, and the
@@ -9,10 +10,17 @@ shared errors a peer can cause live in :mod:`refwire.errors` (the RPC's own in
 :mod:`refwire.seastar_rpc.errors`).  See specs/seastar-rpc/README.md
 for the normalized protocol and every place where refwire follows Seastar rather
 than its document.
+
+The speed paths live beside the plain ones: ``_fast_frames`` (the decoder's
+regular frames, inline LZ4 and response runs), ``_fast_compression`` (single-block
+envelopes) and ``_fast_connection`` (the client delivering runs), imported here so
+that they have registered themselves before anything uses them (``fast=`` and
+``REFWIRE_REFERENCE``: :mod:`refwire.speed`).
 """
 
 from __future__ import annotations
 
+from . import _fast_compression, _fast_connection, _fast_frames  # noqa: F401  (they register the speed paths)
 from .compression import (
     COMPRESSOR_NAMES,
     LZ4,
@@ -22,6 +30,7 @@ from .compression import (
     LZ4FragmentedCompressor,
     choose_compressor,
     envelope,
+    envelope_function,
     make_compressor,
 )
 from .connection import NEED_DATA, NEGOTIATION_TIMED_OUT, ClientConnection, ServerConnection, State
@@ -57,6 +66,7 @@ from .frames import (
     RemoteException,
     Request,
     Response,
+    ResponseRun,
     StreamEnd,
     StreamMessage,
     UnknownException,
@@ -103,6 +113,7 @@ __all__ = [
     "Respond",
     "RespondError",
     "Response",
+    "ResponseRun",
     "ServerConnection",
     "State",
     "StrayReply",
@@ -114,5 +125,6 @@ __all__ = [
     "choose_compressor",
     "decode_exception",
     "envelope",
+    "envelope_function",
     "make_compressor",
 ]

@@ -20,13 +20,14 @@ block that does not decode to exactly the declared size is refused.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
-from typing import Final, Protocol
+from collections.abc import Callable, Sequence
+from typing import Final, Protocol, TypedDict
 
 import lz4.block  # type: ignore[import-untyped]
 
 from .._mypyc import mypyc_attr
 from ..errors import LocalProtocolError
+from ..speed import REFERENCE, use_fast
 from ..wire import Limits, check_limit
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "LZ4FragmentedCompressor",
     "choose_compressor",
     "envelope",
+    "envelope_function",
     "make_compressor",
 ]
 
@@ -56,8 +58,6 @@ CHUNK_SIZE: Final = 32 * 1024
 _WINDOW: Final = 64 * 1024
 _LAST: Final = 0x80000000
 _U32: Final = struct.Struct("<I")
-#: ``clen:u32`` and the first payload word (LZ4's ``uncompressed_size``, LZ4_FRAGMENTED's chunk header).
-_U32X2: Final = struct.Struct("<II")
 # The block API, called positionally: ``compress(source, mode, store_size)`` and
 # ``decompress(source, uncompressed_size, return_bytearray, dict)`` -- the same
 # calls as the keyword forms (tests/test_seastar_lz4_fast.py pins that), without
@@ -86,27 +86,30 @@ class Compressor(Protocol):
         ...
 
 
-def envelope(compressor: Compressor, frame: bytes) -> bytes:
-    """``clen:u32 + compressor.compress(frame)``.
+def envelope(compressor: Compressor, frame: bytes, *, fast: bool | None = None) -> bytes:
+    """One whole frame in its envelope (specs/seastar-rpc/README.md §4):
+    ``clen:u32 + compressor.compress(frame)``.
 
-    A frame that is one LZ4 block -- any non-empty frame for ``LZ4``, one of at
-    most 32 KiB for ``LZ4_FRAGMENTED`` (a single last chunk, no window; the empty
-    frame too: ``05 00 00 00 00 00 00 80 00``) -- is
-    built in one concatenation (specs/seastar-rpc/README.md §4): the same bytes
-    as the general path, which takes everything else (and any other compressor,
-    subclasses included).
+    ``fast`` chooses the path (:func:`refwire.speed.use_fast`): the speed path
+    (:mod:`refwire.seastar_rpc._fast_compression`) builds a single-block envelope
+    in one concatenation, the same bytes.  A machine picks its path once, with
+    :func:`envelope_function`.
     """
-    kind = type(compressor)
-    n = len(frame)
-    if kind is LZ4Compressor:
-        if n:
-            block: bytes = _lz4_compress(frame, "default", False)
-            return _U32X2.pack(len(block) + 4, n) + block
-    elif kind is LZ4FragmentedCompressor and n <= CHUNK_SIZE:
-        block = _lz4_compress(frame, "default", False)
-        return _U32X2.pack(len(block) + 4, _LAST | n) + block
+    if (not REFERENCE) if fast is None else fast:  # (use_fast(fast), inline)
+        return _SPEED["envelope"](compressor, frame)
+    return _envelope(compressor, frame)
+
+
+def _envelope(compressor: Compressor, frame: bytes) -> bytes:
+    """:func:`envelope` on the plain path."""
     payload = compressor.compress(frame)
     return _U32.pack(len(payload)) + payload
+
+
+def envelope_function(fast: bool | None = None) -> Callable[[Compressor, bytes], bytes]:
+    """:func:`envelope` without the choice: the plain path's function, or the speed
+    path's when ``fast`` (:func:`refwire.speed.use_fast`) says so."""
+    return _SPEED["envelope"] if use_fast(fast) else _envelope
 
 
 def _fail(reason: str, field: str, offset: int) -> LocalProtocolError:
@@ -121,7 +124,9 @@ def _decode_block(block: bytes | memoryview, size: int, *, window: bytes | memor
     except lz4.block.LZ4BlockError as exc:
         raise _fail(f"RPC frame LZ4 decompression failure: {exc}", field, offset) from None
     if len(out) != size:
-        raise _fail(f"RPC frame LZ4 decompression failure: block decompressed to {len(out)} bytes, {size} declared", field, offset)
+        raise _fail(
+            f"RPC frame LZ4 decompression failure: block decompressed to {len(out)} bytes, {size} declared", field, offset
+        )
     return out
 
 
@@ -136,8 +141,9 @@ class LZ4Compressor:
     def compress(self, frame: bytes) -> bytes:
         if not frame:
             # Seastar's receiver refuses a declared size of 0 (specs/seastar-rpc/README.md §4): never send one.
-            raise LocalProtocolError("LZ4 cannot carry an empty frame; send the no-op 00 00 00 00 instead",
-                                     protocol=PROTOCOL, frame="compressed")
+            raise LocalProtocolError(
+                "LZ4 cannot carry an empty frame; send the no-op 00 00 00 00 instead", protocol=PROTOCOL, frame="compressed"
+            )
         block: bytes = _lz4_compress(frame, "default", False)
         return _U32.pack(len(frame)) + block
 
@@ -148,8 +154,15 @@ class LZ4Compressor:
         if size == 0:
             raise _fail("RPC frame LZ4 decompression failure: decompressed size cannot be zero", "uncompressed_size", offset)
         if size > limits.max_decompressed_size:
-            check_limit(size, limits.max_decompressed_size, name="max_decompressed_size", field="uncompressed_size",
-                        frame="compressed", offset=offset, protocol=PROTOCOL)
+            check_limit(
+                size,
+                limits.max_decompressed_size,
+                name="max_decompressed_size",
+                field="uncompressed_size",
+                frame="compressed",
+                offset=offset,
+                protocol=PROTOCOL,
+            )
         return _decode_block(payload[4:], size, window=b"", field="block", offset=offset + 4)
 
 
@@ -203,28 +216,44 @@ class LZ4FragmentedCompressor:
         chunks = memoryview(payload)
         while True:
             if n - pos < 4:
-                raise _fail(f"LZ4_FRAGMENTED payload ends after {len(out)} bytes without a last chunk", "chunk_header",
-                            offset + pos)
+                raise _fail(
+                    f"LZ4_FRAGMENTED payload ends after {len(out)} bytes without a last chunk", "chunk_header", offset + pos
+                )
             (hdr,) = _U32.unpack_from(payload, pos)
             if hdr & _LAST:
                 size = hdr & ~_LAST
-                check_limit(len(out) + size, limit, name="max_decompressed_size", field="last_chunk_size",
-                            frame="compressed", offset=offset + pos, protocol=PROTOCOL)
+                check_limit(
+                    len(out) + size,
+                    limit,
+                    name="max_decompressed_size",
+                    field="last_chunk_size",
+                    frame="compressed",
+                    offset=offset + pos,
+                    protocol=PROTOCOL,
+                )
                 with memoryview(out) as done:
-                    block = _decode_block(chunks[pos + 4 :], size, window=done[-_WINDOW:], field="last_chunk",
-                                          offset=offset + pos + 4)
+                    block = _decode_block(
+                        chunks[pos + 4 :], size, window=done[-_WINDOW:], field="last_chunk", offset=offset + pos + 4
+                    )
                 if not out:
                     return block  # one chunk: no copy into the bytearray and out again
                 out += block
                 return bytes(out)
             if hdr > n - pos - 4:
-                raise _fail(f"LZ4_FRAGMENTED chunk claims {hdr} compressed bytes, {n - pos - 4} left", "chunk_size",
-                            offset + pos)
-            check_limit(len(out) + CHUNK_SIZE, limit, name="max_decompressed_size", field="chunk_size",
-                        frame="compressed", offset=offset + pos, protocol=PROTOCOL)
+                raise _fail(f"LZ4_FRAGMENTED chunk claims {hdr} compressed bytes, {n - pos - 4} left", "chunk_size", offset + pos)
+            check_limit(
+                len(out) + CHUNK_SIZE,
+                limit,
+                name="max_decompressed_size",
+                field="chunk_size",
+                frame="compressed",
+                offset=offset + pos,
+                protocol=PROTOCOL,
+            )
             with memoryview(out) as done:
-                block = _decode_block(chunks[pos + 4 : pos + 4 + hdr], CHUNK_SIZE, window=done[-_WINDOW:], field="chunk",
-                                      offset=offset + pos + 4)
+                block = _decode_block(
+                    chunks[pos + 4 : pos + 4 + hdr], CHUNK_SIZE, window=done[-_WINDOW:], field="chunk", offset=offset + pos + 4
+                )
             out += block
             pos += 4 + hdr
 
@@ -248,3 +277,18 @@ def choose_compressor(offer: str, accepted: Sequence[str], *, multi_algo: bool =
         if name in accepted:
             return name
     return None
+
+
+# --------------------------------------------------------------------------- the speed path's hook
+
+
+class _SpeedPath(TypedDict, total=False):
+    """The speed path's functions (:mod:`refwire.seastar_rpc._fast_compression`)."""
+
+    envelope: Callable[[Compressor, bytes], bytes]
+
+
+#: Filled by :mod:`refwire.seastar_rpc._fast_compression` when it is imported (the
+#: package's ``__init__`` imports it, so before any use); read only on the speed
+#: path.  This module never imports the speed path itself.
+_SPEED: Final[_SpeedPath] = {}

@@ -1,39 +1,55 @@
-"""Seastar RPC frame codec (specs/seastar-rpc/README.md, "the spec" below: §2-§5).
+"""Seastar RPC frame codec (specs/seastar-rpc/README.md, "the spec" below: §2-§6).
 
 Everything is little-endian.
 
-* Negotiation (spec §2): ``"SSTARRPC" len:u32 {feature:u32 flen:u32 data[flen]}*``.
+* Negotiation (spec §2): ``"SSTARRPC" len:u32 {feature:u32 flen:u32 data[flen]}*`` --
+  :mod:`refwire.seastar_rpc.negotiation` (re-exported here).
 * Request (spec §3): ``[timeout_ms:u64] verb:u64 msg_id:i64 len:u32 data[len]`` -- the
   timeout only when TIMEOUT was negotiated; ``len`` counts the data only.
 * Response (spec §3): ``msg_id:i64 len:u32 [handler_duration:u32] data[len]`` -- the
   duration only when HANDLER_DURATION was negotiated, and never counted in ``len``.
-* Stream frame (spec §3): ``len:u32 data[len]``; ``len = 0xffffffff`` is end-of-stream.
-* Compressed envelope (spec §4): ``clen:u32 payload[clen]`` decompressing to exactly one of
-  the frames above (trailing bytes ignored, short data fatal, empty output a no-op).
 * Exception payload (spec §3): ``type:u32 len:u32 body[len]`` (USER: the message;
   UNKNOWN_VERB: ``verb:u64``).
+* Compressed envelope (spec §4): ``clen:u32 payload[clen]`` decompressing to exactly one of
+  the frames above (trailing bytes ignored, short data fatal, empty output a no-op) --
+  the compressors are :mod:`refwire.seastar_rpc.compression`'s.
+* Stream frame (spec §5): ``len:u32 data[len]``; ``len = 0xffffffff`` is end-of-stream.
 
 :class:`FrameDecoder` is incremental and O(n) however the input is chunked, checks
 every length against :class:`~refwire.wire.Limits` before waiting for or allocating
-it, and raises :class:`~refwire.errors.LocalProtocolError` naming frame, field and
-stream offset.  It knows nothing about msg ids or deadlines (that is
-:mod:`refwire.seastar_rpc.connection`).
+it (spec §6), and raises :class:`~refwire.errors.LocalProtocolError` naming frame,
+field and stream offset.  It knows nothing about msg ids or deadlines (that is
+:mod:`refwire.seastar_rpc.connection`).  Its plain path, here, decodes one frame at
+a time as the sections read; its speed path is :mod:`refwire.seastar_rpc._fast_frames`
+(``fast=`` and :mod:`refwire.speed` choose).
 """
 
 from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Mapping
-from typing import Final, Literal, cast
+from typing import Final, Literal, TypedDict
 
 import attrs
-import lz4.block  # type: ignore[import-untyped]
 
+from .._mypyc import mypyc_attr
 from ..errors import LocalProtocolError, ProtocolError
 from ..sansio import closed_inside
+from ..speed import use_fast
 from ..wire import Limits, Reader, ReceiveBuffer, check_limit
-from .compression import PROTOCOL, Compressor, LZ4Compressor, LZ4FragmentedCompressor
+from .compression import PROTOCOL, Compressor
+from .negotiation import _HDR12 as _HDR12  # (describe.py reads the header's layout here)
+from .negotiation import (
+    MAGIC,
+    MAX_U32,
+    MAX_U64,
+    Feature,
+    Features,
+    Negotiation,
+    _check_range,
+    _err,
+    decode_negotiation_records,
+)
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -58,15 +74,13 @@ __all__ = [
     "UnknownVerb",
     "UserError",
     "decode_exception",
+    "decode_negotiation_records",
 ]
 
-MAGIC: Final = b"SSTARRPC"
 #: handler_duration value meaning "not measured" (spec §3).
 UNMEASURED: Final = 0xFFFFFFFF
 #: stream ``len`` value meaning end-of-stream (spec §3).
 EOS: Final = 0xFFFFFFFF
-MAX_U32: Final = 0xFFFFFFFF
-MAX_U64: Final = 0xFFFFFFFFFFFFFFFF
 
 #: Seastar has no frame limit (spec §6); refwire caps frames and
 #: decompressed frames at 64 MiB and the negotiation frame (``max_string_size``)
@@ -79,17 +93,6 @@ DEFAULT_LIMITS: Final = Limits(
 )
 
 
-class Feature(enum.IntEnum):
-    """Negotiation feature numbers (spec §2)."""
-
-    COMPRESS = 0
-    TIMEOUT = 1
-    CONNECTION_ID = 2
-    STREAM_PARENT = 3
-    ISOLATION = 4
-    HANDLER_DURATION = 5
-
-
 class ExceptionType(enum.IntEnum):
     """Exception types on the wire (spec §3); any other is decoded as :class:`UnknownException`."""
 
@@ -98,172 +101,16 @@ class ExceptionType(enum.IntEnum):
 
 
 _U32: Final = struct.Struct("<I")
-_U32X2: Final = struct.Struct("<II")
 _U64: Final = struct.Struct("<Q")
-_HDR12: Final = struct.Struct("<8sI")
-_REC: Final = struct.Struct("<II")
 _REQ28: Final = struct.Struct("<QQqI")
 _REQ20: Final = struct.Struct("<QqI")
 _RSP16: Final = struct.Struct("<qII")
 _RSP12: Final = struct.Struct("<qI")
 _EXC: Final = struct.Struct("<II")
 
-
-# LZ4_FRAGMENTED's last-chunk flag and LZ4's maximum expansion (as in compression.py, spec §4, §6).
-_LAST: Final = 0x80000000
-_MAX_RATIO: Final = 255
 #: the most responses one :meth:`FrameDecoder.next_responses` run holds: a run's
 #: columns cost more memory per small response than its bytes on the wire did
 MAX_RUN: Final = 256
-
-
-def _err(reason: str, frame: str, field: str, offset: int | None) -> LocalProtocolError:
-    return LocalProtocolError(reason, protocol=PROTOCOL, frame=frame, field=field, offset=offset)
-
-
-def _check_range(name: str, value: int, lo: int, hi: int, frame: str) -> None:
-    if not (isinstance(value, int) and lo <= value <= hi):
-        raise _err(f"{name} {value!r} is out of range {lo}..{hi}", frame, name, None)
-
-
-# --------------------------------------------------------------------------- negotiation
-
-
-@attrs.frozen
-class Negotiation:
-    """The raw negotiation frame: feature records in wire order (duplicates kept).
-
-    Seastar builds the list from a ``std::map``, so it always sends the records
-    sorted by feature number (:meth:`from_features`); receivers keep the first
-    record of a repeated number and ignore the rest (spec §2).
-    """
-
-    records: tuple[tuple[int, bytes], ...] = ()
-
-    @classmethod
-    def from_features(cls, features: Mapping[int, bytes]) -> Negotiation:
-        return cls(tuple(sorted((int(k), bytes(v)) for k, v in features.items())))
-
-    def features(self) -> dict[int, bytes]:
-        """Feature number -> data, the first record of each number winning."""
-        out: dict[int, bytes] = {}
-        for number, data in self.records:
-            out.setdefault(number, data)
-        return out
-
-    def encode(self) -> bytes:
-        parts = []
-        for number, data in self.records:
-            _check_range("feature_number", number, 0, MAX_U32, "negotiation")
-            parts.append(_REC.pack(number, len(data)))
-            parts.append(data)
-        body = b"".join(parts)
-        return _HDR12.pack(MAGIC, len(body)) + body
-
-
-def decode_negotiation_records(body: bytes, *, base: int = 12) -> Negotiation:
-    """Parse the records of a negotiation frame whose 12-byte header is already read.
-
-    ``base`` is the stream offset of ``body[0]``.  Errors are Seastar's (spec §2):
-    fewer than 8 bytes for a record header, or a ``flen`` past the end.
-    """
-    records = []
-    pos = 0
-    n = len(body)
-    while pos < n:
-        if n - pos < 8:
-            raise _err(f"bad feature data format in negotiation frame: {n - pos} bytes left for an 8-byte record header",
-                       "negotiation", "feature_number", base + pos)
-        number, flen = _REC.unpack_from(body, pos)
-        if flen > n - pos - 8:
-            raise _err(f"buffer underflow in feature data in negotiation frame: feature {number} claims {flen} bytes, "
-                       f"{n - pos - 8} left", "negotiation", "flen", base + pos + 4)
-        records.append((number, bytes(body[pos + 8 : pos + 8 + flen])))
-        pos += 8 + flen
-    return Negotiation(tuple(records))
-
-
-@attrs.frozen(kw_only=True)
-class Features:
-    """What one side's negotiation frame says, per feature (spec §2).
-
-    Client -> server: ``compress`` is the offered list (``"LZ4,LZ4_FRAGMENTED"``),
-    ``stream_parent`` marks a stream connection.  Server -> client: ``compress`` is
-    the one chosen name, ``connection_id`` the id of this connection.  ``timeout``,
-    ``handler_duration`` and ``isolation`` are present/echoed in both directions.
-    ``unknown`` keeps feature numbers no-one knows (ignored, never echoed).
-    """
-
-    compress: str | None = None
-    timeout: bool = False
-    connection_id: int | None = None
-    stream_parent: int | None = None
-    isolation: bytes | None = None
-    handler_duration: bool = False
-    unknown: tuple[tuple[int, bytes], ...] = ()
-
-    def compress_names(self) -> tuple[str, ...]:
-        """The comma-separated compressor names (client order), empty if none."""
-        return tuple(self.compress.split(",")) if self.compress is not None else ()
-
-    def to_negotiation(self) -> Negotiation:
-        f: dict[int, bytes] = {}
-        if self.compress is not None:
-            f[Feature.COMPRESS] = self.compress.encode("latin-1")
-        if self.timeout:
-            f[Feature.TIMEOUT] = b""
-        if self.connection_id is not None:
-            _check_range("connection_id", self.connection_id, 0, MAX_U64, "negotiation")
-            f[Feature.CONNECTION_ID] = _U64.pack(self.connection_id)
-        if self.stream_parent is not None:
-            _check_range("stream_parent", self.stream_parent, 0, MAX_U64, "negotiation")
-            f[Feature.STREAM_PARENT] = _U64.pack(self.stream_parent)
-        if self.isolation is not None:
-            f[Feature.ISOLATION] = bytes(self.isolation)
-        if self.handler_duration:
-            f[Feature.HANDLER_DURATION] = b""
-        for number, data in self.unknown:
-            f.setdefault(number, data)
-        return Negotiation.from_features(f)
-
-    def encode(self) -> bytes:
-        return self.to_negotiation().encode()
-
-    @classmethod
-    def from_negotiation(cls, neg: Negotiation, *, base: int = 12) -> Features:
-        """Interpret ``neg`` (first record wins).  A CONNECTION_ID or STREAM_PARENT
-        whose data is not exactly 8 bytes is refused (Seastar reads 8 bytes
-        unchecked; spec §6)."""
-        seen: dict[int, bytes] = {}
-        offsets: dict[int, int] = {}
-        pos = base
-        for number, data in neg.records:
-            if number not in seen:
-                seen[number] = data
-                offsets[number] = pos
-            pos += 8 + len(data)
-        compress = seen.get(Feature.COMPRESS)
-        return cls(
-            compress=None if compress is None else compress.decode("latin-1"),
-            timeout=Feature.TIMEOUT in seen,
-            connection_id=_feature_u64(seen, offsets, Feature.CONNECTION_ID),
-            stream_parent=_feature_u64(seen, offsets, Feature.STREAM_PARENT),
-            isolation=seen.get(Feature.ISOLATION),
-            handler_duration=Feature.HANDLER_DURATION in seen,
-            unknown=tuple((k, v) for k, v in seen.items() if k not in Feature._value2member_map_),
-        )
-
-
-def _feature_u64(seen: dict[int, bytes], offsets: dict[int, int], feature: Feature) -> int | None:
-    """The u64 of a CONNECTION_ID or STREAM_PARENT record, if present (a module
-    function, not a closure: mypyc cannot compile a closure in an attrs class's method)."""
-    data = seen.get(feature)
-    if data is None:
-        return None
-    if len(data) != 8:
-        raise _err(f"{feature.name} must carry 8 bytes, got {len(data)}", "negotiation", feature.name.lower(),
-                   offsets[feature] + 4)
-    return int(_U64.unpack(data)[0])
 
 
 # --------------------------------------------------------------------------- frames
@@ -421,24 +268,13 @@ def decode_exception(payload: bytes, *, base: int = 0) -> RemoteException:
 
 Kind = Literal["request", "response", "stream"]
 
-# Trusted construction of the frames the decoder's hot path builds: every field
-# filled through its slot (the classes have no validators), half the cost of
-# the keyword __init__.
-_new = object.__new__
-_SET_REQ_VERB, _SET_REQ_ID, _SET_REQ_PAYLOAD, _SET_REQ_TIMEOUT = (
-    Request.__dict__[a.name].__set__ for a in attrs.fields(Request)
-)
-_SET_RSP_ID, _SET_RSP_PAYLOAD, _SET_RSP_DURATION = (Response.__dict__[a.name].__set__ for a in attrs.fields(Response))
-assert [a.name for a in attrs.fields(Request)] == ["verb", "msg_id", "payload", "timeout_ms"]
-assert [a.name for a in attrs.fields(Response)] == ["msg_id", "payload", "handler_duration"]
-
 
 class ResponseRun:
     """Consecutive complete regular responses with ``msg_id >= 0`` (spec §3),
     decoded in columns instead of one :class:`Response` each: what
-    :meth:`FrameDecoder.next_responses` returns, the client connection's hot
-    path.  ``durations`` is ``None`` when HANDLER_DURATION was not negotiated
-    (every response's ``handler_duration`` is then ``None``)."""
+    :meth:`FrameDecoder.next_responses` returns on the speed path, the client
+    connection's hot path.  ``durations`` is ``None`` when HANDLER_DURATION was not
+    negotiated (every response's ``handler_duration`` is then ``None``)."""
 
     __slots__ = ("durations", "msg_ids", "payloads")
 
@@ -463,20 +299,42 @@ class ResponseRun:
         return [Response(m, p, d) for m, p, d in zip(self.msg_ids, self.payloads, durations, strict=True)]
 
 
+# The speed path's decoder is a subclass (compiled or not, in the optional mypyc build).
+@mypyc_attr(allow_interpreted_subclasses=True)
 class FrameDecoder:
     """Incremental decoder of one direction of one connection.
 
-    It starts by expecting the negotiation frame (``negotiation=True``); after
-    returning it, it returns nothing until :meth:`configure` says which frame
-    layout follows (``kind``, timeout and duration fields, the compressor).
-    ``discard_over``: a request whose ``len`` is larger is not buffered; its data
-    is skipped as it arrives and an :class:`OversizedRequest` is returned once
-    the last of it has been read, so the answer never overtakes the body (the
+    It starts by expecting the negotiation frame (``negotiation=True``, spec §2);
+    after returning it, it returns nothing until :meth:`configure` says which frame
+    layout follows (``kind``, timeout and duration fields, the compressor: spec §3,
+    §4, §5).  ``discard_over``: a request whose ``len`` is larger is not buffered;
+    its data is skipped as it arrives and an :class:`OversizedRequest` is returned
+    once the last of it has been read, so the answer never overtakes the body (the
     real server reads it all before it answers; answering early made the real
-    client abort, §3).  A request over the frame limit is an error first.
+    client abort, §3).  A request over the frame limit is an error first (§6).
+
+    ``fast`` chooses the path once, at construction (:func:`refwire.speed.use_fast`):
+    ``FrameDecoder(...)`` is this class, the plain path, or -- ``fast=True``, or
+    ``None`` unless ``REFWIRE_REFERENCE`` is set -- the speed path's subclass,
+    :class:`refwire.seastar_rpc._fast_frames.FastFrameDecoder` (regular frames
+    built without the plain path's calls, single-block LZ4 envelopes opened
+    inline, responses decoded in runs).  Both decode every stream to the same
+    frames and the same errors at the same offsets; :attr:`fast` says which this
+    is.  A subclass of this class takes the plain path.
     """
 
-    def __init__(self, kind: Kind, *, limits: Limits = DEFAULT_LIMITS, negotiation: bool = True) -> None:
+    def __new__(
+        cls, kind: Kind | None = None, *, limits: Limits = DEFAULT_LIMITS, negotiation: bool = True, fast: bool | None = None
+    ) -> FrameDecoder:
+        # (no ``kind``: ``copy`` and ``pickle`` recreating a decoder of ``cls``)
+        if cls is FrameDecoder and kind is not None and use_fast(fast):
+            speed = _SPEED["decoder"]
+            return speed.__new__(speed, kind, limits=limits, negotiation=negotiation, fast=fast)
+        return super().__new__(cls)
+
+    def __init__(
+        self, kind: Kind, *, limits: Limits = DEFAULT_LIMITS, negotiation: bool = True, fast: bool | None = None
+    ) -> None:
         self.kind: Kind = kind
         self.limits = limits
         self.timeout = False
@@ -489,11 +347,8 @@ class FrameDecoder:
         #: an oversized request whose body is still being skipped (returned once it has been)
         self._held: OversizedRequest | None = None
         self._need = 12 if negotiation else 0
-        #: the compressor whose single-block envelopes :meth:`next_frame` opens inline
-        #: (exactly an ``LZ4Compressor`` or ``LZ4FragmentedCompressor`` given to
-        #: :meth:`configure`), and the flag its first payload word must carry
-        self._fast_compressor: Compressor | None = None
-        self._fast_flag = 0
+        #: whether this decoder takes the speed path (the plain path's is False)
+        self.fast = False
 
     def configure(
         self,
@@ -504,6 +359,9 @@ class FrameDecoder:
         compressor: Compressor | None = None,
         discard_over: int | None = None,
     ) -> None:
+        """The layout the negotiation agreed on (spec §2): requests with or without
+        ``timeout_ms``, responses with or without ``handler_duration`` (§3), stream
+        frames (§5), each frame in an envelope of ``compressor`` (§4)."""
         if kind is not None:
             self.kind = kind
         self.timeout = timeout
@@ -512,16 +370,6 @@ class FrameDecoder:
         self.discard_over = discard_over
         self._phase = "frames"
         self._need = 0
-        self._fast_compressor = None
-        self._fast_flag = 0
-        if compressor is not None and self._held is None:
-            # (an oversized request still held -- being skipped, or skipped and not yet
-            # returned -- is the general path's to finish)
-            if type(compressor) is LZ4Compressor:
-                self._fast_compressor = compressor
-            elif type(compressor) is LZ4FragmentedCompressor:
-                self._fast_compressor = compressor
-                self._fast_flag = _LAST
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         if self._skip:
@@ -552,288 +400,32 @@ class FrameDecoder:
 
     def next_frame(self) -> Frame | None:
         """The next complete frame, or ``None`` when more bytes are needed."""
-        comp = self.compressor
-        if comp is not None:
-            if comp is not self._fast_compressor:
-                return self._next_frame()
-            # The compressed hot path (spec §4): a complete envelope that
-            # is one LZ4 block -- ``LZ4``'s ``uncompressed_size:u32 + block``, or
-            # ``LZ4_FRAGMENTED``'s single last chunk ``0x80000000|U:u32 + block`` -- within
-            # every limit (checked before decompressing, as the general path does), that
-            # decodes to exactly the declared size, holding a regular request or response
-            # (spec §3), is opened and parsed here with the general path's checks and
-            # result.  Anything else -- incomplete, over a limit, a no-op, several chunks,
-            # a bad block, a stream frame, an oversized or short inner frame -- goes to the
-            # general path (:meth:`_next_frame`, or :meth:`_open` once decompressed),
-            # which raises the same errors at the same offsets.
-            buf = self._buf
-            data = buf.data
-            pos = buf.pos
-            end = len(data)
-            if end - pos < 8:
-                return self._next_frame()
-            clen, word = _U32X2.unpack_from(data, pos)
-            stop = pos + 4 + clen
-            flag = self._fast_flag
-            size = word ^ flag
-            limits = self.limits
-            # (the ratio check also refuses a payload under 4 bytes, a no-op: 255 * (clen - 4) + 16 < 1)
-            if not (
-                clen <= limits.max_frame_size
-                and stop <= end
-                and word & _LAST == flag
-                and 0 < size <= limits.max_decompressed_size
-                and size <= _MAX_RATIO * (clen - 4) + 16
-            ):
-                return self._next_frame()
-            try:
-                # positional (source, uncompressed_size): the keyword form costs more than a small block
-                inner: bytes = lz4.block.decompress(data[pos + 8 : stop], size)
-            except lz4.block.LZ4BlockError:
-                return self._next_frame()  # the general path raises it with its field and offset
-            if len(inner) != size:
-                return self._next_frame()
-            kind = self.kind
-            limit = limits.max_frame_size
-            if kind == "response":
-                if self.duration:
-                    if size >= 16:
-                        msg_id, n, duration = _RSP16.unpack_from(inner, 0)
-                        if n <= limit and 16 + n <= size:
-                            rsp = _new(Response)
-                            _SET_RSP_ID(rsp, msg_id)
-                            _SET_RSP_PAYLOAD(rsp, inner[16 : 16 + n])
-                            _SET_RSP_DURATION(rsp, duration)
-                            buf.advance_to(stop)
-                            self._need = 0
-                            return rsp
-                elif size >= 12:
-                    msg_id, n = _RSP12.unpack_from(inner, 0)
-                    if n <= limit and 12 + n <= size:
-                        rsp = _new(Response)
-                        _SET_RSP_ID(rsp, msg_id)
-                        _SET_RSP_PAYLOAD(rsp, inner[12 : 12 + n])
-                        _SET_RSP_DURATION(rsp, None)
-                        buf.advance_to(stop)
-                        self._need = 0
-                        return rsp
-            elif kind == "request":
-                timeout: int | None = None
-                hs = 0
-                if self.timeout:
-                    if size >= 28:
-                        timeout, verb, msg_id, n = _REQ28.unpack_from(inner, 0)
-                        hs = 28
-                elif size >= 20:
-                    verb, msg_id, n = _REQ20.unpack_from(inner, 0)
-                    hs = 20
-                discard_over = self.discard_over
-                if hs and n <= limit and (discard_over is None or n <= discard_over) and hs + n <= size:
-                    req = _new(Request)
-                    _SET_REQ_VERB(req, verb)
-                    _SET_REQ_ID(req, msg_id)
-                    _SET_REQ_PAYLOAD(req, inner[hs : hs + n])
-                    _SET_REQ_TIMEOUT(req, timeout)
-                    buf.advance_to(stop)
-                    self._need = 0
-                    return req
-            base = buf.consumed
-            buf.advance_to(stop)
-            self._need = 0
-            return self._open(inner, clen, base)
-        if self._phase == "frames" and not self._skip and self._held is None:
-            # The hot path: a complete, regular uncompressed request or response,
-            # built without the general path's calls (same checks, same result);
-            # anything else (incomplete, over a limit, a stream) takes the general path.
-            buf = self._buf
-            data = buf.data
-            pos = buf.pos
-            have = len(data) - pos
-            kind = self.kind
-            if kind == "response":
-                if self.duration:
-                    if have >= 16:
-                        msg_id, n, duration = _RSP16.unpack_from(data, pos)
-                        stop = pos + 16 + n
-                        if n <= self.limits.max_frame_size and stop <= len(data):
-                            payload = data[pos + 16 : stop]
-                            rsp = _new(Response)
-                            _SET_RSP_ID(rsp, msg_id)
-                            _SET_RSP_PAYLOAD(rsp, payload if type(payload) is bytes else bytes(payload))
-                            _SET_RSP_DURATION(rsp, duration)
-                            buf.advance_to(stop)
-                            self._need = 0
-                            return rsp
-                elif have >= 12:
-                    msg_id, n = _RSP12.unpack_from(data, pos)
-                    stop = pos + 12 + n
-                    if n <= self.limits.max_frame_size and stop <= len(data):
-                        payload = data[pos + 12 : stop]
-                        rsp = _new(Response)
-                        _SET_RSP_ID(rsp, msg_id)
-                        _SET_RSP_PAYLOAD(rsp, payload if type(payload) is bytes else bytes(payload))
-                        _SET_RSP_DURATION(rsp, None)
-                        buf.advance_to(stop)
-                        self._need = 0
-                        return rsp
-            elif kind == "request":
-                if self.timeout:
-                    if have < 28:
-                        return self._next_frame()
-                    timeout, verb, msg_id, n = _REQ28.unpack_from(data, pos)
-                    hs = 28
-                else:
-                    if have < 20:
-                        return self._next_frame()
-                    verb, msg_id, n = _REQ20.unpack_from(data, pos)
-                    timeout, hs = None, 20
-                stop = pos + hs + n
-                discard_over = self.discard_over
-                if (
-                    n <= self.limits.max_frame_size
-                    and (discard_over is None or n <= discard_over)
-                    and stop <= len(data)
-                ):
-                    payload = data[pos + hs : stop]
-                    req = _new(Request)
-                    _SET_REQ_VERB(req, verb)
-                    _SET_REQ_ID(req, msg_id)
-                    _SET_REQ_PAYLOAD(req, payload if type(payload) is bytes else bytes(payload))
-                    _SET_REQ_TIMEOUT(req, timeout)
-                    buf.advance_to(stop)
-                    self._need = 0
-                    return req
         return self._next_frame()
 
     def next_responses(self, max_frames: int = MAX_RUN) -> ResponseRun | None:
         """The complete regular responses with ``msg_id >= 0`` at the head of the
-        buffer, up to ``max_frames``, in columns (the response decoder's hot path,
-        spec §3), or ``None`` when the next frame is not one -- incomplete, over a
-        limit, an exception (``msg_id < 0``), a no-op, an envelope that is not one
-        LZ4 block, anything :meth:`next_frame` would not decode on its fast path
-        -- or is all that is buffered (one frame costs less as :meth:`next_frame`'s
-        :class:`Response` than as a run): :meth:`next_frame` then decodes it, with
-        its errors at its offsets.
+        buffer, up to ``max_frames``, in columns (spec §3), or ``None`` when the
+        next frame is not one -- incomplete, over a limit, an exception (``msg_id <
+        0``), a no-op, an envelope that is not one LZ4 block -- or is all that is
+        buffered: :meth:`next_frame` then decodes it, with its errors at its
+        offsets.  The plain path makes no runs (always ``None``: every frame is
+        :meth:`next_frame`'s); the speed path does.
 
-        The run stops before the first frame that is not such a response, so
+        A run stops before the first frame that is not such a response, so
         calling this and then :meth:`next_frame` in turn decodes the stream
         exactly as :meth:`next_frame` alone does, frame for frame.
         """
         if max_frames < 1:
             raise ValueError(f"a run holds at least 1 response: max_frames={max_frames}")
-        buf = self._buf
-        data = buf.data
-        pos = buf.pos
-        end = len(data)
-        if end - pos <= 8:  # (the usual miss, first: less than any frame and a byte behind it)
-            return None
-        if self.kind != "response" or self._phase != "frames":  # (only requests are ever skipped or held)
-            return None
-        comp = self.compressor
-        if comp is not None and comp is not self._fast_compressor:
-            return None
-        # A lone frame (nothing buffered behind it) costs less as next_frame's
-        # Response than as a run: checked before anything is allocated.
-        if comp is None:
-            hs = 16 if self.duration else 12
-            if end - pos < hs or pos + hs + _U32.unpack_from(data, pos + 8)[0] >= end:
-                return None
-        elif end - pos < 8 or pos + 4 + _U32.unpack_from(data, pos)[0] >= end:
-            return None
-        limit = self.limits.max_frame_size
-        msg_ids: list[int] = []
-        payloads: list[bytes] = []
-        durations: list[int] | None = [] if self.duration else None
-        if comp is not None:
-            pos = self._compressed_responses(data, pos, end, msg_ids, payloads, durations, max_frames)
-        else:
-            sliced: list[bytes | bytearray] = []  # (bytearray slices when the buffer is one)
-            add_id = msg_ids.append
-            add_payload = sliced.append
-            if durations is not None:
-                add_duration = durations.append
-                unpack16 = _RSP16.unpack_from
-                while end - pos >= 16 and len(msg_ids) < max_frames:
-                    msg_id, n, duration = unpack16(data, pos)
-                    stop = pos + 16 + n
-                    if msg_id < 0 or n > limit or stop > end:
-                        break
-                    add_id(msg_id)
-                    add_payload(data[pos + 16 : stop])
-                    add_duration(duration)
-                    pos = stop
-            else:
-                unpack12 = _RSP12.unpack_from
-                while end - pos >= 12 and len(msg_ids) < max_frames:
-                    msg_id, n = unpack12(data, pos)
-                    stop = pos + 12 + n
-                    if msg_id < 0 or n > limit or stop > end:
-                        break
-                    add_id(msg_id)
-                    add_payload(data[pos + 12 : stop])
-                    pos = stop
-            payloads = cast("list[bytes]", sliced) if type(data) is bytes else list(map(bytes, sliced))
-        if not msg_ids:
-            return None
-        buf.advance_to(pos)
-        self._need = 0
-        return ResponseRun(msg_ids, payloads, durations)
-
-    def _compressed_responses(
-        self,
-        data: bytes | bytearray,
-        pos: int,
-        end: int,
-        msg_ids: list[int],
-        payloads: list[bytes],
-        durations: list[int] | None,
-        max_frames: int,
-    ) -> int:
-        """:meth:`next_responses` over single-block LZ4 envelopes (spec §4), with
-        :meth:`next_frame`'s fast-path checks: the position after the last
-        envelope taken."""
-        limits = self.limits
-        limit = limits.max_frame_size
-        max_size = limits.max_decompressed_size
-        flag = self._fast_flag
-        hs = 12 if durations is None else 16
-        unpack = _RSP12.unpack_from if durations is None else _RSP16.unpack_from
-        decompress = lz4.block.decompress
-        while end - pos >= 8 and len(msg_ids) < max_frames:
-            clen, word = _U32X2.unpack_from(data, pos)
-            stop = pos + 4 + clen
-            size = word ^ flag
-            # (the ratio check also refuses a payload under 4 bytes, a no-op: 255 * (clen - 4) + 16 < 1)
-            if not (
-                clen <= limit
-                and stop <= end
-                and word & _LAST == flag
-                and hs <= size <= max_size
-                and size <= _MAX_RATIO * (clen - 4) + 16
-            ):
-                break
-            try:
-                inner: bytes = decompress(data[pos + 8 : stop], size)
-            except lz4.block.LZ4BlockError:
-                break  # next_frame raises it with its field and offset
-            if len(inner) != size:
-                break
-            head = unpack(inner, 0)
-            msg_id, n = head[0], head[1]
-            if msg_id < 0 or n > limit or hs + n > size:
-                break
-            msg_ids.append(msg_id)
-            payloads.append(inner[hs : hs + n])
-            if durations is not None:
-                durations.append(head[2])
-            pos = stop
-        return pos
+        return None
 
     def _next_frame(self) -> Frame | None:
-        """:meth:`next_frame`'s general path."""
+        """:meth:`next_frame` on the plain path (and the speed path's general path):
+        a held oversized request once its body is skipped, the negotiation frame
+        (§2), an envelope (§4), or a request, response or stream frame (§3, §5)."""
         if self._skip or self._phase == "paused":
             return None
-        if self._held is not None:
+        if self._held is not None:  # its body has been skipped (§3): answered now
             held, self._held = self._held, None
             return held
         buf = self._buf
@@ -864,13 +456,22 @@ class FrameDecoder:
         return frame
 
     def _negotiation(self) -> Negotiation | None:
+        """The negotiation frame (spec §2): magic, ``len`` within ``max_string_size``
+        (§6), then the records."""
         buf = self._buf
         base = buf.consumed
         magic, n = _HDR12.unpack_from(buf.data, buf.pos)
         if magic != MAGIC:
             raise _err(f"wrong protocol magic: {magic.hex()}", "negotiation", "magic", base)
-        check_limit(n, self.limits.max_string_size, name="max_string_size", field="len", frame="negotiation", offset=base + 8,
-                    protocol=PROTOCOL)
+        check_limit(
+            n,
+            self.limits.max_string_size,
+            name="max_string_size",
+            field="len",
+            frame="negotiation",
+            offset=base + 8,
+            protocol=PROTOCOL,
+        )
         if len(buf) < 12 + n:
             self._need = 12 + n
             return None
@@ -881,6 +482,8 @@ class FrameDecoder:
         return neg
 
     def _compressed(self) -> Frame | None:
+        """One envelope (spec §4): ``clen:u32`` within ``max_frame_size`` (§6), the
+        payload decompressed by the compressor, the frame inside it opened."""
         buf = self._buf
         base = buf.consumed
         data = buf.data
@@ -891,8 +494,15 @@ class FrameDecoder:
             return None
         (clen,) = _U32.unpack_from(data, pos)
         if clen > self.limits.max_frame_size:
-            check_limit(clen, self.limits.max_frame_size, name="max_frame_size", field="clen", frame="compressed", offset=base,
-                        protocol=PROTOCOL)
+            check_limit(
+                clen,
+                self.limits.max_frame_size,
+                name="max_frame_size",
+                field="clen",
+                frame="compressed",
+                offset=base,
+                protocol=PROTOCOL,
+            )
         if have < 4 + clen:
             self._need = 4 + clen
             return None
@@ -917,8 +527,12 @@ class FrameDecoder:
             exc.args = (exc._render(),)
             raise
         if isinstance(got, int):
-            raise _err(f"the decompressed frame is {len(inner)} bytes, shorter than the {got} its header needs",
-                       f"compressed>{self.kind}", "len", base)
+            raise _err(
+                f"the decompressed frame is {len(inner)} bytes, shorter than the {got} its header needs",
+                f"compressed>{self.kind}",
+                "len",
+                base,
+            )
         return got[0]
 
     def eof_error(self) -> LocalProtocolError | None:
@@ -927,8 +541,13 @@ class FrameDecoder:
             return None
         if self._phase == "negotiation":  # Seastar's own text for this one
             return _err("unexpected eof during negotiation frame", self.frame_name(), "(eof)", self.offset)
-        return closed_inside("a frame", protocol=PROTOCOL, frame=self.frame_name(), offset=self.offset,
-                             detail=f"{self.buffered} bytes of it outstanding")
+        return closed_inside(
+            "a frame",
+            protocol=PROTOCOL,
+            frame=self.frame_name(),
+            offset=self.offset,
+            detail=f"{self.buffered} bytes of it outstanding",
+        )
 
 
 def _slice(data: bytes | bytearray, a: int, b: int) -> bytes:
@@ -992,3 +611,18 @@ def _parse_frame(
     if have < 4 + n:
         return 4 + n
     return StreamMessage(_slice(data, pos + 4, pos + 4 + n)), pos + 4 + n
+
+
+# --------------------------------------------------------------------------- the speed path's hook
+
+
+class _SpeedPath(TypedDict, total=False):
+    """The speed path (:mod:`refwire.seastar_rpc._fast_frames`)."""
+
+    decoder: type[FrameDecoder]
+
+
+#: Filled by :mod:`refwire.seastar_rpc._fast_frames` when it is imported (the
+#: package's ``__init__`` imports it, so before any use); read only when a decoder
+#: that takes the speed path is made.  This module never imports the speed path itself.
+_SPEED: Final[_SpeedPath] = {}

@@ -5,10 +5,15 @@ seed document and the choices made where the real broker has quirks.  The trio
 drivers are imported explicitly: :class:`~refwire.tank.server.TankBroker` from
 ``refwire.tank.server``, :class:`~refwire.tank.client.TankClient` from
 ``refwire.tank.client``; the directory-backed storage from ``refwire.tank.disk``.
+
+The speed path of the bundle and chunk decoder lives beside the plain one in
+``refwire.tank._fast_bundles``, imported here so that it has registered itself
+before anything uses it (``fast=`` and ``REFWIRE_REFERENCE``: :mod:`refwire.speed`).
 """
 
 from __future__ import annotations
 
+from . import _fast_bundles  # noqa: F401  (registers the speed path)
 from .bundles import U64_MAX, BundleHeader, ChunkResult, Message, decode_bundle, encode_bundle, encode_entry, read_chunk
 from .connection import NEED_DATA, BrokerConnection, ClientConnection, State
 from .events import ClientEvent, Connected, ConnectionClosed, ConsumeResult, IdleTimeout, PartitionData

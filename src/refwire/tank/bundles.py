@@ -1,4 +1,4 @@
-"""TANK bundles and consume chunks (specs/tank/README.md §4 and §5).
+"""TANK bundles and consume chunks (specs/tank/README.md §4 and §5): the plain path.
 
 A bundle is ``flags:u8 [count:varint] [firstSeq:u64 [lastSeq-firstSeq-1:varint]]``
 followed by a message set (raw-Snappy compressed as a whole when ``flags & 3 == 1``).
@@ -11,19 +11,26 @@ delivers every complete message and says how to make progress (§5).
 
 Everything here is pure: bytes in, values out, a typed error naming the field
 and offset for anything malformed, never more memory than a limit allows.
+
+The code here follows the spec one message at a time, one :class:`Message`
+each.  The speed path, :mod:`refwire.tank._fast_bundles`, decodes a chunk's
+messages into columns instead and builds no :class:`Message` until one is asked
+for; :func:`read_chunk`, :func:`decode_bundle` and :class:`ChunkResult` take it
+unless ``fast=False`` or ``REFWIRE_REFERENCE=1`` (:mod:`refwire.speed`) says
+otherwise, and ``tests/test_tank_differential.py`` holds the two to the same results.
 """
 
 from __future__ import annotations
 
 import struct
-from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
-from typing import Any, Final
+from collections.abc import Callable, Sequence
+from typing import Any, Final, TypedDict
 
 import attrs
 import cramjam
 
 from ..errors import LimitExceeded, LocalProtocolError
+from ..speed import use_fast
 from ..wire import Limits, decode_uvarint, encode_uvarint
 from .errors import TruncatedBundle
 
@@ -76,11 +83,6 @@ class Message:
     ts: int = 0
     key: bytes | None = None
     seq: int | None = None
-
-
-_new = object.__new__
-_MESSAGE_SETTERS: Final = tuple(Message.__dict__[name].__set__ for name in ("content", "ts", "key", "seq"))
-assert [a.name for a in attrs.fields(Message)] == ["content", "ts", "key", "seq"]
 
 
 @attrs.frozen
@@ -282,26 +284,89 @@ def snappy_decompress(payload: bytes | memoryview, *, max_size: int, offset: int
     return out
 
 
-#: A bundle's or chunk's messages in columns (contents, timestamps, keys, seqs):
-#: what the decoder fills, one list per field, without a :class:`Message` each.
-MessageColumns = tuple[list[bytes], list[int], list[bytes | None], list[int]]
+# --------------------------------------------------------------------------- messages (§4)
 
 
-def _messages_of(columns: tuple[list[bytes], list[int], list[bytes | None], Sequence[int | None]]) -> list[Message]:
-    """Build one :class:`Message` per row of ``columns``, in order."""
-    new = _new
-    set_content, set_ts, set_key, set_seq = _MESSAGE_SETTERS
-    out: list[Message] = []
-    append = out.append
-    for content, ts, key, seq in zip(*columns, strict=True):
-        # Trusted construction: every field was decoded and checked (Message has no validators).
-        m = new(Message)
-        set_content(m, content)
-        set_ts(m, ts)
-        set_key(m, key)
-        set_seq(m, seq)
-        append(m)
-    return out
+def _decode_message(
+    data: bytes | memoryview,
+    p: int,
+    end: int,
+    i: int,
+    header: BundleHeader,
+    prev: Message | None,
+    *,
+    base: int,
+    first_seq: int | None,
+) -> tuple[Message, int]:
+    """Decode message ``i`` of a bundle from ``data[p:end]`` (§4); returns it and the position after it.
+
+    ``flags:u8 [seqDelta:varint] [ts:u64] [keyLen:u8 key] contentLen:varint content``,
+    read in that order:
+
+    * ``flags``: 1 HaveKey, 2 UseLastSpecifiedTS, 4 SeqNumPrevPlusOne; any other bit is refused;
+    * the sequence number: ``first_seq`` for the first message (``None`` when a
+      non-sparse bundle has no base), then the previous one + 1; in a sparse
+      bundle a middle message without SeqNumPrevPlusOne carries ``seqDelta``
+      (its number is the previous one + 1 + seqDelta) and the last message
+      takes ``lastSeq``, which the middle ones must stay below;
+    * ``ts``, unless UseLastSpecifiedTS repeats the previous message's (0 for the first);
+    * ``keyLen key`` with HaveKey;
+    * ``contentLen content``.
+
+    A message cut short raises :class:`~refwire.tank.errors.TruncatedBundle`.
+    """
+    n = header.count
+    start = p
+    if p >= end:
+        raise _truncated(f"truncated: message {i} of {n}", "messageFlags", base + p)
+    flags = data[p]
+    p += 1
+    if flags & ~_MSG_KNOWN & 0xFF:
+        raise _err(f"message {i}: unknown flags {flags:#04x}", "messageFlags", base + p - 1)
+
+    seq: int | None
+    if prev is None:
+        seq = first_seq
+    elif not header.sparse:
+        seq = None if prev.seq is None else prev.seq + 1
+    else:
+        assert prev.seq is not None and header.last_seq is not None
+        last_seq = header.last_seq
+        if flags & MSG_SEQ_PREV_PLUS_ONE:
+            seq = prev.seq + 1
+        elif i == n - 1:
+            seq = last_seq
+        else:
+            delta, p = _uvarint(data, p, end, field="seqDelta", base=base)
+            seq = prev.seq + 1 + delta
+        middle = i < n - 1
+        if (middle and seq >= last_seq) or (not middle and seq != last_seq):
+            raise _err(f"message {i}: seq {seq} disagrees with lastSeq {last_seq}", "seqDelta", base + start)
+
+    if flags & MSG_USE_LAST_TS:
+        ts = 0 if prev is None else prev.ts
+    else:
+        if end - p < 8:
+            raise _truncated("truncated: ts needs 8 bytes", "ts", base + p)
+        (ts,) = _U64.unpack_from(data, p)
+        p += 8
+
+    key = None
+    if flags & MSG_HAVE_KEY:
+        if p >= end:
+            raise _truncated("truncated: keyLen", "keyLen", base + p)
+        key_len = data[p]
+        p += 1
+        if end - p < key_len:
+            raise _truncated(f"truncated: key needs {key_len} bytes", "key", base + p)
+        key = bytes(data[p : p + key_len])
+        p += key_len
+
+    content_len, q = _uvarint(data, p, end, field="contentLen", base=base)
+    p = q + content_len
+    if p > end:
+        raise _truncated(f"truncated: content needs {content_len} bytes, {end - q} left", "content", base + q)
+    return Message(bytes(data[q:p]), ts, key, seq), p
 
 
 def _decode_messages(
@@ -309,101 +374,33 @@ def _decode_messages(
     p: int,
     end: int,
     header: BundleHeader,
-    base_seq: int,
-    columns: MessageColumns,
+    base_seq: int | None,
     *,
     base: int,
     stop_at_truncation: bool,
-) -> int:
-    """Decode up to ``header.count`` messages from ``data[p:end]`` onto the
-    ends of ``columns``.
+) -> tuple[list[Message], int]:
+    """Decode the ``header.count`` messages of a bundle's message set at ``data[p:end]`` (§4).
 
-    Returns the position after the last complete message.  With
+    Returns the messages and the position after the last complete one.  A
+    sparse bundle numbers its messages from its own ``firstSeq``, any other
+    from ``base_seq`` (``None``: the messages keep no number).  With
     ``stop_at_truncation`` a message that does not fit ends the walk quietly
-    (a partial trailing bundle; the complete ones before it are kept);
-    otherwise it is an error.  On an error the columns hold a prefix of the
-    bundle, which the caller drops with the exception.
+    (a partial trailing bundle of a chunk, §5: the complete ones before it are
+    kept); otherwise it is an error.
     """
-    contents, tss, keys, seqs = columns
-    add_content = contents.append
-    add_ts = tss.append
-    add_key = keys.append
-    n = header.count
-    sparse = header.sparse
-    # Non-sparse bundles number their messages base_seq, base_seq + 1, ...: the
-    # seqs column is filled once at the end.  Sparse ones carry their own (§4).
-    seq = header.first_seq if sparse else base_seq
-    assert seq is not None
-    seq -= 1  # the first message's number is first_seq (incremented below)
-    last_seq = header.last_seq
-    unpack_u64 = _U64.unpack_from
-    copy = type(data) is not bytes  # slices of a memoryview are copied out to bytes
-    ts = 0
-    for i in range(n):
+    first_seq = header.first_seq if header.sparse else base_seq
+    messages: list[Message] = []
+    prev: Message | None = None
+    for i in range(header.count):
         start = p
         try:
-            if p >= end:
-                raise _truncated(f"truncated: message {i} of {n}", "messageFlags", base + p)
-            mflags = data[p]
-            p += 1
-            if mflags & ~_MSG_KNOWN & 0xFF:
-                raise _err(f"message {i}: unknown flags {mflags:#04x}", "messageFlags", base + p - 1)
-            if sparse:
-                if i == 0:
-                    seq += 1
-                else:
-                    assert last_seq is not None
-                    if mflags & MSG_SEQ_PREV_PLUS_ONE:
-                        seq += 1
-                    elif i == n - 1:
-                        seq = last_seq
-                    else:
-                        delta, p = _uvarint(data, p, end, field="seqDelta", base=base)
-                        seq += 1 + delta
-                    # the last message takes lastSeq, so a middle one must stay below it (no repeated seq)
-                    if seq >= last_seq if i < n - 1 else seq != last_seq:
-                        raise _err(f"message {i}: seq {seq} disagrees with lastSeq {last_seq}", "seqDelta", base + start)
-            if not mflags & MSG_USE_LAST_TS:
-                if end - p < 8:
-                    raise _truncated("truncated: ts needs 8 bytes", "ts", base + p)
-                (ts,) = unpack_u64(data, p)
-                p += 8
-            key = None
-            if mflags & MSG_HAVE_KEY:
-                if p >= end:
-                    raise _truncated("truncated: keyLen", "keyLen", base + p)
-                klen = data[p]
-                p += 1
-                if end - p < klen:
-                    raise _truncated(f"truncated: key needs {klen} bytes", "key", base + p)
-                key = bytes(data[p : p + klen])
-                p += klen
-            if p < end and data[p] < 0x80:  # a content length under 128: one varint byte (§4)
-                clen = data[p]
-                q = p + 1
-            else:
-                try:
-                    clen, q = decode_uvarint(data, p, end, field="contentLen", base=base)
-                except LocalProtocolError as exc:
-                    _raise_if_truncated(exc, data, p, end)
-                    raise
-            p = q + clen
-            if p > end:
-                raise _truncated(f"truncated: content needs {clen} bytes, {end - q} left", "content", base + q)
+            prev, p = _decode_message(data, p, end, i, header, prev, base=base, first_seq=first_seq)
         except TruncatedBundle:
             if stop_at_truncation:
-                if not sparse:
-                    seqs += range(base_seq, base_seq + i)
-                return start
+                return messages, start
             raise
-        add_content(bytes(data[q:p]) if copy else data[q:p])  # type: ignore[arg-type]
-        add_ts(ts)
-        add_key(key)
-        if sparse:
-            seqs.append(seq)
-    if not sparse:
-        seqs += range(base_seq, base_seq + n)
-    return p
+        messages.append(prev)
+    return messages, p
 
 
 def decode_bundle(
@@ -412,29 +409,44 @@ def decode_bundle(
     base_seq: int | None = None,
     limits: Limits | None = None,
     base: int = 0,
+    fast: bool | None = None,
 ) -> tuple[BundleHeader, list[Message]]:
-    """Decode one complete bundle.  Non-sparse bundles number their messages
-    from ``base_seq`` (``seq`` stays ``None`` without one).  Trailing bytes
-    after the last message are an error (the declared sizes lie)."""
-    max_dec = limits.max_decompressed_size if limits else 64 * 1024 * 1024
+    """Decode one complete bundle (§4): its header, then its message set,
+    inflated first when it is Snappy-compressed.
+
+    Non-sparse bundles number their messages from ``base_seq`` (``seq`` stays
+    ``None`` without one).  A count larger than half the message bytes is
+    refused before decoding anything; trailing bytes after the last message are
+    an error (the declared sizes lie).  ``fast`` chooses the path
+    (:func:`refwire.speed.use_fast`): the speed path decodes in columns.
+    """
+    if use_fast(fast):
+        return _SPEED["decode_bundle"](bundle, base_seq, limits, base)
+    max_decompressed = limits.max_decompressed_size if limits else 64 * 1024 * 1024
     header = parse_bundle_header(bundle, 0, len(bundle), base=base)
-    p, end, data = header.size, len(bundle), bundle
-    dbase = base
+    data, p, end, data_base = bundle, header.size, len(bundle), base
     if header.codec == CODEC_SNAPPY:
-        data = snappy_decompress(bundle[p:], max_size=max_dec, offset=base + p)
-        p, end, dbase = 0, len(data), base + header.size
+        data = snappy_decompress(bundle[p:], max_size=max_decompressed, offset=base + p)
+        p, end, data_base = 0, len(data), base + header.size
     if header.count > (end - p) // _MIN_MESSAGE:
         raise _err(f"count {header.count} cannot fit in {end - p} bytes of messages", "count", base)
-    columns: MessageColumns = ([], [], [], [])
-    q = _decode_messages(data, p, end, header, base_seq or 0, columns, base=dbase, stop_at_truncation=False)
+    messages, q = _decode_messages(data, p, end, header, base_seq, base=data_base, stop_at_truncation=False)
     if q != end:
-        raise _err(f"{end - q} bytes after the last of {header.count} messages", "messageSet", dbase + q)
-    if base_seq is None and not header.sparse:
-        return header, _messages_of((columns[0], columns[1], columns[2], [None] * header.count))
-    return header, _messages_of(columns)
+        raise _err(f"{end - q} bytes after the last of {header.count} messages", "messageSet", data_base + q)
+    return header, messages
 
 
 # --------------------------------------------------------------------------- chunks (§5)
+
+
+#: A bundle's or chunk's messages in columns (contents, timestamps, keys, seqs):
+#: what the speed path decodes, one list per field, without a :class:`Message` each.
+MessageColumns = tuple[list[bytes], list[int], list[bytes | None], list[int]]
+
+
+def _messages_of(columns: tuple[list[bytes], list[int], list[bytes | None], Sequence[int | None]]) -> list[Message]:
+    """One :class:`Message` per row of ``columns``, in order."""
+    return [Message(content, ts, key, seq) for content, ts, key, seq in zip(*columns, strict=True)]
 
 
 @attrs.frozen(eq=False)
@@ -448,11 +460,13 @@ class ChunkResult:
     * ``partial`` -- the chunk ended inside a bundle;
     * ``drained`` -- the chunk was empty (the consumer is at the end).
 
-    :func:`read_chunk` decodes the messages in columns; ``messages`` builds
-    their :class:`Message` objects the first time it is read (and keeps
-    them).  :attr:`count`, :attr:`seqs`, :attr:`contents`, :attr:`timestamps`
-    and :attr:`keys` read the columns and build nothing: the cheap way through
-    a large chunk.  Equality, hash and repr are those of the messages.
+    A result holds its messages or, made with :meth:`of_columns` (as the speed
+    path of :func:`read_chunk` makes it), their columns; ``messages`` then
+    builds their :class:`Message` objects the first time it is read (and keeps
+    them), the speed path's way when ``fast`` (:func:`refwire.speed.use_fast`).
+    :attr:`count`, :attr:`seqs`, :attr:`contents`, :attr:`timestamps` and
+    :attr:`keys` read the columns and build nothing: the cheap way through a
+    large chunk.  Equality, hash and repr are those of the messages.
     """
 
     _messages: tuple[Message, ...] | None = attrs.field(alias="messages")
@@ -461,6 +475,7 @@ class ChunkResult:
     partial: bool = False
     drained: bool = False
     _columns: MessageColumns | None = attrs.field(default=None, alias="columns", kw_only=True, repr=False)
+    _fast: bool = attrs.field(default=None, converter=use_fast, alias="fast", kw_only=True, repr=False)
 
     def __attrs_post_init__(self) -> None:
         columns = self._columns
@@ -473,11 +488,18 @@ class ChunkResult:
 
     @classmethod
     def of_columns(
-        cls, columns: MessageColumns, next_seq: int, min_fetch_size: int = 0, partial: bool = False, drained: bool = False
+        cls,
+        columns: MessageColumns,
+        next_seq: int,
+        min_fetch_size: int = 0,
+        partial: bool = False,
+        drained: bool = False,
+        *,
+        fast: bool | None = None,
     ) -> ChunkResult:
         """A result whose messages are ``columns`` (contents, timestamps, keys,
         seqs: equal lengths, which the result takes over)."""
-        return cls(None, next_seq, min_fetch_size, partial, drained, columns=columns)
+        return cls(None, next_seq, min_fetch_size, partial, drained, columns=columns, fast=fast)
 
     @property
     def messages(self) -> tuple[Message, ...]:
@@ -485,7 +507,8 @@ class ChunkResult:
         messages = self._messages
         if messages is None:
             assert self._columns is not None
-            messages = tuple(_messages_of(self._columns))
+            build = _SPEED["messages_of"] if self._fast else _messages_of
+            messages = tuple(build(self._columns))
             object.__setattr__(self, "_messages", messages)
         return messages
 
@@ -546,36 +569,50 @@ def read_chunk(
     requested_seq: int,
     limits: Limits | None = None,
     offset: int = 0,
+    fast: bool | None = None,
 ) -> ChunkResult:
-    """Walk a consume chunk as ``TankClient::process_consume`` does (§5).
+    """Walk a consume chunk's ``bundleLen:varint bundle`` entries as
+    ``TankClient::process_consume`` does (§5).
 
-    ``base_seq`` is the response's baseSeqNum (``None`` for err 0xfe: the first
-    bundle is sparse and carries its own).  Complete messages of a partial
-    uncompressed bundle are delivered; a partial compressed bundle is skipped
-    and ``min_fetch_size`` names the size that reaches its end.  Malformed
-    complete bundles raise :class:`LocalProtocolError`.
+    * Non-sparse bundles number their messages from ``base_seq`` (the
+      response's baseSeqNum), then from where the previous bundle ended;
+      sparse ones from their own header.  ``base_seq`` is ``None`` for err
+      0xfe: the first bundle is sparse and carries its own.
+    * A bundle wholly below ``requested_seq`` is skipped without looking inside.
+    * A partial uncompressed bundle still delivers every complete message; a
+      partial Snappy bundle delivers nothing.  ``min_fetch_size`` is then the
+      whole size of that entry (bytes present + 1024 when even its length
+      varint is cut).
+    * Messages above ``hwmark`` are dropped and end the walk.
+    * ``next_seq`` is ``max(requested_seq, last + 1)``, or ``requested_seq``
+      when nothing was delivered (``hwmark + 1`` for a tail request,
+      ``requested_seq`` = 2**64-1).
+
+    Malformed complete bundles raise :class:`LocalProtocolError`.  ``fast``
+    chooses the path (:func:`refwire.speed.use_fast`): the speed path decodes
+    into columns and builds no :class:`Message` until ``messages`` is read.
     """
-    max_dec = limits.max_decompressed_size if limits else 64 * 1024 * 1024
+    if use_fast(fast):
+        return _SPEED["read_chunk"](chunk, base_seq, hwmark, requested_seq, limits, offset)
+    max_decompressed = limits.max_decompressed_size if limits else 64 * 1024 * 1024
     end = len(chunk)
     tail = requested_seq == U64_MAX
-    contents: list[bytes] = []
-    seqs: list[int] = []
-    columns: MessageColumns = (contents, [], [], seqs)
+    out: list[Message] = []
+    seq = base_seq  # the number of the next non-sparse bundle's first message
     p = 0
-    seq = base_seq
     min_fetch = 0
     partial = False
     stop = False
     while p < end and not stop:
         entry_start = p
         try:
-            blen, p = _uvarint(chunk, p, end, field="bundleLen", base=offset)
+            bundle_len, p = _uvarint(chunk, p, end, field="bundleLen", base=offset)
         except TruncatedBundle:
             partial, min_fetch = True, (end - entry_start) + 1024
             break
-        bundle_end = p + blen
-        if blen == 0:
+        if bundle_len == 0:
             raise _err("empty bundle (bundleLen 0)", "bundleLen", offset + entry_start)
+        bundle_end = p + bundle_len
         whole = bundle_end <= end
         try:
             header = parse_bundle_header(chunk, p, min(bundle_end, end), base=offset)
@@ -584,6 +621,8 @@ def read_chunk(
                 raise
             partial, min_fetch = True, bundle_end - entry_start
             break
+
+        # The numbers this bundle's messages take: first .. after - 1.
         if header.sparse:
             assert header.first_seq is not None and header.last_seq is not None
             if seq is not None and header.first_seq < seq and entry_start > 0:
@@ -593,53 +632,65 @@ def read_chunk(
             if seq is None:
                 raise _err("err 0xfe but the first bundle is not sparse", "flags", offset + p)
             first, after = seq, seq + header.count
-        if not tail and requested_seq >= after:
-            seq = after  # fast skip (§5): no need to look inside
+
+        if not tail and requested_seq >= after:  # wholly below the requested number: skipped
+            seq = after
             if not whole:
                 partial, min_fetch = True, bundle_end - entry_start
             p = bundle_end
             continue
-        ms = p + header.size
+
+        message_set = p + header.size
         if header.codec == CODEC_SNAPPY:
             if not whole:
                 partial, min_fetch = True, bundle_end - entry_start
                 break
-            data: bytes | memoryview = snappy_decompress(chunk[ms:bundle_end], max_size=max_dec, offset=offset + ms)
-            dstart, dend, dbase = 0, len(data), offset + ms
+            data: bytes | memoryview = snappy_decompress(
+                chunk[message_set:bundle_end], max_size=max_decompressed, offset=offset + message_set
+            )
+            data_start, data_end, data_base = 0, len(data), offset + message_set
         else:
-            data, dstart, dend, dbase = chunk, ms, min(bundle_end, end), offset
-        if header.count > (dend - dstart) // _MIN_MESSAGE and whole:
-            raise _err(f"count {header.count} cannot fit in {dend - dstart} bytes", "count", offset + p)
-        k = len(contents)
-        q = _decode_messages(data, dstart, dend, header, first, columns, base=dbase, stop_at_truncation=not whole)
-        if whole and q != dend:
-            raise _err(f"{dend - q} bytes after the last of {header.count} messages", "messageSet", dbase + q)
-        # Keep the bundle's messages with requested_seq <= seq <= hwmark.  Seqs rise
-        # strictly through a bundle (§4), so the wanted ones are one slice of it.
-        if len(contents) > k:
-            if seqs[-1] > hwmark:
+            data, data_start, data_end, data_base = chunk, message_set, min(bundle_end, end), offset
+        if whole and header.count > (data_end - data_start) // _MIN_MESSAGE:
+            raise _err(f"count {header.count} cannot fit in {data_end - data_start} bytes", "count", offset + p)
+        messages, q = _decode_messages(data, data_start, data_end, header, first, base=data_base, stop_at_truncation=not whole)
+        if whole and q != data_end:
+            raise _err(f"{data_end - q} bytes after the last of {header.count} messages", "messageSet", data_base + q)
+
+        for m in messages:
+            assert m.seq is not None
+            if m.seq > hwmark:
                 stop = True
-                _drop_from(columns, bisect_right(seqs, hwmark, k))
-            if not tail and len(seqs) > k and seqs[k] < requested_seq:
-                _drop_between(columns, k, bisect_left(seqs, requested_seq, k))
+                break
+            if tail or m.seq >= requested_seq:
+                out.append(m)
         if not whole:
             partial, min_fetch = True, bundle_end - entry_start
             break
         seq = after
         p = bundle_end
-    if seqs:
-        last = seqs[-1]
+
+    if out:
+        last = out[-1].seq
+        assert last is not None
         next_seq = last + 1 if tail else max(requested_seq, last + 1)
     else:
         next_seq = hwmark + 1 if tail else requested_seq
-    return ChunkResult.of_columns(columns, next_seq, min_fetch, partial, end == 0)
+    return ChunkResult(tuple(out), next_seq, min_fetch, partial, end == 0)
 
 
-def _drop_from(columns: MessageColumns, i: int) -> None:
-    for column in columns:
-        del column[i:]
+# --------------------------------------------------------------------------- the speed path's hook
 
 
-def _drop_between(columns: MessageColumns, i: int, j: int) -> None:
-    for column in columns:
-        del column[i:j]
+class _SpeedPath(TypedDict, total=False):
+    """The speed path's functions (positional arguments, as the plain ones name them)."""
+
+    read_chunk: Callable[[bytes | memoryview, int | None, int, int, Limits | None, int], ChunkResult]
+    decode_bundle: Callable[[bytes | memoryview, int | None, Limits | None, int], tuple[BundleHeader, list[Message]]]
+    messages_of: Callable[[MessageColumns], list[Message]]
+
+
+#: Filled by :mod:`refwire.tank._fast_bundles` when it is imported (the package's
+#: ``__init__`` imports it, so before any use); read only by a call or result that
+#: takes the speed path.  This module never imports the speed path itself.
+_SPEED: Final[_SpeedPath] = {}

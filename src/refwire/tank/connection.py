@@ -13,7 +13,9 @@ answered out of order), decodes produce responses against the remembered
 (topic, partition) list, and walks consume chunks with
 :func:`~refwire.tank.bundles.read_chunk`; when the connection ends, the
 requests still in flight are named in its :class:`~refwire.tank.events.ConnectionClosed`
-(``unanswered``: their outcome is unknown).  The broker side splits frames,
+(``unanswered``: their outcome is unknown).  ``ClientConnection(fast=...)`` chooses
+the chunk walk's path once (:func:`refwire.speed.use_fast`): the speed path's
+columns unless ``fast=False`` or ``REFWIRE_REFERENCE=1``.  The broker side splits frames,
 decodes requests and tracks idleness (an :class:`~refwire.tank.events.IdleTimeout` event after 16 s
 without traffic or an outstanding long poll, §6); the topic logic is
 :class:`~refwire.tank.service.BrokerService`.
@@ -28,6 +30,7 @@ import attrs
 
 from ..errors import LocalProtocolError
 from ..sansio import NEED_DATA, FrameMachine, NeedData, earliest
+from ..speed import use_fast
 from ..wire import Limits
 from .bundles import read_chunk
 from .events import ClientEvent, Connected, ConnectionClosed, ConsumeResult, IdleTimeout, PartitionData
@@ -204,14 +207,24 @@ class _Base(FrameMachine):
 
 class ClientConnection(_Base):
     """The client side.  ``send(request, now=...)`` queues the request's frame;
-    request ids are the caller's (use :meth:`new_request_id`)."""
+    request ids are the caller's (use :meth:`new_request_id`).  ``fast``: the
+    path consume chunks are walked by (:func:`~refwire.tank.bundles.read_chunk`),
+    decided here once."""
 
     TRANSITIONS = CLIENT_TRANSITIONS
 
     def __init__(
-        self, *, now: float, limits: Limits = DEFAULT_LIMITS, ping_interval: float | None = 5.0, first_request_id: int = 1
+        self,
+        *,
+        now: float,
+        limits: Limits = DEFAULT_LIMITS,
+        ping_interval: float | None = 5.0,
+        first_request_id: int = 1,
+        fast: bool | None = None,
     ) -> None:
         super().__init__(RESPONSE_IDS, limits, State.CONNECTING, now)
+        #: whether consume chunks take the speed path (decided once, here)
+        self.fast = use_fast(fast)
         self.ping_interval = ping_interval
         self._next_id = first_request_id
         self._pending: dict[int, Request] = {}
@@ -336,7 +349,13 @@ class ClientConnection(_Base):
                 chunk = None
                 if p.error in (0, 0xFE):
                     chunk = read_chunk(
-                        p.chunk, base_seq=p.base_seq, hwmark=p.hwmark, requested_seq=seq, limits=self.limits, offset=at
+                        p.chunk,
+                        base_seq=p.base_seq,
+                        hwmark=p.hwmark,
+                        requested_seq=seq,
+                        limits=self.limits,
+                        offset=at,
+                        fast=self.fast,
                     )
                 at += len(p.chunk)
                 parts.append(PartitionData(t.name, p.partition, p.error, p.hwmark, seq, chunk, p.first_avail))
@@ -350,7 +369,12 @@ class BrokerConnection(_Base):
     TRANSITIONS = BROKER_TRANSITIONS
 
     def __init__(
-        self, *, now: float, limits: Limits = DEFAULT_LIMITS, idle_timeout: float | None = 16.0, frame_timeout: float | None = None
+        self,
+        *,
+        now: float,
+        limits: Limits = DEFAULT_LIMITS,
+        idle_timeout: float | None = 16.0,
+        frame_timeout: float | None = None,
     ) -> None:
         super().__init__(REQUEST_IDS, limits, State.OPEN, now)
         self.idle_timeout = idle_timeout

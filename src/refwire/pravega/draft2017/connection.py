@@ -38,14 +38,15 @@ through ``data_to_send``), ``next_deadline``/``handle_timer`` and ``send_failed`
 * **Replies** (§5 "Sending"): a server reply longer than ``reply_part_size``
   goes out as parts of exactly that many data bytes, the last one shorter.
 
-The events the machines give and take are in :mod:`~refwire.pravega.draft2017.events`.
+The frame intake both machines share (the header, layout and partial-message
+checks above, the end of input) is :mod:`.machine`; the events the machines give
+and take are in :mod:`~refwire.pravega.draft2017.events`.  The draft dialect has
+no speed path: this is the one path.
 """
 
 from __future__ import annotations
 
-import enum
 import math
-import struct
 import uuid
 from collections import deque
 from typing import Final
@@ -53,9 +54,9 @@ from typing import Final
 import attrs
 
 from ...errors import LocalProtocolError, ProtocolError
-from ...sansio import NEED_DATA, FrameMachine, NeedData, closed_inside
-from ...wire import Limits, ReceiveBuffer, check_limit
-from ..frames import HEADER, MAX_WIRECOMMAND_SIZE, Command, decode_command, encode_command, encode_event
+from ...sansio import NeedData, closed_inside
+from ...wire import Limits, check_limit
+from ..frames import HEADER, MAX_WIRECOMMAND_SIZE, Command, encode_command, encode_event
 from .events import BlockAppend, Blocks, ConnectionClosed, KeepAliveReceived, ReplyReceived, RequestReceived
 from .frames import (
     DRAFT,
@@ -72,7 +73,8 @@ from .frames import (
     SegmentRead,
     SetupAppend,
 )
-from .partial import Reassembly, command_name, error, split_message, split_reply, wrap_inner
+from .machine import State, _Base
+from .partial import error, split_message, split_reply, wrap_inner
 
 __all__ = [
     "CLIENT_TRANSITIONS",
@@ -102,17 +104,6 @@ DEFAULT_LIMITS: Final = Limits(
     max_window=2000,
     max_buffered=MAX_BLOCK_SIZE,
 )
-
-_HDR = struct.Struct(">ii")
-
-
-class State(enum.Enum):
-    OPEN = "open"
-    IN_BLOCK = "in-block"  #: between BeginAppendBlock and EndAppendBlock
-    TRAILER = "trailer"  #: EndAppendBlock seen; a partial message begun in the block is still arriving
-    CLOSED = "closed"
-    ERROR = "error"
-
 
 #: (state, input) -> next state; anything else is a protocol error on ``type`` (tests walk every pair).
 SERVER_TRANSITIONS: Final[dict[tuple[State, str], State]] = {
@@ -166,170 +157,6 @@ _CLIENT_INPUT: Final = {
     KeepAlive.TYPE: "keepalive",
     PartialMessage.TYPE: "partial",
 }
-
-
-class _Base(FrameMachine):
-    PROTOCOL = PROTOCOL
-    ERROR_STATE = State.ERROR
-    CLOSED_STATE = State.CLOSED
-    _INPUT: dict[int, str]
-
-    def __init__(self, limits: Limits) -> None:
-        super().__init__(State.OPEN)
-        self.limits = limits
-        self._buf = ReceiveBuffer()
-        self._offset = 0  #: stream offset of the next undecoded frame
-        self._code: int | None = None  #: type of the frame being received, once checked
-        self._length: int | None = None  #: its payload length, once checked
-        self._partial = Reassembly(limits.max_decompressed_size)
-
-    def _feed(self, data: bytes | bytearray | memoryview) -> None:
-        self._buf.feed(data)
-
-    def _receive_progress(self) -> tuple[int, int]:
-        return len(self._buf), self._buf.consumed
-
-    def _pending_frame_name(self) -> str | None:
-        return self._pending_frame()
-
-    # -- header checks (§1, §3, §5 rule 3) ----------------------------------------------------
-    def _allowed(self, inp: str) -> bool:
-        raise NotImplementedError
-
-    def _check_type(self, code: int, offset: int) -> None:
-        cls = DRAFT.commands.get(code)
-        if cls is None:
-            raise error(f"unknown type code {code}", None, "type", offset)
-        if code not in self._INPUT:
-            raise error(f"{cls.NAME} is not sent in this direction", cls.NAME, "type", offset)
-
-    def _check_state(self, code: int, offset: int) -> None:
-        """§3, §5 rule 3, §6.3 rule 2: made once the frame is decoded (a malformed
-        frame is reported on its field first, vector ``end-append-block-missing-block-length``)."""
-        cls = DRAFT.commands[code]
-        if not self._allowed(self._INPUT[code]):
-            pending = " while a partial message is incomplete" if self._partial.active else ""
-            raise error(f"{cls.NAME} is not allowed in state {self.state.value}{pending}", cls.NAME, "type", offset)
-
-    def _check_length(self, code: int, n: int, offset: int) -> None:
-        name = command_name(code)
-        if n < 0:
-            raise error(f"negative frame length {n}", name, "length", offset + 4)
-        check_limit(
-            HEADER + n,
-            self.limits.max_frame_size,
-            name="max_frame_size",
-            field="length",
-            frame=name,
-            offset=offset + 4,
-            protocol=PROTOCOL,
-        )
-
-    def _pump(self) -> None:
-        buf = self._buf
-        while not self._events:
-            avail = len(buf)
-            if avail < 4:
-                return
-            data, pos, off = buf.data, buf.pos, self._offset
-            if self._code is None:
-                code = int.from_bytes(data[pos : pos + 4], "big", signed=True)
-                self._check_type(code, off)
-                self._code = code
-            if avail < HEADER:
-                return
-            if self._length is None:
-                n = int.from_bytes(data[pos + 4 : pos + 8], "big", signed=True)
-                self._check_length(self._code, n, off)
-                self._length = n
-            size = HEADER + self._length
-            if avail < size:
-                return
-            cmd = decode_command(
-                self._code, data, start=pos + HEADER, end=pos + size, base=off + HEADER, allow_inner=True, dialect=DRAFT
-            )
-            self._check_state(self._code, off)
-            buf.advance_to(pos + size)
-            self._offset = off + size
-            self._code = self._length = None
-            self._on_frame(cmd, off, size)
-
-    def _on_frame(self, cmd: Command, offset: int, size: int) -> None:
-        raise NotImplementedError
-
-    def _start_part(self, cmd: PartialMessage, offset: int, *, in_block: bool) -> None:
-        """§5 rule 2: one partial message at a time, Begin first."""
-        part, pm = cmd.part, self._partial
-        if part == Part.BEGIN:
-            if pm.active:
-                raise error(
-                    f"a partial message begins while the one begun at offset {pm.started_at} is incomplete",
-                    "PartialMessage",
-                    "part",
-                    offset + HEADER,
-                )
-            pm.begin(offset, in_block=in_block)
-        elif part in (Part.MIDDLE, Part.END):
-            if not pm.active:
-                raise error(f"{Part(part).name.title()} part without a Begin", "PartialMessage", "part", offset + HEADER)
-        else:
-            raise error(f"part must be 0 (Begin), 1 (Middle) or 2 (End), got {part}", "PartialMessage", "part", offset + HEADER)
-
-    def _decode_reassembled(self, frame: bytes, data_at: int) -> Command:
-        code = int.from_bytes(frame[:4], "big", signed=True)
-        try:
-            return decode_command(code, frame, start=HEADER, base=HEADER, allow_inner=True, dialect=DRAFT)
-        except ProtocolError as exc:
-            raise wrap_inner(exc, data_at) from None
-
-    def _pending_frame(self) -> str | None:
-        return command_name(self._code) if self._code is not None and len(self._buf) >= HEADER else None
-
-    def _eof_errors(self) -> None:
-        if self._buf:
-            raise closed_inside(
-                "a frame",
-                protocol=PROTOCOL,
-                frame=self._pending_frame(),
-                offset=self._offset,
-                detail=f"{len(self._buf)} bytes of it received",
-            )
-        if self._partial.active:
-            raise closed_inside("a partial message", protocol=PROTOCOL, frame="PartialMessage", offset=self._partial.started_at)
-
-    def _at_eof(self) -> None:
-        if self._reset:
-            self._transition("reset")
-            self._events.append(ConnectionClosed(clean=False, reason="reset"))
-            return
-        self._eof_errors()
-        self._transition("eof", offset=self._offset)
-        self._events.append(ConnectionClosed())
-
-    def _idle_event(self) -> NeedData | None:
-        return NEED_DATA if self.state is State.CLOSED else None  # the closing event went out once
-
-    # A machine closed by an EOF answers a further end of input with its closing
-    # event again (once per call: a pump reads NEED_DATA after it); after a reset
-    # (or a failed write) the connection is over and nothing more comes.
-    def receive_data(self, data: bytes | bytearray | memoryview, *, now: float) -> None:
-        if not data and self.state is State.CLOSED:
-            if not self._reset:
-                self._closed_again(now)
-            return
-        super().receive_data(data, now=now)
-
-    def connection_lost(self, *, now: float) -> None:
-        if self.state is State.CLOSED:
-            if not self._reset:
-                self._reset = True
-                self._closed_again(now)
-            return
-        super().connection_lost(now=now)
-
-    def _closed_again(self, now: float) -> None:
-        self._now = now
-        self._events.append(ConnectionClosed(clean=not self._reset, reason="reset" if self._reset else ""))
 
 
 @attrs.define
