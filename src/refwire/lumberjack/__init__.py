@@ -9,9 +9,9 @@ shared errors a peer can cause live in :mod:`refwire.errors` (the client's own i
 for the normalized protocol and the choices made where go-lumber and Logstash disagree.
 
 Each codec and machine has a plain path that follows the spec's sections
-(:mod:`.codec`, :mod:`.compression`, :mod:`.frames`, :mod:`.connection`,
-:mod:`.writer`) and, beside it, a speed path (:mod:`._fast_frames`,
-:mod:`._fast_connection`), chosen once per object by ``fast=`` or, by default,
+(:mod:`refwire.lumberjack.codec`, :mod:`.compression`, :mod:`.frames`, :mod:`.connection`,
+:mod:`refwire.lumberjack.writer`) and, beside it, a speed path (:mod:`refwire.lumberjack._fast_frames`,
+:mod:`refwire.lumberjack._fast_connection`), chosen once per object by ``fast=`` or, by default,
 the process-wide ``REFWIRE_REFERENCE`` switch (:mod:`refwire.speed`).
 """
 

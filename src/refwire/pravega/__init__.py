@@ -7,15 +7,15 @@ pipeline):
   with Pravega, and the codec;
 * :mod:`.connection` / :mod:`.events` -- Sans-IO server and client machines
   (append reassembly, writer state, Hello/KeepAlive) and the events they give;
-* :mod:`.writer` -- the Sans-IO writer session (exactly once across reconnects);
+* :mod:`refwire.pravega.writer` -- the Sans-IO writer session (exactly once across reconnects);
 * :mod:`.service` / :mod:`.store` / :mod:`.storage` -- the service behind the
   server machine, the segment store's state and the :class:`Log` protocol it
   writes to (with the in-memory :class:`MemoryLog`).
 
 Each codec and machine has a plain path that follows the spec's sections
-(:mod:`.commands`, :mod:`.frames_codec`, :mod:`.connection`, :mod:`.partial`) and,
-beside it, a speed path doing the same work faster (:mod:`._fast_frames`,
-:mod:`._fast_connection`), which registers itself into hooks the plain modules
+(:mod:`refwire.pravega.commands`, :mod:`.frames_codec`, :mod:`.connection`, :mod:`refwire.pravega.partial`) and,
+beside it, a speed path doing the same work faster (:mod:`refwire.pravega._fast_frames`,
+:mod:`refwire.pravega._fast_connection`), which registers itself into hooks the plain modules
 declare when this package is imported.  Which one runs is decided once per
 decoder or machine: ``fast=True``/``False``, or by default the process-wide
 switch of :mod:`refwire.speed` (``REFWIRE_REFERENCE=1`` selects the plain path).

@@ -1,8 +1,8 @@
 """Seastar RPC (scylladb/seastar ``doc/rpc.md`` as the real Seastar behaves): the
 Sans-IO core -- frame codec (:mod:`.frames`; the negotiation frame in
-:mod:`.negotiation`), LZ4 / LZ4_FRAGMENTED compression (:mod:`.compression`), events
+:mod:`refwire.seastar_rpc.negotiation`), LZ4 / LZ4_FRAGMENTED compression (:mod:`.compression`), events
 (:mod:`.events`) and the client and server machines (:mod:`.connection`; the
-server's, and what both share, in :mod:`.machine`).
+server's, and what both share, in :mod:`refwire.seastar_rpc.machine`).
 
 Importing this package imports no trio: the trio drivers are imported explicitly
 from :mod:`refwire.seastar_rpc.client` and :mod:`refwire.seastar_rpc.server`, and the

@@ -1,7 +1,7 @@
 """The Pravega 2017 draft dialect (specs/pravega-draft-2017/README.md): connection-offset
 appends in Begin/End blocks and Begin/Middle/End partial messages.  Its own
 command table (:mod:`.frames`), machines (:mod:`.connection`, over the frame
-intake of :mod:`.machine` and the partial-message reassembly of :mod:`.partial`) and events (:mod:`.events`) and writer session (:mod:`.writer`);
+intake of :mod:`refwire.pravega.draft2017.machine` and the partial-message reassembly of :mod:`refwire.pravega.draft2017.partial`) and events (:mod:`.events`) and writer session (:mod:`refwire.pravega.draft2017.writer`);
 it shares the codec machinery, the segment store and the simulator with today's
 dialect.
 

@@ -39,7 +39,7 @@ through ``data_to_send``), ``next_deadline``/``handle_timer`` and ``send_failed`
   goes out as parts of exactly that many data bytes, the last one shorter.
 
 The frame intake both machines share (the header, layout and partial-message
-checks above, the end of input) is :mod:`.machine`; the events the machines give
+checks above, the end of input) is :mod:`refwire.pravega.draft2017.machine`; the events the machines give
 and take are in :mod:`~refwire.pravega.draft2017.events`.  The draft dialect has
 no speed path: this is the one path.
 """
