@@ -30,13 +30,13 @@ case "$MODULE" in
     src/refwire/wire.py)   TESTS=(tests/test_wire.py tests/test_wire_limits.py) ;;
     src/refwire/sansio.py) TESTS=(tests/test_sansio.py tests/test_pump.py tests/test_machine_contract.py) ;;
     src/refwire/lumberjack/frames.py|src/refwire/lumberjack/codec.py|src/refwire/lumberjack/compression.py|src/refwire/lumberjack/_fast_frames.py)
-        TESTS=(tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py tests/test_lumberjack_json_runs.py tests/test_lumberjack_encoded_window.py tests/test_lumberjack_differential.py) ;;
+        TESTS=(tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py tests/test_lumberjack_fast_json_runs.py tests/test_lumberjack_encoded_window.py tests/test_lumberjack_differential.py) ;;
     src/refwire/lumberjack/connection.py|src/refwire/lumberjack/writer.py|src/refwire/lumberjack/_fast_connection.py)
-        TESTS=(tests/test_lumberjack_machines.py tests/test_lumberjack_connection_edges.py tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py tests/test_lumberjack_json_runs.py tests/test_lumberjack_encoded_window.py tests/test_lumberjack_differential.py) ;;
+        TESTS=(tests/test_lumberjack_machines.py tests/test_lumberjack_connection_edges.py tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py tests/test_lumberjack_fast_json_runs.py tests/test_lumberjack_encoded_window.py tests/test_lumberjack_differential.py) ;;
     src/refwire/pravega/frames_codec.py|src/refwire/pravega/frames.py|src/refwire/pravega/commands.py|src/refwire/pravega/_fast_frames.py)
-        TESTS=(tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_limits.py tests/test_pravega_edges.py tests/test_pravega_block_end_runs.py tests/test_pravega_differential.py) ;;
+        TESTS=(tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_server_limits.py tests/test_pravega_limits.py tests/test_pravega_fast_block_end_runs.py tests/test_pravega_differential.py) ;;
     src/refwire/pravega/connection.py|src/refwire/pravega/writer.py|src/refwire/pravega/partial.py|src/refwire/pravega/_fast_connection.py)
-        TESTS=(tests/test_pravega_machines.py tests/test_pravega_connection_edges.py tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_limits.py tests/test_pravega_edges.py tests/test_pravega_block_end_runs.py tests/test_pravega_differential.py) ;;
+        TESTS=(tests/test_pravega_machines.py tests/test_pravega_connection_edges.py tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_server_limits.py tests/test_pravega_limits.py tests/test_pravega_fast_block_end_runs.py tests/test_pravega_differential.py) ;;
     src/refwire/pravega/draft2017/partial.py|src/refwire/pravega/draft2017/frames.py)
         TESTS=(tests/test_pravega_draft_vectors.py tests/test_pravega_draft_machines.py tests/test_pravega_draft_limits.py) ;;
     src/refwire/pravega/draft2017/connection.py|src/refwire/pravega/draft2017/machine.py)
@@ -48,9 +48,9 @@ case "$MODULE" in
         TESTS=(tests/test_tank_codec.py tests/test_tank_vectors.py tests/test_tank_limits.py) ;;
     src/refwire/tank/connection.py) TESTS=(tests/test_tank_machines.py tests/test_tank_connection_edges.py tests/test_tank_codec.py tests/test_tank_limits.py tests/test_tank_differential.py) ;;
     src/refwire/seastar_rpc/compression.py|src/refwire/seastar_rpc/frames.py|src/refwire/seastar_rpc/negotiation.py|src/refwire/seastar_rpc/_fast_frames.py|src/refwire/seastar_rpc/_fast_compression.py)
-        TESTS=(tests/test_seastar_codec.py tests/test_seastar_vectors.py tests/test_seastar_limits.py tests/test_seastar_lz4_fast.py tests/test_seastar_response_runs.py tests/test_seastar_rpc_differential.py) ;;
+        TESTS=(tests/test_seastar_codec.py tests/test_seastar_vectors.py tests/test_seastar_limits.py tests/test_seastar_fast_lz4.py tests/test_seastar_fast_response_runs.py tests/test_seastar_differential.py) ;;
     src/refwire/seastar_rpc/connection.py|src/refwire/seastar_rpc/machine.py|src/refwire/seastar_rpc/_fast_connection.py)
-        TESTS=(tests/test_seastar_machines.py tests/test_seastar_connection_edges.py tests/test_seastar_codec.py tests/test_seastar_limits.py tests/test_seastar_response_runs.py tests/test_seastar_rpc_differential.py) ;;
+        TESTS=(tests/test_seastar_machines.py tests/test_seastar_connection_edges.py tests/test_seastar_codec.py tests/test_seastar_limits.py tests/test_seastar_fast_response_runs.py tests/test_seastar_differential.py) ;;
     *) echo "no unit-test mapping for $MODULE (add one in $0)" >&2; exit 2 ;;
 esac
 # A plain module (the reference path) is mutated with every speed path off, so the

@@ -20,5 +20,5 @@ if [ "${FULL:-0}" = 1 ]; then
 else
     "$PY" -m pytest tests/test_compiled_build.py tests/test_wire.py tests/test_wire_limits.py tests/test_sansio.py \
         tests/test_*_codec.py tests/test_*_vectors.py tests/test_*_limits.py tests/test_*_machines.py \
-        tests/test_seastar_response_runs.py tests/test_pravega_block_end_runs.py tests/test_*_differential.py "$@"
+        tests/test_seastar_fast_response_runs.py tests/test_pravega_fast_block_end_runs.py tests/test_*_differential.py "$@"
 fi

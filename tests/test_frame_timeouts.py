@@ -2,7 +2,7 @@
 a peer that begins a frame and then trickles one byte at a time -- never idle
 long enough for an idle or batch timer -- is closed once the frame has been
 incomplete for ``frame_timeout`` seconds, while a connection idling *between*
-frames stays open.  (Pravega's own case is in test_pravega_limits.py.)"""
+frames stays open.  (Pravega's own case is in test_pravega_server_limits.py.)"""
 
 from __future__ import annotations
 

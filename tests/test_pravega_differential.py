@@ -384,7 +384,7 @@ def test_any_server_replies_reach_the_client_alike(case: tuple[bytes, list[int]]
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(block_end_session(), st.sampled_from([0, 0, 2, 3]))
 def test_append_sessions_and_hostile_frames_are_served_alike(case: tuple[list[uuid.UUID], list[bytes]], fail_every: int) -> None:
-    """The sessions of ``test_pravega_block_end_runs``: writers set up, Rust and Java
+    """The sessions of ``test_pravega_fast_block_end_runs``: writers set up, Rust and Java
     appends, event numbers going backwards, strangers and hostile frames."""
     writers, parts = case
     setups = b"".join(SetupAppend(request_id=i + 1, writer_id=w, segment=SEG).encode() for i, w in enumerate(writers))
@@ -434,7 +434,7 @@ _PROBE = (
     "from refwire.pravega.connection import ClientConnection, ServerConnection\n"
     "from refwire.pravega.frames import CommandDecoder\n"
     "d, s, c = CommandDecoder(), ServerConnection(), ClientConnection()\n"
-    "print(d.fast, d._block_ends is not None, s.fast, s._fast_append is not None, c.fast, c._decoder.fast)\n"
+    "print(d.fast, type(d).__name__ == 'FastCommandDecoder', s.fast, s._fast_append is not None, c.fast, c._decoder.fast)\n"
 )
 
 
@@ -488,3 +488,25 @@ def test_the_plain_path_runs_no_code_of_the_speed_modules() -> None:
         assert {"_fast_frames.py:commands", "_fast_frames.py:block_ends", "_fast_connection.py:fast_append"} <= (
             _calls_into_fast_modules(run(True))
         )
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_decoder_is_of_its_path_s_class_and_copies_keep_it(fast: bool) -> None:
+    """``CommandDecoder(fast=...)`` builds the speed path's subclass or this class
+    (a subclass of it stays plain), and a copy is on the same path."""
+    import copy
+
+    from refwire.pravega._fast_frames import FastCommandDecoder
+    from refwire.pravega.frames import CommandDecoder, KeepAlive
+
+    dec = CommandDecoder(fast=fast)
+    assert dec.fast is fast and (type(dec) is FastCommandDecoder) is fast
+    dec.feed(KeepAlive().encode())
+    twin = copy.deepcopy(dec)
+    assert type(twin) is type(dec) and twin.fast is fast
+    assert list(twin.commands()) == [KeepAlive()] and list(dec.commands()) == [KeepAlive()]
+
+    class Mine(CommandDecoder):
+        __slots__ = ()
+
+    assert type(Mine(fast=True)) is Mine and Mine(fast=True).fast is False

@@ -89,7 +89,7 @@ class PravegaPair(MachinePair):
         self.connections += 1
         self.steps = 0
         self.client = ClientConnection()
-        self.server = ServerConnection(frame_timeout=None)  # the frame timeout has tests of its own (test_pravega_limits)
+        self.server = ServerConnection(frame_timeout=None)  # the frame timeout has tests of its own (test_pravega_server_limits)
         self.c2s, self.s2c = Pipe(), Pipe()
         self.client_closed: ConnectionClosed | None = None
         self.server_closed: ConnectionClosed | None = None

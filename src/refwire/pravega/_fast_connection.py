@@ -18,7 +18,7 @@ before changing anything, and the general path decodes, checks and reports it
 exactly as it always does.  This module registers :func:`fast_append` into
 ``connection._FAST_APPEND`` (``refwire.pravega`` imports it); a machine built
 with ``fast=False`` (or under ``REFWIRE_REFERENCE=1``) never calls it.
-``tests/test_pravega_differential.py`` and ``tests/test_pravega_block_end_runs.py``
+``tests/test_pravega_differential.py`` and ``tests/test_pravega_fast_block_end_runs.py``
 check that both paths give the same events, bytes and errors.
 """
 

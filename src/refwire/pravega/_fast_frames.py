@@ -10,11 +10,10 @@ before any decoder is built):
 * hand-written decoders of AppendBlockEnd, AppendBlock, DataAppended and
   SegmentRead (``frames_codec._FAST``, by type code): one struct call per group
   of fixed fields, the frozen slots filled directly;
-* :func:`commands`: :meth:`CommandDecoder.commands <.frames_codec.CommandDecoder.commands>`
-  with those decoders inline;
-* :func:`block_ends`: :meth:`CommandDecoder.block_ends <.frames_codec.CommandDecoder.block_ends>`,
-  the complete regular AppendBlockEnds at the head of the buffer decoded at once
-  in columns (a :class:`~.frames_codec.BlockEndRun`), the server's hot path for
+* :class:`FastCommandDecoder`, the subclass ``CommandDecoder(...)`` builds on the
+  speed path: its ``commands`` has those decoders inline, and its ``block_ends``
+  decodes the complete regular AppendBlockEnds at the head of the buffer at
+  once, in columns (a :class:`~.frames_codec.BlockEndRun`), the server's hot path for
   the Rust client's bare AppendBlockEnds.
 
 A decoder built with ``fast=False`` (or under ``REFWIRE_REFERENCE=1``) calls
@@ -36,11 +35,11 @@ import attrs
 from .frames import AppendBlock, AppendBlockEnd, DataAppended, SegmentRead
 from .frames_codec import (
     _FAST,
-    _FAST_BLOCK_ENDS,
-    _FAST_COMMANDS,
     _HDR,
+    _SPEED,
     BLOCK_END_CODE,
     HEADER,
+    MAX_RUN,
     MAX_RUN_BYTES,
     BlockEndRun,
     Command,
@@ -48,7 +47,7 @@ from .frames_codec import (
     uuid_of,
 )
 
-__all__ = ["block_ends", "commands", "parse_append_block_end"]
+__all__ = ["FastCommandDecoder", "parse_append_block_end"]
 
 _IQ = struct.Struct(">iq")
 _IQQ = struct.Struct(">iqq")
@@ -195,92 +194,104 @@ def _fast_segment_read(data: bytes | bytearray | memoryview, start: int, end: in
 # --------------------------------------------------------------------------- the stream decoder
 
 
-def commands(dec: CommandDecoder) -> Iterator[Command]:
-    """Every complete command, as :meth:`CommandDecoder.next_command` gives them
-    one by one: the frames with a hand-written decoder decoded inline, when they
-    are complete and regular; anything else goes through ``next_command``."""
-    buf = dec._buf
-    unpack = _HDR.unpack_from
-    fast_get = dec._fast.get
-    max_payload = dec._max_payload
-    while True:
+class FastCommandDecoder(CommandDecoder):
+    """:class:`~.frames_codec.CommandDecoder` on the speed path, what
+    ``CommandDecoder(...)`` builds unless the speed path is off: the same commands
+    and errors at the same offsets, with the hand-written decoders inline in
+    :meth:`commands` and runs of AppendBlockEnds in :meth:`block_ends`."""
+
+    __slots__ = ()
+
+    def commands(self) -> Iterator[Command]:
+        """Every complete command, as :meth:`next_command` gives them one by one:
+        the frames with a hand-written decoder decoded inline, when they are
+        complete and regular; anything else goes through :meth:`next_command`."""
+        buf = self._buf
+        unpack = _HDR.unpack_from
+        fast_get = self._fast.get
+        max_payload = self._max_payload
+        while True:
+            data = buf.data
+            pos = buf.pos
+            if len(data) - pos >= HEADER:
+                code, n = unpack(data, pos)
+                end = pos + HEADER + n
+                fast = fast_get(code)
+                if fast is not None and 0 <= n <= max_payload and end <= len(data):
+                    cmd = fast(data, pos + HEADER, end)
+                    if cmd is not None:
+                        buf.advance_to(end)
+                        self.offset += HEADER + n
+                        yield cmd
+                        continue
+            cmd = self.next_command()
+            if cmd is None:
+                return
+            yield cmd
+
+    def block_ends(self, max_frames: int = MAX_RUN) -> BlockEndRun | None:
+        """:meth:`CommandDecoder.block_ends`: up to ``max_frames`` (at least 2)
+        complete regular AppendBlockEnds at the head of the buffer and
+        :data:`MAX_RUN_BYTES` of their data, in columns, without consuming them;
+        None when fewer than two frames make one, or in another dialect than the
+        current one.  A frame joins the run exactly when ``next_command`` would decode it
+        with :func:`_fast_append_block_end`, to the same fields."""
+        if max_frames < 2:
+            raise ValueError(f"a run holds at least 2 frames: max_frames={max_frames}")
+        if not self._runs:
+            return None
+        buf = self._buf
         data = buf.data
         pos = buf.pos
-        if len(data) - pos >= HEADER:
-            code, n = unpack(data, pos)
-            end = pos + HEADER + n
-            fast = fast_get(code)
-            if fast is not None and 0 <= n <= max_payload and end <= len(data):
-                cmd = fast(data, pos + HEADER, end)
-                if cmd is not None:
-                    buf.advance_to(end)
-                    dec.offset += HEADER + n
-                    yield cmd
-                    continue
-        cmd = dec.next_command()
-        if cmd is None:
-            return
-        yield cmd
-
-
-def block_ends(dec: CommandDecoder, max_frames: int) -> BlockEndRun | None:
-    """:meth:`CommandDecoder.block_ends`: up to ``max_frames`` (at least 2) complete
-    regular AppendBlockEnds at the head of the buffer and :data:`MAX_RUN_BYTES` of
-    their data, in columns, without consuming them; None when fewer than two frames
-    make one.  A frame joins the run exactly when ``next_command`` would decode it
-    with :func:`_fast_append_block_end`, to the same fields."""
-    buf = dec._buf
-    data = buf.data
-    pos = buf.pos
-    end = len(data)
-    # The common misses first, before anything is allocated: another command
-    # next, or an AppendBlockEnd without another behind it.
-    if end - pos < 2 * HEADER:
-        return None
-    code, n = _HDR.unpack_from(data, pos)
-    second = pos + HEADER + n
-    if code != BLOCK_END_CODE or n < 0 or end - second < HEADER or _HDR.unpack_from(data, second)[0] != BLOCK_END_CODE:
-        return None
-    max_payload = dec._max_payload
-    writer_ids: list[bytes] = []
-    sizes: list[int] = []
-    blobs: list[bytes] = []
-    nums: list[int] = []
-    lasts: list[int] = []
-    rids: list[int] = []
-    frame_sizes: list[int] = []
-    unpack_header = _HDR.unpack_from
-    unpack_body = _UUID_II.unpack_from
-    held = 0  # data bytes in the run
-    while end - pos >= HEADER and len(frame_sizes) < max_frames:
-        code, n = unpack_header(data, pos)
-        start = pos + HEADER
-        stop = start + n
-        # (as the fast decoder: at least 24 + 12 bytes, a data length inside the frame)
-        if code != BLOCK_END_CODE or not 36 <= n <= max_payload or stop > end:
-            break
-        raw, size, dlen = unpack_body(data, start)
-        p = start + 24 + dlen
-        held += dlen
-        if dlen < 0 or p + 12 > stop or held > MAX_RUN_BYTES:
-            break
-        if stop - p >= 20:
-            num, last, rid = _IQQ.unpack_from(data, p)
-        else:
-            num, last = _IQ.unpack_from(data, p)
-            rid = -1
-        blob = data[start + 24 : p]
-        writer_ids.append(raw)
-        sizes.append(size)
-        blobs.append(blob if type(blob) is bytes else bytes(blob))
-        nums.append(num)
-        lasts.append(last)
-        rids.append(rid)
-        frame_sizes.append(HEADER + n)
-        pos = stop
-    if len(frame_sizes) < 2:
-        return None
-    return BlockEndRun(writer_ids, sizes, blobs, nums, lasts, rids, frame_sizes)
+        end = len(data)
+        # The common misses first, before anything is allocated: another command
+        # next, or an AppendBlockEnd without another behind it.
+        if end - pos < 2 * HEADER:
+            return None
+        code, n = _HDR.unpack_from(data, pos)
+        second = pos + HEADER + n
+        if code != BLOCK_END_CODE or n < 0 or end - second < HEADER or _HDR.unpack_from(data, second)[0] != BLOCK_END_CODE:
+            return None
+        max_payload = self._max_payload
+        writer_ids: list[bytes] = []
+        sizes: list[int] = []
+        blobs: list[bytes] = []
+        nums: list[int] = []
+        lasts: list[int] = []
+        rids: list[int] = []
+        frame_sizes: list[int] = []
+        unpack_header = _HDR.unpack_from
+        unpack_body = _UUID_II.unpack_from
+        held = 0  # data bytes in the run
+        while end - pos >= HEADER and len(frame_sizes) < max_frames:
+            code, n = unpack_header(data, pos)
+            start = pos + HEADER
+            stop = start + n
+            # (as the fast decoder: at least 24 + 12 bytes, a data length inside the frame)
+            if code != BLOCK_END_CODE or not 36 <= n <= max_payload or stop > end:
+                break
+            raw, size, dlen = unpack_body(data, start)
+            p = start + 24 + dlen
+            held += dlen
+            if dlen < 0 or p + 12 > stop or held > MAX_RUN_BYTES:
+                break
+            if stop - p >= 20:
+                num, last, rid = _IQQ.unpack_from(data, p)
+            else:
+                num, last = _IQ.unpack_from(data, p)
+                rid = -1
+            blob = data[start + 24 : p]
+            writer_ids.append(raw)
+            sizes.append(size)
+            blobs.append(blob if type(blob) is bytes else bytes(blob))
+            nums.append(num)
+            lasts.append(last)
+            rids.append(rid)
+            frame_sizes.append(HEADER + n)
+            pos = stop
+        if len(frame_sizes) < 2:
+            return None
+        return BlockEndRun(writer_ids, sizes, blobs, nums, lasts, rids, frame_sizes)
 
 
 # --------------------------------------------------------------------------- registration
@@ -293,5 +304,4 @@ _FAST.update(
         SegmentRead.TYPE: _fast_segment_read,
     }
 )
-_FAST_COMMANDS[:] = [commands]
-_FAST_BLOCK_ENDS[:] = [block_ends]
+_SPEED[:] = [FastCommandDecoder]

@@ -10,18 +10,17 @@ each by its layout.  Both are shared with the 2017 draft dialect's command table
 
 This is the plain path, the one to read beside the spec.  The speed path,
 :mod:`._fast_frames`, registers into the hooks declared here and in
-:mod:`.commands` (``_FAST_COMMANDS``, ``_FAST_BLOCK_ENDS``, ``_FAST``):
-hand-written decoders of the hot commands, :meth:`CommandDecoder.commands` with
-them inline, and runs of AppendBlockEnds in columns
-(:meth:`CommandDecoder.block_ends`).  A decoder (and :func:`decode_command`)
-takes it unless built with ``fast=False`` or run under ``REFWIRE_REFERENCE=1``
-(:mod:`refwire.speed`).
+:mod:`.commands` (``_SPEED``, ``_FAST``): hand-written decoders of the hot
+commands, and the subclass of :class:`CommandDecoder` that has them inline in its
+``commands`` and decodes runs of AppendBlockEnds in columns in its
+``block_ends``.  A decoder (and :func:`decode_command`) takes it unless built
+with ``fast=False`` or run under ``REFWIRE_REFERENCE=1`` (:mod:`refwire.speed`).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 from ..errors import LocalProtocolError
@@ -143,11 +142,10 @@ class CommandDecoder:
     """
 
     __slots__ = (
-        "_block_ends",
         "_buf",
-        "_commands",
         "_fast",
         "_max_payload",
+        "_runs",
         "allow_inner",
         "dialect",
         "fast",
@@ -155,12 +153,27 @@ class CommandDecoder:
         "offset",
     )
 
+    def __new__(
+        cls, limits: Limits = DEFAULT_LIMITS, *, allow_inner: bool = False, dialect: Dialect = CURRENT, fast: bool | None = None
+    ) -> CommandDecoder:
+        # ``CommandDecoder(...)`` is this class, the plain path, or the speed path's
+        # subclass (:class:`._fast_frames.FastCommandDecoder`); a subclass of this
+        # class takes the plain path
+        if cls is CommandDecoder and use_fast(fast) and _SPEED:
+            speed = _SPEED[0]
+            return speed.__new__(speed, limits, allow_inner=allow_inner, dialect=dialect, fast=fast)
+        return super().__new__(cls)
+
+    def __getnewargs_ex__(self) -> tuple[tuple[()], dict[str, Any]]:
+        # (``copy`` and ``pickle`` recreate a decoder on its own path)
+        return (), {"fast": self.fast}
+
     def __init__(
         self, limits: Limits = DEFAULT_LIMITS, *, allow_inner: bool = False, dialect: Dialect = CURRENT, fast: bool | None = None
     ) -> None:
         self.dialect = dialect
         #: whether this decoder takes the speed path (:mod:`._fast_frames`)
-        self.fast = use_fast(fast)
+        self.fast = bool(_SPEED) and type(self) is _SPEED[0]
         #: the speed path's hand-written decoders of top-level commands (none on the
         #: plain path): taken without decode_command's checks, which they always pass
         self._fast: dict[int, Any] = (
@@ -172,13 +185,8 @@ class CommandDecoder:
             if self.fast
             else {}
         )
-        self._commands: Callable[[CommandDecoder], Iterator[Command]] = (
-            _FAST_COMMANDS[0] if self.fast and _FAST_COMMANDS else _one_by_one
-        )
-        #: runs of AppendBlockEnds: the speed path's, in the current dialect only
-        self._block_ends: Callable[[CommandDecoder, int], BlockEndRun | None] | None = (
-            _FAST_BLOCK_ENDS[0] if self.fast and _FAST_BLOCK_ENDS and dialect is CURRENT else None
-        )
+        #: runs of AppendBlockEnds (:meth:`block_ends`): the speed path's, in the current dialect only
+        self._runs = self.fast and dialect is CURRENT
         self.limits = limits
         self._max_payload = limits.max_frame_size - HEADER
         self._buf = ReceiveBuffer()
@@ -255,7 +263,8 @@ class CommandDecoder:
 
     def commands(self) -> Iterator[Command]:
         """Every complete command, as :meth:`next_command` gives them one by one."""
-        return self._commands(self)
+        while (cmd := self.next_command()) is not None:
+            yield cmd
 
     def peek_frame(self, *, skip: int = 0) -> tuple[int, bytes | bytearray, int, int] | None:
         """``(type code, buffer, payload start, payload end)`` of the next frame if it
@@ -288,14 +297,13 @@ class CommandDecoder:
         A frame joins the run exactly when :meth:`next_command` would decode it
         on its fast path, to the same fields: the run's commands equal the
         commands :meth:`next_command` gives for the same frames.  Runs are the
-        speed path's (:func:`._fast_frames.block_ends`), in the current dialect
-        only: on the plain path this is always None, and :meth:`next_command`
-        decodes every frame.
+        speed path's (:meth:`._fast_frames.FastCommandDecoder.block_ends`), in the
+        current dialect only: on the plain path this is always None, and
+        :meth:`next_command` decodes every frame.
         """
         if max_frames < 2:
             raise ValueError(f"a run holds at least 2 frames: max_frames={max_frames}")
-        runs = self._block_ends
-        return None if runs is None else runs(self, max_frames)
+        return None
 
     def consume(self, n: int) -> None:
         """Consume the next ``n`` buffered bytes: whole frames a :meth:`block_ends`
@@ -369,18 +377,11 @@ class BlockEndRun:
         ]
 
 
-def _one_by_one(dec: CommandDecoder) -> Iterator[Command]:
-    """:meth:`CommandDecoder.commands` on the plain path: :meth:`~CommandDecoder.next_command` until it says None."""
-    while (cmd := dec.next_command()) is not None:
-        yield cmd
-
-
 #: The speed path of the stream decoder, registered by :mod:`._fast_frames`
-#: (which ``refwire.pravega`` imports): :meth:`CommandDecoder.commands` with the
-#: hand-written decoders inline, and :meth:`CommandDecoder.block_ends`.  A
-#: decoder built with the speed path off never calls them.
-_FAST_COMMANDS: list[Callable[[CommandDecoder], Iterator[Command]]] = []
-_FAST_BLOCK_ENDS: list[Callable[[CommandDecoder, int], BlockEndRun | None]] = []
+#: (which ``refwire.pravega`` imports): the subclass :class:`CommandDecoder`
+#: builds unless the speed path is off, with the hand-written decoders inline in
+#: :meth:`~CommandDecoder.commands` and runs in :meth:`~CommandDecoder.block_ends`.
+_SPEED: list[type[CommandDecoder]] = []
 
 
 def split_frames(data: bytes, *, base: int = 0, allow_inner: bool = True, fast: bool | None = None) -> Sequence[Command]:

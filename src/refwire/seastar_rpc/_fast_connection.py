@@ -11,7 +11,7 @@ next event -- as a frame decoded from the buffer would -- so a cancel or a timer
 between two events makes a later reply stray exactly as on the plain path.  The
 replies are built through their slots (no validators to skip).  Anything else,
 and the responses a run stopped before, go frame by frame through the plain
-path's handlers (``tests/test_seastar_rpc_differential.py``).
+path's handlers (``tests/test_seastar_differential.py``).
 
 It registers itself in :data:`refwire.seastar_rpc.connection._SPEED` when
 imported (the package's ``__init__`` imports it, so before any use).

@@ -20,7 +20,7 @@ for the frames a busy connection carries:
 
 Anything else -- incomplete, over a limit, an exception, a no-op, several
 chunks, a bad block -- goes to the plain path, which raises the same errors at
-the same offsets (``tests/test_seastar_rpc_differential.py``).
+the same offsets (``tests/test_seastar_differential.py``).
 
 It registers the class in :data:`refwire.seastar_rpc.frames._SPEED` when imported
 (the package's ``__init__`` imports it, so before any use).

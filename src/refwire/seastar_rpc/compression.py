@@ -60,7 +60,7 @@ _LAST: Final = 0x80000000
 _U32: Final = struct.Struct("<I")
 # The block API, called positionally: ``compress(source, mode, store_size)`` and
 # ``decompress(source, uncompressed_size, return_bytearray, dict)`` -- the same
-# calls as the keyword forms (tests/test_seastar_lz4_fast.py pins that), without
+# calls as the keyword forms (tests/test_seastar_fast_lz4.py pins that), without
 # the keyword parsing, which costs more than compressing a small frame.
 # ``decompress`` is looked up at each call, so a test's spy on it sees every call.
 _lz4_compress: Final = lz4.block.compress
