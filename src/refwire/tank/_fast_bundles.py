@@ -1,14 +1,16 @@
 """The speed path of TANK's bundle and chunk decoding (specs/tank/README.md §4, §5).
 
 The plain path, :mod:`refwire.tank.bundles`, decodes one :class:`Message` at a
-time.  This module does the same work in columns: :func:`read_chunk` decodes a
-chunk's messages into four lists (contents, timestamps, keys, seqs) with the
-hot loop's names bound to locals, keeps the wanted ones by bisection (seqs rise
-strictly through a chunk, §5) and hands the columns to
-:meth:`ChunkResult.of_columns`; :func:`messages_of` builds the :class:`Message`
-objects only when ``ChunkResult.messages`` is read, through the slots'
-descriptors.  Every error is the plain path's: the same class, words, field and
-offset (``tests/test_tank_differential.py``).
+time.  This module does the same work in columns: :func:`read_chunk` walks a
+chunk with the plain path's walk (``bundles._walk_chunk``: entries, headers,
+sequence numbers, truncation, the wanted messages kept by bisection), giving it
+this module's :func:`_decode_messages`, which decodes a bundle's messages onto
+the ends of four lists (contents, timestamps, keys, seqs) with the hot loop's
+names bound to locals, and hands the columns to :meth:`ChunkResult.of_columns`;
+:func:`messages_of` builds the :class:`Message` objects only when
+``ChunkResult.messages`` is read, through the slots' descriptors.  Every error
+is the plain path's: the same class, words, field and offset
+(``tests/test_tank_differential.py``).
 
 It registers itself in :data:`refwire.tank.bundles._SPEED` when imported (the
 package's ``__init__`` imports it); the plain functions call it unless told
@@ -17,7 +19,6 @@ package's ``__init__`` imports it); the plain functions call it unless told
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Final
 
@@ -34,7 +35,6 @@ from .bundles import (
     MSG_HAVE_KEY,
     MSG_SEQ_PREV_PLUS_ONE,
     MSG_USE_LAST_TS,
-    U64_MAX,
     BundleHeader,
     ChunkResult,
     Message,
@@ -43,6 +43,7 @@ from .bundles import (
     _raise_if_truncated,
     _truncated,
     _uvarint,
+    _walk_chunk,
     parse_bundle_header,
     snappy_decompress,
 )
@@ -79,7 +80,6 @@ def _decode_messages(
     header: BundleHeader,
     base_seq: int,
     columns: MessageColumns,
-    *,
     base: int,
     stop_at_truncation: bool,
 ) -> int:
@@ -204,97 +204,11 @@ def read_chunk(
     limits: Limits | None = None,
     offset: int = 0,
 ) -> ChunkResult:
-    """:func:`refwire.tank.bundles.read_chunk` in columns: a bundle's messages are
-    decoded onto the ends of four lists and the unwanted ones cut off by
-    bisection; the result builds its :class:`Message` objects when asked."""
-    max_dec = limits.max_decompressed_size if limits else 64 * 1024 * 1024
-    end = len(chunk)
-    tail = requested_seq == U64_MAX
-    contents: list[bytes] = []
-    seqs: list[int] = []
-    columns: MessageColumns = (contents, [], [], seqs)
-    p = 0
-    seq = base_seq
-    min_fetch = 0
-    partial = False
-    stop = False
-    while p < end and not stop:
-        entry_start = p
-        try:
-            blen, p = _uvarint(chunk, p, end, field="bundleLen", base=offset)
-        except TruncatedBundle:
-            partial, min_fetch = True, (end - entry_start) + 1024
-            break
-        bundle_end = p + blen
-        if blen == 0:
-            raise _err("empty bundle (bundleLen 0)", "bundleLen", offset + entry_start)
-        whole = bundle_end <= end
-        try:
-            header = parse_bundle_header(chunk, p, min(bundle_end, end), base=offset)
-        except TruncatedBundle:
-            if whole:
-                raise
-            partial, min_fetch = True, bundle_end - entry_start
-            break
-        if header.sparse:
-            assert header.first_seq is not None and header.last_seq is not None
-            if seq is not None and header.first_seq < seq and entry_start > 0:
-                raise _err(f"sparse firstSeq {header.first_seq} below the running seq {seq}", "firstSeq", offset + p + 1)
-            first, after = header.first_seq, header.last_seq + 1
-        else:
-            if seq is None:
-                raise _err("err 0xfe but the first bundle is not sparse", "flags", offset + p)
-            first, after = seq, seq + header.count
-        if not tail and requested_seq >= after:
-            seq = after  # fast skip (§5): no need to look inside
-            if not whole:
-                partial, min_fetch = True, bundle_end - entry_start
-            p = bundle_end
-            continue
-        ms = p + header.size
-        if header.codec == CODEC_SNAPPY:
-            if not whole:
-                partial, min_fetch = True, bundle_end - entry_start
-                break
-            data: bytes | memoryview = snappy_decompress(chunk[ms:bundle_end], max_size=max_dec, offset=offset + ms)
-            dstart, dend, dbase = 0, len(data), offset + ms
-        else:
-            data, dstart, dend, dbase = chunk, ms, min(bundle_end, end), offset
-        if header.count > (dend - dstart) // _MIN_MESSAGE and whole:
-            raise _err(f"count {header.count} cannot fit in {dend - dstart} bytes", "count", offset + p)
-        k = len(contents)
-        q = _decode_messages(data, dstart, dend, header, first, columns, base=dbase, stop_at_truncation=not whole)
-        if whole and q != dend:
-            raise _err(f"{dend - q} bytes after the last of {header.count} messages", "messageSet", dbase + q)
-        # Keep the bundle's messages with requested_seq <= seq <= hwmark.  Seqs rise
-        # strictly through a bundle (§4), so the wanted ones are one slice of it.
-        if len(contents) > k:
-            if seqs[-1] > hwmark:
-                stop = True
-                _drop_from(columns, bisect_right(seqs, hwmark, k))
-            if not tail and len(seqs) > k and seqs[k] < requested_seq:
-                _drop_between(columns, k, bisect_left(seqs, requested_seq, k))
-        if not whole:
-            partial, min_fetch = True, bundle_end - entry_start
-            break
-        seq = after
-        p = bundle_end
-    if seqs:
-        last = seqs[-1]
-        next_seq = last + 1 if tail else max(requested_seq, last + 1)
-    else:
-        next_seq = hwmark + 1 if tail else requested_seq
-    return ChunkResult.of_columns(columns, next_seq, min_fetch, partial, end == 0, fast=True)
-
-
-def _drop_from(columns: MessageColumns, i: int) -> None:
-    for column in columns:
-        del column[i:]
-
-
-def _drop_between(columns: MessageColumns, i: int, j: int) -> None:
-    for column in columns:
-        del column[i:j]
+    """:func:`refwire.tank.bundles.read_chunk` in columns: its walk with this
+    module's :func:`_decode_messages`; the result builds its :class:`Message`
+    objects when asked."""
+    walked = _walk_chunk(chunk, base_seq, hwmark, requested_seq, limits, offset, _decode_messages)
+    return ChunkResult.of_columns(*walked, fast=True)
 
 
 _SPEED["read_chunk"] = read_chunk

@@ -13,16 +13,18 @@ Everything here is pure: bytes in, values out, a typed error naming the field
 and offset for anything malformed, never more memory than a limit allows.
 
 The code here follows the spec one message at a time, one :class:`Message`
-each.  The speed path, :mod:`refwire.tank._fast_bundles`, decodes a chunk's
-messages into columns instead and builds no :class:`Message` until one is asked
-for; :func:`read_chunk`, :func:`decode_bundle` and :class:`ChunkResult` take it
-unless ``fast=False`` or ``REFWIRE_REFERENCE=1`` (:mod:`refwire.speed`) says
-otherwise, and ``tests/test_tank_differential.py`` holds the two to the same results.
+each.  The speed path, :mod:`refwire.tank._fast_bundles`, walks a chunk with the
+same :func:`_walk_chunk` but decodes each bundle's messages with its own decoder
+and builds no :class:`Message` until one is asked for; :func:`read_chunk`,
+:func:`decode_bundle` and :class:`ChunkResult` take it unless ``fast=False`` or
+``REFWIRE_REFERENCE=1`` (:mod:`refwire.speed`) says otherwise, and
+``tests/test_tank_differential.py`` holds the two to the same results.
 """
 
 from __future__ import annotations
 
 import struct
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypedDict
 
@@ -287,86 +289,18 @@ def snappy_decompress(payload: bytes | memoryview, *, max_size: int, offset: int
 # --------------------------------------------------------------------------- messages (§4)
 
 
-def _decode_message(
-    data: bytes | memoryview,
-    p: int,
-    end: int,
-    i: int,
-    header: BundleHeader,
-    prev: Message | None,
-    *,
-    base: int,
-    first_seq: int | None,
-) -> tuple[Message, int]:
-    """Decode message ``i`` of a bundle from ``data[p:end]`` (§4); returns it and the position after it.
+#: A bundle's or chunk's messages in columns (contents, timestamps, keys, seqs):
+#: what the messages are decoded onto, one list per field, without a :class:`Message` each.
+MessageColumns = tuple[list[bytes], list[int], list[bytes | None], list[int]]
+#: What :func:`_decode_messages` decodes onto: :data:`MessageColumns`, or seqs ``None`` without a base (:func:`decode_bundle`).
+_Columns = tuple[list[bytes], list[int], list[bytes | None], list[Any]]
+#: A bundle's message decoder for :func:`_walk_chunk` (:func:`_decode_messages`'s arguments): the plain one or the speed path's.
+_MessagesDecoder = Callable[[bytes | memoryview, int, int, BundleHeader, int, MessageColumns, int, bool], int]
 
-    ``flags:u8 [seqDelta:varint] [ts:u64] [keyLen:u8 key] contentLen:varint content``,
-    read in that order:
 
-    * ``flags``: 1 HaveKey, 2 UseLastSpecifiedTS, 4 SeqNumPrevPlusOne; any other bit is refused;
-    * the sequence number: ``first_seq`` for the first message (``None`` when a
-      non-sparse bundle has no base), then the previous one + 1; in a sparse
-      bundle a middle message without SeqNumPrevPlusOne carries ``seqDelta``
-      (its number is the previous one + 1 + seqDelta) and the last message
-      takes ``lastSeq``, which the middle ones must stay below;
-    * ``ts``, unless UseLastSpecifiedTS repeats the previous message's (0 for the first);
-    * ``keyLen key`` with HaveKey;
-    * ``contentLen content``.
-
-    A message cut short raises :class:`~refwire.tank.errors.TruncatedBundle`.
-    """
-    n = header.count
-    start = p
-    if p >= end:
-        raise _truncated(f"truncated: message {i} of {n}", "messageFlags", base + p)
-    flags = data[p]
-    p += 1
-    if flags & ~_MSG_KNOWN & 0xFF:
-        raise _err(f"message {i}: unknown flags {flags:#04x}", "messageFlags", base + p - 1)
-
-    seq: int | None
-    if prev is None:
-        seq = first_seq
-    elif not header.sparse:
-        seq = None if prev.seq is None else prev.seq + 1
-    else:
-        assert prev.seq is not None and header.last_seq is not None
-        last_seq = header.last_seq
-        if flags & MSG_SEQ_PREV_PLUS_ONE:
-            seq = prev.seq + 1
-        elif i == n - 1:
-            seq = last_seq
-        else:
-            delta, p = _uvarint(data, p, end, field="seqDelta", base=base)
-            seq = prev.seq + 1 + delta
-        middle = i < n - 1
-        if (middle and seq >= last_seq) or (not middle and seq != last_seq):
-            raise _err(f"message {i}: seq {seq} disagrees with lastSeq {last_seq}", "seqDelta", base + start)
-
-    if flags & MSG_USE_LAST_TS:
-        ts = 0 if prev is None else prev.ts
-    else:
-        if end - p < 8:
-            raise _truncated("truncated: ts needs 8 bytes", "ts", base + p)
-        (ts,) = _U64.unpack_from(data, p)
-        p += 8
-
-    key = None
-    if flags & MSG_HAVE_KEY:
-        if p >= end:
-            raise _truncated("truncated: keyLen", "keyLen", base + p)
-        key_len = data[p]
-        p += 1
-        if end - p < key_len:
-            raise _truncated(f"truncated: key needs {key_len} bytes", "key", base + p)
-        key = bytes(data[p : p + key_len])
-        p += key_len
-
-    content_len, q = _uvarint(data, p, end, field="contentLen", base=base)
-    p = q + content_len
-    if p > end:
-        raise _truncated(f"truncated: content needs {content_len} bytes, {end - q} left", "content", base + q)
-    return Message(bytes(data[q:p]), ts, key, seq), p
+def _messages_of(columns: tuple[list[bytes], list[int], list[bytes | None], Sequence[int | None]]) -> list[Message]:
+    """One :class:`Message` per row of ``columns``, in order."""
+    return [Message(content, ts, key, seq) for content, ts, key, seq in zip(*columns, strict=True)]
 
 
 def _decode_messages(
@@ -375,32 +309,89 @@ def _decode_messages(
     end: int,
     header: BundleHeader,
     base_seq: int | None,
-    *,
+    columns: _Columns,
     base: int,
     stop_at_truncation: bool,
-) -> tuple[list[Message], int]:
-    """Decode the ``header.count`` messages of a bundle's message set at ``data[p:end]`` (§4).
+) -> int:
+    """Decode the ``header.count`` messages of a bundle's message set at ``data[p:end]``
+    (§4) onto the ends of ``columns``; returns the position after the last complete one.
 
-    Returns the messages and the position after the last complete one.  A
-    sparse bundle numbers its messages from its own ``firstSeq``, any other
-    from ``base_seq`` (``None``: the messages keep no number).  With
-    ``stop_at_truncation`` a message that does not fit ends the walk quietly
-    (a partial trailing bundle of a chunk, §5: the complete ones before it are
-    kept); otherwise it is an error.
+    A message is ``flags:u8 [seqDelta:varint] [ts:u64] [keyLen:u8 key] contentLen:varint content``, read in that order:
+
+    * ``flags``: 1 HaveKey, 2 UseLastSpecifiedTS, 4 SeqNumPrevPlusOne; any other bit is refused;
+    * the sequence number: for the first message a sparse bundle's own
+      ``firstSeq``, any other's ``base_seq`` (``None``: the messages keep no
+      number), then the previous one + 1; in a sparse bundle a middle message
+      without SeqNumPrevPlusOne carries ``seqDelta`` (its number is the
+      previous one + 1 + seqDelta) and the last message takes ``lastSeq``,
+      which the middle ones must stay below;
+    * ``ts``, unless UseLastSpecifiedTS repeats the previous message's (0 for the first);
+    * ``keyLen key`` with HaveKey;
+    * ``contentLen content``.
+
+    A message cut short raises :class:`~refwire.tank.errors.TruncatedBundle`, or with ``stop_at_truncation``
+    ends the walk quietly (a partial trailing bundle of a chunk, §5: the complete ones before it are kept).
     """
-    first_seq = header.first_seq if header.sparse else base_seq
-    messages: list[Message] = []
-    prev: Message | None = None
-    for i in range(header.count):
+    contents, timestamps, keys, seqs = columns
+    n = header.count
+    seq = header.first_seq if header.sparse else base_seq
+    ts = 0
+    for i in range(n):
         start = p
         try:
-            prev, p = _decode_message(data, p, end, i, header, prev, base=base, first_seq=first_seq)
+            if p >= end:
+                raise _truncated(f"truncated: message {i} of {n}", "messageFlags", base + p)
+            flags = data[p]
+            p += 1
+            if flags & ~_MSG_KNOWN & 0xFF:
+                raise _err(f"message {i}: unknown flags {flags:#04x}", "messageFlags", base + p - 1)
+            # its sequence number (the first message's is the bundle's first, set above)
+            if i > 0 and not header.sparse:
+                seq = None if seq is None else seq + 1
+            elif i > 0:
+                assert seq is not None and header.last_seq is not None
+                last_seq = header.last_seq
+                if flags & MSG_SEQ_PREV_PLUS_ONE:
+                    seq += 1
+                elif i == n - 1:
+                    seq = last_seq
+                else:
+                    delta, p = _uvarint(data, p, end, field="seqDelta", base=base)
+                    seq += 1 + delta
+                middle = i < n - 1
+                if (middle and seq >= last_seq) or (not middle and seq != last_seq):
+                    raise _err(f"message {i}: seq {seq} disagrees with lastSeq {last_seq}", "seqDelta", base + start)
+
+            if not flags & MSG_USE_LAST_TS:
+                if end - p < 8:
+                    raise _truncated("truncated: ts needs 8 bytes", "ts", base + p)
+                (ts,) = _U64.unpack_from(data, p)
+                p += 8
+
+            key = None
+            if flags & MSG_HAVE_KEY:
+                if p >= end:
+                    raise _truncated("truncated: keyLen", "keyLen", base + p)
+                key_len = data[p]
+                p += 1
+                if end - p < key_len:
+                    raise _truncated(f"truncated: key needs {key_len} bytes", "key", base + p)
+                key = bytes(data[p : p + key_len])
+                p += key_len
+
+            content_len, q = _uvarint(data, p, end, field="contentLen", base=base)
+            p = q + content_len
+            if p > end:
+                raise _truncated(f"truncated: content needs {content_len} bytes, {end - q} left", "content", base + q)
         except TruncatedBundle:
             if stop_at_truncation:
-                return messages, start
+                return start
             raise
-        messages.append(prev)
-    return messages, p
+        contents.append(bytes(data[q:p]))
+        timestamps.append(ts)
+        keys.append(key)
+        seqs.append(seq)
+    return p
 
 
 def decode_bundle(
@@ -430,23 +421,14 @@ def decode_bundle(
         p, end, data_base = 0, len(data), base + header.size
     if header.count > (end - p) // _MIN_MESSAGE:
         raise _err(f"count {header.count} cannot fit in {end - p} bytes of messages", "count", base)
-    messages, q = _decode_messages(data, p, end, header, base_seq, base=data_base, stop_at_truncation=False)
+    columns: tuple[list[bytes], list[int], list[bytes | None], list[int | None]] = ([], [], [], [])
+    q = _decode_messages(data, p, end, header, base_seq, columns, base=data_base, stop_at_truncation=False)
     if q != end:
         raise _err(f"{end - q} bytes after the last of {header.count} messages", "messageSet", data_base + q)
-    return header, messages
+    return header, _messages_of(columns)
 
 
 # --------------------------------------------------------------------------- chunks (§5)
-
-
-#: A bundle's or chunk's messages in columns (contents, timestamps, keys, seqs):
-#: what the speed path decodes, one list per field, without a :class:`Message` each.
-MessageColumns = tuple[list[bytes], list[int], list[bytes | None], list[int]]
-
-
-def _messages_of(columns: tuple[list[bytes], list[int], list[bytes | None], Sequence[int | None]]) -> list[Message]:
-    """One :class:`Message` per row of ``columns``, in order."""
-    return [Message(content, ts, key, seq) for content, ts, key, seq in zip(*columns, strict=True)]
 
 
 @attrs.frozen(eq=False)
@@ -572,7 +554,7 @@ def read_chunk(
     fast: bool | None = None,
 ) -> ChunkResult:
     """Walk a consume chunk's ``bundleLen:varint bundle`` entries as
-    ``TankClient::process_consume`` does (§5).
+    ``TankClient::process_consume`` does (§5): :func:`_walk_chunk`.
 
     * Non-sparse bundles number their messages from ``base_seq`` (the
       response's baseSeqNum), then from where the previous bundle ended;
@@ -588,16 +570,33 @@ def read_chunk(
       when nothing was delivered (``hwmark + 1`` for a tail request,
       ``requested_seq`` = 2**64-1).
 
-    Malformed complete bundles raise :class:`LocalProtocolError`.  ``fast``
-    chooses the path (:func:`refwire.speed.use_fast`): the speed path decodes
-    into columns and builds no :class:`Message` until ``messages`` is read.
+    Malformed complete bundles raise :class:`LocalProtocolError`.  ``fast`` chooses the path
+    (:func:`refwire.speed.use_fast`): the speed path walks the same way with its own message
+    decoder and builds no :class:`Message` until ``messages`` is read; this one builds one each.
     """
     if use_fast(fast):
         return _SPEED["read_chunk"](chunk, base_seq, hwmark, requested_seq, limits, offset)
+    columns, next_seq, min_fetch, partial, drained = _walk_chunk(
+        chunk, base_seq, hwmark, requested_seq, limits, offset, _decode_messages
+    )
+    return ChunkResult(tuple(_messages_of(columns)), next_seq, min_fetch, partial, drained)
+
+
+def _walk_chunk(
+    chunk: bytes | memoryview,
+    base_seq: int | None,
+    hwmark: int,
+    requested_seq: int,
+    limits: Limits | None,
+    offset: int,
+    decode_messages: _MessagesDecoder,
+) -> tuple[MessageColumns, int, int, bool, bool]:
+    """:func:`read_chunk`'s walk, both paths': the kept messages' columns, next_seq, min_fetch_size, partial, drained."""
     max_decompressed = limits.max_decompressed_size if limits else 64 * 1024 * 1024
     end = len(chunk)
     tail = requested_seq == U64_MAX
-    out: list[Message] = []
+    columns: MessageColumns = ([], [], [], [])
+    seqs = columns[3]
     seq = base_seq  # the number of the next non-sparse bundle's first message
     p = 0
     min_fetch = 0
@@ -653,30 +652,35 @@ def read_chunk(
             data, data_start, data_end, data_base = chunk, message_set, min(bundle_end, end), offset
         if whole and header.count > (data_end - data_start) // _MIN_MESSAGE:
             raise _err(f"count {header.count} cannot fit in {data_end - data_start} bytes", "count", offset + p)
-        messages, q = _decode_messages(data, data_start, data_end, header, first, base=data_base, stop_at_truncation=not whole)
+        k = len(seqs)  # the bundle's messages are rows k.. of the columns
+        stop_at_truncation = not whole  # a partial bundle delivers its complete messages
+        q = decode_messages(data, data_start, data_end, header, first, columns, data_base, stop_at_truncation)
         if whole and q != data_end:
             raise _err(f"{data_end - q} bytes after the last of {header.count} messages", "messageSet", data_base + q)
-
-        for m in messages:
-            assert m.seq is not None
-            if m.seq > hwmark:
+        # Keep the bundle's messages with requested_seq <= seq <= hwmark: seqs rise strictly
+        # through a bundle (§4), so they are one slice of it, cut by bisection.
+        if len(seqs) > k:
+            if seqs[-1] > hwmark:  # one above hwmark ends the walk
                 stop = True
-                break
-            if tail or m.seq >= requested_seq:
-                out.append(m)
+                cut = bisect_right(seqs, hwmark, k)
+                for column in columns:
+                    del column[cut:]
+            if not tail and len(seqs) > k and seqs[k] < requested_seq:
+                cut = bisect_left(seqs, requested_seq, k)
+                for column in columns:
+                    del column[k:cut]
         if not whole:
             partial, min_fetch = True, bundle_end - entry_start
             break
         seq = after
         p = bundle_end
 
-    if out:
-        last = out[-1].seq
-        assert last is not None
+    if seqs:
+        last = seqs[-1]
         next_seq = last + 1 if tail else max(requested_seq, last + 1)
     else:
         next_seq = hwmark + 1 if tail else requested_seq
-    return ChunkResult(tuple(out), next_seq, min_fetch, partial, end == 0)
+    return columns, next_seq, min_fetch, partial, end == 0
 
 
 # --------------------------------------------------------------------------- the speed path's hook
