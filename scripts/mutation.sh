@@ -32,7 +32,7 @@ case "$MODULE" in
     src/refwire/lumberjack/frames.py|src/refwire/lumberjack/codec.py|src/refwire/lumberjack/compression.py|src/refwire/lumberjack/_fast_frames.py)
         TESTS=(tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py tests/test_lumberjack_fast_json_runs.py tests/test_lumberjack_encoded_window.py tests/test_lumberjack_differential.py) ;;
     src/refwire/lumberjack/connection.py|src/refwire/lumberjack/writer.py|src/refwire/lumberjack/_fast_connection.py)
-        TESTS=(tests/test_lumberjack_machines.py tests/test_lumberjack_connection_edges.py tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py tests/test_lumberjack_fast_json_runs.py tests/test_lumberjack_encoded_window.py tests/test_lumberjack_differential.py) ;;
+        TESTS=(tests/test_lumberjack_machines.py "tests/test_stateful.py::test_client_and_server_over_a_chunked_wire[lumberjack]" tests/test_lumberjack_connection_edges.py tests/test_lumberjack_codec.py tests/test_lumberjack_vectors.py tests/test_lumberjack_limits.py tests/test_lumberjack_fast_json_runs.py tests/test_lumberjack_encoded_window.py tests/test_lumberjack_differential.py) ;;
     src/refwire/pravega/frames_codec.py|src/refwire/pravega/frames.py|src/refwire/pravega/commands.py|src/refwire/pravega/_fast_frames.py)
         TESTS=(tests/test_pravega_codec.py tests/test_pravega_vectors.py tests/test_pravega_server_limits.py tests/test_pravega_limits.py tests/test_pravega_fast_block_end_runs.py tests/test_pravega_differential.py) ;;
     src/refwire/pravega/connection.py|src/refwire/pravega/writer.py|src/refwire/pravega/partial.py|src/refwire/pravega/_fast_connection.py)
@@ -61,8 +61,8 @@ case "$(basename "$MODULE")" in
     *) export REFWIRE_REFERENCE=1 ;;
 esac
 [ -f "$MODULE" ] || { echo "$MODULE: no such file" >&2; exit 2; }
-# a mapped test file that does not exist (yet) is skipped
-EXISTING=(); for t in "${TESTS[@]}"; do [ -f "$t" ] && EXISTING+=("$t"); done; TESTS=("${EXISTING[@]}")
+# a mapped test file that does not exist (yet) is skipped (a test named by its node id: its file)
+EXISTING=(); for t in "${TESTS[@]}"; do [ -f "${t%%::*}" ] && EXISTING+=("$t"); done; TESTS=("${EXISTING[@]}")
 
 NAME=$(echo "${MODULE#src/refwire/}" | sed 's/\.py$//; s#/#-#g')
 WORK=${MUTATION_DIR:-/tmp/refwire-mutation-$NAME-$$}

@@ -34,6 +34,6 @@ if [ "$#" -eq 0 ] && [ "${REFERENCE_PASS:-1}" != 0 ]; then
     REFWIRE_REFERENCE=1 .venv/bin/python -m pytest -q \
         tests/test_wire.py tests/test_wire_limits.py tests/test_sansio.py tests/test_machine_contract.py \
         tests/test_*_codec.py tests/test_*_vectors.py tests/test_*_limits.py \
-        tests/test_*_machines.py tests/test_*_connection_edges.py tests/test_*_stateful.py \
+        tests/test_*_machines.py tests/test_*_connection_edges.py tests/test_stateful.py \
         tests/test_*_describe.py tests/test_speed_switch.py
 fi

@@ -4,27 +4,23 @@
    role, driven with real bytes and real method calls, checked against the
    transition tables and against the per-pair grids below; plus a check that the
    test itself exercised every entry (and every target state) of each table.
-2. A RuleBasedStateMachine (§3.4) pairing a ClientConnection with a
-   ServerConnection over an in-memory wire cut into arbitrary chunks.
-3. The tables rendered as Graphviz DOT and parsed back: the table is the single
+2. The tables rendered as Graphviz DOT and parsed back: the table is the single
    source of the picture.
+3. The machine contract: verbs, closing events, ``now``, failed writes, timers.
+
+The stateful test pairing a ClientConnection with a ServerConnection over an
+in-memory wire cut into arbitrary chunks (§3.4) is
+``support.stateful.lumberjack``, run by ``tests/test_stateful.py``.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import Any, get_args
 
 import pytest
-from hypothesis import settings
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
-from lumberjack_strategies import json_objects
 from support.lumberjack_machines import C, J
 
 from refwire.errors import LocalProtocolError, RemoteProtocolError
@@ -40,11 +36,8 @@ from refwire.lumberjack import (
     BatchTimeout,
     ClientConnection,
     ConnectionClosed,
-    DataFrame,
     IdleAtShutdown,
     IdleTimeout,
-    JsonFrame,
-    KeepAlive,
     SendWindow,
     ServerConnection,
     State,
@@ -62,7 +55,6 @@ ROLE_STATES = {
     "client": {State.IDLE, State.AWAITING_ACK, State.CLOSED, State.ERROR},
 }
 TERMINAL = {State.CLOSED, State.ERROR}
-U32_WRAP = 2**32 - 1  # sequence numbers run 1 .. 2**32-1, then 1 again
 
 
 def expand(table: Table) -> set[tuple[str, str, str]]:
@@ -405,331 +397,7 @@ def test_server_reset_inside_a_batch_is_not_clean() -> None:
     assert isinstance(ev, ConnectionClosed) and not ev.clean
 
 
-# =========================================================================== 2. client <-> server
-
-
-def next_seq(seq: int) -> int:
-    return seq % U32_WRAP + 1  # 2**32-1 -> 1: never 0
-
-
-def wire_form(event: Mapping[str, Any], version: int) -> object:
-    """What the server should hand over for ``event`` (an independent oracle)."""
-    if version == V2:
-        return event
-    return tuple(
-        (k.encode(), v.encode() if isinstance(v, str) else json.dumps(v, separators=(",", ":")).encode())
-        for k, v in event.items()
-    )
-
-
-def delivered_form(ev: JsonFrame | DataFrame) -> object:
-    return json.loads(ev.payload) if isinstance(ev, JsonFrame) else ev.pairs
-
-
-ACK_TIMEOUT = 30.0
-CHUNK = st.one_of(st.integers(1, 16), st.integers(17, 2048))  # bytes moved by one step: torn frames and whole windows
-
-
-class PairedMachines(RuleBasedStateMachine):
-    """Our client and our server, joined by two in-memory byte pipes.  Now and
-    then the connection breaks (the client's write fails: ``send_failed``; the
-    server sees a reset): bytes in flight are lost, batches not accepted yet are
-    dropped, and a new pair carries the client's ``unacked()`` tail again."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.c2s = bytearray()
-        self.s2c = bytearray()
-        self.now = 0.0
-        self.app_queue: deque[Batch] = deque()  # delivered by the server, not accepted yet
-        self.sent: list[tuple[int, object]] = []  # (seq, form) of every event, in order
-        self.received: list[tuple[int, object]] = []  # handed to the server application
-        self.accepted = 0
-        self.acked = 0
-        self.acked_before = 0
-        self.window: list[int] | None = None  # seqs of the outstanding window
-        self.last_activity = 0.0
-        self.timed_out = False
-        self.batches = 0
-        self.breaks = 0
-        self.lost_acks = 0  # events accepted whose acks a broken connection lost
-        self.dropped = 0  # events received but not accepted when the connection broke
-        self.segments = [0]  # where each connection's events start in self.received
-        # Timers fire between network steps, not back to back: a run of timer steps
-        # only makes time pass (one step with a larger advance does that), and
-        # Hypothesis likes repeating a step, which would time every run out.
-        self.timer_last = False
-
-    @initialize(
-        version=st.sampled_from([V1, V2]),
-        level=st.integers(0, 9),
-        sequence=st.sampled_from(["window", "running"]),
-        first_seq=st.one_of(st.just(1), st.integers(2**32 - 6, 2**32 - 1)),
-        ack_mode=st.sampled_from(["last-seq", "count"]),
-        keepalive_version=st.sampled_from(["connection", "v2"]),
-        mixed=st.booleans(),
-        validate=st.booleans(),
-    )
-    def connect(
-        self,
-        version: int,
-        level: int,
-        sequence: Any,
-        first_seq: int,
-        ack_mode: Any,
-        keepalive_version: Any,
-        mixed: bool,
-        validate: bool,
-    ) -> None:
-        self.version = version
-        self.ack_mode = ack_mode
-        self.keepalive_version = keepalive_version
-        self.sequence = sequence
-        self.seq = first_seq
-
-        def new_client(first_seq: int) -> ClientConnection:
-            return ClientConnection(
-                version=version,
-                compression_level=level,
-                sequence=sequence,
-                first_seq=first_seq,
-                ack_timeout=ACK_TIMEOUT,
-                ack_interpretation="seq" if ack_mode == "last-seq" else "count",
-            )
-
-        def new_server() -> ServerConnection:
-            return ServerConnection(
-                ack_mode=ack_mode,
-                keepalive_interval=5.0,
-                keepalive_version=keepalive_version,
-                accept_mixed_versions=mixed,
-                validate_json=validate,
-            )
-
-        self.new_client, self.new_server = new_client, new_server
-        self.client = new_client(first_seq)
-        self.server = new_server()
-
-    # -- helpers -----------------------------------------------------------------
-    def pump_server(self) -> None:
-        while (ev := self.server.next_event()) is not NEED_DATA:  # a RemoteProtocolError fails the test
-            assert isinstance(ev, Batch), f"server produced {ev!r} from our client's bytes"
-            assert ev.number == self.batches
-            self.batches += 1
-            got = [(e.seq, delivered_form(e)) for e in ev.events]
-            start = len(self.received)
-            assert got == self.sent[start : start + len(got)], "server delivered something other than what was sent next"
-            self.received.extend(got)
-            self.app_queue.append(ev)
-        self.s2c += self.server.data_to_send()
-
-    def pump_client(self) -> None:
-        while (ev := self.client.next_event()) is not NEED_DATA:  # a RemoteProtocolError fails the test
-            if isinstance(ev, KeepAlive):
-                self.last_activity = self.now
-                continue
-            assert isinstance(ev, AckReceived), f"client produced {ev!r} from our server's bytes"
-            assert self.window is not None
-            # our server acks whole batches, each once: a complete ack moving forward
-            assert ev.complete and ev.newly == ev.total == len(self.window) > 0, ev
-            self.acked += ev.newly
-            self.window = None
-            self.last_activity = self.now
-
-    def move_all(self) -> None:
-        while self.c2s or self.app_queue or (self.s2c and not self.timed_out):
-            if self.c2s:
-                self.move_c2s(len(self.c2s))
-            while self.app_queue:
-                self.server_accepts()
-            if self.s2c and not self.timed_out:
-                self.move_s2c(len(self.s2c))
-
-    # -- rules -------------------------------------------------------------------
-    @precondition(lambda self: self.client.state is State.IDLE)
-    @rule(events=st.lists(json_objects, min_size=1, max_size=5), as_event=st.booleans())
-    def client_sends_window(self, events: list[dict[str, Any]], as_event: bool) -> None:
-        self.send_window(events, as_event)
-
-    def send_window(self, events: list[Any], as_event: bool) -> None:
-        self.timer_last = False
-        if as_event:
-            self.client.send(SendWindow(events), now=self.now)
-        else:
-            self.client.send_window(events, now=self.now)
-        self.c2s += self.client.data_to_send()
-        if self.sequence == "window":
-            seqs = list(range(1, len(events) + 1))
-        else:
-            seqs = []
-            for _ in events:
-                seqs.append(self.seq)
-                self.seq = next_seq(self.seq)
-        self.sent.extend((s, wire_form(e, self.version)) for s, e in zip(seqs, events, strict=True))
-        self.window = seqs
-        self.last_activity = self.now
-        assert self.client.state is State.AWAITING_ACK and self.client.unacked() == events
-
-    @precondition(lambda self: self.c2s)
-    @rule(n=CHUNK)
-    def move_c2s(self, n: int) -> None:
-        self.timer_last = False
-        chunk = bytes(self.c2s[:n])
-        del self.c2s[:n]
-        self.server.receive_data(chunk, now=self.now)
-        self.pump_server()
-
-    @precondition(lambda self: self.app_queue)
-    @rule(as_event=st.booleans())
-    def server_accepts(self, as_event: bool = False) -> None:
-        self.timer_last = False
-        batch = self.app_queue.popleft()
-        if as_event:
-            self.server.send(Accept(batch), now=self.now)
-        else:
-            self.server.accept(batch, now=self.now)
-        ack = self.server.data_to_send()
-        value = batch.last_seq if self.ack_mode == "last-seq" else len(batch)
-        assert ack == Ack(value, self.version).encode()
-        self.accepted += len(batch)
-        self.s2c += ack
-
-    @precondition(lambda self: self.server.next_deadline() is not None and not self.timer_last)
-    @rule()
-    def server_keepalive_timer(self) -> None:
-        self.timer_last = True
-        deadline = self.server.next_deadline()
-        assert deadline is not None
-        self.now = max(self.now, deadline)
-        self.server.handle_timer(now=self.now)
-        version = V2 if self.keepalive_version == "v2" else self.version
-        assert self.server.data_to_send() == Ack(0, version).encode()
-        self.s2c += Ack(0, version).encode()
-
-    @precondition(lambda self: self.s2c and not self.timed_out)
-    @rule(n=CHUNK)
-    def move_s2c(self, n: int) -> None:
-        self.timer_last = False
-        chunk = bytes(self.s2c[:n])
-        del self.s2c[:n]
-        self.client.receive_data(chunk, now=self.now)
-        self.pump_client()
-
-    @precondition(lambda self: (self.client.state is State.AWAITING_ACK and not self.timer_last) or self.timed_out)
-    @rule(advance=st.sampled_from([*range(9), *range(9), 31]))  # now and then a stall past ack_timeout
-    def client_ack_timer(self, advance: int) -> None:
-        self.timer_last = True
-        self.now += advance
-        if self.timed_out:  # a CLOSED client has no deadline; firing it anyway changes nothing
-            self.client.handle_timer(now=self.now)
-            assert self.client.next_deadline() is None and self.client.state is State.CLOSED
-            return
-        due = self.client.state is State.AWAITING_ACK and self.now >= self.last_activity + ACK_TIMEOUT
-        assert self.client.next_deadline() == (self.last_activity + ACK_TIMEOUT if self.window is not None else None)
-        self.client.handle_timer(now=self.now)
-        ev = self.client.next_event()
-        if due:
-            # a legitimate timeout: nothing reached the client for ack_timeout seconds
-            assert isinstance(ev, AckTimeout) and ev.waited >= ACK_TIMEOUT, ev
-            assert self.client.state is State.CLOSED
-            self.timed_out = True
-        else:
-            assert ev is NEED_DATA, ev
-
-    @precondition(lambda self: self.client.state is not State.IDLE and self.breaks < 3)
-    @rule(as_event=st.booleans())
-    def connection_breaks(self, as_event: bool) -> None:
-        """The client's write fails (``send_failed``) and the server sees a reset;
-        a new connection resends the window's unacked tail."""
-        self.timer_last = False
-        self.breaks += 1
-        unacked = self.client.unacked()
-        assert self.window is not None and len(unacked) == len(self.window) - self.client.acked > 0
-        was_open = self.client.state is State.AWAITING_ACK
-        self.client.send_failed(now=self.now)
-        assert self.client.data_to_send() == b"" and self.client.state is State.CLOSED
-        assert self.client.unacked() == unacked  # kept for the resend
-        expected = ConnectionClosed(clean=False, reason="write failed") if was_open else NEED_DATA
-        assert self.client.next_event() == expected
-        assert self.client.next_event() is NEED_DATA and self.client.next_deadline() is None
-        self.server.connection_lost(now=self.now)
-        assert self.server.next_event() == ConnectionClosed(clean=False, reason="reset")
-        assert self.server.state is State.CLOSED and self.server.pending_batches == len(self.app_queue)
-        # what the wire and the application lose
-        self.c2s.clear()
-        self.s2c.clear()
-        self.dropped += sum(len(b) for b in self.app_queue)
-        self.app_queue.clear()
-        self.lost_acks = self.accepted - self.acked
-        self.sent = list(self.received)
-        self.segments.append(len(self.received))
-        # a new pair; running numbers go on from the old client's next one
-        self.client = self.new_client(self.client.next_seq)
-        self.server = self.new_server()
-        self.batches = 0
-        self.window = None
-        self.timed_out = False
-        self.last_activity = self.now
-        self.send_window(unacked, as_event)
-
-    # -- invariants --------------------------------------------------------------
-    @invariant()
-    def acks_never_exceed_what_the_application_accepted(self) -> None:
-        assert self.acked <= self.accepted
-        assert self.client.acked <= self.accepted
-
-    @invariant()
-    def acks_never_go_backwards(self) -> None:
-        assert self.acked >= self.acked_before
-        self.acked_before = self.acked
-
-    @invariant()
-    def nobody_is_in_error(self) -> None:
-        assert self.server.state is not State.ERROR
-        assert self.client.state is not State.ERROR
-
-    @invariant()
-    def quiet_wire_means_idle_client(self) -> None:
-        if not (self.c2s or self.s2c or self.app_queue or self.timed_out):
-            assert self.client.state is State.IDLE
-            assert self.server.state is State.AWAIT_WINDOW and self.server.pending_batches == 0
-            assert self.received == self.sent
-            assert self.acked + self.lost_acks == self.accepted and self.accepted + self.dropped == len(self.sent)
-            if not self.breaks:
-                assert self.acked == self.accepted == len(self.sent)
-
-    def teardown(self) -> None:
-        if not hasattr(self, "client"):
-            return
-        self.move_all()
-        # every event delivered exactly once, in order (a timed-out window still
-        # reached the server: nothing was resent); after a broken connection,
-        # what the server had is followed by the resent tail
-        assert self.received == self.sent
-        assert self.accepted + self.dropped == len(self.sent)
-        if not self.breaks:
-            assert self.accepted == len(self.sent)
-        if not self.timed_out:
-            assert self.client.state is State.IDLE and self.acked + self.lost_acks + self.dropped == len(self.sent)
-            if not self.breaks:
-                assert self.acked == len(self.sent)
-        # seqs consecutive mod 2**32, skipping 0: across each connection's stream
-        # for running numbering, within each window for per-window numbering
-        seqs = [s for s, _ in self.received]
-        assert 0 not in seqs
-        if self.sequence == "running":
-            for start, end in pairwise([*self.segments, len(seqs)]):
-                assert all(b == next_seq(a) for a, b in pairwise(seqs[start:end]))
-
-
-def test_client_and_server_over_a_chunked_wire() -> None:
-    run_state_machine_as_test(
-        PairedMachines,
-        settings=settings(max_examples=400, stateful_step_count=40, deadline=None),
-    )
-
-
-# =========================================================================== 3. tables as pictures
+# =========================================================================== 2. tables as pictures
 
 
 def to_dot(name: str, table: Table, inputs: tuple[str, ...]) -> str:
@@ -768,7 +436,7 @@ def test_dot_rendering_is_the_table(role: str) -> None:
     assert dashed.isdisjoint(table) and len(dashed) + len(table) == len({s for s, _ in table}) * len(inputs)
 
 
-# =========================================================================== 4. the machine contract
+# =========================================================================== 3. the machine contract
 
 
 def test_the_sansio_docstring_example_works_as_written() -> None:

@@ -24,8 +24,7 @@ from typing import Any
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import initialize, invariant, precondition, rule, run_state_machine_as_test
-from stateful_wire import MachinePair, Pipe
+from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from refwire.pravega import (
     NEED_DATA,
@@ -40,6 +39,8 @@ from refwire.pravega import (
 )
 from refwire.pravega.connection import CLIENT_TRANSITIONS, SERVER_TRANSITIONS, State
 from refwire.pravega.events import ConnectionClosed, HelloReceived, KeepAliveReceived, ReplyReceived, ReplySlot, RequestReceived
+
+from .wire import MachinePair, Pipe
 
 
 def _commands() -> dict[str, Any]:
@@ -249,7 +250,7 @@ class PravegaPair(MachinePair):
             assert m.next_event() is NEED_DATA or m.state is not State.OPEN
         self.collect()
 
-    def check_cut(self, was_open: Mapping[str, bool]) -> None:
+    def check_cut(self, was_open: Mapping[str, bool], who: str, how: str) -> None:
         assert self.client_closed is not None and self.server_closed is not None
         assert self.client.state is State.CLOSED and self.server.state is State.CLOSED
         assert not self.client_closed.clean or not self.server_closed.clean
@@ -313,8 +314,6 @@ class PravegaPair(MachinePair):
             assert self.acked[w] == list(range(1, len(self.payloads[w]) + 1))
 
 
-def test_pravega_client_writers_and_server_over_a_chunked_wire() -> None:
-    run_state_machine_as_test(
-        PravegaPair,
-        settings=settings(max_examples=120, stateful_step_count=40, deadline=None),
-    )
+#: the model tests/test_stateful.py runs, and the settings it runs under
+PAIR = PravegaPair
+SETTINGS = settings(max_examples=120, stateful_step_count=40, deadline=None)

@@ -25,8 +25,7 @@ from typing import Any
 
 from hypothesis import Phase, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import initialize, invariant, precondition, rule, run_state_machine_as_test
-from stateful_wire import MachinePair, Pipe
+from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from refwire.pravega import NEED_DATA, Command, encode_event
 from refwire.pravega.draft2017.connection import CLIENT_TRANSITIONS, SERVER_TRANSITIONS, ClientConnection, ServerConnection, State
@@ -39,6 +38,8 @@ from refwire.pravega.draft2017.events import (
     RequestReceived,
 )
 from refwire.pravega.draft2017.writer import DraftWriterSession
+
+from .wire import MachinePair, Pipe
 
 
 def _commands() -> dict[str, Any]:
@@ -233,7 +234,7 @@ class DraftPair(MachinePair):
         self.pump_client()
         self.pump_server()
 
-    def check_cut(self, was_open: Mapping[str, bool]) -> None:
+    def check_cut(self, was_open: Mapping[str, bool], who: str, how: str) -> None:
         assert self.client.state is State.CLOSED and self.server.state is State.CLOSED
 
     # -- invariants ---------------------------------------------------------------
@@ -277,15 +278,13 @@ class DraftPair(MachinePair):
             assert self.ack_level[w] == len(self.written[w])
 
 
-def test_pravega_draft_client_writers_and_server_over_a_chunked_wire() -> None:
-    # No shrink phase: shrinking these long block/partial-message runs takes minutes,
-    # past the suite's timeout; a failure prints the whole (unshrunk) step sequence.
-    run_state_machine_as_test(
-        DraftPair,
-        settings=settings(
-            max_examples=120,
-            stateful_step_count=40,
-            deadline=None,
-            phases=[Phase.explicit, Phase.reuse, Phase.generate],
-        ),
-    )
+#: the model tests/test_stateful.py runs, and the settings it runs under
+PAIR = DraftPair
+# No shrink phase: shrinking these long block/partial-message runs takes minutes,
+# past the suite's timeout; a failure prints the whole (unshrunk) step sequence.
+SETTINGS = settings(
+    max_examples=120,
+    stateful_step_count=40,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)

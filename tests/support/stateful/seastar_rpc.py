@@ -19,8 +19,7 @@ from collections.abc import Mapping
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import initialize, invariant, precondition, rule, run_state_machine_as_test
-from stateful_wire import MachinePair, Pipe
+from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from refwire.seastar_rpc import (
     COMPRESSOR_NAMES,
@@ -43,6 +42,8 @@ from refwire.seastar_rpc import (
     UserError,
 )
 from refwire.seastar_rpc.connection import CLIENT_TRANSITIONS, SERVER_TRANSITIONS
+
+from .wire import MachinePair, Pipe
 
 # The server application's verbs: what it does with each is the oracle of the reply.
 ECHO, FAIL, NOTIFY, UNKNOWN = 1, 2, 3, 99
@@ -298,7 +299,7 @@ class SeastarPair(MachinePair):
             assert not self.negotiated
 
     # -- the end of the connection -------------------------------------------------
-    def check_cut(self, was_open: Mapping[str, bool]) -> None:
+    def check_cut(self, was_open: Mapping[str, bool], who: str, how: str) -> None:
         for role, m, closed in (("client", self.client, self.client_closed), ("server", self.server, self.server_closed)):
             assert m.state is State.CLOSED and closed is not None
             if was_open[role]:
@@ -355,8 +356,16 @@ class SeastarPair(MachinePair):
             elif self.open:
                 if self.client_closed is None and not self.c2s.closing:
                     if self.negotiated and not self.stream:
-                        # drained: every call the server got was answered, every answer arrived
+                        # drained: every call the server got was answered, every answer arrived,
+                        # and the server got every call made, but those whose deadline passed
+                        # (the client withdraws a call that expires while queued, unsent)
                         assert set(self.client.pending).isdisjoint(self.answered)
+                        missing = {
+                            mid
+                            for mid, (_, _, _, deadline) in self.calls.items()
+                            if mid not in self.received_ids and (deadline is None or self.now < deadline)
+                        }
+                        assert not missing, f"calls the server never delivered: {sorted(missing)}"
                     self.c2s.closing = True
                 elif self.server_closed is None and not self.s2c.closing:
                     self.s2c.closing = True
@@ -370,8 +379,6 @@ class SeastarPair(MachinePair):
             assert self.stream_got["client"] == self.stream_sent["server"]
 
 
-def test_seastar_client_and_server_over_a_chunked_wire() -> None:
-    run_state_machine_as_test(
-        SeastarPair,
-        settings=settings(max_examples=200, stateful_step_count=40, deadline=None),
-    )
+#: the model tests/test_stateful.py runs, and the settings it runs under
+PAIR = SeastarPair
+SETTINGS = settings(max_examples=200, stateful_step_count=40, deadline=None)

@@ -18,8 +18,7 @@ from typing import Any
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import initialize, invariant, precondition, rule, run_state_machine_as_test
-from stateful_wire import MachinePair, Pipe
+from hypothesis.stateful import initialize, invariant, precondition, rule
 
 import refwire.tank
 from refwire.tank import (
@@ -47,6 +46,8 @@ from refwire.tank import (
     encode_bundle,
 )
 from refwire.tank.connection import BROKER_TRANSITIONS, CLIENT_TRANSITIONS
+
+from .wire import MachinePair, Pipe
 
 #: the service behind the broker machine (``BrokerCore`` until the layout landing names it ``BrokerService``)
 BROKER_SERVICE: Any = vars(refwire.tank).get("BrokerService") or vars(refwire.tank)["BrokerCore"]
@@ -313,7 +314,7 @@ class TankPair(MachinePair):
             self.broker_closed = APP_CLOSED
             self.broker_gone()
 
-    def check_cut(self, was_open: Mapping[str, bool]) -> None:
+    def check_cut(self, was_open: Mapping[str, bool], who: str, how: str) -> None:
         assert self.client.state is State.CLOSED
         assert self.broker.state is State.CLOSED or self.broker_closed == APP_CLOSED
 
@@ -384,8 +385,6 @@ class TankPair(MachinePair):
                 seq += self.consumed - before
 
 
-def test_tank_client_and_broker_over_a_chunked_wire() -> None:
-    run_state_machine_as_test(
-        TankPair,
-        settings=settings(max_examples=120, stateful_step_count=40, deadline=None),
-    )
+#: the model tests/test_stateful.py runs, and the settings it runs under
+PAIR = TankPair
+SETTINGS = settings(max_examples=120, stateful_step_count=40, deadline=None)

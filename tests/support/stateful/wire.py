@@ -1,6 +1,8 @@
-"""Helpers the stateful (RuleBasedStateMachine) tests of the client/server
-machine pairs share: one direction of an in-memory wire, the chunk sizes
-hypothesis cuts it into, and the transition tables as reachability."""
+"""What the stateful (RuleBasedStateMachine) models of the client/server
+machine pairs share (``tests/test_stateful.py`` runs them): one direction of an
+in-memory wire, the chunk sizes hypothesis cuts it into, the transition tables
+as reachability, and :class:`MachinePair`, the base every dialect's model
+(``support.stateful.<dialect>``) builds on."""
 
 from __future__ import annotations
 
@@ -87,6 +89,7 @@ class MachinePair(RuleBasedStateMachine):
     protocol's ``STATE`` enum and transition tables, keeps ``now``, ``c2s``,
     ``s2c`` and ``states`` (role -> the states seen on this connection), and
     has ``pump_<role>()`` methods that hand the machine's events to the model.
+    It may cut its wire into pieces of its own (``CHUNK``).
     """
 
     ROLES: tuple[str, str] = ("client", "server")
@@ -96,6 +99,8 @@ class MachinePair(RuleBasedStateMachine):
     #: role -> the (state, input, new state) triples its table allows, and what each state can reach
     TRIPLES: ClassVar[dict[str, set[tuple[str, str, str]]]]
     REACHABLE: ClassVar[dict[str, dict[Any, set[Any]]]]
+    #: the sizes of the pieces ``move_c2s`` and ``move_s2c`` move
+    CHUNK: ClassVar[st.SearchStrategy[int]] = CHUNK
     #: steps of a connection before the end-of-connection rule may run (let traffic flow first)
     END_AFTER_STEPS = 6
     #: the order ``connection_ends`` pumps the two sides in
@@ -140,8 +145,13 @@ class MachinePair(RuleBasedStateMachine):
     def app_shuts_write(self, who: str) -> None:
         """The application on ``who``'s side shuts its write (before the EOF is queued)."""
 
-    def check_cut(self, was_open: Mapping[str, bool]) -> None:
-        """After a reset or failed write, both sides' connections ended (``was_open``: whose had not before)."""
+    def check_cut(self, was_open: Mapping[str, bool], who: str, how: str) -> None:
+        """After a reset or failed write (``how``: ``"reset"`` or ``"send_failed"``, on
+        ``who``'s side), both sides' connections ended (``was_open``: whose had not before)."""
+
+    def may_end(self) -> bool:
+        """Whether the end-of-connection rule may run now (some side's connection is open)."""
+        return self.steps >= self.END_AFTER_STEPS
 
     def ended(self) -> None:
         """Before a new connection replaces one that ended."""
@@ -163,21 +173,21 @@ class MachinePair(RuleBasedStateMachine):
 
     # -- rules: the wire ----------------------------------------------------------
     @precondition(lambda self: self.c2s.busy)
-    @rule(n=CHUNK)
+    @rule(n=st.runner().flatmap(lambda pair: pair.CHUNK))
     def move_c2s(self, n: int) -> None:
         self.timer_last = False
         self.machine(self.ROLES[1]).receive_data(self.c2s.take(n), now=self.now)
         self.pump(self.ROLES[1])
 
     @precondition(lambda self: self.s2c.busy)
-    @rule(n=CHUNK)
+    @rule(n=st.runner().flatmap(lambda pair: pair.CHUNK))
     def move_s2c(self, n: int) -> None:
         self.timer_last = False
         self.machine(self.ROLES[0]).receive_data(self.s2c.take(n), now=self.now)
         self.pump(self.ROLES[0])
 
     # -- rules: the end of the connection ------------------------------------------
-    @precondition(lambda self: self.open and self.steps >= self.END_AFTER_STEPS)
+    @precondition(lambda self: self.open and self.may_end())
     @rule(
         who=st.runner().flatmap(lambda pair: st.sampled_from(pair.ROLES)),
         how=st.sampled_from(["eof", "reset", "send_failed"]),
@@ -209,7 +219,7 @@ class MachinePair(RuleBasedStateMachine):
         if how != "eof":
             for role in self.ROLES:
                 assert self.closed(role) is not None, f"the {role} did not see its connection end"
-            self.check_cut(was_open)
+            self.check_cut(was_open, who, how)
 
     @precondition(lambda self: not self.open and not self.c2s.busy and not self.s2c.busy)
     @rule()
