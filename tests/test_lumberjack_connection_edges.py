@@ -286,6 +286,34 @@ def test_keepalives_while_a_batch_waits() -> None:
     assert own.data_to_send() == encode_ack(0, V1)
 
 
+@pytest.mark.parametrize("how", ["reset", "send_failed", "eof"])
+def test_keepalives_stop_when_the_transport_is_gone_and_go_on_after_eof(how: str) -> None:
+    """A reset or a failed write ends the connection: no deadline, and a timer
+    writes nothing, though a batch is still held (it was never acked).  After
+    the client's EOF the write side is still open: the held batch is still
+    acked later, and keepalives go on until it is."""
+    s = ServerConnection(keepalive_interval=5.0, now=0.0, idle_timeout=100.0)
+    s.receive_data(Window(1, V2).encode() + J(1), now=1.0)
+    (b,) = drain(s)
+    if how == "reset":
+        s.connection_lost(now=2.0)
+    elif how == "send_failed":
+        s.send_failed(now=2.0)
+    else:
+        s.receive_data(b"", now=2.0)
+    drain(s)
+    if how == "eof":
+        assert s.next_deadline() == 6.0
+        s.handle_timer(now=6.0)
+        assert s.data_to_send() == encode_ack(0, V2)
+        s.accept(b, now=7.0)
+        assert s.data_to_send() == encode_ack(1, V2)
+        return
+    assert s.next_deadline() is None
+    s.handle_timer(now=60.0)
+    assert s.data_to_send() == b""
+
+
 def test_idle_and_batch_timeouts_exactly() -> None:
     with pytest.raises(ValueError, match="pass now="):
         ServerConnection(idle_timeout=1.0)

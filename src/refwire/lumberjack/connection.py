@@ -556,7 +556,9 @@ class ServerConnection(FrameMachine):
 
     # -- timers ------------------------------------------------------------
     def _keepalive_deadline(self) -> float | None:
-        if not self._pending or self.keepalive_interval is None:
+        # (while a batch is held and the write side is open: after the peer's EOF
+        # too, since the batch is still acked then; never once the transport is gone)
+        if not self._pending or self.keepalive_interval is None or self._reset:
             return None
         return max(self._pending_since, self._last_output) + self.keepalive_interval
 
