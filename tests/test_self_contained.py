@@ -5,6 +5,10 @@ vector or script may point at the project's internal research notes, its design
 notes, the sibling ``shared`` folder, or an issue number of our tracker.  Cite a
 section of ``specs/<protocol>/README.md``, the docs of ``refwire.sansio`` /
 ``refwire.errors``, or state the fact in place.
+
+One exception: ``../shared/peer-sources/``, where the real peers' build scripts
+(``peers/``) look for offline snapshots of the public sources before they clone
+them; it holds only those public archives, and every script works without it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ PATTERN = re.compile(
     r"(^|[^A-Za-z_])research/[a-z0-9_-]+\.md"  # a research note by file name
     r"|research[ ]\u00a7"  # a research note by section
     r"|DESIGN\.md"  # the design notes
-    r"|\.\./shared"  # the sibling shared folder
+    r"|\.\./shared(?!/peer-sources)"  # the sibling shared folder (its peer sources excepted: see below)
     r"|[Ii]ssue #?[0-9]+"  # an issue of our tracker
 )
 SUFFIXES = {".py", ".md", ".json", ".toml", ".sh"}
