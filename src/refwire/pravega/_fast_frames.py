@@ -38,12 +38,14 @@ from .frames_codec import (
     _HDR,
     _SPEED,
     BLOCK_END_CODE,
+    CURRENT,
     HEADER,
     MAX_RUN,
     MAX_RUN_BYTES,
     BlockEndRun,
     Command,
     CommandDecoder,
+    _unpack_header,
     uuid_of,
 )
 
@@ -238,8 +240,6 @@ class FastCommandDecoder(CommandDecoder):
         with :func:`_fast_append_block_end`, to the same fields."""
         if max_frames < 2:
             raise ValueError(f"a run holds at least 2 frames: max_frames={max_frames}")
-        if not self._runs:
-            return None
         buf = self._buf
         data = buf.data
         pos = buf.pos
@@ -248,9 +248,15 @@ class FastCommandDecoder(CommandDecoder):
         # next, or an AppendBlockEnd without another behind it.
         if end - pos < 2 * HEADER:
             return None
-        code, n = _HDR.unpack_from(data, pos)
+        code, n = _unpack_header(data, pos)
         second = pos + HEADER + n
-        if code != BLOCK_END_CODE or n < 0 or end - second < HEADER or _HDR.unpack_from(data, second)[0] != BLOCK_END_CODE:
+        if (
+            code != BLOCK_END_CODE
+            or n < 0
+            or end - second < HEADER
+            or _unpack_header(data, second)[0] != BLOCK_END_CODE
+            or self.dialect is not CURRENT
+        ):
             return None
         max_payload = self._max_payload
         writer_ids: list[bytes] = []

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
+from .._mypyc import mypyc_attr
 from ..errors import LocalProtocolError
 from ..speed import use_fast
 from ..wire import Limits, ReceiveBuffer, check_limit
@@ -123,11 +124,16 @@ MAX_RUN: Final = 256
 #: the most data bytes one run holds: its copies of the frames' data exist beside the
 #: frames themselves until they are consumed, so this bounds that doubling per connection
 MAX_RUN_BYTES: Final = 1 << 20
+#: ``_HDR.unpack_from``, bound once: CPython 3.11 calls a method of an imported name
+#: without its method-call fast path, making a bound method object per frame
+_unpack_header: Final = _HDR.unpack_from
 
 
 # --------------------------------------------------------------------------- stream decoder
 
 
+# The speed path's decoder is a subclass (compiled or not, in the optional mypyc build).
+@mypyc_attr(allow_interpreted_subclasses=True)
 class CommandDecoder:
     """Incremental frame decoder over a :class:`ReceiveBuffer` (§1).
 
@@ -145,7 +151,6 @@ class CommandDecoder:
         "_buf",
         "_fast",
         "_max_payload",
-        "_runs",
         "allow_inner",
         "dialect",
         "fast",
@@ -185,8 +190,6 @@ class CommandDecoder:
             if self.fast
             else {}
         )
-        #: runs of AppendBlockEnds (:meth:`block_ends`): the speed path's, in the current dialect only
-        self._runs = self.fast and dialect is CURRENT
         self.limits = limits
         self._max_payload = limits.max_frame_size - HEADER
         self._buf = ReceiveBuffer()
@@ -222,7 +225,7 @@ class CommandDecoder:
         pos = buf.pos
         if len(data) - pos < HEADER:
             return None
-        code, n = _HDR.unpack_from(data, pos)
+        code, n = _unpack_header(data, pos)
         if n < 0 or n > self._max_payload:
             known = self.dialect.commands
             protocol = self.dialect.protocol
@@ -278,7 +281,7 @@ class CommandDecoder:
         pos = buf.pos + skip
         if len(data) - pos < HEADER:
             return None
-        code, n = _HDR.unpack_from(data, pos)
+        code, n = _unpack_header(data, pos)
         end = pos + HEADER + n
         if n < 0 or n > self._max_payload or len(data) < end:
             return None
@@ -386,7 +389,9 @@ _SPEED: list[type[CommandDecoder]] = []
 
 def split_frames(data: bytes, *, base: int = 0, allow_inner: bool = True, fast: bool | None = None) -> Sequence[Command]:
     """Decode a buffer holding whole frames only (an append block's content)."""
-    dec = CommandDecoder(allow_inner=allow_inner, fast=fast)
+    # (through a class object: a compiled build's direct construction would skip __new__'s choice)
+    cls: type[CommandDecoder] = CommandDecoder
+    dec = cls(allow_inner=allow_inner, fast=fast)
     dec.offset = base
     dec.feed(data)
     out = list(dec.commands())
