@@ -23,7 +23,11 @@ fi
 # Third-party Lumberjack peer(s) from npm, versions pinned by the lock file.
 npm ci --prefix tests/interop/node --no-audit --no-fund --loglevel=error
 
-.venv/bin/python -m pytest "$@"
+# One worker per core (pytest-xdist); the Spark and real-peer tests each keep to one
+# worker (tests/conftest.py groups them), so their session fixtures start once.
+# REFWIRE_TEST_WORKERS=0 runs in this process instead.
+WORKERS=(-n "${REFWIRE_TEST_WORKERS:-auto}" --dist loadgroup)
+.venv/bin/python -m pytest "${WORKERS[@]}" "$@"
 
 # The whole-suite run above takes the speed paths (the default).  With no arguments,
 # also run the codec and machine tests on the reference paths (REFWIRE_REFERENCE=1:
@@ -31,7 +35,7 @@ npm ci --prefix tests/interop/node --no-audit --no-fund --loglevel=error
 # see refwire/speed.py).  REFERENCE_PASS=0 skips it.
 if [ "$#" -eq 0 ] && [ "${REFERENCE_PASS:-1}" != 0 ]; then
     echo "--- the reference paths (REFWIRE_REFERENCE=1): codec, vector, limit and machine tests"
-    REFWIRE_REFERENCE=1 .venv/bin/python -m pytest -q \
+    REFWIRE_REFERENCE=1 .venv/bin/python -m pytest -q "${WORKERS[@]}" \
         tests/test_wire.py tests/test_wire_limits.py tests/test_sansio.py tests/test_machine_contract.py \
         tests/test_*_codec.py tests/test_*_vectors.py tests/test_*_limits.py \
         tests/test_*_machines.py tests/test_*_connection_edges.py tests/test_stateful.py \
