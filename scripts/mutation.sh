@@ -42,8 +42,8 @@ case "$MODULE" in
     src/refwire/pravega/draft2017/connection.py|src/refwire/pravega/draft2017/machine.py)
         TESTS=(tests/test_pravega_draft_machines.py tests/test_pravega_draft_vectors.py tests/test_pravega_draft_limits.py tests/test_pravega_draft_connection_edges.py) ;;
     src/refwire/tank/bundles.py|src/refwire/tank/_fast_bundles.py)
-        # test_tank_chunk_columns.py and the differential test: the columns path against the plain per-message walk
-        TESTS=(tests/test_tank_codec.py tests/test_tank_vectors.py tests/test_tank_limits.py tests/test_tank_chunk_columns.py tests/test_tank_differential.py) ;;
+        # test_tank_fast_chunk_columns.py and the differential test: the columns path against the plain per-message walk
+        TESTS=(tests/test_tank_codec.py tests/test_tank_vectors.py tests/test_tank_limits.py tests/test_tank_fast_chunk_columns.py tests/test_tank_differential.py) ;;
     src/refwire/tank/frames.py)
         TESTS=(tests/test_tank_codec.py tests/test_tank_vectors.py tests/test_tank_limits.py) ;;
     src/refwire/tank/connection.py) TESTS=(tests/test_tank_machines.py tests/test_tank_connection_edges.py tests/test_tank_codec.py tests/test_tank_limits.py tests/test_tank_differential.py) ;;
