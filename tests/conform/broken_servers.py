@@ -30,9 +30,9 @@ import trio
 
 from refwire.drivers import parse_hostport
 from refwire.errors import ProtocolError
-from refwire.lumberjack.connection import ServerConnection, State
+from refwire.lumberjack.connection import FRAME_LOOPS, ServerConnection, State
 from refwire.lumberjack.events import ConnectionClosed
-from refwire.lumberjack.frames import DEFAULT_LIMITS, encode_ack
+from refwire.lumberjack.frames import DEFAULT_LIMITS, DataFrame, encode_ack
 from refwire.lumberjack.server import LumberjackServer, ServerConfig
 
 __all__ = ["BROKEN", "RAW_BASELINE", "RAW_BASELINE_PASSES", "Broken", "broken_server"]
@@ -73,6 +73,15 @@ class AckOffByOne(_AckRewrite):
 
     def rewrite(self, version: int, seq: int) -> tuple[int, int]:
         return version, (seq + 1) & 0xFFFFFFFF
+
+
+class NoAckOfZero(ServerConnection):
+    """Never writes an ``A 0``, taking every one for a keepalive it may skip: a
+    batch whose last seq is 0 is never acked."""
+
+    def _emit(self, data: bytes) -> None:
+        if data[1:] != b"A" + bytes(4):
+            super()._emit(data)
 
 
 class AckV2OnV1(_AckRewrite):
@@ -130,6 +139,30 @@ class NeverClosesOnGarbage(ServerConnection):
         self._events.append(ConnectionClosed(clean=True))
 
 
+class ResetsOnSplitV1Data(ServerConnection):
+    """A v1 ``D`` frame must arrive in one read: one cut short by the end of a
+    read is an error (Logstash's v1 decoder)."""
+
+    def _pump(self) -> None:
+        super()._pump()
+        if self._decoder.pending_frame_name() == "D":
+            raise ProtocolError("D frame split across reads", frame="D", offset=self._decoder.offset)
+
+
+class RefusesEmptyData(ServerConnection):
+    """A ``D`` frame with no key/value pairs is refused as malformed."""
+
+    def _pump(self) -> None:
+        # the plain path: every event goes through _take_event
+        self._runs, self._take_frames = False, FRAME_LOOPS[False]
+        super()._pump()
+
+    def _take_event(self, f: Any, frames: list[Any], i: int, base: int, c_offset: int | None) -> None:
+        if isinstance(f, DataFrame) and not f.pairs:
+            raise ProtocolError("D frame with no pairs", frame="D", field="pairs")
+        super()._take_event(f, frames, i, base, c_offset)
+
+
 class AcksPartialBatchOnEof(ServerConnection):
     """At EOF inside a batch, acks the events received so far instead of nothing."""
 
@@ -151,10 +184,23 @@ class RawFaults:
     skip_unknown: bool = False
     #: a C frame whose zlib stream is cut short ends the batch: the events it held are acked.
     trust_truncated_zlib: bool = False
+    #: events are kept by seq, so a second event with the same seq replaces the first
+    #: and does not count towards the window.
+    events_by_seq: bool = False
+    #: that a J's JSON is an object is checked when the batch is delivered, after its ack.
+    check_objects_after_ack: bool = False
 
 
 class _Close(Exception):
     pass
+
+
+class _AckThenClose(_Close):
+    """The ack is written, then the connection is reset."""
+
+    def __init__(self, ack: bytes) -> None:
+        super().__init__()
+        self.ack = ack
 
 
 class RawServer:
@@ -175,7 +221,11 @@ class RawServer:
                     if not data:
                         return
                     buf += data
-                    used, out = self._parse(buf, state, top=True)
+                    try:
+                        used, out = self._parse(buf, state, top=True)
+                    except _AckThenClose as exc:
+                        await stream.send_all(exc.ack)
+                        raise
                     buf = buf[used:]
                     if out:
                         await stream.send_all(out)
@@ -215,11 +265,15 @@ class RawServer:
                 except orjson.JSONDecodeError:
                     raise _Close from None
                 pos += 10 + ln
-                if not st["left"] or not isinstance(doc, dict):
+                if not st["left"] or not (isinstance(doc, dict) or self.faults.check_objects_after_ack):
                     raise _Close
+                st["seq"] = seq
+                seqs = st.setdefault("seqs", set())
+                if self.faults.events_by_seq and seq in seqs:
+                    continue  # replaces the event of that seq: the window is no nearer its end
+                seqs.add(seq)
                 st["events"].append(doc)
                 st["left"] -= 1
-                st["seq"] = seq
                 if not st["left"]:
                     out += self._ack(st)
             elif typ == b"C":
@@ -240,9 +294,12 @@ class RawServer:
                 used, more = self._parse(inner, st, top=False)
                 out += more
                 if used != len(inner) or not z.eof:
-                    if not self.faults.trust_truncated_zlib or not st["events"]:
+                    if not self.faults.trust_truncated_zlib:
                         raise _Close
-                    out += self._ack(st)  # the short C ended the batch
+                    if st["events"]:
+                        out += self._ack(st)  # the short C ended the batch
+                    elif not more:
+                        raise _Close
             elif self.faults.skip_unknown and typ not in (b"A", b"D"):
                 if len(buf) - pos < 10:
                     break
@@ -255,9 +312,12 @@ class RawServer:
         return pos, out
 
     def _ack(self, st: dict[str, Any]) -> bytes:
-        self._deliver(st["events"])
+        events = st["events"]
         seq = st["seq"]
-        st["events"], st["left"] = [], 0
+        st["events"], st["left"], st["seqs"] = [], 0, set()
+        if self.faults.check_objects_after_ack and not all(isinstance(e, dict) for e in events):
+            raise _AckThenClose(encode_ack(seq))
+        self._deliver(events)
         return encode_ack(seq)
 
 
@@ -289,6 +349,12 @@ BROKEN: tuple[Broken, ...] = (
         wrong="acks a batch, then writes it to the sink 0.5 s later",
         late_delivery=0.5,
     ),
+    Broken(
+        name="no-ack-of-zero",
+        aimed_at=("lj.S3.6",),
+        wrong="never sends A 0 (not for a batch whose last seq is 0 either)",
+        config=_machine(NoAckOfZero),
+    ),
     Broken(name="ack-off-by-one", aimed_at=("lj.S3.1", "lj.S3.5"), wrong="acks the last seq + 1", config=_machine(AckOffByOne)),
     Broken(name="v2-ack-on-v1", aimed_at=("lj.S1.2",), wrong="acks v1 batches with a v2 ack (2A)", config=_machine(AckV2OnV1)),
     Broken(
@@ -307,8 +373,32 @@ BROKEN: tuple[Broken, ...] = (
         raw=RawFaults(skip_unknown=True),
     ),
     Broken(
+        name="events-by-seq",
+        aimed_at=("lj.S3.7",),
+        wrong="keeps a window's events by seq: a repeated seq replaces an event, and the window never completes",
+        raw=RawFaults(events_by_seq=True),
+    ),
+    Broken(
+        name="acks-before-checking-events",
+        aimed_at=("lj.S6.11",),
+        wrong="acks a batch, then finds an event that is no JSON object and closes: acked events are lost",
+        raw=RawFaults(check_objects_after_ack=True),
+    ),
+    Broken(
+        name="resets-on-split-v1-data",
+        aimed_at=("lj.S6.12",),
+        wrong="needs a v1 D frame whole in one read (Logstash's v1 decoder)",
+        config=_machine(ResetsOnSplitV1Data),
+    ),
+    Broken(
+        name="refuses-empty-data",
+        aimed_at=("lj.S6.13",),
+        wrong="refuses a v1 D frame with no key/value pairs",
+        config=_machine(RefusesEmptyData),
+    ),
+    Broken(
         name="trusts-truncated-zlib",
-        aimed_at=("lj.S4.5",),
+        aimed_at=("lj.S4.5", "lj.S4.7"),
         wrong="a C whose zlib stream is cut short ends the batch and is acked",
         raw=RawFaults(trust_truncated_zlib=True),
     ),
@@ -367,7 +457,7 @@ BROKEN: tuple[Broken, ...] = (
 #: The raw server without a fault: it passes the cases its faults are aimed at.
 RAW_BASELINE = Broken(name="raw-baseline", wrong="nothing (the raw server as written)", raw=RawFaults())
 #: The cases the raw server, with no fault, passes (its faults are aimed at them).
-RAW_BASELINE_PASSES = ("lj.S1.1", "lj.S4.1", "lj.S4.5", "lj.S6.1", "lj.S6.2")
+RAW_BASELINE_PASSES = ("lj.S1.1", "lj.S3.7", "lj.S4.1", "lj.S4.5", "lj.S4.7", "lj.S6.1", "lj.S6.2", "lj.S6.11")
 
 
 def _sink_writer(sink: Path | None) -> Callable[[list[dict[str, Any]]], None]:

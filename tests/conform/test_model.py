@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from refwire.conform.model import Case, Observation, Verdict, case_seed, expect, id_key, judge, select
+from refwire.conform.model import Case, Observation, Verdict, case_seed, expect, id_key, judge, predict, select
 
 PASS, NON_STRICT, INFO, FAIL = Verdict.PASS, Verdict.NON_STRICT, Verdict.INFO, Verdict.FAIL
 
@@ -73,7 +73,7 @@ CASE = _case(
 @pytest.mark.parametrize(
     ("events", "close", "profile", "verdict", "matched"),
     [
-        (("A 102",), "open", "strict", PASS, ("logstash", "strict")),
+        (("A 102",), "open", "strict", PASS, ("strict", "logstash")),  # the chosen profile first
         (("A 102",), "open", "logstash", PASS, ("logstash", "strict")),
         (("A 2",), "open", "strict", NON_STRICT, ("go-lumber",)),
         (("A 2",), "open", "go-lumber", PASS, ("go-lumber",)),
@@ -90,7 +90,58 @@ def test_judge(events: tuple[str, ...], close: str, profile: str, verdict: Verdi
     assert (got, profiles) == (verdict, matched)
     assert expected  # always says what was expected
     if got is NON_STRICT:
-        assert reason.startswith("behaves like")
+        others = ", ".join(p for p in matched if p != profile)
+        assert reason == f"consistent with {others}'s documented behaviour, not {profile}'s"
+
+
+def test_an_expectation_is_never_non_strict_itself() -> None:
+    """NON-STRICT is relative to --profile: a case cannot fix it in its data."""
+    with pytest.raises(ValueError, match="NON-STRICT is relative to --profile"):
+        expect(NON_STRICT, "logstash", ["A 1"])
+    with pytest.raises(ValueError, match="at least one profile"):
+        expect(PASS, [])
+    for v in (PASS, FAIL, INFO, Verdict.UNSUPPORTED):
+        assert expect(v, "x").verdict is v
+
+
+@pytest.mark.parametrize(
+    ("behaves_as", "profile", "want"),
+    [
+        ("logstash", "logstash", {PASS, FAIL}),  # its documented behaviour and its documented bug
+        ("logstash", "strict", {PASS, FAIL}),  # shares the strict outcome; the bug stays FAIL
+        ("go-lumber", "go-lumber", {PASS}),
+        ("go-lumber", "strict", {NON_STRICT}),  # documented, not strict's
+        ("go-lumber", "logstash", {NON_STRICT}),
+        ("strict", "go-lumber", {NON_STRICT}),
+        ("weird", "strict", {INFO}),  # implementation-defined under every profile
+        ("nobody", "strict", set()),  # the profile documents nothing here
+    ],
+)
+def test_predict_is_what_judge_gives_each_documented_outcome(behaves_as: str, profile: str, want: set[Verdict]) -> None:
+    assert predict(CASE, behaves_as, profile) == want
+    # and judge agrees on an observation matching each of them alone
+    for e, obs in [
+        (CASE.expects[0], Observation(events=("A 102",), close="open")),
+        (CASE.expects[1], Observation(events=("A 2",), close="open")),
+        (CASE.expects[2], Observation(events=("A 0", "A 1"), close="open")),
+        (CASE.expects[3], Observation(events=(), close="FIN")),
+    ]:
+        if e.names(behaves_as):
+            assert judge(CASE, obs, profile)[0] in want
+
+
+def test_an_outcome_every_profile_documents_is_consistent_with_the_chosen_one() -> None:
+    c = _case(expects=(expect(PASS, "*", ["A 1"], "open"), expect(PASS, "go-lumber", ["A 1"], "open")))
+    assert judge(c, Observation(events=("A 1",), close="open"), "logstash")[:2] == (PASS, ("logstash", "go-lumber"))
+    assert judge(c, Observation(events=("A 1",), close="open"), "go-lumber")[:2] == (PASS, ("go-lumber",))
+
+
+def test_an_unlisted_observation_s_profiles_are_consistent_ones_not_an_identity() -> None:
+    """A server that is not Logstash but shares one documented outcome is
+    "consistent with" logstash's documented behaviour, never "behaves like"."""
+    got, matched, _, reason = judge(CASE, Observation(events=("A 0",), close="open"), "go-lumber")
+    assert (got, matched) == (FAIL, ("logstash",))
+    assert "behaves like" not in reason
 
 
 def test_ellipsis_and_wildcards() -> None:

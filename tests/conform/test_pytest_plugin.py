@@ -132,7 +132,7 @@ def test_non_strict_is_an_xfail(pytester: pytest.Pytester, lumberjack_server: Ru
         "lj.S3.1",
     )
     result.assert_outcomes(xfailed=1)
-    result.stdout.fnmatch_lines(["*NON-STRICT: behaves like go-lumber, not strict*"])
+    result.stdout.fnmatch_lines(["*NON-STRICT: consistent with go-lumber's documented behaviour, not strict's*"])
     # judged against go-lumber's behaviour, it passes
     result = pytester.runpytest(
         *ARGS,

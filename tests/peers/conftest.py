@@ -40,3 +40,15 @@ def go_lumber_peer() -> Peer:
 def logstash_peer() -> Peer:
     """Logstash's Beats input (logstash-input-beats 7.0.9) built by peers/build.sh: ``bin/logstash-beats``."""
     return build_peer("logstash")
+
+
+@pytest.fixture(scope="session")
+def tank_peer() -> Peer:
+    """The TANK broker and tank-cli (phaistos-networks/TANK) built by peers/build.sh."""
+    return build_peer("tank")
+
+
+@pytest.fixture(scope="session")
+def seastar_peer() -> Peer:
+    """Seastar 25.05's RPC library with our testee program, built by peers/build.sh."""
+    return build_peer("seastar")

@@ -21,16 +21,24 @@ from typing import Any
 import pytest
 from support.commands import REFWIRE
 
+from refwire.conform.model import Case, Observation, judge, predict
+from refwire.protocols import descriptor
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "peers" / "build.sh"
 #: Seconds a first build may take here (apt installs included), per peer.
-BUILD_TIMEOUT = {"go-lumber": 600.0, "logstash": 900.0}
+BUILD_TIMEOUT = {"go-lumber": 600.0, "logstash": 900.0, "tank": 1800.0, "seastar": 3600.0}
 #: peers/build.sh's exit status when neither the snapshot nor the clone gives the source.
 NO_SOURCE = 3
 #: Seconds one ``refwire conform`` run may take.
 CONFORM_TIMEOUT = 300.0
 #: pytest-timeout for a real-peer test: the first one builds, then runs the peer.
-TEST_TIMEOUT = max(BUILD_TIMEOUT.values()) + 3 * CONFORM_TIMEOUT
+def timeout_for(peer: str) -> float:
+    """pytest-timeout for a test of ``peer``: its first build, then three conformance runs."""
+    return BUILD_TIMEOUT[peer] + 3 * CONFORM_TIMEOUT
+
+
+TEST_TIMEOUT = max(timeout_for("go-lumber"), timeout_for("logstash"))
 #: How the conformance runs are made: seed 1, every budget and wait doubled (a
 #: shared 2-core machine), the slow cases left out (they are not named in --tags).
 CONFORM_ARGS = ("--seed", "1", "--time-scale", "2", "--format", "json,html", "--quiet")
@@ -186,6 +194,8 @@ class Verdicts:
 
     cases: Mapping[str, Mapping[str, Any]]
     unavailable: str | None = None
+    #: The report directory each case's record is in.
+    out: Mapping[str, Path] | None = None
 
     @classmethod
     def of(cls, peer: Peer) -> Verdicts | None:
@@ -205,29 +215,43 @@ class Verdicts:
     def matched(self, case: str) -> list[str]:
         return list(self.entry(case).get("matched_profiles") or [])
 
+    def observation(self, case: str) -> Observation:
+        """What the testee did in ``case``, from its record (``<agent>/<case>.json``)."""
+        e = self.entry(case)
+        assert self.out is not None and "reportfile" in e, f"{case}: no record"
+        rec = json.loads((self.out[case] / str(e["reportfile"])).read_text())
+        o = rec["observation"]
+        assert o is not None, f"{case}: {e['verdict']} with no observation ({e.get('reason', '')})"
+        return Observation(events=tuple(o["events"]), close=str(o["close"]), facts=tuple(o["facts"]))
+
     def describe(self, case: str) -> str:
         e = self.entry(case)
-        return f"{case}: {e['verdict']} (behaves like {', '.join(self.matched(case)) or 'none'}) {e.get('reason', '')}".strip()
+        return f"{case}: {e['verdict']} (consistent with {', '.join(self.matched(case)) or 'no profile'}) {e.get('reason', '')}".strip()
 
 
-def conform(args: Sequence[str], out: Path) -> Verdicts:
-    """``refwire conform lumberjack ARGS`` with the common options, reports in ``out``."""
-    argv = [*REFWIRE, "conform", "lumberjack", *args, *CONFORM_ARGS, "--out", str(out)]
+def conform(args: Sequence[str], out: Path, protocol: str = "lumberjack") -> Verdicts:
+    """``refwire conform PROTOCOL ARGS`` with the common options, reports in ``out``."""
+    argv = [*REFWIRE, "conform", protocol, *args, *CONFORM_ARGS, "--out", str(out)]
     done = run(argv, CONFORM_TIMEOUT)
     # 0: all passed, 1: some case did not; anything else is the harness's fault.
     if done.returncode not in (0, 1):
         pytest.fail(f"{' '.join(argv)} exited {done.returncode}:\n{_tail(done.stdout + done.stderr, 30)}", pytrace=False)
     index = json.loads((out / "index.json").read_text())
     (agent,) = index["agents"].values()
-    return Verdicts(agent)
+    return Verdicts(agent, out={cid: out for cid in agent})
 
 
 def merge(*runs: Verdicts) -> Verdicts:
     """Later runs' cases replace earlier ones' (a case left out of a run is SKIPPED there)."""
     cases: dict[str, Mapping[str, Any]] = {}
+    outs: dict[str, Path] = {}
     for r in runs:
-        cases.update({cid: e for cid, e in r.cases.items() if e["verdict"] != "SKIPPED" or cid not in cases})
-    return Verdicts(cases)
+        for cid, e in r.cases.items():
+            if e["verdict"] != "SKIPPED" or cid not in cases:
+                cases[cid] = e
+                if r.out is not None:
+                    outs[cid] = r.out[cid]
+    return Verdicts(cases, out=outs)
 
 
 def want(case: str, verdict: str, *, xfail: str | None = None) -> Any:
@@ -249,3 +273,61 @@ def attributed(cases: Sequence[Any], missing: Mapping[str, str], skip: Sequence[
         marks = [pytest.mark.xfail(strict=True, raises=AssertionError, reason=missing[case])] if case in missing else []
         out.append(pytest.param(case, marks=marks, id=case))
     return out
+
+
+# --------------------------------------------------------------------------- verdicts derived from the case data
+
+
+def catalogue_cases(protocol: str) -> dict[str, Case]:
+    """``protocol``'s conformance cases by id (its descriptor's catalogue)."""
+    return {c.id: c for c in descriptor(protocol, "conform").load("conform").cases}
+
+
+def derived(
+    protocol: str,
+    role: str,
+    *,
+    leave_out: Sequence[str] = (),
+    known: Mapping[str, str] | None = None,
+    slow: bool = False,
+) -> list[Any]:
+    """Every ``role`` case of ``protocol`` (no ``slow`` one unless ``slow``) as
+    a test parameter, but those in ``leave_out``; a case in ``known`` is a
+    strict xfail with that reason (a runner or profile defect not fixed yet:
+    the day it is, the test turns red and the entry goes)."""
+    known = known or {}
+    params = []
+    for cid, c in catalogue_cases(protocol).items():
+        if c.role != role or cid in leave_out or ("slow" in c.tags and not slow):
+            continue
+        marks = [pytest.mark.xfail(strict=True, raises=AssertionError, reason=known[cid])] if cid in known else []
+        params.append(pytest.param(cid, marks=marks, id=cid))
+    unknown = set(known) - {p.values[0] for p in params}
+    assert not unknown, f"known defects name cases that are not run: {sorted(unknown)}"
+    return params
+
+
+def assert_as_predicted(verdicts: Verdicts, protocol: str, case_id: str, peer_profile: str) -> None:
+    """The run was made with ``--profile peer_profile`` against the real peer:
+    its verdict is one the profile predicts for the case (PASS, FAIL where the
+    profile names a bug, INFO where the choice is the implementation's,
+    UNSUPPORTED where it documents a left-out feature), what was seen is
+    consistent with that profile, and judged under ``strict`` the same
+    observation gets what the profile predicts there (PASS where its
+    behaviour is strict's, NON-STRICT where it documents another, FAIL for a
+    bug).  So a wrong sentence in a profile fails here."""
+    case = catalogue_cases(protocol)[case_id]
+    verdict = verdicts.verdict(case_id)
+    own = {v.value for v in predict(case, peer_profile, peer_profile)}
+    assert own, f"{case_id}: the {peer_profile} profile documents no outcome for this case; {verdicts.describe(case_id)}"
+    assert verdict in own, f"{case_id}: {peer_profile} predicts {sorted(own)}; {verdicts.describe(case_id)}"
+    if verdict == "UNSUPPORTED":
+        return
+    assert peer_profile in verdicts.matched(case_id), f"{case_id}: not consistent with {peer_profile}; {verdicts.describe(case_id)}"
+    obs = verdicts.observation(case_id)
+    strict, _, _, why = judge(case, obs, "strict")
+    under_strict = {v.value for v in predict(case, peer_profile, "strict")}
+    assert strict.value in under_strict, (
+        f"{case_id}: under --profile strict, {peer_profile} predicts {sorted(under_strict)}, the observation "
+        f"{obs.describe()} gets {strict.value} ({why})"
+    )

@@ -534,7 +534,7 @@ _STYLE = {
 
 
 def _line(console: Any, r: CaseResult) -> None:
-    like = f" (like {', '.join(r.matched_profiles)})" if r.matched_profiles and r.verdict is not Verdict.PASS else ""
+    like = f" (consistent with {', '.join(r.matched_profiles)})" if r.matched_profiles and r.verdict is not Verdict.PASS else ""
     close = f" ({r.close.get('by')} {r.close.get('how')})" if r.close else ""
     text = escape(
         f"{r.case.id:<9} {r.case.slug}{like}{close}  {r.duration:.2f}s"

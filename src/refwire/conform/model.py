@@ -13,9 +13,20 @@ and how the connection ended (``FIN``/``RST`` by the testee, or ``open`` when
 the testee kept it open until the case gave up).  :func:`judge` compares it
 with every expectation: the first one written for the chosen profile that
 matches gives the verdict; an expectation of another profile that matches
-makes the case NON-STRICT ("here you behave like Logstash") unless it is
-marked a bug (FAIL) or implementation-defined (INFO); nothing matching is a
-FAIL that shows Expected and Observed.
+makes the case NON-STRICT ("consistent with Logstash's documented behaviour,
+not strict") unless it is marked a bug (FAIL) or implementation-defined
+(INFO); nothing matching is a FAIL that shows Expected and Observed.
+
+NON-STRICT is therefore always relative to the profile chosen (``--profile``):
+an expectation is never NON-STRICT itself.  A profile's documented behaviour
+is PASS under that profile and NON-STRICT under any other; its documented
+bugs are FAIL under every profile.  :func:`predict` says which verdicts a
+testee behaving exactly as one profile documents gets under another.
+
+A matching expectation shows that what was seen is *consistent* with a
+profile's documented behaviour, not that the testee is that program: the
+report lists every profile consistent with the observation, the chosen one
+first.
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ __all__ = [
     "case_seed",
     "id_key",
     "judge",
+    "predict",
     "select",
 ]
 
@@ -66,6 +78,11 @@ SEVERITY: dict[Verdict, int] = {
     Verdict.FAIL: 3,
     Verdict.ERROR: 3,
 }
+
+#: The verdicts an expectation can carry: PASS (a profile's documented
+#: behaviour), FAIL (a documented bug), INFO (implementation-defined) and
+#: UNSUPPORTED (the profile documents that the feature is left out).
+EXPECTABLE = frozenset({Verdict.PASS, Verdict.FAIL, Verdict.INFO, Verdict.UNSUPPORTED})
 
 #: How a connection can end, as seen by the runner.
 #: ``FIN``/``RST``: the testee closed (cleanly / with a reset); ``open``: the
@@ -132,6 +149,17 @@ class Expect:
     close: frozenset[str] = attrs.field(converter=_fs, default=frozenset({"FIN", "RST", "open"}))
     facts: tuple[str, ...] = attrs.field(converter=_tp, default=())
     note: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        if self.verdict not in EXPECTABLE:
+            names = ", ".join(v.value for v in EXPECTABLE)
+            raise ValueError(f"an expectation's verdict is one of {names}, not {self.verdict.value} (NON-STRICT is relative to --profile)")
+        if not self.profiles:
+            raise ValueError("an expectation names at least one profile (or '*')")
+
+    def names(self, profile: str) -> bool:
+        """Whether this outcome is documented for ``profile``."""
+        return profile in self.profiles or "*" in self.profiles
 
     def matches(self, obs: Observation) -> bool:
         return (
@@ -409,24 +437,48 @@ class CaseResult:
 
 
 def judge(case: Case, obs: Observation, profile: str) -> tuple[Verdict, tuple[str, ...], str, str]:
-    """-> (verdict, profiles whose behaviour matched, expected text, reason).
+    """-> (verdict, profiles consistent with what was seen, expected text, reason).
 
-    See the module docstring for the rule.
+    See the module docstring for the rule.  The profiles are every profile
+    one of whose expectations matched, ``profile`` first when it is among
+    them, then the rest by name.
     """
     matching = [e for e in case.expects if e.matches(obs)]
-    matched = tuple(sorted({p for e in matching for p in e.profiles if p != "*"}))
-    mine = [e for e in case.expects if profile in e.profiles or "*" in e.profiles]
+    seen = {p for e in matching for p in e.profiles if p != "*"}
+    if any("*" in e.profiles for e in matching):
+        seen.add(profile)  # an outcome every profile documents is the chosen one's too
+    matched = tuple(sorted(seen, key=lambda p: (p != profile, p)))
+    mine = [e for e in case.expects if e.names(profile)]
     expected = " | ".join(f"{e.verdict.value}: {e.describe()}" for e in (mine or case.expects))
     for e in matching:
-        if profile in e.profiles or "*" in e.profiles:
+        if e.names(profile):
             return e.verdict, matched, expected, e.note
     if matching:
         e = matching[0]
         if e.verdict in (Verdict.FAIL, Verdict.INFO):
             return e.verdict, matched, expected, e.note
-        who = ", ".join(sorted(e.profiles))
-        return Verdict.NON_STRICT, matched, expected, f"behaves like {who}, not {profile}" + (f": {e.note}" if e.note else "")
+        who = ", ".join(p for p in matched if p != profile)
+        why = f"consistent with {who}'s documented behaviour, not {profile}'s"
+        return Verdict.NON_STRICT, matched, expected, why + (f": {e.note}" if e.note else "")
     return Verdict.FAIL, matched, expected, "no expected outcome matched"
+
+
+def predict(case: Case, behaves_as: str, profile: str) -> frozenset[Verdict]:
+    """The verdicts a testee behaving exactly as ``behaves_as`` documents for
+    ``case`` gets under ``--profile profile``: for each of its expectations,
+    the verdict :func:`judge` gives an observation that matches it alone --
+    its own verdict when it is ``profile``'s too, else FAIL for a bug, INFO
+    for an implementation-defined choice and NON-STRICT for documented
+    behaviour.  Empty when the profile documents nothing for the case."""
+    out: set[Verdict] = set()
+    for e in case.expects:
+        if not e.names(behaves_as):
+            continue
+        if e.names(profile) or e.verdict in (Verdict.FAIL, Verdict.INFO, Verdict.UNSUPPORTED):
+            out.add(e.verdict)
+        else:
+            out.add(Verdict.NON_STRICT)
+    return frozenset(out)
 
 
 def _patterns(spec: str | Sequence[str] | None) -> list[str]:

@@ -65,7 +65,7 @@ _INDEX_SOURCE = """<!doctype html><html><head><meta charset="utf-8"><title>refwi
 _CASE_SOURCE = """<!doctype html><html><head><meta charset="utf-8"><title>{{ c.id }} {{ c.slug }} - {{ r.agent }}</title><style>{{ css }}</style></head><body>
 <p><a href="../index.html">&larr; matrix</a></p>
 <h1>{{ c.id }} {{ c.slug }}</h1><h2>{{ c.title }}</h2>
-<p><span class="v" style="background:{{ colour }};padding:.1em .5em">{{ r.verdict }}</span> agent <b>{{ r.agent }}</b> · profile {{ r.profile }}{% if r.matched_profiles %} · behaves like {{ r.matched_profiles|join(", ") }}{% endif %} · {{ "%.3f"|format(r.duration_s) }} s · case seed {{ r.case_seed }}</p>
+<p><span class="v" style="background:{{ colour }};padding:.1em .5em">{{ r.verdict }}</span> agent <b>{{ r.agent }}</b> · profile {{ r.profile }}{% if r.matched_profiles %} · consistent with {{ r.matched_profiles|join(", ") }}{% endif %} · {{ "%.3f"|format(r.duration_s) }} s · case seed {{ r.case_seed }}</p>
 {% if r.reason %}<p>{{ r.reason }}</p>{% endif %}
 <table>
 <tr><th>Requirement</th><td>{{ c.requirement }}</td></tr>

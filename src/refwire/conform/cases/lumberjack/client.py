@@ -12,7 +12,7 @@ import functools
 from ....lumberjack.frames import V1, V2, Ack
 from ...conversation import Conversation
 from ...model import CaseBook, Expect, Verdict, expect
-from ._common import INFO, PASS, SPEC
+from ._common import FAIL, INFO, PASS, SPEC
 from ._serving import CLOSED_ON_BAD, EXIT_FAILED, EXIT_OK, ClientWindow, LjState, _delivered, bad_then_normal, normal, serve
 
 #: The client cases; each case's function answers windows and is wrapped in
@@ -216,6 +216,14 @@ async def c3_1(st: LjState, c: Conversation, win: ClientWindow) -> None:
             facts=["all 4 events acked", "resent an acked event", EXIT_OK, "reconnected"],
             note="go-lumber's client forgets a partial ack after an I/O error (§3.7)",
         ),
+        expect(
+            PASS,
+            "go-lumber",
+            ["..."],
+            facts=[EXIT_FAILED, "no event resent"],
+            note="go-lumber's client library alone: the failed read is reported, with 0 events acked (the partial "
+            "ack is forgotten), and reconnecting and resending are left to its caller, libbeat (§3.7)",
+        ),
     ],
     events=4,
 )
@@ -271,6 +279,13 @@ def _backwards(win: ClientWindow) -> bytes | None:
     [
         *_bad_case_expects(6, "an ack going backwards"),
         expect(Verdict.UNSUPPORTED, "*", ["..."], facts=[*_delivered(6)], note="no window had 3 or more events"),
+        expect(
+            FAIL,
+            "go-lumber",
+            ["..."],
+            facts=["kept the connection open after the bad frame"],
+            note="go-lumber's client reads acks until one reaches the window's size and never checks that they go forward (§3.3)",
+        ),
     ],
     events=6,
     vectors=["ack-goes-backwards"],

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ....lumberjack.frames import V1, Ack
+from ....lumberjack.frames import V1, Ack, DataFrame
 from ...conversation import Conversation
 from ...model import expect
-from ._common import ALL, CLOSED, FAIL, KEEPALIVES, NON_STRICT, PASS, D, J, W, _send_and_wait_close, server_book, window
+from ._common import ALL, CLOSED, FAIL, KEEPALIVES, PASS, D, J, W, _send_and_wait_close, server_book, window
 
 BOOK = server_book()
 server_case = BOOK.server
@@ -97,7 +97,9 @@ async def s6_5(c: Conversation) -> None:
 )
 async def s6_6(c: Conversation) -> None:
     if await c.send(W(1) + J(1), label="W1 J1") and await c.wait_tokens(1, 3.0, settle=0.0, ignore=KEEPALIVES):
-        if await c.send(W(1, V1) + D(1), label="1W1 1D1"):
+        # In one write: the case is about the version switch, not about a split `D`
+        # (lj.S6.12 splits one on purpose).
+        if await c.send(W(1, V1) + D(1), label="1W1 1D1", split="whole"):
             await c.wait_for(
                 lambda cv: cv.closed_by_testee is not None or len(case_tokens(cv)) >= 2, 3.0, label="a close or a second ack"
             )
@@ -159,7 +161,7 @@ async def s6_9(c: Conversation) -> None:
     "(their limit is exactly 10 000); Logstash has no limit and waits.",
     [
         expect(PASS, "strict go-lumber", ["A 10000"], CLOSED),
-        expect(NON_STRICT, "logstash", ["A 10000"], "open", note="Logstash has no window limit (§4)"),
+        expect(PASS, "logstash", ["A 10000"], "open", note="no window limit, or one above 10000, as Logstash (§4)"),
     ],
     tags=["strict"],
     vectors=["window-over-limit"],
@@ -170,3 +172,74 @@ async def s6_10(c: Conversation) -> None:
         1, 4.0, settle=0.0, ignore=KEEPALIVES
     ):
         await _send_and_wait_close(c, W(10001), label="W10001")
+
+
+@server_case(
+    "lj.S6.11",
+    "ack-then-reset",
+    "An event the server cannot take is refused before its batch is acked",
+    "§3.3, §4",
+    "Send `W3 J3 J1 J2` where `J1`'s payload is `[1,2]`; strict closes with nothing acked (no event of a batch may "
+    "be acked that the application will not get); go-lumber takes the array and acks `A 3`; Logstash acks `A 3` and "
+    "then resets, so `J1` and `J2` are acked but never delivered (documented bug).",
+    [
+        expect(PASS, "strict", [], CLOSED),
+        expect(PASS, "go-lumber", ["A 3"], "open"),
+        expect(
+            FAIL,
+            "logstash",
+            ["A 3"],
+            CLOSED,
+            note="Logstash acks the batch's highest seq, then fails on the array and resets: acked events are lost (§3.3)",
+        ),
+    ],
+)
+async def s6_11(c: Conversation) -> None:
+    if await c.send(W(3) + J(3) + J(1, raw=b"[1,2]") + J(2), label="W3 J3 J1([1,2]) J2"):
+        await c.wait_close(3.0)
+
+
+@server_case(
+    "lj.S6.12",
+    "v1-data-split",
+    "A v1 `D` frame split across reads",
+    "§2.2, §6",
+    "Send `1W1 1D1` in three writes 50 ms apart, cut inside the `D`'s pairs; strict and go-lumber ack `1A 1`; "
+    "Logstash reads a v1 `D` from the bytes at hand and resets when they end inside it (documented bug).",
+    [
+        expect(PASS, "strict go-lumber", ["1A 1"], "open"),
+        expect(FAIL, "logstash", [], CLOSED, note="Logstash's v1 decoder needs a whole D frame in one read (§6)"),
+    ],
+    features=["v1"],
+    tags=["v1"],
+)
+async def s6_12(c: Conversation) -> None:
+    w, d = W(1, V1), D(1)
+    cuts = [len(w) + 13, len(w) + len(d) - 3]  # in the first pair's key, then in the last pair's value
+    if await c.send(w + d, label="1W1 1D1", split=cuts, gap=0.05):
+        await c.wait_for(
+            lambda cv: cv.closed_by_testee is not None or len(case_tokens(cv)) >= 1, 3.0, label="an ack or a close"
+        )
+        await c.quiet(0.3)
+
+
+@server_case(
+    "lj.S6.13",
+    "v1-data-no-pairs",
+    "A v1 `D` frame with no key/value pairs is an event",
+    "§2.2",
+    "Send `1W1 1D1` whose `D` holds 0 pairs; strict and go-lumber ack `1A 1`; Logstash resets (documented bug).",
+    [
+        expect(PASS, "strict go-lumber", ["1A 1"], "open"),
+        expect(FAIL, "logstash", [], CLOSED, note="Logstash refuses a D frame with 0 pairs (§6)"),
+    ],
+    features=["v1"],
+    tags=["v1"],
+)
+async def s6_13(c: Conversation) -> None:
+    data = W(1, V1) + DataFrame(1, ()).encode()
+    if await c.send(data, label="1W1 1D1(0 pairs)", split="whole"):
+        await c.wait_for(
+            lambda cv: cv.closed_by_testee is not None or len(case_tokens(cv)) >= 1, 3.0, label="an ack or a close"
+        )
+        await c.quiet(0.3)
