@@ -229,6 +229,24 @@ class Verdicts:
         return f"{case}: {e['verdict']} (consistent with {', '.join(self.matched(case)) or 'no profile'}) {e.get('reason', '')}".strip()
 
 
+@dataclass(frozen=True)
+class PeerRun:
+    """One real program's conformance run, as the compatibility matrix shows it."""
+
+    #: The peer's name in peers/ (the build), and the program run.
+    peer: str
+    program: str
+    role: str
+    protocol: str
+    #: The profile the run was judged against: the peer's own.
+    profile: str
+    verdicts: Verdicts
+    #: How the program was run, for the matrix page.
+    how: str = ""
+    #: The program's log, when a test reads it.
+    log: str = ""
+
+
 def conform(args: Sequence[str], out: Path, protocol: str = "lumberjack") -> Verdicts:
     """``refwire conform PROTOCOL ARGS`` with the common options, reports in ``out``."""
     argv = [*REFWIRE, "conform", protocol, *args, *CONFORM_ARGS, "--out", str(out)]

@@ -12,31 +12,17 @@ sentence in the profile fails here.  The fast cases only (``--tags slow`` ones t
 from __future__ import annotations
 
 import pytest
-from real_peers import TEST_TIMEOUT, Peer, Verdicts, assert_as_predicted, build_peer, conform, derived, merge, server
+from real_peers import TEST_TIMEOUT, Peer, PeerRun, Verdicts, assert_as_predicted, build_peer, conform, derived, server
 
 pytestmark = [pytest.mark.peers, pytest.mark.timeout(TEST_TIMEOUT)]
-
-#: The 80 MiB zlib bomb runs alone: while the server inflates it and writes it to
-#: the sink, the batches of cases running beside it would wait for their acks.
-BOMB = "lj.S4.4"
 
 #: Every fast server case, judged by what the go-lumber profile predicts.
 SERVER = derived("lumberjack", "server")
 
 
 @pytest.fixture(scope="module")
-def server_verdicts(go_lumber_peer: Peer, tmp_path_factory: pytest.TempPathFactory) -> Verdicts:
-    if (unbuilt := Verdicts.of(go_lumber_peer)) is not None:
-        return unbuilt
-    tmp = tmp_path_factory.mktemp("go-lumber-server")
-    sink = tmp / "sink.jsonl"
-    argv = [str(go_lumber_peer.dir() / "bin" / "ljserver"), "-bind", "127.0.0.1:0", "-out", str(sink), "-q"]
-    with server(argv, tmp / "ljserver.log", ready=r"^listening on (127\.0\.0\.1:\d+)$") as (_, ready):
-        assert ready is not None
-        common = ["--server", ready[1], "--agent", "go-lumber-server", "--profile", "go-lumber", "--sink", str(sink)]
-        fast = conform([*common, "--jobs", "4", "--exclude", BOMB], tmp / "report")
-        bomb = conform([*common, "--cases", BOMB], tmp / "report-bomb")
-    return merge(fast, bomb)
+def server_verdicts(go_lumber_server_run: PeerRun) -> Verdicts:
+    return go_lumber_server_run.verdicts
 
 
 @pytest.mark.parametrize("case", SERVER)
@@ -74,19 +60,11 @@ def test_a_raised_window_limit_is_consistent_with_logstash_not_called_logstash(m
 CLIENT = derived("lumberjack", "client")
 
 
-@pytest.fixture(scope="module", params=[0, 3], ids=["plain", "zlib3"])
-def client_verdicts(request: pytest.FixtureRequest, go_lumber_peer: Peer, tmp_path_factory: pytest.TempPathFactory) -> Verdicts:
+@pytest.fixture(scope="module", params=["plain", "zlib3"])
+def client_verdicts(request: pytest.FixtureRequest) -> Verdicts:
     """ljclient as the testee: plain J frames (-compress 0), and one C per window (-compress 3, Beats' default)."""
-    if (unbuilt := Verdicts.of(go_lumber_peer)) is not None:
-        return unbuilt
-    level = request.param
-    tmp = tmp_path_factory.mktemp(f"go-lumber-client-z{level}")
-    ljclient = go_lumber_peer.dir() / "bin" / "ljclient"
-    exec_ = f"{ljclient} -c {{host}}:{{port}} -n {{events}} -compress {level} -timeout 30s -tls-ca {{tls_ca}}"
-    return conform(
-        ["--client", "--exec", exec_, "--agent", f"go-lumber-client-z{level}", "--profile", "go-lumber", "--jobs", "4"],
-        tmp / "report",
-    )
+    run: PeerRun = request.getfixturevalue(f"go_lumber_client_{request.param}_run")
+    return run.verdicts
 
 
 @pytest.mark.parametrize("case", CLIENT)

@@ -1,0 +1,139 @@
+"""The compatibility matrix page (docs/guides/compatibility.rst), made from the
+real peers' conformance runs: one table of programs, then one table per
+protocol and role, a case per row and a program per column.
+
+Every cell is the verdict under the program's own profile and, when it
+differs, the verdict the same observation gets under ``strict``
+(:func:`refwire.conform.model.judge` again: no second run).  Nothing in the
+page depends on timing: a run gives the same page as long as the programs and
+the case data behave the same, which test_peer_matrix.py checks.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from real_peers import PeerRun, catalogue_cases
+
+from refwire.conform.model import judge
+
+#: The order verdicts are counted in.
+ORDER = ("PASS", "NON-STRICT", "INFO", "UNSUPPORTED", "SKIPPED", "FAIL", "ERROR")
+
+#: Programs the specs describe that cannot run here, and why.
+NOT_RUN_HERE = (
+    (
+        "Pravega's segment store (Java)",
+        "pravega",
+        "needs Pravega's Java server with ZooKeeper and BookKeeper; the specs' claims about it come from its source "
+        "and are marked ``[not run here]``",
+    ),
+)
+
+HEADER = """\
+Compatibility with the real implementations
+===========================================
+
+.. This page is generated: run ``bash scripts/compat-matrix.sh`` to rewrite it.
+   tests/peers/test_peer_matrix.py fails when it differs from what the runs give.
+
+What the real programs do under ``refwire conform``.  Each is built from its
+pinned source by ``peers/build.sh`` (``peers/README.md``), started on
+127.0.0.1, and put through every fast case of its role with seed 1 and
+``--time-scale 2``, judged against its own profile.  A cell gives that
+verdict and, where it differs, what the same observation gets under
+``--profile strict``: PASS where the program does what the spec asks,
+NON-STRICT where it does what its profile documents instead, FAIL for a
+documented bug.  The tests (``tests/peers/``) assert every verdict to be what
+the program's profile predicts, so a wrong sentence in a profile fails them.
+
+To reproduce it (the first run builds the programs: minutes; later runs take
+the builds from ``~/.cache/refwire/peers``)::
+
+    bash scripts/compat-matrix.sh
+
+or run one program yourself, e.g. go-lumber's server::
+
+    bash peers/build.sh go-lumber     # prints the build directory, DIR
+    DIR/bin/ljserver -bind 127.0.0.1:5044 -out /tmp/sink.jsonl &
+    refwire conform lumberjack --server 127.0.0.1:5044 --profile go-lumber --sink /tmp/sink.jsonl
+"""
+
+
+def _strict(run: PeerRun, cid: str) -> str:
+    """The verdict the case's observation gets under strict (its own verdict when there is none)."""
+    own = run.verdicts.verdict(cid)
+    if own in ("UNSUPPORTED", "SKIPPED", "ERROR"):
+        return own
+    case = catalogue_cases(run.protocol)[cid]
+    return judge(case, run.verdicts.observation(cid), "strict")[0].value
+
+
+def _counts(verdicts: Sequence[str]) -> str:
+    c = Counter(verdicts)
+    return ", ".join(f"{c[v]} {v}" for v in ORDER if c[v])
+
+
+def _table(title: str, widths: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    out = [f".. list-table:: {title}", "   :header-rows: 1", f"   :widths: {widths}", ""]
+    for row in [header, *rows]:
+        for i, cell in enumerate(row):
+            out.append(f"   {'* -' if i == 0 else '  -'} {cell}")
+    out.append("")
+    return out
+
+
+def _column(run: PeerRun) -> str:
+    return f"{run.program} ({run.peer})"
+
+
+def render(runs: Sequence[PeerRun]) -> str:
+    """The page for ``runs`` (each a program in one role)."""
+    lines = [HEADER, "Programs", "--------", ""]
+    rows = []
+    for run in runs:
+        ids = sorted(run.verdicts.cases, key=_id_key)
+        own = [run.verdicts.verdict(c) for c in ids]
+        strict = [_strict(run, c) for c in ids]
+        rows.append([f"``{run.program}``", run.peer, f"{run.protocol} {run.role}", run.profile, _counts(own), _counts(strict)])
+    lines += _table(
+        "The programs run here, their roles and their verdicts",
+        "18 12 16 10 22 22",
+        ["program", "peer", "protocol, role", "profile", "under its profile", "under strict"],
+        rows,
+    )
+    lines += ["Not run here:", ""]
+    lines += [f"* **{name}** ({proto}): {why}." for name, proto, why in NOT_RUN_HERE]
+    lines.append("")
+    groups: dict[tuple[str, str], list[PeerRun]] = {}
+    for run in runs:
+        groups.setdefault((run.protocol, run.role), []).append(run)
+    for (protocol, role), group in groups.items():
+        title = f"{protocol}: {role}s"
+        lines += [title, "-" * len(title), ""]
+        cases = catalogue_cases(protocol)
+        ids = sorted({c for run in group for c in run.verdicts.cases}, key=_id_key)
+        rows = []
+        for cid in ids:
+            cells = []
+            for run in group:
+                if cid not in run.verdicts.cases:
+                    cells.append("--")
+                    continue
+                own, strict = run.verdicts.verdict(cid), _strict(run, cid)
+                cells.append(own if own == strict else f"{own} (strict: {strict})")
+            rows.append([f"``{cid}``", cases[cid].title.replace("`", "``") if cid in cases else "", *cells])
+        lines += _table(
+            f"{protocol} {role} cases",
+            " ".join(["12", "40", *(["24"] * len(group))]),
+            ["case", "title", *(_column(r) + f", profile {r.profile}" for r in group)],
+            rows,
+        )
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _id_key(cid: str) -> tuple[object, ...]:
+    from refwire.conform.model import id_key
+
+    return id_key(cid)

@@ -1,0 +1,43 @@
+"""The compatibility matrix page (docs/guides/compatibility.rst) is what the
+real peers' runs give.
+
+Every program's run is a session fixture (conftest.py), so this test gets the
+same runs the per-peer modules assert.  ``REFWIRE_WRITE_MATRIX=1`` (what
+``scripts/compat-matrix.sh`` sets) rewrites the page instead of comparing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+
+import pytest
+from compat import render
+from real_peers import ROOT, PeerRun, timeout_for
+
+pytestmark = [pytest.mark.peers, pytest.mark.timeout(sum(timeout_for(p) for p in ("go-lumber", "logstash")))]
+
+PAGE = ROOT / "docs" / "guides" / "compatibility.rst"
+
+#: Every program run, in the page's column order.
+RUNS = (
+    "go_lumber_server_run",
+    "logstash_server_run",
+    "go_lumber_client_plain_run",
+    "go_lumber_client_zlib3_run",
+)
+
+
+def test_the_compatibility_page_is_what_the_runs_give(request: pytest.FixtureRequest) -> None:
+    runs: list[PeerRun] = [request.getfixturevalue(name) for name in RUNS]
+    for run in runs:
+        if run.verdicts.unavailable is not None:
+            pytest.fail(run.verdicts.unavailable, pytrace=False)
+    page = render(runs)
+    if os.environ.get("REFWIRE_WRITE_MATRIX", "").strip() in ("1", "true", "yes"):
+        PAGE.write_text(page, encoding="utf-8")
+        return
+    committed = PAGE.read_text(encoding="utf-8") if PAGE.exists() else ""
+    if committed != page:
+        diff = "".join(difflib.unified_diff(committed.splitlines(True), page.splitlines(True), str(PAGE), "this run"))
+        pytest.fail(f"{PAGE.name} differs from what the runs give (rewrite it: bash scripts/compat-matrix.sh):\n{diff}", pytrace=False)
