@@ -51,9 +51,11 @@ need_debs() {
     fi
     say "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2; then
-        apt-get update -qq >&2
-        apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    # Another build (or apt) may hold dpkg's lock: wait for it rather than fail.
+    local lock=(-o DPkg::Lock::Timeout=900)
+    if ! apt-get install "${lock[@]}" -y -qq --no-install-recommends "${missing[@]}" >&2; then
+        apt-get update "${lock[@]}" -qq >&2
+        apt-get install "${lock[@]}" -y -qq --no-install-recommends "${missing[@]}" >&2
     fi
 }
 export -f need_debs die say

@@ -234,19 +234,40 @@ class AutoCreatesTopics(BrokerService):
         return super()._consume(conn, req, now)
 
 
-def _five_byte_varints(data: bytes) -> bytes:
-    """Rewrites a produce's 6-byte bundleLen varint to 5 bytes, fixing the frame length (a broker that accepts them)."""
-    out = bytearray()
-    pos = 0
-    while pos + 5 <= len(data):
-        msg_id = data[pos]
-        n = int.from_bytes(data[pos + 1 : pos + 5], "little")
-        body = data[pos + 5 : pos + 5 + n]
-        if msg_id == 0x01 and b"\x80\x80\x80\x00" in body:
-            body = body.replace(b"\x80\x80\x80\x00", b"\x80\x80\x00", 1)
-        out += bytes([msg_id]) + len(body).to_bytes(4, "little") + body
-        pos += 5 + n
-    return bytes(out + data[pos:])
+def _rewrite_produces(fix: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
+    """A rewrite of one whole frame: a produce's body (0x01) passes through ``fix``, its length follows."""
+
+    def rewrite(frame: bytes) -> bytes:
+        if frame[0] != 0x01:
+            return frame
+        body = fix(frame[5:])
+        return frame[:1] + len(body).to_bytes(4, "little") + body
+
+    return rewrite
+
+
+def _six_to_five(body: bytes) -> bytes:
+    """A 6-byte bundleLen varint (tk.S4.1's padding) read as its 5-byte form (a broker that accepts them)."""
+    return body.replace(b"\x80\x80\x80\x00", b"\x80\x80\x00", 1) if b"\x80\x80\x80\x00" in body else body
+
+
+def _fifth_byte_truncated(body: bytes) -> bytes:
+    """The bits above bit 31 of a 5-byte bundleLen varint dropped, as the real broker does (tk.S4.4)."""
+    from refwire.conform.cases.tank.server import overflowing_varint
+
+    for n in range(1, 1 << 10):  # the case's bundle is a few dozen bytes long
+        wide = overflowing_varint(n)
+        if wide in body:
+            return body.replace(wide, wide[:4] + bytes([wide[4] & 0x0F]), 1)
+    return body
+
+
+class StoresUnchecked(BrokerService):
+    """Parses only a bundle's header, as the real broker does, and stores whatever follows (wrong: a message
+    running past its bundle must be refused)."""
+
+    def __init__(self, storage: Any, config: Any) -> None:
+        super().__init__(storage, attrs.evolve(config, validate_bundles=False))
 
 
 BROKEN: tuple[Broken, ...] = (
@@ -266,7 +287,13 @@ BROKEN: tuple[Broken, ...] = (
     ),
     Broken("no-long-poll", "answers every consume at once (maxWait ignored)", ("tk.S3.3", "tk.S3.4"), service=NoLongPoll),
     Broken("strict-fetch-size", "cuts the first bundle at fetchSize", ("tk.S3.5",), service=StrictFetchSize),
-    Broken("accepts-6-byte-varints", "reads a 6-byte varint (as the real broker does)", ("tk.S4.1",), rewrite=_five_byte_varints),
+    Broken("accepts-6-byte-varints", "reads a 6-byte varint", ("tk.S4.1",), rewrite=_rewrite_produces(_six_to_five)),
+    Broken(
+        "truncates-varints",
+        "keeps the low 32 bits of a 5-byte varint above 2^32 - 1 (as the real broker does)",
+        ("tk.S4.4",),
+        rewrite=_rewrite_produces(_fifth_byte_truncated),
+    ),
     Broken(
         "not-atomic",
         "stores the valid bundles of a produce and answers an error for the bad one",
@@ -274,14 +301,21 @@ BROKEN: tuple[Broken, ...] = (
         service=NotAtomic,
     ),
     Broken("auto-creates-topics", "creates a topic on first use", ("tk.S4.3",), service=AutoCreatesTopics),
+    Broken(
+        "stores-unchecked-bundles",
+        "checks a bundle's header only and stores a message cut short (as the real broker does)",
+        ("tk.S4.2", "tk.S4.5"),
+        service=StoresUnchecked,
+    ),
 )
 
 
 class _Rewriting(trio.abc.Stream):
-    """A stream whose received bytes pass through ``rewrite`` (frames must arrive whole)."""
+    """A stream whose received frames pass through ``rewrite``, each whole (bytes are held until a frame is)."""
 
     def __init__(self, inner: trio.abc.Stream, rewrite: Callable[[bytes], bytes]) -> None:
         self.inner, self.rewrite = inner, rewrite
+        self.held = bytearray()
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         await self.inner.send_all(data)
@@ -290,8 +324,18 @@ class _Rewriting(trio.abc.Stream):
         await self.inner.wait_send_all_might_not_block()
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        data = await self.inner.receive_some(max_bytes)
-        return self.rewrite(bytes(data)) if data else data
+        while True:
+            data = await self.inner.receive_some(max_bytes)
+            if not data:  # the end: what is held goes as it is, then the end
+                out, self.held = bytes(self.held), bytearray()
+                return out
+            self.held += data
+            out = bytearray()
+            while len(self.held) >= 5 and len(self.held) >= 5 + (n := int.from_bytes(self.held[1:5], "little")):
+                out += self.rewrite(bytes(self.held[: 5 + n]))
+                del self.held[: 5 + n]
+            if out:
+                return bytes(out)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

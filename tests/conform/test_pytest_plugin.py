@@ -111,7 +111,7 @@ def test_refwire_conform_against_refwire_passes_and_skips(pytester: pytest.Pytes
         "--refwire-cases",
         "lj.S1.1,lj.S3.1,lj.S6.1,lj.S5.*",
     )
-    result.assert_outcomes(passed=3, skipped=3)  # S5.1 and S5.2 are slow, S5.3 needs a sink
+    result.assert_outcomes(passed=3, skipped=5)  # S5.1, S5.2, S5.4 and S5.5 are slow, S5.3 needs a sink
     result.stdout.fnmatch_lines(
         ["*refwire-conform-lumberjack::lj.S1.1 v2-single-window PASSED*", "*lj.S5.1 stall-mid-batch SKIPPED*"]
     )

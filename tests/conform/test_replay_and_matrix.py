@@ -137,3 +137,15 @@ def test_matrix_of_every_protocol_is_one_page(tmp_path: Path, capsys: pytest.Cap
         assert f"<td>{p}</td><td>server</td>" in page
     assert "<td>pravega</td><td>client</td>" in page
     assert "FAIL" not in page and "ERROR" not in page
+
+
+def test_a_replay_keeps_the_runs_declared_batch_hold() -> None:
+    """A record of a run with --holds-batches replays with the same hold (else the
+    keepalive cases would be UNSUPPORTED and every ack wait too short)."""
+    from refwire.conform.replay import recorded_hold
+
+    assert recorded_hold(["refwire", "conform", "lumberjack", "--server", "h:1", "--holds-batches", "7"]) == 7.0
+    assert recorded_hold(["refwire", "conform", "lumberjack", "--server", "h:1"]) is None
+    assert recorded_hold(["refwire", "--holds-batches"]) is None
+    with pytest.raises(ValueError, match="--holds-batches 'x'"):
+        recorded_hold(["--holds-batches", "x"])

@@ -106,6 +106,42 @@ async def no_partial_chunks(connect: Any, values: Any) -> int:
     return 0
 
 
+async def one_bundle(connect: Any, values: Any) -> int:
+    """Produces all its messages in one bundle, then consumes them back (right, but no chunk holds two bundles)."""
+    from refwire.tank.bundles import Message
+    from refwire.tank.client import ClientConfig, TankClient
+
+    n, topic = int(values["events"]), values["slug"]
+    sent = [b"m%d" % i for i in range(n)]
+    got: list[bytes] = []
+    async with TankClient(connect, config=ClientConfig(ping_interval=None, fetch_size=64)) as client:
+        await client.produce(topic, 0, [Message(m, ts=1) for m in sent], compress=False)
+        seq = 1
+        while len(got) < n:
+            pd = await client.consume(topic, 0, seq)
+            got += [m.content for m in pd.messages]  # type: ignore[attr-defined]
+            assert pd.chunk is not None
+            seq = pd.chunk.next_seq
+    return 0 if got == sent else 1
+
+
+def test_a_partial_bundle_never_served_is_not_exercised() -> None:
+    """tk.C1.2 against a client whose every chunk holds one bundle: nothing was cut, so INFO, not PASS."""
+    run = run_clients_in_simulator(attrs.evolve(CATALOGUE, sim_client=one_bundle), RunConfig(seed=5, role="client"), include=["tk.C1.2"])
+    (r,) = [r for r in run.result.results if r.case.id == "tk.C1.2"]
+    assert r.verdict is Verdict.INFO, (r.observed, r.reason)
+    assert r.observation is not None and "partial bundles served: 0" in r.observation.facts
+    assert "not exercised" in r.reason
+
+
+def test_the_reference_client_is_served_partial_bundles() -> None:
+    """refwire's own client meets a cut in tk.C1.2 (a PASS that exercised the case)."""
+    run = run_clients_in_simulator(CATALOGUE, RunConfig(seed=5, role="client"), include=["tk.C1.2"])
+    (r,) = [r for r in run.result.results if r.case.id == "tk.C1.2"]
+    assert r.verdict is Verdict.PASS and r.observation is not None
+    assert any(f.startswith("partial bundles served: ") and f != "partial bundles served: 0" for f in r.observation.facts)
+
+
 BROKEN = {
     "produces-one-less": (produces_one_less, {"tk.C1.1"}),
     "chokes-on-pings": (chokes_on_pings, {"tk.C1.4"}),

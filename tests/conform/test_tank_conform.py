@@ -23,7 +23,7 @@ pytestmark = pytest.mark.timeout(120)
 
 FAST = sorted(c.id for c in CATALOGUE.cases if c.role == "server" and "slow" not in c.tags)
 #: Cases whose broken broker behaves exactly as the real one does: NON-STRICT, not FAIL.
-NON_STRICT_AIMS = {("accepts-6-byte-varints", "tk.S4.1")}
+NON_STRICT_AIMS = {("truncates-varints", "tk.S4.4")}
 
 
 async def _run(broken: Broken | None, include: list[str]) -> RunResult:
@@ -67,12 +67,28 @@ async def test_kill_matrix() -> None:
         Path(os.environ["REFWIRE_KILL_MATRIX"]).write_text(table + "\n")
 
 
-async def test_the_real_brokers_profile_passes_a_six_byte_varint() -> None:
-    accepts = next(b for b in BROKEN if b.name == "accepts-6-byte-varints")
-    async with broker(accepts) as (host, port):
-        run = await run_cases(CATALOGUE, RunConfig(host=host, port=port, profile="tank-broker", seed=3), include=["tk.S4.1"])
+async def _under_tank_broker(name: str, case: str) -> tuple[Verdict, tuple[str, ...]]:
+    """The verdict of ``case`` against the broken broker ``name`` under --profile tank-broker, and the profiles it matched."""
+    broken = next(b for b in BROKEN if b.name == name)
+    async with broker(broken) as (host, port):
+        run = await run_cases(CATALOGUE, RunConfig(host=host, port=port, profile="tank-broker", seed=3), include=[case])
     (r,) = run.results
-    assert r.verdict is Verdict.PASS and "tank-broker" in r.matched_profiles
+    return r.verdict, r.matched_profiles
+
+
+async def test_the_real_brokers_profile_passes_a_truncated_five_byte_varint() -> None:
+    """The real broker keeps a 5-byte varint's low 32 bits (documented: PASS under its profile)."""
+    assert await _under_tank_broker("truncates-varints", "tk.S4.4") == (Verdict.PASS, ("tank-broker",))
+
+
+async def test_the_real_brokers_profile_fails_a_six_byte_varint() -> None:
+    """The real broker refuses a 6-byte varint as strict does: accepting one is no profile's behaviour."""
+    assert await _under_tank_broker("accepts-6-byte-varints", "tk.S4.1") == (Verdict.FAIL, ())
+
+
+async def test_the_real_brokers_profile_names_its_unchecked_bundles_a_bug() -> None:
+    """Storing a message cut short is the real broker's documented bug: FAIL under its own profile too."""
+    assert await _under_tank_broker("stores-unchecked-bundles", "tk.S4.5") == (Verdict.FAIL, ("tank-broker",))
 
 
 def test_the_cases_inside_the_simulator_same_seed_same_trace() -> None:

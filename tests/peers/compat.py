@@ -41,7 +41,10 @@ Compatibility with the real implementations
 What the real programs do under ``refwire conform``.  Each is built from its
 pinned source by ``peers/build.sh`` (``peers/README.md``), started on
 127.0.0.1, and put through every fast case of its role with seed 1 and
-``--time-scale 2``, judged against its own profile.  A cell gives that
+``--time-scale 2`` (a slow case too where it overlaps the rest; the keepalive
+cases against servers that hold each batch 7 s, with ``--holds-batches 7``),
+judged against its own profile.  The PyPI and npm peers have no profile of
+their own: strict judges them.  A cell gives that
 verdict and, where it differs, what the same observation gets under
 ``--profile strict``: PASS where the program does what the spec asks,
 NON-STRICT where it does what its profile documents instead, FAIL for a

@@ -68,10 +68,16 @@ def stop(proc: subprocess.Popen[Any], grace: float = 10.0) -> None:
             continue
 
 
-def run(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+def run(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``argv`` in a process group of its own, its whole group killed at ``timeout``."""
     proc = subprocess.Popen(
-        list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env=None if env is None else {**os.environ, **env},
     )
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -90,15 +96,24 @@ def _tail(text: str, lines: int = 12) -> str:
 
 @contextmanager
 def server(
-    argv: Sequence[str], log: Path, *, port: int | None = None, ready: str | None = None, deadline: float = 60.0
+    argv: Sequence[str],
+    log: Path,
+    *,
+    port: int | None = None,
+    ready: str | None = None,
+    deadline: float = 60.0,
+    stdin_open: bool = False,
 ) -> Iterator[tuple[subprocess.Popen[bytes], re.Match[str] | None]]:
     """Run a server until the block ends.  Ready is the line matching the
     regex ``ready`` on its stdout (stderr goes to ``log``; such a server prints
     nothing more on stdout), or else ``port`` on 127.0.0.1 accepting a
-    connection (stdout and stderr go to ``log``), within ``deadline`` s."""
+    connection (stdout and stderr go to ``log``), within ``deadline`` s.
+    ``stdin_open``: its stdin is a pipe left open until the end (for a server
+    that stops at EOF on stdin)."""
     with log.open("wb") as err:
         stdout: Any = subprocess.PIPE if ready is not None else err
-        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=stdout, stderr=err, start_new_session=True)
+        stdin: Any = subprocess.PIPE if stdin_open else subprocess.DEVNULL
+        proc = subprocess.Popen(list(argv), stdin=stdin, stdout=stdout, stderr=err, start_new_session=True)
     try:
         end = time.monotonic() + deadline
         match: re.Match[str] | None = None
@@ -130,8 +145,9 @@ def server(
         yield proc, match
     finally:
         stop(proc)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
 
 
 def free_port() -> int:
@@ -247,10 +263,11 @@ class PeerRun:
     log: str = ""
 
 
-def conform(args: Sequence[str], out: Path, protocol: str = "lumberjack") -> Verdicts:
-    """``refwire conform PROTOCOL ARGS`` with the common options, reports in ``out``."""
+def conform(args: Sequence[str], out: Path, protocol: str = "lumberjack", env: Mapping[str, str] | None = None) -> Verdicts:
+    """``refwire conform PROTOCOL ARGS`` with the common options, reports in
+    ``out``; ``env``: added to the environment (an ``--exec`` testee inherits it)."""
     argv = [*REFWIRE, "conform", protocol, *args, *CONFORM_ARGS, "--out", str(out)]
-    done = run(argv, CONFORM_TIMEOUT)
+    done = run(argv, CONFORM_TIMEOUT, env)
     # 0: all passed, 1: some case did not; anything else is the harness's fault.
     if done.returncode not in (0, 1):
         pytest.fail(f"{' '.join(argv)} exited {done.returncode}:\n{_tail(done.stdout + done.stderr, 30)}", pytrace=False)
@@ -336,6 +353,8 @@ def assert_as_predicted(verdicts: Verdicts, protocol: str, case_id: str, peer_pr
     bug).  So a wrong sentence in a profile fails here."""
     case = catalogue_cases(protocol)[case_id]
     verdict = verdicts.verdict(case_id)
+    if verdict == "UNSUPPORTED" and str(verdicts.entry(case_id).get("reason", "")).startswith("declared unsupported"):
+        return  # the run declared a feature of the case left out (--declare)
     own = {v.value for v in predict(case, peer_profile, peer_profile)}
     assert own, f"{case_id}: the {peer_profile} profile documents no outcome for this case; {verdicts.describe(case_id)}"
     assert verdict in own, f"{case_id}: {peer_profile} predicts {sorted(own)}; {verdicts.describe(case_id)}"

@@ -39,7 +39,7 @@ from ..cliutil import Commands, UsageError, hostport, positive_int
 from ..protocols import descriptor, names
 from .model import SEVERITY, CaseResult, Verdict
 from .report import FORMATS, merge_indexes, write_html, write_reports
-from .runner import Catalogue, RunAborted, RunConfig, RunResult, run_cases
+from .runner import HOLDS_BATCHES, Catalogue, RunAborted, RunConfig, RunResult, run_cases
 
 __all__ = ["register"]
 
@@ -75,6 +75,16 @@ def _scale(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not 0.01 <= v <= 1000:
         raise argparse.ArgumentTypeError("--time-scale must be between 0.01 and 1000")
+    return v
+
+
+def _hold(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < v <= 3600 or not math.isfinite(v):
+        raise argparse.ArgumentTypeError("--holds-batches must be a positive number of seconds (at most 3600)")
     return v
 
 
@@ -165,6 +175,15 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--sink", metavar="FILE", help="a file where the testee writes each event its application received (JSON lines)"
+    )
+    p.add_argument(
+        "--holds-batches",
+        type=_hold,
+        default=None,
+        metavar="S",
+        help="the testee server's application holds each batch at least S seconds before the ack: every wait for an ack and "
+        "every case's budget grow by S, and the keepalive cases (tagged holds-batches) can run; with --sim, refwire's own "
+        "server holds each batch S seconds",
     )
     p.add_argument("--seed", type=int, default=None, metavar="N", help="run seed (default: drawn and printed)")
     p.add_argument("--time-scale", type=_scale, default=1.0, metavar="X", help="multiply every budget and wait by X (default 1)")
@@ -294,6 +313,8 @@ async def _run(args: argparse.Namespace) -> int:
         replay.append("--tls")
     if args.sink:
         replay += ["--sink", args.sink]
+    if args.holds_batches is not None:
+        replay += ["--holds-batches", f"{args.holds_batches:g}"]
     cfg = RunConfig(
         role="server",
         host=host,
@@ -308,6 +329,7 @@ async def _run(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         jobs=args.jobs,
         sink=args.sink,
+        holds_batches=args.holds_batches,
         max_rx_bytes=args.max_rx_bytes,
         replay_base=shlex.join(replay),
     )
@@ -381,6 +403,8 @@ async def _run_client(args: argparse.Namespace, cat: Catalogue) -> int:
 
     if args.server is not None:
         raise UsageError("--client and --server exclude each other")
+    if args.holds_batches is not None:
+        raise UsageError("--holds-batches describes a server under test; leave it out with --client")
     common = _common(args, cat)
     fmts, baseline, seed = common.formats, common.baseline, common.seed
     host, port = args.listen or ("127.0.0.1", 0)
@@ -475,9 +499,17 @@ def run_sim_command(args: argparse.Namespace) -> int:
     role = "client" if args.client else "server"
     if (cat.sim_client if args.client else cat.sim_server) is None:
         raise UsageError(f"{cat.protocol} cannot run its {role} cases inside the simulator")
+    if args.holds_batches is not None:
+        if args.client:
+            raise UsageError("--holds-batches describes a server under test; leave it out with --client")
+        if cat.sim_server_holding is None:
+            raise UsageError(f"{cat.protocol}'s server cannot hold batches inside the simulator (--holds-batches)")
+        cat = attrs.evolve(cat, sim_server=cat.sim_server_holding(args.holds_batches))
     common = _common(args, cat)
     fmts, seed = common.formats, common.seed
     replay = ["refwire", "conform", cat.protocol, "--sim", "--profile", args.profile] + (["--client"] if args.client else [])
+    if args.holds_batches is not None:
+        replay += ["--holds-batches", f"{args.holds_batches:g}"]
     cfg = RunConfig(
         role=role,
         agent=args.agent or ("refwire-client-sim" if args.client else "refwire-sim"),
@@ -486,6 +518,7 @@ def run_sim_command(args: argparse.Namespace) -> int:
         seed=seed,
         time_scale=args.time_scale,
         timeout=args.timeout,
+        holds_batches=args.holds_batches,
         replay_base=shlex.join(replay),
     )
     console = _console()
@@ -651,6 +684,8 @@ def _show(args: argparse.Namespace) -> int:
         print(f"  features:    {', '.join(c.features)} (--declare can leave them out)")
     if c.needs_sink:
         print("  needs:       --sink (UNSUPPORTED without it)")
+    if HOLDS_BATCHES in c.tags:
+        print("  needs:       --holds-batches S (UNSUPPORTED without it)")
     print(f"  budget:      {c.budget:g} s")
     return 0
 

@@ -9,7 +9,16 @@ them into tokens (``"A 2"``); it notices how the connection ends (FIN, RST).
 
 Everything goes into the wire log, in order: every chunk as hex (``tx``/``rx``)
 next to what the runner did (``action``: sent, split at offset, slept, closed)
-and the frames decoded (``frame``).  Memory is bounded: the testee's bytes are
+and the frames decoded (``frame``).
+
+Keepalives: an observer marks a frame ``"keepalive": True`` (Lumberjack's
+``A 0``).  Its token is kept as any other (cases ignore it or not), and it is
+also recorded in :attr:`Conversation.keepalives` with its version byte and the
+time since the batch it covers was sent (the oldest write sent with
+``answers=`` still unanswered, else the last write).  A wait for an answer
+(``wait_for(..., answer=True)``, :meth:`~Conversation.wait_tokens`) lasts its
+timeout plus the hold the user declared (``--holds-batches``) and restarts on
+each keepalive; the case's budget stays the hard cap.  Memory is bounded: the testee's bytes are
 read up to ``max_rx_bytes`` per case (past it the case records ``flood`` and
 stops reading), and the hex of a chunk is kept up to ``max_hex_bytes``.
 """
@@ -37,7 +46,10 @@ Split = str | Sequence[int]
 
 
 class Observer(Protocol):
-    """Turns the testee's bytes into tokens (one per frame, plus ``invalid ...``)."""
+    """Turns the testee's bytes into tokens (one per frame, plus ``invalid ...``).
+
+    A frame dict carrying ``"keepalive": True`` is a keepalive (see the module
+    docstring); its ``"version"``, if any, is recorded with it."""
 
     def feed(self, data: bytes) -> list[tuple[str, dict[str, Any]]]:
         """Tokens and decoded frames (as JSON-able dicts) for the bytes so far."""
@@ -149,9 +161,17 @@ class Conversation:
         #: Opens another connection to the same testee (TCP, TLS or the simulator's),
         #: for cases that need two; set by the runner (None: not available).
         self.open_another: Callable[[], Awaitable[trio.abc.Stream]] | None = None
+        #: Seconds the testee's application holds each batch (``--holds-batches``); None: not declared.
+        self.holds_batches: float | None = None
+        #: Every keepalive the testee sent: ``t``, ``token``, ``version``, ``since_batch_s``, ``covers``.
+        self.keepalives: list[dict[str, Any]] = []
+        #: (time, label) of each write still owed an answer (``send(..., answers=n)``), oldest first.
+        self._pending: list[tuple[float, str]] = []
+        self._last_tx: tuple[float, str] | None = None
         self._t0 = trio.current_time()
         self._changed = trio.Event()
         self._reader_done = trio.Event()
+        self._keepalive_at = self._t0
 
     # ----------------------------------------------------------------- log
 
@@ -241,17 +261,43 @@ class Conversation:
                 return
             self.tokens.append(token)
             entry = {"t": round(self.now(), 6), "dir": "rx", "token": token, **frame}
+            if frame.get("keepalive"):
+                entry.update(self._keepalive(entry))
+            elif self._pending:
+                self._pending.pop(0)
             self.frames.append(entry)
             self._log({"kind": "frame", **entry})
         self._wake()
 
-    async def wait_for(self, predicate: Callable[[Conversation], bool], timeout: float, *, label: str = "") -> bool:
+    def _keepalive(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """Record the keepalive ``entry``; returns what the frame's log entry gains."""
+        now = self.now()
+        since, covers = self._pending[0] if self._pending else (self._last_tx or (0.0, "the start of the connection"))
+        record = {
+            "t": entry["t"],
+            "token": entry["token"],
+            "version": entry.get("version"),
+            "since_batch_s": round(now - since, 6),
+            "covers": covers,
+        }
+        self.keepalives.append(record)
+        self._keepalive_at = trio.current_time()
+        return {"since_batch_s": record["since_batch_s"]}
+
+    async def wait_for(
+        self, predicate: Callable[[Conversation], bool], timeout: float, *, label: str = "", answer: bool = False
+    ) -> bool:
         """Wait until ``predicate(self)`` holds, the testee closes, or ``timeout``
         seconds pass (scaled by ``--time-scale``, capped by the case budget).
-        Returns whether the predicate held."""
-        end = min(trio.current_time() + timeout * self.time_scale, self.deadline)
+        ``answer``: a wait for the testee's answer to a batch (an ack): it also
+        lasts the declared ``--holds-batches``, and restarts (``timeout`` again)
+        on each keepalive.  Returns whether the predicate held."""
+        hold = (self.holds_batches or 0.0) if answer else 0.0
+        span = (timeout + hold) * self.time_scale
+        end = min(trio.current_time() + span, self.deadline)
         if label:
-            self.action(f"wait up to {timeout * self.time_scale:g}s for {label}")
+            self.action(f"wait up to {span:g}s for {label}" + (" (restarted by keepalives)" if answer else ""))
+        seen = len(self.keepalives)
         while True:
             if predicate(self):
                 return True
@@ -260,13 +306,22 @@ class Conversation:
             changed = self._changed
             with trio.move_on_at(end):
                 await changed.wait()
+            if answer and len(self.keepalives) > seen:
+                seen = len(self.keepalives)
+                restart = min(self._keepalive_at + timeout * self.time_scale, self.deadline)
+                if restart > end:
+                    end = restart
+                    self.action(f"keepalive: the wait restarts ({timeout * self.time_scale:g}s)")
             if trio.current_time() >= end:
                 return predicate(self)
 
     async def wait_tokens(self, n: int, timeout: float, *, settle: float = 0.3, ignore: Sequence[str] = ()) -> bool:
-        """Wait for ``n`` tokens (not counting ``ignore``), then ``settle`` more
-        seconds for anything extra the testee sends."""
-        ok = await self.wait_for(lambda c: len([t for t in c.tokens if t not in ignore]) >= n, timeout, label=f"{n} frame(s)")
+        """Wait for ``n`` tokens (not counting ``ignore``): the testee's answers,
+        so the wait is an ``answer`` wait (see :meth:`wait_for`); then ``settle``
+        more seconds for anything extra the testee sends."""
+        ok = await self.wait_for(
+            lambda c: len([t for t in c.tokens if t not in ignore]) >= n, timeout, label=f"{n} frame(s)", answer=True
+        )
         if ok and settle > 0 and not self._reader_done.is_set():
             await self.quiet(settle)
         return ok
@@ -283,8 +338,12 @@ class Conversation:
 
     # ----------------------------------------------------------------- writing
 
-    async def send(self, data: bytes, *, label: str = "", split: Split = "seeded", gap: float | None = None) -> bool:
-        """Write ``data``; False (and nothing raised) when the testee is gone."""
+    async def send(
+        self, data: bytes, *, label: str = "", split: Split = "seeded", gap: float | None = None, answers: int = 0
+    ) -> bool:
+        """Write ``data``; False (and nothing raised) when the testee is gone.
+        ``answers``: how many answers (acks) the bytes ask for; a keepalive
+        arriving before them is timed from the end of this write."""
         cuts = self._cuts(data, split)
         if label:
             self.action(f"send {label} ({len(data)} bytes" + (f", split at {', '.join(map(str, cuts))}" if cuts else "") + ")")
@@ -298,6 +357,9 @@ class Conversation:
             start = end
             if not await self._write(piece):
                 return False
+        sent = (self.now(), label or f"{len(data)} bytes")
+        self._last_tx = sent
+        self._pending.extend([sent] * answers)
         return True
 
     def _cuts(self, data: bytes, split: Split) -> list[int]:

@@ -407,6 +407,9 @@ class CaseResult:
     duration: float = 0.0
     wire_log: list[dict[str, Any]] = attrs.field(factory=list)
     frames: list[dict[str, Any]] = attrs.field(factory=list)
+    #: Every keepalive the testee sent (server cases): ``t``, ``token``, ``version``,
+    #: ``since_batch_s`` (since the batch it covers was sent), ``covers``.
+    keepalives: list[dict[str, Any]] = attrs.field(factory=list)
     replay: str = ""
     exit_status: int | None = None
     #: The ERROR is the runner's own fault (exit status 2), not the testee's.
@@ -432,6 +435,7 @@ class CaseResult:
             "exit_status": self.exit_status,
             "replay": self.replay,
             "frames": self.frames,
+            "keepalives": self.keepalives,
             "wire_log": self.wire_log,
         }
 

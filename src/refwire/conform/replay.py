@@ -73,6 +73,17 @@ def diff_records(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return lines
 
 
+def recorded_hold(argv: list[str]) -> float | None:
+    """The run's declared batch hold (``--holds-batches S``), from its replay line's words."""
+    if "--holds-batches" not in argv[:-1]:
+        return None
+    value = argv[argv.index("--holds-batches") + 1]
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"the record's replay line has --holds-batches {value!r}, not a number of seconds") from None
+
+
 async def replay_record(
     path: Path, *, server: tuple[str, int] | None = None, time_scale: float = 1.0, exec_template: str | None = None
 ) -> int:
@@ -92,11 +103,12 @@ async def replay_record(
     if case.role == "client":
         new = await _replay_client(rec, case, cat, time_scale=time_scale, exec_template=exec_template)
         return _report(rec, new, case.id, case.slug)
+    argv = shlex.split(rec.get("replay") or "")
     if server is None:
-        argv = shlex.split(rec.get("replay") or "")
         if "--server" not in argv:
             raise ValueError(f"{path}: the record names no server; pass --server HOST:PORT")
         server = parse_hostport(argv[argv.index("--server") + 1])
+    holds = recorded_hold(argv)
     cfg = RunConfig(
         host=server[0],
         port=server[1],
@@ -105,6 +117,7 @@ async def replay_record(
         seed=int(rec.get("run_seed", 0)),
         time_scale=time_scale,
         replay_base=str(rec.get("replay", "")),
+        holds_batches=holds,
     )
     result = await run_server_case(case, cat, cfg, first=False)
     return _report(rec, result.to_json(), case_id, case.slug)

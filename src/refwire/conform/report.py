@@ -4,9 +4,9 @@ static HTML matrix with a page per case, and JUnit XML.
 Layout of ``--out DIR``::
 
     DIR/index.json              agent -> case -> verdict, close, matched profiles, seed, replay
-    DIR/<agent>/<case>.json     the whole record: expected, observed, frames, wire log
+    DIR/<agent>/<case>.json     the whole record: expected, observed, frames, keepalives, wire log
     DIR/index.html              agent x case matrix, grouped by category, coloured by verdict
-    DIR/<agent>/<case>.html     description, procedure, requirement, expected vs observed, wire log
+    DIR/<agent>/<case>.html     description, procedure, requirement, expected vs observed, keepalives, wire log
     DIR/junit.xml               one testsuite per category, one testcase per case
 
 The HTML needs no server and no network: plain files with inline CSS.
@@ -75,6 +75,7 @@ _CASE_SOURCE = """<!doctype html><html><head><meta charset="utf-8"><title>{{ c.i
 <tr><th>Expected</th><td>{% for e in c.expects %}<div>{{ e.verdict }} for {{ e.profiles|join(", ") }}: {{ e.outcome }}{% if e.note %} <span class="small">({{ e.note }})</span>{% endif %}</div>{% endfor %}</td></tr>
 <tr><th>Observed</th><td>{{ r.observed }}</td></tr>
 <tr><th>Close</th><td>{% for k, v in r.close.items() %}{{ k }}={{ v }} {% endfor %}</td></tr>
+{% if c.role == "server" %}<tr><th>Keepalives</th><td>{% for k in r.keepalives %}<div>{{ "%.3f"|format(k.t) }} s: {{ k.token }} (version byte '{{ k.version }}'), {{ "%.3f"|format(k.since_batch_s) }} s after {{ k.covers }}</div>{% else %}none{% endfor %}</td></tr>{% endif %}
 <tr><th>Replay</th><td><code>{{ r.replay }}</code></td></tr>
 </table>
 <h3>Wire log</h3><pre>{% for e in log %}<span class="{{ e.cls }}">{{ e.text }}</span>

@@ -31,7 +31,10 @@ import trio
 from .conversation import Conversation, Observer
 from .model import Case, CaseResult, Observation, Verdict, case_seed, judge, select
 
-__all__ = ["Catalogue", "RunAborted", "RunConfig", "RunResult", "run_cases", "run_server_case"]
+__all__ = ["HOLDS_BATCHES", "Catalogue", "RunAborted", "RunConfig", "RunResult", "run_cases", "run_server_case"]
+
+#: The tag of cases that need a testee holding its batches (``--holds-batches``).
+HOLDS_BATCHES = "holds-batches"
 
 
 class RunAborted(Exception):
@@ -73,6 +76,9 @@ class Catalogue:
     #: nursery before the testee (Pravega: a controller whose answers point at
     #: the case's store, filling ``{controller}``).  Not used inside the simulator.
     client_services: Callable[[Any, str, int], Awaitable[Mapping[str, str]]] | None = None
+    #: ``sim_server_holding(S)``: a ``sim_server`` whose application holds each
+    #: batch S seconds before it is acked (``--sim --holds-batches S``).
+    sim_server_holding: Callable[[float], Callable[[Any, str], Awaitable[None]]] | None = None
 
     def case(self, case_id: str) -> Case:
         for c in self.cases:
@@ -101,6 +107,10 @@ class RunConfig:
     jobs: int = 1
     #: A file where the testee writes what its application received (``--sink``).
     sink: str | None = None
+    #: Seconds the testee server's application holds each batch before it is
+    #: acked (``--holds-batches``): added to every server case's budget and to
+    #: each wait for an ack; cases tagged ``holds-batches`` need it.
+    holds_batches: float | None = None
     connect_timeout: float = 5.0
     max_rx_bytes: int = 16 << 20
     #: The command line, for replay commands.
@@ -111,7 +121,8 @@ class RunConfig:
     def budget(self, case: Case) -> float:
         if self.timeout is not None:
             return self.timeout
-        return case.budget * self.time_scale
+        hold = (self.holds_batches or 0.0) if case.role == "server" else 0.0
+        return (case.budget + hold) * self.time_scale
 
 
 @attrs.define
@@ -150,6 +161,8 @@ def _unsupported_reason(case: Case, cfg: RunConfig) -> str | None:
         return f"declared unsupported: {', '.join(off)}"
     if case.needs_sink and not cfg.sink:
         return "needs --sink (an observation hook on the testee) to be judged"
+    if HOLDS_BATCHES in case.tags and cfg.holds_batches is None:
+        return "needs --holds-batches S (a testee whose application holds each batch at least S seconds before the ack)"
     return None
 
 
@@ -197,6 +210,7 @@ async def run_server_case(case: Case, catalogue: Catalogue, cfg: RunConfig, *, f
         max_rx_bytes=cfg.max_rx_bytes,
     )
     conv.sink = cfg.sink
+    conv.holds_batches = cfg.holds_batches
     conv.open_another = functools.partial(_connect, cfg)
     conv.action(f"connected to {cfg.host}:{cfg.port} (case seed {seed})")
     crashed: str | None = None
@@ -219,6 +233,7 @@ async def run_server_case(case: Case, catalogue: Catalogue, cfg: RunConfig, *, f
     result.duration = trio.current_time() - t0
     result.wire_log = conv.log
     result.frames = conv.frames
+    result.keepalives = conv.keepalives
     close_how = conv.closed_by_testee or "open"
     last = len(conv.frames)
     result.close = {
@@ -355,6 +370,7 @@ def to_index(run: RunResult, argv: Sequence[str] = ()) -> dict[str, Any]:
             "seed": cfg.seed,
             "profile": cfg.profile,
             "time_scale": cfg.time_scale,
+            "holds_batches": cfg.holds_batches,
             "started": run.started,
             "ended": run.ended,
             "interrupted": run.interrupted,

@@ -54,6 +54,14 @@ def register(cmds: Commands) -> None:
     )
     s.add_argument("--no-validate-json", action="store_true", help="pass J payloads on unparsed (faster; no JSON check)")
     s.add_argument("--accept-mixed-versions", action="store_true", help="accept frames whose version byte differs from the connection's (as Logstash)")
+    s.add_argument(
+        "--ack-delay",
+        type=nonneg_float,
+        default=0.0,
+        metavar="S",
+        help="the application holds each batch S seconds (after writing its events) before it is acked; "
+        "keepalives go out meanwhile (default 0; for `refwire conform lumberjack --holds-batches S`)",
+    )
     s.add_argument("--exit-after", type=positive_int, metavar="N", help="shut down after N events")
     s.add_argument(
         "--metadata",
@@ -173,6 +181,8 @@ async def _serve_lumberjack(args: argparse.Namespace) -> int:
         received += len(batch.events)
         if args.exit_after and received >= args.exit_after:
             done.set()
+        if args.ack_delay:
+            await trio.sleep(args.ack_delay)
 
     config = ServerConfig(
         max_connections=max_connections(args),

@@ -39,6 +39,8 @@ FEATURES = {
     "compression.nested": "C frames inside C frames",
     "compression.window-inside": "a W inside a C frame",
     "empty-window": "answering W 0",
+    "resend": "a client reconnects and resends what was not acked after a failure (§3.7); a client library that "
+    "leaves this to its caller (go-lumber's, without libbeat) declares it",
     "tls": "TLS (client cases: refwire serves TLS with a CA made for the run, passed as {tls_ca})",
 }
 
@@ -49,7 +51,8 @@ FEATURES = {
 class ServerObserver:
     """Tokens for what a server sends: ``A n`` (v2 ack), ``1A n`` (v1 ack), any
     other frame as its version and type (``2W``), ``invalid <field>`` at the
-    first byte that does not decode (then nothing more is decoded)."""
+    first byte that does not decode (then nothing more is decoded).  An ``A 0``
+    is marked a keepalive (the conversation records its version byte and timing)."""
 
     def __init__(self) -> None:
         self._describer = describer(1 << 20, "s2c")
@@ -77,7 +80,10 @@ class ServerObserver:
         version = d.fields["version"]
         if d.type == "A":
             prefix = "" if version == "2" else version
-            return f"{prefix}A {d.fields['seq']}", {"type": "A", "version": version, "seq": d.fields["seq"]}
+            frame = {"type": "A", "version": version, "seq": d.fields["seq"]}
+            if d.fields["seq"] == 0:
+                frame["keepalive"] = True  # (or the ack of a batch whose last seq is 0: they look the same, §3.2)
+            return f"{prefix}A {d.fields['seq']}", frame
         return f"{version}{d.type}", {"type": type(d.frame).__name__, "version": version}
 
 
@@ -134,7 +140,7 @@ def server_book() -> CaseBook:
 async def _send_and_wait_acks(
     c: Conversation, data: bytes, acks: int, *, label: str, split: Any = "seeded", gap: float | None = None, wait: float = 3.0
 ) -> None:
-    if await c.send(data, label=label, split=split, gap=gap):
+    if await c.send(data, label=label, split=split, gap=gap, answers=acks):
         await c.wait_tokens(acks, wait, ignore=KEEPALIVES)
 
 

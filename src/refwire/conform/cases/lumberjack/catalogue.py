@@ -8,7 +8,7 @@ from . import client, server, server_compression, server_errors, server_timing
 from ._common import FEATURES, PROFILES, SPEC, ServerObserver
 from ._serving import ClientObserver
 from .server_compression import _bomb_body
-from .simulation import client_for_simulation, serve_for_simulation
+from .simulation import client_for_simulation, holding_server_for_simulation, serve_for_simulation
 
 #: The cases, part by part in catalogue order, each part's in the order it registers
 #: them (an id or slug used twice anywhere in the catalogue is refused here).
@@ -34,4 +34,5 @@ CATALOGUE = Catalogue(
     sim_server=serve_for_simulation,
     warm=_bomb_body,
     sim_client=client_for_simulation,
+    sim_server_holding=holding_server_for_simulation,
 )

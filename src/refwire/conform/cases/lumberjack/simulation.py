@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -10,17 +11,26 @@ import orjson
 import trio
 
 
-async def serve_for_simulation(listener: Any, sink: str) -> None:
+async def serve_for_simulation(listener: Any, sink: str, *, ack_delay: float = 0.0, config: Any = None) -> None:
     """refwire's own server on ``listener``, writing each event to ``sink``
-    before the ack (the server cases run against it inside the simulator)."""
-    from ....lumberjack.server import LumberjackServer
+    before the ack (the server cases run against it inside the simulator);
+    ``ack_delay``: the application then holds each batch that many seconds
+    (``--sim --holds-batches``); ``config``: a ``ServerConfig`` other than the default."""
+    from ....lumberjack.server import LumberjackServer, ServerConfig
 
     async def write(batch: Any, info: Any) -> None:
         with Path(sink).open("ab") as f:
             for ev in batch.events:
                 f.write(orjson.dumps(ev.fields()) + b"\n")
+        if ack_delay > 0:
+            await trio.sleep(ack_delay)
 
-    await LumberjackServer(write).serve([listener])
+    await LumberjackServer(write, config=config or ServerConfig()).serve([listener])
+
+
+def holding_server_for_simulation(hold: float) -> Callable[[Any, str], Awaitable[None]]:
+    """:func:`serve_for_simulation` whose application holds each batch ``hold`` seconds."""
+    return functools.partial(serve_for_simulation, ack_delay=hold)
 
 
 async def client_for_simulation(connect: Callable[[], Awaitable[trio.abc.Stream]], values: Mapping[str, str]) -> int:

@@ -6,9 +6,11 @@ of its own, named after the case id (``tk.S2.1`` -> ``conform-tk-S2-1``), so
 cases never meet on a shared broker.
 
 Profiles are the behaviours ``specs/tank/README.md`` documents: ``strict``
-(the spec; refwire's broker) and ``tank-broker`` (the real C++ broker, where
-the spec records a difference: it drops a 6-byte varint's high bits instead of
-refusing it, §2).
+(the spec; refwire's broker) and ``tank-broker`` (the real C++ broker, and
+tank-cli in the client cases), where the spec records differences: the real
+broker keeps the low 32 bits of a 5-byte varint above 2^32 - 1 instead of
+refusing it (§2), and stores a bundle whose messages do not parse (§6, a bug:
+FAIL under every profile).
 
 Ids are never reused or renumbered.  The bytes a case sends depend only on
 the run seed and the case id (:func:`refwire.conform.model.case_seed`).

@@ -32,7 +32,7 @@ PINGS = ("ping",)
 
 PROFILES = {
     "strict": f"the behaviour {SPEC} specifies (refwire's broker)",
-    "tank-broker": "the real TANK 4.0 C++ broker, as the spec's captures record it (§2, §6-§9)",
+    "tank-broker": "the real TANK 4.0 (C++): its broker, and tank-cli in the client cases, as the spec records them (§2, §6-§9, §12)",
 }
 
 FEATURES = {

@@ -11,6 +11,7 @@ from ...model import CaseBook, expect
 from ._common import (
     ALL,
     CLOSED,
+    FAIL,
     INFO,
     PASS,
     SPEC,
@@ -314,8 +315,8 @@ async def s3_5(c: Conversation) -> None:
 # --------------------------------------------------------------------------- S4 hostile input
 
 
-def _produce_with_long_varint(rid: int, topic: str, bundle: bytes) -> bytes:
-    """A Produce whose bundleLen is a 6-byte varint (§2): the true length, padded with continuation bytes."""
+def _produce_with_varint(rid: int, topic: str, bundle: bytes, varint: bytes) -> bytes:
+    """A Produce of ``bundle`` whose bundleLen is written as the bytes ``varint`` (§2)."""
     from ....tank.frames import PRODUCE, w_str8
     from ....wire import Writer
 
@@ -325,11 +326,27 @@ def _produce_with_long_varint(rid: int, topic: str, bundle: bytes) -> bytes:
     w.u8(0, "requiredAcks").u32le(0, "ackTimeoutMs").u8(1, "topicsCnt")
     w_str8(w, topic, "topic")
     w.u8(1, "partitionsCnt").u16le(0, "partitionId")
-    n = len(bundle)
-    varint = bytes([(n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, 0x80, 0x80, 0x80, 0x00])
     w.raw(varint)
     w.raw(bundle)
     return frame(PRODUCE, w.getvalue())
+
+
+def six_byte_varint(n: int) -> bytes:
+    """``n`` (< 2^14) as a 6-byte varint: its two 7-bit groups, then continuation bytes and a 0 (the same value)."""
+    return bytes([(n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, 0x80, 0x80, 0x80, 0x00])
+
+
+def overflowing_varint(n: int) -> bytes:
+    """``n`` + 2^32 as a 5-byte varint: the 5th byte carries bit 32 (0x10), which a u32 cannot hold."""
+    return bytes([(n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, ((n >> 14) & 0x7F) | 0x80, ((n >> 21) & 0x7F) | 0x80, 0x10 | (n >> 28)])
+
+
+async def _produce_raw(c: Conversation, topic: str, raw: bytes, label: str) -> None:
+    """Send ``raw``, a hand-made Produce to ``topic`` with request id 2, registered so that its answer decodes."""
+    o = obs(c)
+    o.machine.send(produce_request(2, topic, b"x"), now=0.0)
+    o.machine.data_to_send()
+    await c.send(raw, label=label, split="whole")
 
 
 @server_case(
@@ -337,22 +354,16 @@ def _produce_with_long_varint(rid: int, topic: str, bundle: bytes) -> bytes:
     "varint-six-bytes",
     "A 6-byte varint is refused",
     "§2",
-    "Produce with the bundle length written as a 6-byte varint (the right value, padded). refwire refuses a 6th "
-    "byte and closes; the real broker drops the high bits and accepts (NON-STRICT under the strict profile).",
-    [
-        expect(PASS, "strict", ["ping", "create 1 err=0x00"], CLOSED),
-        expect(PASS, "tank-broker", ["ping", "create 1 err=0x00", "produce 2 0x00"], "open", note="the real broker drops a 6th byte's bits"),
-    ],
+    "Produce with the bundle length written as a 6-byte varint (the right value, padded). A varint has at most 5 "
+    "bytes: the broker must close the connection. The real broker closes too (it gives up after 5 bytes).",
+    [expect(PASS, ALL, ["ping", "create 1 err=0x00"], CLOSED)],
 )
 async def s4_1(c: Conversation) -> None:
     topic = topic_of("tk.S4.1")
     await first_ping(c)
     await create(c, 1, topic)
-    o = obs(c)
-    o.machine.send(produce_request(2, topic, b"x"), now=0.0)  # registered, so an answer decodes
-    o.machine.data_to_send()
-    raw = _produce_with_long_varint(2, topic, encode_bundle(messages(c, 1), compress=False))
-    await c.send(raw, label="Produce, bundleLen as a 6-byte varint", split="whole")
+    bundle = encode_bundle(messages(c, 1), compress=False)
+    await _produce_raw(c, topic, _produce_with_varint(2, topic, bundle, six_byte_varint(len(bundle))), "Produce, bundleLen as a 6-byte varint")
     if not await c.wait_close(2.0):
         await answered(c, "produce 2 ", timeout=0.5)
 
@@ -362,12 +373,20 @@ async def s4_1(c: Conversation) -> None:
     "malformed-second-bundle",
     "A produce whose second bundle is malformed stores nothing",
     "§6, §7",
-    "Produce to two partitions of the case's topic... in one request: the first bundle valid, the second "
-    "cut short. The broker refuses the request as a whole (closes, or answers an error for it); a consume on the "
-    "same connection, if it stays open, finds nothing stored.",
+    "Produce to two partitions of the case's topic in one request: the first bundle valid, the second one's last "
+    "message cut short. The broker refuses the request as a whole (closes, or answers an error for it); a consume "
+    "on the same connection, if it stays open, finds nothing stored. The real broker checks only the framing: it "
+    "stores both bundles and answers 0 (a bug: the partition then holds a bundle no consumer can read).",
     [
-        expect(PASS, ALL, ["ping", "create 1 err=0x00"], CLOSED),
-        expect(PASS, ALL, ["ping", "create 1 err=0x00", "produce 2 0x*", "consume 3 err=0x00 msgs=0"], "open"),
+        expect(PASS, "strict", ["ping", "create 1 err=0x00"], CLOSED),
+        expect(PASS, "strict", ["ping", "create 1 err=0x00", "produce 2 0x*", "consume 3 err=0x00 msgs=0"], "open"),
+        expect(
+            FAIL,
+            "tank-broker",
+            ["ping", "create 1 err=0x00", "produce 2 0x00,0x00", "consume 3 err=0x00 msgs=2"],
+            "open",
+            note="the real broker checks a bundle's framing, not its messages: it stored the malformed bundle (§6)",
+        ),
     ],
 )
 async def s4_2(c: Conversation) -> None:
@@ -401,3 +420,70 @@ async def s4_3(c: Conversation) -> None:
     await answered(c, "produce 1 ")
     await c.send(obs(c).request(consume_request(2, topic, 0)), label="Consume an unknown topic")
     await answered(c, "consume 2 ")
+
+
+@server_case(
+    "tk.S4.4",
+    "varint-fifth-byte-overflow",
+    "A 5-byte varint above 2^32 - 1 is refused",
+    "§2",
+    "Produce with the bundle length written as a 5-byte varint whose 5th byte sets bit 32 (the true length plus "
+    "2^32). A varint is a u32: the broker must close the connection. The real broker keeps the low 32 bits (the "
+    "true length here): it stores the bundle, answers 0 and stays open, which its profile documents.",
+    [
+        expect(PASS, "strict", ["ping", "create 1 err=0x00"], CLOSED),
+        expect(
+            PASS,
+            "tank-broker",
+            ["ping", "create 1 err=0x00", "produce 2 0x00", "consume 3 err=0x00 msgs=1"],
+            "open",
+            note="the real broker drops the bits of a 5th byte above bit 31 (§2)",
+        ),
+    ],
+)
+async def s4_4(c: Conversation) -> None:
+    topic = topic_of("tk.S4.4")
+    await first_ping(c)
+    await create(c, 1, topic)
+    bundle = encode_bundle(messages(c, 1), compress=False)
+    raw = _produce_with_varint(2, topic, bundle, overflowing_varint(len(bundle)))
+    await _produce_raw(c, topic, raw, "Produce, bundleLen + 2^32 as a 5-byte varint")
+    if await c.wait_close(1.5):
+        return
+    if await answered(c, "produce 2 ", timeout=0.5):
+        await c.send(obs(c).request(consume_request(3, topic, 0)), label="Consume from 0")
+        await answered(c, "consume 3 ")
+
+
+@server_case(
+    "tk.S4.5",
+    "message-cut-short",
+    "A bundle whose message runs past its end is refused",
+    "§4, §6",
+    "Produce one bundle whose only message says it holds more content than the bundle has (the bundle cut 3 bytes "
+    "short, its length the bytes present). The broker must refuse it (close, or answer an error) and store nothing. "
+    "The real broker checks only the framing: it stores it, answers 0 and serves it to a consume from 0 (a bug: "
+    "no consumer can decode it).",
+    [
+        expect(PASS, "strict", ["ping", "create 1 err=0x00"], CLOSED),
+        expect(PASS, "strict", ["ping", "create 1 err=0x00", "produce 2 0x[!0]*", "consume 3 err=0x00 msgs=0"], "open"),
+        expect(
+            FAIL,
+            "tank-broker",
+            ["ping", "create 1 err=0x00", "produce 2 0x00", "invalid content"],
+            "open",
+            note="the real broker checks a bundle's framing, not its messages: it stored the malformed bundle and serves it (§6)",
+        ),
+    ],
+)
+async def s4_5(c: Conversation) -> None:
+    topic = topic_of("tk.S4.5")
+    await first_ping(c)
+    await create(c, 1, topic)
+    bad = encode_bundle(messages(c, 1), compress=False)[:-3]
+    await c.send(obs(c).request(produce_request(2, topic, bad)), label="Produce a bundle whose message is cut short")
+    if await c.wait_close(1.5):
+        return
+    if await answered(c, "produce 2 ", timeout=0.5):
+        await c.send(obs(c).request(consume_request(3, topic, 0)), label="Consume from 0")
+        await answered(c, "consume 3 ")

@@ -19,9 +19,12 @@ async def serve_for_simulation(listener: Any, sink: str) -> None:
 
 async def client_for_simulation(connect: Any, values: Any) -> int:
     """refwire's own TANK client as a client-case testee (the §12 contract): produce
-    ``{events}`` messages to topic ``{slug}``, consume them back from seq 1 with a
-    64-byte fetch size (so partial chunks and retries happen), exit 0 only when each
-    came back once, in order."""
+    ``{events}`` messages to topic ``{slug}`` in bundles of 1, 1 and 6 messages in turn,
+    consume them back from seq 1 with a 64-byte fetch size, exit 0 only when each came
+    back once, in order.  A chunk from a 1-message bundle (36 bytes) holds the next bundle
+    too, so tk.C1.2 cuts it; a 6-message bundle is larger than the fetch size alone, so
+    tk.C1.3 cuts inside it and the client asks again, larger."""
+    import itertools
     import random
 
     from ....tank.client import ClientConfig, TankClient
@@ -33,10 +36,13 @@ async def client_for_simulation(connect: Any, values: Any) -> int:
     got: list[bytes] = []
     try:
         async with client:
-            for i in range(0, n, 4):
-                r = await client.produce(topic, 0, [Message(m, ts=1) for m in sent[i : i + 4]], compress=False)
+            i, sizes = 0, itertools.cycle((1, 1, 6))
+            while i < n:
+                size = next(sizes)
+                r = await client.produce(topic, 0, [Message(m, ts=1) for m in sent[i : i + size]], compress=False)
                 if r.error:
                     return 1
+                i += size
             seq = 1
             for _ in range(4 * n + 8):
                 if len(got) >= n:
