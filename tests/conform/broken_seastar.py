@@ -16,13 +16,15 @@ from typing import Any
 import attrs
 import trio
 
+from refwire.conform.model import Verdict
 from refwire.drivers import parse_hostport
 from refwire.seastar_rpc.compression import LZ4Compressor, LZ4FragmentedCompressor
 from refwire.seastar_rpc.conform_verbs import add_conformance_verbs
 from refwire.seastar_rpc.connection import ServerConnection, State
 from refwire.seastar_rpc.demo import demo_registry
 from refwire.seastar_rpc.events import OversizedCall, Respond, RespondError
-from refwire.seastar_rpc.frames import Features, UnknownVerb, UserError
+from refwire.seastar_rpc.frames import Features, Negotiation, UnknownVerb, UserError
+from refwire.seastar_rpc.negotiation import Feature
 from refwire.seastar_rpc.server import NO_SHARD, SHARD, SeastarServer, ServerConfig, _Session
 
 __all__ = ["BROKEN", "Broken", "broken_seastar"]
@@ -60,6 +62,26 @@ class EchoCompressOffer(_Reply):
 
     def fix(self, reply: Features, offer: Features) -> Features:
         return reply if reply.compress is not None or offer.compress is None else attrs.evolve(reply, compress=offer.compress)
+
+
+class EchoStreamParent(_Reply):
+    """Echoes a stream connection's STREAM_PARENT in its reply."""
+
+    def fix(self, reply: Features, offer: Features) -> Features:
+        return reply if offer.stream_parent is None else attrs.evolve(reply, stream_parent=offer.stream_parent)
+
+
+class ShortStreamParent(ServerConnection):
+    """Reads a STREAM_PARENT record shorter than 8 bytes zero-padded (as Seastar does in practice)."""
+
+    def _on_frame(self, frame: object) -> None:
+        if isinstance(frame, Negotiation):
+            frame = Negotiation(
+                tuple(
+                    (n, d.ljust(8, b"\0") if n == Feature.STREAM_PARENT and len(d) < 8 else d) for n, d in frame.records
+                )
+            )
+        super()._on_frame(frame)
 
 
 class CompressLast(ServerConnection):
@@ -150,6 +172,9 @@ class Broken:
     wrong: str
     #: The cases that must FAIL against it.
     aimed_at: tuple[str, ...]
+    #: Other verdicts it must get: UNSUPPORTED where it lacks a requirement of §11
+    #: and shows it, NON-STRICT where it behaves as the real Seastar does.
+    expect: tuple[tuple[str, Verdict], ...] = ()
     machine: type[ServerConnection] = ServerConnection
     config: ServerConfig = attrs.field(factory=ServerConfig)
     #: Sends a negotiation reply before closing a connection it refused.
@@ -169,7 +194,7 @@ BROKEN: tuple[Broken, ...] = (
     Broken(
         name="replies-when-refusing",
         wrong="sends a negotiation reply before closing a refused connection",
-        aimed_at=("ss.S1.5", "ss.S1.6", "ss.S1.7", "ss.S5.2"),
+        aimed_at=("ss.S1.5", "ss.S1.6", "ss.S1.7", "ss.S1.8", "ss.S5.2"),
         reply_on_refusal=True,
     ),
     Broken(
@@ -194,10 +219,31 @@ BROKEN: tuple[Broken, ...] = (
     ),
     Broken(name="lz4-zero-is-noop", wrong="takes a declared LZ4 size 0 for a no-op", aimed_at=("ss.S4.2",), machine=LZ4ZeroNoop),
     Broken(
-        name="no-streaming",
-        wrong="has no streaming (no CONNECTION_ID, stream connections refused)",
+        name="echoes-stream-parent",
+        wrong="echoes STREAM_PARENT in a stream connection's reply",
         aimed_at=("ss.S5.1",),
+        machine=EchoStreamParent,
+    ),
+    Broken(
+        name="short-stream-parent",
+        wrong="(not strict: as Seastar) takes a STREAM_PARENT record of 4 bytes, zero-padded",
+        aimed_at=(),
+        expect=(("ss.S5.3", Verdict.NON_STRICT),),
+        machine=ShortStreamParent,
+    ),
+    Broken(
+        name="no-streaming",
+        wrong="(not wrong: lacks a requirement) has no streaming: no CONNECTION_ID, stream connections refused",
+        aimed_at=(),
+        expect=(("ss.S5.1", Verdict.UNSUPPORTED), ("ss.S5.3", Verdict.UNSUPPORTED)),
         config=ServerConfig(streaming=False),
+    ),
+    Broken(
+        name="memory-above-16m",
+        wrong="(not wrong: lacks a requirement) has a memory limit of 64 MiB",
+        aimed_at=(),
+        expect=(("ss.S6.1", Verdict.UNSUPPORTED),),
+        config=ServerConfig(max_memory=64 << 20),
     ),
     Broken(
         name="oversized-silent",

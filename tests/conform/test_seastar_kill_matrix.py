@@ -65,6 +65,7 @@ async def test_every_server_case_kills_a_broken_server_and_passes_refwire() -> N
     # A verdict the assertions would reject is confirmed alone (two shared cores can starve a run).
     suspects = [(None, c) for c, v in matrix["refwire"].items() if v is not Verdict.PASS]
     suspects += [(b, c) for b in BROKEN for c in b.aimed_at if matrix[b.name][c] is not Verdict.FAIL]
+    suspects += [(b, c) for b in BROKEN for c, v in b.expect if matrix[b.name][c] is not v]
     for b, cid in suspects:
         (again,) = (await _run(b, only=cid)).results
         name = b.name if b else "refwire"
@@ -85,5 +86,7 @@ async def test_every_server_case_kills_a_broken_server_and_passes_refwire() -> N
     for b in BROKEN:
         for cid in b.aimed_at:
             assert matrix[b.name][cid] is Verdict.FAIL, (b.name, cid, detail[b.name, cid])
+        for cid, v in b.expect:
+            assert matrix[b.name][cid] is v, (b.name, cid, detail[b.name, cid])
     errors = {k: v for k, v in detail.items() if v.startswith("ERROR")}
     assert not errors, errors

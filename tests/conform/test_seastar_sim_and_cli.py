@@ -68,7 +68,7 @@ async def test_cli_against_refwire_server(tmp_path: Path, capsys: pytest.Capture
         )
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "8 PASS" in out
+    assert "9 PASS" in out  # ss.S1.1-ss.S1.8 and ss.S3.1
     index = json.loads(next(tmp_path.rglob("index.json")).read_text())
     assert index["run"]["protocol"] == "seastar-rpc"
 
@@ -173,3 +173,40 @@ def test_every_named_vector_exists_and_every_requirement_cites_the_spec() -> Non
     spec = (root / "README.md").read_text()
     assert "## 11. Conformance verb set" in spec and "## 12. Conformance testee contract" in spec
     assert all(c.requirement.startswith("specs/seastar-rpc/README.md §") for c in CATALOGUE.cases)
+
+
+def test_every_requirement_of_a_server_testee_is_a_declarable_feature() -> None:
+    """§11 states each requirement of a server testee; each is a feature ``--declare``
+    can leave out, used by the cases that need it, and named in the spec."""
+    from refwire.conform.cases.seastar_rpc._common import FEATURES
+
+    used = {f for c in CATALOGUE.cases if c.role == "server" for f in c.features}
+    assert used == set(FEATURES)
+    spec = (Path(__file__).resolve().parents[2] / "specs" / "seastar-rpc" / "README.md").read_text()
+    section = spec.split("## 11. Conformance verb set", 1)[1].split("## 12.", 1)[0]
+    assert all(f"`{f}`" in section for f in FEATURES), [f for f in FEATURES if f"`{f}`" not in section]
+
+
+async def test_declared_requirements_make_their_cases_unsupported() -> None:
+    from refwire.conform.runner import run_cases
+
+    async with broken_seastar(None) as (host, port):
+        off = frozenset({"streams", "memory-limit", "verb-raise"})
+        run = await run_cases(
+            CATALOGUE, RunConfig(host=host, port=port, declared_off=off), include="ss.S3.2,ss.S5.*,ss.S6.1"
+        )
+    assert {r.case.id: r.verdict for r in run.results} == {
+        c: Verdict.UNSUPPORTED for c in ("ss.S3.2", "ss.S5.1", "ss.S5.2", "ss.S5.3", "ss.S6.1")
+    }
+
+
+def test_every_checked_mark_names_a_case_and_a_profile() -> None:
+    """``[checked: CASE PROFILE]`` in the spec marks a claim about the real library that
+    the case checks under the profile (tests/peers/test_peer_seastar.py runs them)."""
+    import re
+
+    spec = (Path(__file__).resolve().parents[2] / "specs" / "seastar-rpc" / "README.md").read_text()
+    marks = re.findall(r"\[checked: (\S+) (\S+)\]", spec)
+    assert marks
+    ids = {c.id for c in CATALOGUE.cases}
+    assert not [(c, p) for c, p in marks if c not in ids or p not in CATALOGUE.profiles]

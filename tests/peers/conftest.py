@@ -188,6 +188,56 @@ def tank_cli_one_bundle_run(tank_peer: Peer, tmp_path_factory: pytest.TempPathFa
     return _tank_cli_run("one-bundle", tank_peer, tmp_path_factory)
 
 
+# --------------------------------------------------------------------------- Seastar
+
+#: Seastar's own options for a small shared machine: one shard, 256 MiB, no busy polling, epoll.
+SEASTAR_FLAGS = ("-c1", "-m256M", "--overprovisioned", "--reactor-backend=epoll")
+#: The cases a single-factory server (``--compress lz4``) is run through again: the
+#: compressor choice, and the LZ4 cases it supports (LZ4_FRAGMENTED declared left out).
+SINGLE_FACTORY = ("ss.S1.3", "ss.S4.1", "ss.S4.2", "ss.S4.3")
+
+
+def _seastar_server_run(peer: Peer, tmp: Path, compress: str, args: list[str]) -> PeerRun:
+    program = f"seastar-testee --compress {compress}"
+    how = f"seastar-testee {' '.join(SEASTAR_FLAGS)} --listen 127.0.0.1:0 --compress {compress}"
+    if (unbuilt := Verdicts.of(peer)) is not None:
+        return PeerRun("seastar", program, "server", "seastar-rpc", "seastar", unbuilt, how)
+    argv = [str(peer.dir() / "bin" / "seastar-testee"), *SEASTAR_FLAGS, "--listen", "127.0.0.1:0", "--compress", compress]
+    log = tmp / "seastar.log"
+    with server(argv, log, ready=r"^listening on (127\.0\.0\.1:\d+)$") as (_, ready):
+        assert ready is not None
+        common = ["--server", ready[1], "--agent", f"seastar-{compress}", "--profile", "seastar"]
+        v = conform([*common, *args], tmp / "report", protocol="seastar-rpc")
+    return PeerRun("seastar", program, "server", "seastar-rpc", "seastar", v, how, log.read_text(errors="replace"))
+
+
+@pytest.fixture(scope="session")
+def seastar_server_run(seastar_peer: Peer, tmp_path_factory: pytest.TempPathFactory) -> PeerRun:
+    """Our testee over Seastar 25.05 with the multi-algorithm compressor factory, every fast server case."""
+    return _seastar_server_run(seastar_peer, tmp_path_factory.mktemp("seastar-server"), "multi", ["--jobs", "2"])
+
+
+@pytest.fixture(scope="session")
+def seastar_single_factory_run(seastar_peer: Peer, tmp_path_factory: pytest.TempPathFactory) -> PeerRun:
+    """The same with Seastar's single LZ4 factory (as rpc_demo), LZ4_FRAGMENTED declared left out."""
+    tmp = tmp_path_factory.mktemp("seastar-server-lz4")
+    (declare := tmp / "declare.toml").write_text('unsupported = ["lz4-fragmented"]\n')
+    return _seastar_server_run(seastar_peer, tmp, "lz4", ["--cases", ",".join(SINGLE_FACTORY), "--declare", str(declare)])
+
+
+@pytest.fixture(scope="session")
+def seastar_client_run(seastar_peer: Peer, tmp_path_factory: pytest.TempPathFactory) -> PeerRun:
+    """The real ``rpc::client`` following §12 (our testee's client mode), every fast client case."""
+    how = "seastar-testee " + " ".join(SEASTAR_FLAGS) + " --connect {host}:{port} --events {events} --seed {seed} --case {case}"
+    if (unbuilt := Verdicts.of(seastar_peer)) is not None:
+        return PeerRun("seastar", "seastar-testee --connect", "client", "seastar-rpc", "seastar", unbuilt, how)
+    tmp = tmp_path_factory.mktemp("seastar-client")
+    exec_ = f"{seastar_peer.dir() / 'bin'}/{how}"
+    args = ["--client", "--exec", exec_, "--agent", "seastar-client", "--profile", "seastar", "--jobs", "2"]
+    v = conform(args, tmp / "report", protocol="seastar-rpc")
+    return PeerRun("seastar", "seastar-testee --connect", "client", "seastar-rpc", "seastar", v, how)
+
+
 # --------------------------------------------------------------------------- keepalives (spec §3.4)
 
 #: Seconds each server's application holds a batch (a keepalive is owed after 5 s + 1.5 s).

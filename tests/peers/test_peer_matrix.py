@@ -15,7 +15,7 @@ import pytest
 from compat import render
 from real_peers import CONFORM_TIMEOUT, ROOT, PeerRun, timeout_for
 
-pytestmark = [pytest.mark.peers, pytest.mark.timeout(sum(timeout_for(p) for p in ("go-lumber", "logstash", "tank")) + 6 * CONFORM_TIMEOUT)]
+pytestmark = [pytest.mark.peers, pytest.mark.timeout(sum(timeout_for(p) for p in ("go-lumber", "logstash", "tank", "seastar")) + 6 * CONFORM_TIMEOUT)]
 
 PAGE = ROOT / "docs" / "guides" / "compatibility.rst"
 
@@ -25,6 +25,8 @@ RUNS = (
     "logstash_server_run",
     "timbersnake_server_run",
     "tank_server_run",
+    "seastar_server_run",
+    "seastar_single_factory_run",
     "held_runs:go-lumber",
     "held_runs:logstash",
     "go_lumber_client_plain_run",
@@ -34,6 +36,7 @@ RUNS = (
     "npm_client_run",
     "tank_cli_bundle1_run",
     "tank_cli_one_bundle_run",
+    "seastar_client_run",
     "pravega_rust_client_run",
 )
 

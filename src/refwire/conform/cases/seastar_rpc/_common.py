@@ -34,19 +34,37 @@ ECHO, SLEEP_MS, RAISE, SIZE = (CONFORM_VERBS[k] for k in ("echo", "sleep_ms", "r
 
 PROFILES = {
     "strict": f"the behaviour {SPEC} specifies (refwire's server and client)",
-    "seastar": "the real Seastar 25.05 server as the spec records it (§3, §8): it reads an oversized request's whole body "
-    "before answering it",
+    "seastar": "the real Seastar 25.05 RPC library as the spec records it (§2-§6, §8, §11): it reads an oversized "
+    "request's whole body before answering it, reads a negotiation frame of any length, and reads a STREAM_PARENT "
+    "record shorter than 8 bytes as if it were 8",
 }
 
+#: Every requirement a server testee can leave out (``--declare``; spec §11).  A
+#: case needing one of them is UNSUPPORTED when it is declared, and also when the
+#: testee shows on the wire that it lacks it (:data:`LACKS`, :data:`NO_STREAMING`,
+#: and ss.S6.1's admitted oversized request).
 FEATURES = {
     "lz4": "the LZ4 compressor (§4)",
     "lz4-fragmented": "the LZ4_FRAGMENTED compressor (§4)",
     "streams": "streaming: CONNECTION_ID and STREAM_PARENT (§5)",
     "timeout": "the TIMEOUT feature and dropping expired replies (§3)",
+    "memory-limit": "a memory limit (max_memory) of at most 16 MiB, so that a request of 16 MiB + 64 KiB is refused (§3, §11)",
+    "verb-echo": "the conformance verb echo, 100 (§11)",
+    "verb-sleep-ms": "the conformance verb sleep_ms, 101 (§11)",
+    "verb-raise": "the conformance verb raise, 102 (§11)",
+    "verb-size": "the conformance verb size, 103 (§11)",
 }
 
 #: The testee answered a conformance verb with UNKNOWN_VERB: it lacks the verb (§11).
 LACKS = expect(UNSUPPORTED, "*", ["...", "E * UNKNOWN_VERB 10[0-3] d=*", "..."], note="the testee lacks a conformance verb (§11)")
+#: The parent connection got no CONNECTION_ID: the testee has no streaming configured (§5.1, §11).
+NO_STREAMING = expect(
+    UNSUPPORTED,
+    "*",
+    ["..."],
+    facts=["the parent connection got no CONNECTION_ID"],
+    note="the testee has no streaming configured: its connections get no CONNECTION_ID (§5.1, §11)",
+)
 NEG = "neg TIMEOUT HANDLER_DURATION"
 
 

@@ -9,10 +9,11 @@ from collections.abc import Callable
 import trio
 
 from ....seastar_rpc.compression import LZ4, LZ4_FRAGMENTED, envelope, make_compressor
-from ....seastar_rpc.frames import Features, Request, Response, UserError, decode_exception
+from ....seastar_rpc.frames import Features, Negotiation, Request, Response, UserError, decode_exception
+from ....seastar_rpc.negotiation import Feature
 from ...conversation import Conversation
 from ...model import CaseBook, Expect, expect
-from ._common import ALL, CLOSED, ECHO, INFO, LACKS, NEG, PASS, RAISE, SIZE, SLEEP_MS, SPEC, ServerObserver
+from ._common import ALL, CLOSED, ECHO, LACKS, NEG, NO_STREAMING, PASS, RAISE, SIZE, SLEEP_MS, SPEC, UNSUPPORTED, ServerObserver
 
 # --------------------------------------------------------------------------- helpers
 
@@ -124,10 +125,15 @@ async def s1_2(c: Conversation) -> None:
 @server_case(
     "ss.S1.3",
     "compressor-choice",
-    "LZ4,LZ4_FRAGMENTED -> LZ4 (the first accepted name in the client's order)",
+    "LZ4,LZ4_FRAGMENTED -> LZ4 (the first accepted name in the client's order), or none from a single plain factory",
     "§2",
-    "Offer COMPRESS `LZ4,LZ4_FRAGMENTED` + TIMEOUT + HANDLER_DURATION; expect COMPRESS=LZ4 chosen.",
-    [expect(PASS, ALL, ["neg COMPRESS=LZ4 TIMEOUT HANDLER_DURATION"], "open")],
+    "Offer COMPRESS `LZ4,LZ4_FRAGMENTED` + TIMEOUT + HANDLER_DURATION; expect COMPRESS=LZ4 chosen (a server accepting "
+    "several names), or no COMPRESS (a single plain factory, which accepts only an offer that is exactly its name); "
+    "never LZ4_FRAGMENTED, nor the list echoed.",
+    [
+        expect(PASS, ALL, ["neg COMPRESS=LZ4 TIMEOUT HANDLER_DURATION"], "open", note="several names accepted: the first in the client's order"),
+        expect(PASS, ALL, [NEG], "open", note="a single plain factory: the offer is not exactly its name, so nothing is chosen"),
+    ],
     features=["lz4"],
     vectors=["Z1-to-Z2"],
 )
@@ -189,6 +195,34 @@ async def s1_7(c: Conversation) -> None:
         await c.wait_close(3.0)
 
 
+#: ss.S1.8's negotiation frame: this many bytes of records, over refwire's 64 KiB limit (§6).
+LONG_NEGOTIATION = 100_000
+
+
+@server_case(
+    "ss.S1.8",
+    "long-negotiation",
+    "A complete negotiation frame of 100 000 record bytes: answered, or refused by a limit",
+    "§2, §6",
+    f"Offer TIMEOUT + HANDLER_DURATION + feature 77 carrying seeded bytes, {LONG_NEGOTIATION} record bytes in all, "
+    "the whole frame sent; expect the usual reply (no limit, as Seastar, or a higher one), or a silent close (a "
+    "length limit, as refwire's 64 KiB); never a reply and then a close.",
+    [
+        expect(PASS, ALL, [NEG], "open", note="no limit on the negotiation length (Seastar), or one above the frame"),
+        expect(PASS, "strict", [], CLOSED, note="a limit on the negotiation length (refwire: 64 KiB) closes without a reply"),
+    ],
+    budget=8.0,
+)
+async def s1_8(c: Conversation) -> None:
+    filler = LONG_NEGOTIATION - 3 * 8  # three record headers: TIMEOUT, HANDLER_DURATION, 77
+    offer = Features(timeout=True, handler_duration=True, unknown=((77, c.rng.randbytes(filler)),))
+    data = offer.encode()
+    assert len(data) == 12 + LONG_NEGOTIATION
+    if await c.send(data, label=f"negotiation frame of {LONG_NEGOTIATION} record bytes"):
+        await c.wait_for(lambda cv: _obs(cv).reply is not None, 3.0, label="the negotiation reply")
+        await c.quiet(0.3)
+
+
 # S2 echo sizes ------------------------------------------------------------
 
 
@@ -201,6 +235,7 @@ def _echo_case(cid: str, n: int, what: str) -> None:
         f"Negotiate TIMEOUT + HANDLER_DURATION, call echo ({ECHO}) with {n} seeded bytes; expect one reply "
         f"of {n} bytes, identical, with the request's msg_id.",
         echo_expects(n),
+        features=["verb-echo"],
         budget=8.0,
     )
     async def run(c: Conversation) -> None:
@@ -245,6 +280,7 @@ async def s3_1(c: Conversation) -> None:
     "§3, §11",
     f"Call raise ({RAISE}) with a seeded text; expect a USER exception whose message is that text.",
     [expect(PASS, ALL, [NEG, "E * USER d=*"], "open", facts=["exception id = -request id", "message is the text"]), LACKS],
+    features=["verb-raise"],
     vectors=["C5-user-boom"],
 )
 async def s3_2(c: Conversation) -> None:
@@ -266,7 +302,7 @@ async def s3_2(c: Conversation) -> None:
     f"Call sleep_ms ({SLEEP_MS}) 50 with timeout_ms 1, wait 0.3 s, then echo 6 bytes without a timeout; "
     "expect only the echo's reply.",
     [expect(PASS, ALL, [NEG, "R * 6B"], "open", facts=["payload identical"]), LACKS],
-    features=["timeout"],
+    features=["timeout", "verb-sleep-ms", "verb-echo"],
 )
 async def s3_3(c: Conversation) -> None:
     if not await negotiate(c):
@@ -299,7 +335,7 @@ async def s3_3(c: Conversation) -> None:
         ),
         LACKS,
     ],
-    features=["lz4-fragmented"],
+    features=["lz4-fragmented", "verb-echo"],
     budget=8.0,
 )
 async def s4_1(c: Conversation) -> None:
@@ -332,7 +368,7 @@ async def s4_2(c: Conversation) -> None:
     "§4",
     "Negotiate LZ4; echo 40 000 seeded bytes; expect them back identical.",
     [expect(PASS, ALL, ["neg COMPRESS=LZ4 TIMEOUT HANDLER_DURATION", "R * 40000B"], "open", facts=["payload identical"]), LACKS],
-    features=["lz4"],
+    features=["lz4", "verb-echo"],
 )
 async def s4_3(c: Conversation) -> None:
     if await negotiate(c, Features(compress="LZ4", timeout=True, handler_duration=True)):
@@ -372,8 +408,9 @@ async def _parent(c: Conversation) -> tuple[trio.abc.Stream, int] | None:
     "A child connection naming the server's CONNECTION_ID as STREAM_PARENT becomes a stream",
     "§5",
     "Open a parent RPC connection and read its CONNECTION_ID; on this connection offer STREAM_PARENT = that id; "
-    "expect a reply carrying only a CONNECTION_ID (the stream's), connection open.",
-    [expect(PASS, ALL, ["neg", "conn-id"], "open", facts=["the parent connection got a CONNECTION_ID"])],
+    "expect a reply carrying only a CONNECTION_ID (the stream's), connection open. A parent that gets no CONNECTION_ID "
+    "shows a server without streaming: UNSUPPORTED.",
+    [expect(PASS, ALL, ["neg", "conn-id"], "open", facts=["the parent connection got a CONNECTION_ID"]), NO_STREAMING],
     features=["streams"],
     vectors=["C9-to-C10"],
     ignore=(),
@@ -404,6 +441,56 @@ async def s5_2(c: Conversation) -> None:
     await refused(c, Features(stream_parent=(c.rng.randrange(2**40, 2**47) << 16)).encode(), label="unknown STREAM_PARENT")
 
 
+@server_case(
+    "ss.S5.3",
+    "stream-parent-short",
+    "A STREAM_PARENT record of 4 bytes: refused (strict); Seastar reads 8 bytes from it",
+    "§2, §5, §6",
+    "Open a parent RPC connection and read its CONNECTION_ID (below 2^32); on this connection offer a STREAM_PARENT "
+    "record of flen 4 holding the id's low 4 bytes; expect a silent close. Seastar reads 8 bytes from the record "
+    "whatever its flen: the 4 bytes, its string's terminating NUL and 3 bytes of that string's buffer that no-one "
+    "wrote. When those are zero it finds the parent and answers as for a stream; else it looks for a parent that "
+    "does not exist and closes.",
+    [
+        expect(
+            PASS,
+            ALL,
+            [],
+            CLOSED,
+            facts=["the parent connection got a CONNECTION_ID"],
+            note="the short record refused (Seastar: read as 8 bytes, past the record, naming no parent)",
+        ),
+        expect(
+            PASS,
+            "seastar",
+            ["neg", "conn-id"],
+            "open",
+            facts=["the parent connection got a CONNECTION_ID"],
+            note="read as 8 bytes, past the record, whose 3 unwritten bytes were zero: the parent was found",
+        ),
+        NO_STREAMING,
+    ],
+    features=["streams"],
+    ignore=(),
+)
+async def s5_3(c: Conversation) -> None:
+    parent = await _parent(c)
+    if parent is None:
+        return
+    stream, cid = parent
+    try:
+        if cid >= 1 << 32:
+            c.note(f"the parent's CONNECTION_ID {cid:#x} does not fit in 4 bytes")
+            return
+        _obs(c).kind = "stream"
+        short = Negotiation(((Feature.STREAM_PARENT, cid.to_bytes(8, "little")[:4]),)).encode()
+        if await c.send(short, label="STREAM_PARENT of 4 bytes"):
+            await c.wait_for(lambda cv: _obs(cv).reply is not None, 3.0, label="a reply or the close")
+            await c.quiet(0.3)
+    finally:
+        await stream.aclose()
+
+
 # S6 limits ----------------------------------------------------------------
 
 #: Over refwire's default 16 MiB memory budget (and the 10 000 000 of the captured probe, §8).
@@ -420,11 +507,24 @@ OVERSIZED_TEXT = "message: request size * large than memory limit *"
     "6 bytes. Expect the USER exception `request size N large than memory limit M` (duration unmeasured) and the echo. "
     "Seastar and refwire read the whole body before answering (`seastar` requires it; `strict` accepts either).",
     [
-        expect(PASS, "seastar", [NEG, "E * USER d=-", "R * 6B"], "open", facts=[OVERSIZED_TEXT, "answered after the body"]),
-        expect(PASS, "strict", [NEG, "E * USER d=-", "R * 6B"], "open", facts=[OVERSIZED_TEXT]),
-        expect(INFO, "*", [NEG, "R * 8B", "..."], note=f"the testee admitted {OVERSIZED} bytes: its memory limit is higher"),
+        expect(PASS, ALL, [NEG, "E * USER d=-", "R * 6B"], "open", facts=[OVERSIZED_TEXT, "answered after the body"]),
+        expect(
+            PASS,
+            "strict",
+            [NEG, "E * USER d=-", "R * 6B"],
+            "open",
+            facts=[OVERSIZED_TEXT, "answered before the body ended"],
+            note="answered at the header (strict allows it; Seastar reads the whole body first)",
+        ),
+        expect(
+            UNSUPPORTED,
+            "*",
+            [NEG, "R * 8B", "..."],
+            note=f"the testee admitted {OVERSIZED} bytes: its memory limit is above the 16 MiB §11 requires",
+        ),
         LACKS,
     ],
+    features=["memory-limit", "verb-size", "verb-echo"],
     vectors=["oversized-request-user-exception"],
     budget=10.0,
 )
