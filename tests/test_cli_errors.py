@@ -318,3 +318,32 @@ def test_tls_files_that_cannot_be_used_are_named(tmp_path: Path, capsys: pytest.
     for argv, message in cases:
         status, text = _run(argv, capsys)
         assert status == 1 and message in text and "Traceback" not in text, (argv, text)
+
+
+def test_ctrl_c_while_the_command_is_still_loading_is_130_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The entry point catches a Ctrl-C that lands while refwire.cli (trio, attrs,
+    every protocol's commands) is being imported, and main() one that lands
+    while the commands are being loaded."""
+    import types
+
+    import refwire.cli
+    from refwire import _entry
+
+    class Loading(types.ModuleType):
+        def __getattr__(self, name: str) -> object:
+            raise KeyboardInterrupt
+
+    monkeypatch.setitem(sys.modules, "refwire.cli", Loading("refwire.cli"))
+    monkeypatch.delattr(sys.modules["refwire"], "cli", raising=False)
+    assert _entry.main() == 130
+    assert capsys.readouterr().err == ""
+    monkeypatch.undo()
+
+    def interrupted() -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(refwire.cli, "build_parser", interrupted)
+    assert refwire.cli.main(["serve"]) == 130
+    assert "Traceback" not in capsys.readouterr().err

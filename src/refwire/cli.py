@@ -201,8 +201,11 @@ def _report(exc: BaseException, *, verbose: int = 0) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:  # loading every protocol's commands takes a moment: Ctrl-C meanwhile is 130 too
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt as exc:
+        return _report(exc, verbose=0)
     handler = _log_to_stderr(logging.WARNING - 10 * min(args.verbose, 2))
     try:
         if args.command is None:

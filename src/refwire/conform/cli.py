@@ -37,7 +37,8 @@ import trio
 
 from ..cliutil import Commands, UsageError, hostport, positive_int
 from ..protocols import descriptor, names
-from .model import SEVERITY, CaseResult, Verdict
+from .console import escape, new_console, print_line, summary
+from .model import CaseResult
 from .report import FORMATS, merge_indexes, write_html, write_reports
 from .runner import HOLDS_BATCHES, Catalogue, RunAborted, RunConfig, RunResult, run_cases
 
@@ -277,7 +278,7 @@ def _common(args: argparse.Namespace, cat: Catalogue) -> _Common:
         raise UsageError(f"--profile {args.profile!r} is unknown; {cat.protocol} has: {', '.join(cat.profiles)}")
     return _Common(
         formats=_formats(args.format),
-        baseline=_load_index(args.baseline) if args.baseline else None,
+        baseline=load_index(args.baseline) if args.baseline else None,
         seed=args.seed if args.seed is not None else secrets.randbelow(2**31),
         declared_off=_declared(args.declare, cat),
     )
@@ -333,7 +334,7 @@ async def _run(args: argparse.Namespace) -> int:
         max_rx_bytes=args.max_rx_bytes,
         replay_base=shlex.join(replay),
     )
-    console = _console()
+    console = new_console()
     console.print(
         escape(
             f"refwire conform {cat.protocol}: testing the server at {host}:{port} as {agent!r}, profile {args.profile}, seed {seed}"
@@ -350,7 +351,7 @@ async def _run(args: argparse.Namespace) -> int:
                 include=args.cases,
                 exclude=args.exclude,
                 tags=args.tags,
-                on_result=None if args.quiet else lambda r: _line(console, r),
+                on_result=None if args.quiet else lambda r: print_line(console, r),
                 run=run,
             ),
         )
@@ -365,7 +366,7 @@ async def _run(args: argparse.Namespace) -> int:
         written = write_reports(run, args.out, fmts, argv) if run.results else []
         if run.interrupted and written:
             console.print(f"interrupted: {len(run.results)} results written to {args.out}")
-    status = _summary(console, run, args.out, strict=args.strict, baseline=baseline)
+    status = summary(console, run, args.out, strict=args.strict, baseline=baseline)
     return 130 if run.interrupted else status
 
 
@@ -414,7 +415,7 @@ async def _run_client(args: argparse.Namespace, cat: Catalogue) -> int:
     replay = ["refwire", "conform", cat.protocol, "--client", "--agent", agent, "--profile", args.profile]
     if args.exec_template:
         replay += ["--exec", args.exec_template]
-    console = _console()
+    console = new_console()
     setup = ClientSetup(
         exec_template=args.exec_template,
         listen_host=host,
@@ -469,7 +470,7 @@ async def _run_client(args: argparse.Namespace, cat: Catalogue) -> int:
             include=args.cases,
             exclude=args.exclude,
             tags=args.tags,
-            on_result=None if args.quiet else lambda r: _line(console, r),
+            on_result=None if args.quiet else lambda r: print_line(console, r),
             run=run,
             run_one=one,
         )
@@ -482,13 +483,7 @@ async def _run_client(args: argparse.Namespace, cat: Catalogue) -> int:
         written = write_reports(run, args.out, fmts, argv) if run.results else []
         if run.interrupted and written:
             console.print(f"interrupted: {len(run.results)} results written to {args.out}")
-    return _summary(console, run, args.out, strict=args.strict, baseline=baseline)
-
-
-def escape(text: str) -> str:
-    from rich.markup import escape as rich_escape
-
-    return rich_escape(text)
+    return summary(console, run, args.out, strict=args.strict, baseline=baseline)
 
 
 def run_sim_command(args: argparse.Namespace) -> int:
@@ -521,7 +516,7 @@ def run_sim_command(args: argparse.Namespace) -> int:
         holds_batches=args.holds_batches,
         replay_base=shlex.join(replay),
     )
-    console = _console()
+    console = new_console()
     console.print(
         escape(
             f"refwire conform {cat.protocol} --sim: refwire's own {role} inside the simulator, profile {args.profile}, seed {seed}"
@@ -539,76 +534,17 @@ def run_sim_command(args: argparse.Namespace) -> int:
             include=args.cases,
             exclude=args.exclude,
             tags=args.tags,
-            on_result=None if args.quiet else lambda r: _line(console, r),
+            on_result=None if args.quiet else lambda r: print_line(console, r),
         )
     finally:
         log.setLevel(level)
     sim.result.ended = time.time()
     write_reports(sim.result, args.out, fmts, sys.argv[1:])
     console.print(f"trace hash {sim.trace_hash}")
-    return _summary(console, sim.result, args.out, strict=args.strict, baseline=common.baseline)
+    return summary(console, sim.result, args.out, strict=args.strict, baseline=common.baseline)
 
 
-def _console() -> Any:
-    from rich.console import Console
-
-    return Console(highlight=False, soft_wrap=True)
-
-
-_STYLE = {
-    "PASS": "green",
-    "NON-STRICT": "yellow",
-    "INFO": "blue",
-    "UNSUPPORTED": "dim",
-    "SKIPPED": "dim",
-    "FAIL": "bold red",
-    "ERROR": "bold magenta",
-}
-
-
-def _line(console: Any, r: CaseResult) -> None:
-    like = f" (consistent with {', '.join(r.matched_profiles)})" if r.matched_profiles and r.verdict is not Verdict.PASS else ""
-    close = f" ({r.close.get('by')} {r.close.get('how')})" if r.close else ""
-    text = escape(
-        f"{r.case.id:<9} {r.case.slug}{like}{close}  {r.duration:.2f}s"
-        + (f"  {r.reason}" if r.verdict is not Verdict.PASS and r.reason else "")
-    )
-    console.print(f"[{_STYLE[r.verdict.value]}]{r.verdict.value:<11}[/] {text}")
-
-
-def _summary(console: Any, run: RunResult, out: Path, *, strict: bool, baseline: dict[str, Any] | None) -> int:
-    results = sorted(run.results, key=lambda r: r.case.id)
-    bad = [r for r in results if r.verdict in (Verdict.FAIL, Verdict.ERROR) or (strict and r.verdict is Verdict.NON_STRICT)]
-    for r in bad:
-        console.print(
-            f"\n[{_STYLE[r.verdict.value]}]{r.verdict.value}[/] " + escape(f"{r.case.id} {r.case.slug}: {r.case.title}")
-        )
-        console.print("  " + escape(f"Requirement: {r.case.requirement}"))
-        if r.expected:
-            console.print("  " + escape(f"Expected:    {r.expected}"))
-        if r.observed:
-            console.print("  " + escape(f"Observed:    {r.observed}"))
-        if r.reason:
-            console.print("  " + escape(f"Why:         {r.reason}"))
-        console.print("  " + escape(f"Replay:      {r.replay}"))
-    counts = run.counts()
-    order = [v.value for v in Verdict]
-    console.print("\n" + ", ".join(f"{counts[k]} {k}" for k in order if k in counts) + f"  -> {out / 'index.html'}")
-    status = 1 if bad else 0
-    if any(r.harness_fault for r in results):
-        status = 2
-    if baseline is not None:
-        worse, better = _compare(baseline, run)
-        for line in worse:
-            console.print("[bold red]regression[/] " + escape(line))
-        for line in better:
-            console.print("[green]unexpected pass[/] " + escape(f"{line} (update the baseline)"))
-        if worse and status == 0:
-            status = 1
-    return status
-
-
-def _load_index(path: Path) -> dict[str, Any]:
+def load_index(path: Path) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -618,25 +554,6 @@ def _load_index(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict) or not isinstance(doc.get("agents"), dict):
         raise UsageError(f"{path}: not an index.json written by refwire conform")
     return doc
-
-
-def _compare(baseline: dict[str, Any], run: RunResult) -> tuple[list[str], list[str]]:
-    agents = baseline["agents"]
-    before = agents.get(run.config.agent) or (next(iter(agents.values())) if len(agents) == 1 else {})
-    worse, better = [], []
-    for r in run.results:
-        old = before.get(r.case.id)
-        if old is None:
-            continue
-        try:
-            was = Verdict(old["verdict"])
-        except (KeyError, ValueError):
-            continue
-        if SEVERITY[r.verdict] > SEVERITY[was]:
-            worse.append(f"{r.case.id}: {was.value} -> {r.verdict.value}")
-        elif SEVERITY[r.verdict] < SEVERITY[was]:
-            better.append(f"{r.case.id}: {was.value} -> {r.verdict.value}")
-    return worse, better
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -700,7 +617,7 @@ async def _replay(args: argparse.Namespace) -> int:
 
 
 def _matrix(args: argparse.Namespace) -> int:
-    indexes = [_load_index(p) for p in args.indexes]
+    indexes = [load_index(p) for p in args.indexes]
     args.out.mkdir(parents=True, exist_ok=True)
     merged = merge_indexes(indexes)
     # Case pages stay where each run wrote them: point the cells there.
