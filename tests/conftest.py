@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 
@@ -11,9 +13,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-slow", action="store_true", help="also run the tests marked slow (long campaigns, real clusters)")
 
 
-#: Markers whose tests share a session fixture worth starting once (a Spark session,
-#: the real peers' builds): under pytest-xdist (scripts/test.sh) each runs on one worker.
-ONE_WORKER = ("spark", "peers")
+#: Tests that share a session fixture worth starting once (a Spark session, the
+#: real peers' builds and runs), by path -> group: under pytest-xdist's loadgroup
+#: (scripts/test.sh) each group runs on one worker.  By path, not by marker: with
+#: pytest 9 the node-id suffix that xdist_group marks rely on is lost (pytest-xdist
+#: 3.8 sets ``item._nodeid``, which pytest 9 no longer reads), so the scheduler
+#: below groups what the controller can see, the node ids.
+ONE_WORKER = {
+    "tests/peers/": "peers",
+    "tests/pipeline/test_spark.py": "spark",
+    "tests/pipeline/test_spark_standalone.py": "spark",
+}
 #: The longest tests (minutes), started first so that no worker is left running one
 #: alone at the end of a parallel run.
 LONG_FIRST = ("tests/test_compiled_build.py::test_the_codec_and_machine_tests_pass_compiled",)
@@ -22,13 +32,7 @@ LONG_FIRST = ("tests/test_compiled_build.py::test_the_codec_and_machine_tests_pa
 @pytest.hookimpl(trylast=True)  # (after the folders' conftests have marked their tests)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``slow`` are skipped unless ``--run-slow`` is given; the
-    tests of each :data:`ONE_WORKER` marker form one ``xdist_group``; the
     :data:`LONG_FIRST` tests go first."""
-    for item in items:
-        for marker in ONE_WORKER:
-            if marker in item.keywords:
-                item.add_marker(pytest.mark.xdist_group(marker))
-                break
     items.sort(key=lambda item: item.nodeid not in LONG_FIRST)  # (a stable sort: the rest keep their order)
     if config.getoption("--run-slow"):
         return
@@ -46,3 +50,20 @@ def _fresh_log_limits() -> None:
     from refwire.logs import reset
 
     reset()
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``--dist loadgroup``: xdist's group scheduling, the groups being
+    :data:`ONE_WORKER`'s paths (every other test is a group of its own)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class OneWorkerGroups(LoadGroupScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            for prefix, group in ONE_WORKER.items():
+                if nodeid.startswith(prefix):
+                    return group
+            return str(super()._split_scope(nodeid))
+
+    return OneWorkerGroups(config, log)
