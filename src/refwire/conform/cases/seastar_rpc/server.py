@@ -424,6 +424,9 @@ async def s5_1(c: Conversation) -> None:
         _obs(c).kind = "stream"
         await negotiate_only(c, Features(stream_parent=cid))
     finally:
+        # The stream first: a server closes a parent's streams when the parent goes
+        # (Seastar at once), and that close must not be taken for the stream's refusal.
+        await c.close("FIN")
         await stream.aclose()
 
 
@@ -488,6 +491,7 @@ async def s5_3(c: Conversation) -> None:
             await c.wait_for(lambda cv: _obs(cv).reply is not None, 3.0, label="a reply or the close")
             await c.quiet(0.3)
     finally:
+        await c.close("FIN")  # before the parent: see ss.S5.1
         await stream.aclose()
 
 
