@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import re
+import selectors
 import signal
 import socket
 import subprocess
@@ -213,17 +215,36 @@ def test_json_with_nan_on_stdin_is_refused_with_its_line(
     assert lumberjack_server.events == [{"a": 1}]
 
 
-def _interrupted(args: list[str], after: float) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.Popen([*REFWIRE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _interrupted(args: list[str], ready: str, stream: str) -> subprocess.CompletedProcess[str]:
+    """Run ``refwire ARGS``, wait for a line matching ``ready`` on its ``stream``
+    ("stdout"/"stderr": the command is then doing what it waits in), send SIGINT."""
+    proc = subprocess.Popen([*REFWIRE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    seen = b""
     try:
-        time.sleep(after)
+        pipe = proc.stdout if stream == "stdout" else proc.stderr
+        assert pipe is not None
+        fd = pipe.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            deadline = time.monotonic() + 60
+            while not re.search(ready, seen.decode(errors="replace"), re.M):
+                left = deadline - time.monotonic()
+                assert left > 0 and sel.select(left), f"{args}: no line /{ready}/ on {stream} within 60 s: {seen!r}"
+                chunk = os.read(fd, 65536)  # (the raw fd: a buffered reader could hold the line unseen)
+                assert chunk, f"{args} exited ({proc.wait()}) before /{ready}/: {seen!r}"
+                seen += chunk
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
+        out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    out_t, err_t = out.decode(errors="replace"), err.decode(errors="replace")
+    if stream == "stdout":
+        out_t = seen.decode(errors="replace") + out_t
+    else:
+        err_t = seen.decode(errors="replace") + err_t
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out_t, err_t)
 
 
 def _serve(args: list[str]) -> tuple[subprocess.Popen[str], str]:
@@ -252,13 +273,14 @@ def test_ctrl_c_on_commands_that_wait_is_130_without_a_traceback() -> None:
             timeout=30,
         )
         assert done.returncode == 0, done.stderr
-        for args, status in (
-            (["read", "pravega", store_addr, "--segment", "s/t/0", "--follow"], 130),
-            (["send", "seastar-rpc", rpc_addr, "sleep", "--int32", "20000", "--timeout", "60"], 130),
+        # Each is interrupted once it prints that it is doing what it waits in: never after a sleep.
+        for args, ready, stream, status in (
+            (["read", "pravega", store_addr, "--segment", "s/t/0", "--follow"], r"^event 1$", "stdout", 130),
+            (["send", "seastar-rpc", rpc_addr, "sleep", "--int32", "20000", "--timeout", "60"], r"^connected:", "stderr", 130),
             # a server stops on SIGINT/SIGTERM as asked: its summary, exit status 0
-            (["serve", "lumberjack", "--listen", "127.0.0.1:0"], 0),
+            (["serve", "lumberjack", "--listen", "127.0.0.1:0"], r"listening on", "stderr", 0),
         ):
-            proc = _interrupted(args, 1.5)
+            proc = _interrupted(args, ready, stream)
             assert proc.returncode == status, (args, proc.returncode, proc.stderr)
             assert "Traceback" not in proc.stderr + proc.stdout, (args, proc.stderr)
     finally:
