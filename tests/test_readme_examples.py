@@ -26,3 +26,36 @@ def test_readme_example_runs(code: str, tmp_path: Path) -> None:
     script.write_text(code)
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
+
+
+def _serve_commands() -> list[str]:
+    """The README's ``refwire serve`` command lines, as a user would paste them:
+    continuations joined, comments, ``[optional]`` parts, ``...`` and a trailing ``&`` dropped."""
+    commands = []
+    for block in re.findall(r"```(?:sh|bash|console)\n(.*?)```", README.read_text(), re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.strip()
+            if line.startswith("refwire serve"):
+                line = re.sub(r"\s#.*$", "", line)
+                line = re.sub(r"\[[^\]]*\]|\.\.\.", "", line).rstrip(" &")
+                commands.append(line)
+    return commands
+
+
+def test_every_readme_serve_command_parses_and_binds_each_address_once() -> None:
+    """A README example that listens where the same command's other listener
+    defaults (the Pravega store on 9090, the controller's default) fails as written."""
+    import shlex
+
+    from refwire.cli import build_parser
+
+    commands = _serve_commands()
+    assert len(commands) >= 5
+    parser = build_parser()
+    for command in commands:
+        args = parser.parse_args(shlex.split(command)[1:])
+        addresses = [
+            v for v in vars(args).values() if isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], int) and v[1] != 0
+        ]
+        assert addresses, command
+        assert len(addresses) == len(set(addresses)), f"{command!r} binds one address twice: {addresses}"

@@ -302,3 +302,23 @@ async def test_check_tells_a_servers_bug_from_an_injected_fault() -> None:
     assert [(v.check, v.direction, v.frame) for v in bogus] == [("acked-but-not-received", "s2c", 0)]
     assert "injected" in bogus[0].detail
     assert buggy and all(v.check == "acked-but-not-received" and "server acked seq 11" in buggy[0].detail for v in buggy[:1])
+
+
+async def test_the_readme_keepalive_rule_keeps_the_client_waiting_and_loses_no_ack() -> None:
+    """The README's ``keepalive-before-ack`` rule, as written there: a keepalive
+    (``A 0``) arrives before the first ack, the client counts it and waits, and the
+    ack that follows is not lost (no resend, no reconnect)."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (block,) = [b for b in re.findall(r"```toml\n(.*?)```", readme, re.S) if "keepalive-before-ack" in b]
+    (rule,) = [r for r in tomllib.loads(block)["rule"] if r["name"] == "keepalive-before-ack"]
+    with trio.fail_after(20):
+        async with through_proxy([rule]) as (proxy, got, host, port):
+            client = await send_all(host, port, ack_timeout=5.0)
+    assert got == list(range(30))
+    assert client.stats["keepalives"] == 1 and client.stats["reconnects"] == 0
+    (d,) = proxy.decisions
+    assert (d["rule"], d["conn"], d["dir"], d["frame"], d["action"]) == ("keepalive-before-ack", 1, "s2c", 0, "inject")
