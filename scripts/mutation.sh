@@ -51,6 +51,28 @@ case "$MODULE" in
         TESTS=(tests/test_seastar_codec.py tests/test_seastar_vectors.py tests/test_seastar_limits.py tests/test_seastar_fast_lz4.py tests/test_seastar_fast_response_runs.py tests/test_seastar_differential.py) ;;
     src/refwire/seastar_rpc/connection.py|src/refwire/seastar_rpc/machine.py|src/refwire/seastar_rpc/_fast_connection.py)
         TESTS=(tests/test_seastar_machines.py tests/test_seastar_connection_edges.py tests/test_seastar_codec.py tests/test_seastar_limits.py tests/test_seastar_fast_response_runs.py tests/test_seastar_differential.py) ;;
+    # the chaos --check verdicts: tests/chaos/test_chaos_checkers.py feeds recorded frame streams through each
+    # adapter's observers and checker (in process, fast); plus the few proxy tests that exercise a checker
+    src/refwire/chaos/check.py)
+        TESTS=(tests/chaos/test_chaos_checkers.py "tests/chaos/test_chaos_inner_frames.py::test_the_lumberjack_check_follows_pipelined_windows"
+               "tests/chaos/test_chaos_pravega_tank.py::test_tank_check_tells_a_hidden_message_from_a_broker_bug"
+               "tests/chaos/test_chaos_lumberjack.py::test_check_tells_a_servers_bug_from_an_injected_fault") ;;
+    src/refwire/chaos/adapters/lumberjack.py)
+        TESTS=(tests/chaos/test_chaos_checkers.py tests/chaos/test_chaos_inner_frames.py
+               "tests/chaos/test_chaos_lumberjack.py::test_check_tells_a_servers_bug_from_an_injected_fault") ;;
+    src/refwire/chaos/adapters/pravega.py|src/refwire/chaos/adapters/pravega_draft.py)
+        TESTS=(tests/chaos/test_chaos_checkers.py "tests/chaos/test_chaos_pravega_tank.py::test_pravega_and_tank_fields_come_from_their_codecs"
+               "tests/chaos/test_chaos_pravega_tank.py::test_an_observer_splits_any_way_the_same_and_passes_what_it_cannot_decode"
+               "tests/chaos/test_chaos_pravega_tank.py::test_check_reports_an_ack_the_proxy_raised_and_nothing_on_clean_traffic") ;;
+    src/refwire/chaos/adapters/tank.py)
+        TESTS=(tests/chaos/test_chaos_checkers.py "tests/chaos/test_chaos_pravega_tank.py::test_pravega_and_tank_fields_come_from_their_codecs"
+               "tests/chaos/test_chaos_pravega_tank.py::test_an_observer_splits_any_way_the_same_and_passes_what_it_cannot_decode"
+               "tests/chaos/test_chaos_pravega_tank.py::test_tank_check_is_clean_when_every_acked_message_is_read_back"
+               "tests/chaos/test_chaos_pravega_tank.py::test_tank_check_names_an_acked_message_the_broker_never_served"
+               "tests/chaos/test_chaos_pravega_tank.py::test_tank_check_tells_a_hidden_message_from_a_broker_bug"
+               "tests/chaos/test_chaos_pravega_tank.py::test_tank_check_tells_a_rewritten_request_id_from_a_broker_bug") ;;
+    src/refwire/chaos/adapters/seastar_rpc.py)
+        TESTS=(tests/chaos/test_chaos_checkers.py tests/chaos/test_chaos_seastar.py) ;;
     *) echo "no unit-test mapping for $MODULE (add one in $0)" >&2; exit 2 ;;
 esac
 # A plain module (the reference path) is mutated with every speed path off, so the

@@ -121,9 +121,10 @@ class SeastarChecker(Checker):
                     f"a reply for msg_id {mid}, never sent on this connection ({who})",
                 )
             )
-        elif mid in self._answered.setdefault(conn, set()):
+        elif mid in self._answered.get(conn, set()):
             self.violations.append(Violation("reply-twice", conn, direction, index, f"a second reply for msg_id {mid}"))
-        self._answered[conn].add(mid)
+        # (also after a reply without a request: the first reply a connection gets may be one)
+        self._answered.setdefault(conn, set()).add(mid)
 
 
 def _observer(max_frame_size: int, direction: str, session: dict[str, Any]) -> Observer:
