@@ -515,12 +515,14 @@ class _Session:
             log.info("seastar-rpc: connection %#x: unknown isolation cookie %r; closing without a reply", self.conn_id, cookie)
             return
         self.conn.accept(connection_id=self.conn_id if server.config.streaming else None, now=now)
+        # Known as a parent before the client can read its CONNECTION_ID: a stream
+        # child it opens at once must find it (§5), however the tasks are scheduled.
+        server._rpc[self.conn_id] = []
+        self.rpc = True  # from here run()'s end unregisters it and aborts its streams
         await self.pump.flush()
         if self._broken:
             return  # the pump ends: the connection was never served
         server.stats["connections"] += 1
-        server._rpc[self.conn_id] = []
-        self.rpc = True
         self.group = group
         self.cookie = cookie
 
