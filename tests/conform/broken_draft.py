@@ -8,7 +8,7 @@ requirement (``specs/pravega-draft-2017/README.md``) wrong."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -215,13 +215,15 @@ class _Rewriting(trio.abc.Stream):
 
 
 @asynccontextmanager
-async def draft_store(broken: Broken | None = None) -> AsyncIterator[tuple[str, int]]:
+async def draft_store(broken: Broken | None = None, run_ids: Sequence[str] = ()) -> AsyncIterator[tuple[str, int]]:
     """refwire's draft store (``None``) or a broken one on 127.0.0.1:0, holding the
-    case segments (§13); yields (host, port); stopped on exit.  Stores with a
-    swapped machine run side by side (it is the front end's own ``connection_class``)."""
+    case segments (§13) of each of ``run_ids``; yields (host, port); stopped on exit.
+    Stores with a swapped machine run side by side (it is the front end's own
+    ``connection_class``)."""
     server = SegmentStoreServer()
-    for name in server_segments():
-        server.store.create(name)
+    for run_id in run_ids:
+        for name in server_segments(run_id):
+            server.store.create(name)
     front_cls = broken.front if broken is not None and broken.front is not None else DraftFrontend
     config = broken.config if broken is not None and broken.config is not None else DraftConfig()
     front = front_cls(server, config=config)
@@ -231,7 +233,7 @@ async def draft_store(broken: Broken | None = None) -> AsyncIterator[tuple[str, 
         async def rewriting(stream: trio.abc.Stream) -> None:
             await handle(_Rewriting(stream, rewrite))
 
-        front._stream_server._handler = rewriting  # type: ignore[method-assign,assignment]
+        front._stream_server._handler = rewriting
     if broken is not None and broken.machine is not None:
         front.connection_class = broken.machine
     async with trio.open_nursery() as nursery:

@@ -40,11 +40,14 @@ ROOT = Path(__file__).resolve().parents[2]
 PEER = Path(__file__).resolve().parent / "peers" / "refwire_draft_client.py"
 FAST = sorted(c.id for c in CATALOGUE.cases if c.role == "server" and "slow" not in c.tags)
 CLIENT = sorted(c.id for c in CATALOGUE.cases if c.role == "client")
+RUN_ID = "0d2a0f17"
 
 
 async def _run(broken: Broken | None, include: list[str]) -> RunResult:
-    async with draft_store(broken) as (host, port):
-        cfg = RunConfig(host=host, port=port, agent=broken.name if broken else "refwire", seed=3, jobs=8, time_scale=0.7)
+    async with draft_store(broken, [RUN_ID]) as (host, port):
+        cfg = RunConfig(
+            host=host, port=port, agent=broken.name if broken else "refwire", seed=3, run_id=RUN_ID, jobs=8, time_scale=0.7
+        )
         return await run_cases(CATALOGUE, cfg, include=include)
 
 
@@ -58,6 +61,7 @@ def test_catalogue() -> None:
     spec = "specs/pravega-draft-2017/README.md §"
     assert all(c.id.startswith(("pd.S", "pd.C")) and c.requirement.startswith(spec) for c in CATALOGUE.cases)
     assert server_segments() == [f"conform-{c.id.replace('.', '-')}" for c in server]
+    assert server_segments(RUN_ID) == [f"conform-{c.id.replace('.', '-')}-{RUN_ID}" for c in server]
 
 
 def test_cases_name_real_vectors() -> None:
@@ -132,9 +136,11 @@ def test_cli_against_refwire_serve(tmp_path: Path, capsys: pytest.CaptureFixture
         assert len(addresses) == 2, addresses
         store, draft = (addresses[0], addresses[1]) if "draft" not in addresses[0] else (addresses[1], addresses[0])
         assert draft_conform.main([store]) == 0
-        assert "13 of 13" in capsys.readouterr().out
+        said = capsys.readouterr().out
+        assert "13 of 13 case segments created for run id " in said
+        run_id = said.split("for run id ", 1)[1].split()[0]
         out = tmp_path / "report"
-        assert main(["conform", "pravega-draft-2017", "--server", draft, "--seed", "3", "--out", str(out)]) == 0
+        assert main(["conform", "pravega-draft-2017", "--server", draft, "--seed", "3", "--run-id", run_id, "--out", str(out)]) == 0
     finally:
         proc.terminate()
         try:

@@ -26,7 +26,7 @@ import trio
 from refwire.cli import main
 from refwire.conform.cases.lumberjack import CATALOGUE
 from refwire.conform.model import CaseResult, Verdict
-from refwire.conform.runner import RunConfig, run_cases
+from refwire.conform.runner import RunAborted, RunConfig, run_cases
 from refwire.lumberjack.frames import encode_ack
 
 pytestmark = pytest.mark.timeout(60)
@@ -57,8 +57,18 @@ async def hostile(handler: Handler) -> AsyncIterator[tuple[str, int]]:
             nursery.cancel_scope.cancel()
 
 
+GARBAGE = b"HTTP/1.1 400 Bad Request\r\n\r\n\x00\xff garbage"
+
+
 async def garbage(stream: trio.SocketStream) -> None:
-    await stream.send_all(b"HTTP/1.1 400 Bad Request\r\n\r\n\x00\xff garbage")
+    """Speaks another protocol: no case runs (the runner stops at its first bytes)."""
+    await stream.send_all(GARBAGE)
+    await trio.sleep_forever()
+
+
+async def garbage_after_a_frame(stream: trio.SocketStream) -> None:
+    """Speaks Lumberjack (a keepalive), then garbage: the cases judge it."""
+    await stream.send_all(encode_ack(0) + GARBAGE)
     await trio.sleep_forever()
 
 
@@ -73,6 +83,7 @@ async def hang(stream: trio.SocketStream) -> None:
 async def flood_bytes(stream: trio.SocketStream) -> None:
     chunk = b"\xee" * 65536
     try:
+        await stream.send_all(encode_ack(0))  # a Lumberjack frame first: a testee of the protocol gone wrong
         while True:
             await stream.send_all(chunk)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -106,12 +117,12 @@ def _within_budget(results: list[CaseResult]) -> None:
 @pytest.mark.parametrize(
     ("handler", "fails"),
     [
-        (garbage, {"lj.S1.1", "lj.S6.1", "lj.S6.10", "lj.S4.4"}),
+        (garbage_after_a_frame, {"lj.S1.1", "lj.S6.1", "lj.S6.10", "lj.S4.4"}),
         # closing at once is right for the cases that expect a close
         (close_at_once, {"lj.S1.1", "lj.S6.10"}),
         (hang, {"lj.S1.1", "lj.S6.1", "lj.S6.10", "lj.S4.4"}),
     ],
-    ids=["garbage", "close-at-once", "accept-and-hang"],
+    ids=["garbage-after-a-frame", "close-at-once", "accept-and-hang"],
 )
 async def test_hostile_testee_cases_end_in_budget_with_a_verdict(handler: Handler, fails: set[str]) -> None:
     results = await _run(handler)
@@ -123,6 +134,25 @@ async def test_hostile_testee_cases_end_in_budget_with_a_verdict(handler: Handle
     for r in results:
         if r.verdict is Verdict.FAIL:
             assert r.expected and r.observed and r.case.requirement.startswith("specs/lumberjack/README.md §")
+
+
+async def test_a_testee_of_another_protocol_stops_the_run_at_its_first_bytes() -> None:
+    """Its first bytes cannot begin a Lumberjack frame (the protocol's describer
+    says so): one line, no case judged (issue 31)."""
+    aborted: list[BaseException] = []
+    try:
+        await _run(garbage)
+    except* RunAborted as group:  # (through the test server's nursery)
+        aborted = _leaves(group)
+    (exc,) = aborted
+    assert str(exc).endswith("does not speak Lumberjack v1/v2 (Beats, Logstash) (first bytes 48 54 54 50 2f 31 2e 31 …)")
+    assert "\n" not in str(exc)
+
+
+def _leaves(group: BaseException) -> list[BaseException]:
+    if isinstance(group, BaseExceptionGroup):
+        return [leaf for e in group.exceptions for leaf in _leaves(e)]
+    return [group]
 
 
 @pytest.mark.parametrize("handler", [flood_bytes, flood_keepalives], ids=["bytes", "keepalives"])

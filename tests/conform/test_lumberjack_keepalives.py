@@ -24,6 +24,7 @@ from refwire.conform.cases.lumberjack._common import KEEPALIVES
 from refwire.conform.cases.lumberjack.server_timing import fits
 from refwire.conform.cases.lumberjack.simulation import serve_for_simulation
 from refwire.conform.conversation import Conversation
+from refwire.conform.ids import seed_run_id
 from refwire.conform.model import CaseResult, Verdict
 from refwire.conform.runner import RunConfig
 from refwire.conform.simulated import run_in_simulator
@@ -154,7 +155,8 @@ def test_the_keepalives_are_in_the_report(tmp_path: Path) -> None:
     assert main(["conform", "lumberjack", "--sim", "--holds-batches", "7", "--seed", "2", "--quiet", "--cases", "lj.S5.5", "--out", str(tmp_path)]) == 0
     record = json.loads((tmp_path / "refwire-sim" / "lj.S5.5.json").read_text())
     assert [(k["token"], k["version"]) for k in record["keepalives"]] == [("1A 0", "1")]
-    assert record["replay"].endswith("--holds-batches 7 --cases lj.S5.5 --seed 2")
+    # --sim: the run id is the seed's (the simulator's trace depends on the seed alone)
+    assert record["replay"].endswith(f"--holds-batches 7 --cases lj.S5.5 --seed 2 --run-id {seed_run_id(2)}")
     page = (tmp_path / "refwire-sim" / "lj.S5.5.html").read_text()
     assert "<th>Keepalives</th>" in page and "1A 0 (version byte '1')" in page and "s after 1W1 1D1" in page
     index = json.loads((tmp_path / "index.json").read_text())

@@ -14,6 +14,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped
 
 from refwire.cli import main
 from refwire.conform.cases.lumberjack import CATALOGUE
+from refwire.conform.ids import seed_run_id
 from refwire.conform.model import Verdict
 from refwire.conform.report import write_reports
 from refwire.conform.runner import RunConfig, RunResult, run_cases
@@ -110,7 +111,9 @@ async def test_reports(tmp_path: Path) -> None:
     index = json.loads((tmp_path / "index.json").read_text())
     cases = index["agents"]["refwire"]
     assert set(cases) == {"lj.S1.1", "lj.S6.1", "lj.S5.3"} and cases["lj.S6.1"]["verdict"] == "PASS"
-    assert cases["lj.S6.1"]["close"]["by"] == "testee" and cases["lj.S1.1"]["replay"].endswith("--cases lj.S1.1 --seed 11")
+    assert cases["lj.S6.1"]["close"]["by"] == "testee" and cases["lj.S1.1"]["replay"].endswith(
+        f"--cases lj.S1.1 --seed 11 --run-id {seed_run_id(11)}"
+    )
     record = json.loads((tmp_path / cases["lj.S6.1"]["reportfile"]).read_text())
     kinds = [e["kind"] for e in record["wire_log"]]
     assert "tx" in kinds and "action" in kinds and "rx-close" in kinds

@@ -4,8 +4,15 @@
     refwire conform lumberjack --client [--exec CMD] [options]  test a client (refwire plays the server)
     refwire conform list [PROTOCOL] [--role server|client] [--tags T]
     refwire conform show CASE
-    refwire conform replay RECORD.json [--server HOST:PORT]
+    refwire conform replay RECORD.json [--server HOST:PORT] [--run-id R]
     refwire conform matrix DIR/index.json ... --out DIR
+
+Every run has a seed and a run id (printed, and recorded in every replay line and
+in index.json): the seed decides each case's random choices, the run id the
+names and markers the cases leave on the testee, so runs against one
+long-lived testee never meet each other's topics, segments or events
+(:mod:`refwire.conform.ids`).  ``--run-id`` reuses one (against a testee that
+was reset); by default each run draws a fresh one (``--sim``: the seed's).
 
 Exit status: 0 no FAIL (NON-STRICT allowed unless ``--strict``); 1 a FAIL, a
 case whose testee was down, or a regression against ``--baseline``; 2 bad
@@ -19,15 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
+import os
 import secrets
 import shlex
 import signal
-import ssl
 import sys
 import threading
 import time
-import tomllib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -35,10 +40,21 @@ from typing import Any
 import attrs
 import trio
 
-from ..cliutil import Commands, UsageError, hostport, positive_int
+from ..cliutil import Commands, UsageError, hostport
 from ..protocols import descriptor, names
 from .console import escape, new_console, print_line, summary
+from .ids import natural_key, new_run_id, seed_run_id
 from .model import CaseResult
+from .options import (
+    OptionsError,
+    check_selection,
+    declared,
+    recorded_options,
+    run_id_arg,
+    run_options,
+    scale_arg,
+    server_config,
+)
 from .report import FORMATS, merge_indexes, write_html, write_reports
 from .runner import HOLDS_BATCHES, Catalogue, RunAborted, RunConfig, RunResult, run_cases
 
@@ -57,38 +73,6 @@ def _all_catalogues() -> list[Catalogue]:
     return [_catalogue(n) for n in names("conform")]
 
 
-def _timeout(text: str) -> float:
-    if text.lower() == "none":
-        return math.inf
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds or 'none'") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError("the timeout must be positive (or 'none' to wait forever)")
-    return v
-
-
-def _scale(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.01 <= v <= 1000:
-        raise argparse.ArgumentTypeError("--time-scale must be between 0.01 and 1000")
-    return v
-
-
-def _hold(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < v <= 3600 or not math.isfinite(v):
-        raise argparse.ArgumentTypeError("--holds-batches must be a positive number of seconds (at most 3600)")
-    return v
-
-
 def register(cmds: Commands) -> None:
     conform = cmds.top.add_parser(
         "conform",
@@ -99,7 +83,7 @@ def register(cmds: Commands) -> None:
     sub = conform.add_subparsers(dest="conform_command", metavar="PROTOCOL|list|show|replay|matrix")
     for proto in names("conform"):
         p = sub.add_parser(proto, help=f"run the {proto} cases against a testee")
-        _run_options(p)
+        run_options(p)
         p.set_defaults(func=_run_entry, protocol=proto)
 
     ls = sub.add_parser("list", help="the catalogue: ids, slugs, titles, spec sections, tags")
@@ -118,7 +102,17 @@ def register(cmds: Commands) -> None:
     rp.add_argument(
         "--server", type=hostport, metavar="HOST:PORT", help="the testee (default: the one recorded in the replay command)"
     )
-    rp.add_argument("--time-scale", type=_scale, default=1.0, metavar="X")
+    rp.add_argument(
+        "--time-scale", type=scale_arg, default=None, metavar="X", help="multiply every budget and wait by X (default: the recorded one)"
+    )
+    rp.add_argument(
+        "--run-id",
+        type=run_id_arg,
+        default=None,
+        metavar="R",
+        help="the run id the case's names carry: the recorded one against a testee that was reset since "
+        "(default: a fresh one, masked when the bytes are compared)",
+    )
     rp.add_argument(
         "--exec", dest="exec_template", metavar="CMD", help="a client case: the client command (default: the recorded --exec)"
     )
@@ -128,129 +122,6 @@ def register(cmds: Commands) -> None:
     mx.add_argument("indexes", nargs="+", type=Path, metavar="INDEX.json")
     mx.add_argument("--out", type=Path, required=True, metavar="DIR", help="where index.html and index.json go")
     mx.set_defaults(func=_matrix)
-
-
-def _run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--server", type=hostport, metavar="HOST:PORT", help="the server under test (refwire plays the client)")
-    p.add_argument(
-        "--sim",
-        action="store_true",
-        help="run the cases inside the deterministic simulator against refwire's own server (with --client: refwire's own client "
-        "as the testee); virtual time, prints the trace hash",
-    )
-    p.add_argument(
-        "--client",
-        action="store_true",
-        help="test a CLIENT: refwire plays the server (with --exec, or print a port per case and wait)",
-    )
-    p.add_argument(
-        "--exec",
-        dest="exec_template",
-        metavar="CMD",
-        help="client mode: run CMD once per case; placeholders {host} {port} {case} {slug} {events} {seed} {tls_ca} {controller} (Pravega: the controller the runner serves for the case)",
-    )
-    p.add_argument("--listen", type=hostport, metavar="HOST:PORT", help="client mode: listen here (default 127.0.0.1:0)")
-    p.add_argument("--from-port", type=positive_int, metavar="N", help="client mode: case i listens on port N+i")
-    p.add_argument(
-        "--select",
-        choices=("port", "sequential"),
-        default="port",
-        help="client mode without --exec: a port per case, all listening at once (default), or one port, cases in connection order",
-    )
-    p.add_argument("--tls", action="store_true", help="connect with TLS")
-    p.add_argument("--tls-ca", metavar="FILE", help="CA bundle to verify the server's certificate (default: system CAs)")
-    p.add_argument("--tls-insecure", action="store_true", help="do not verify the server's certificate")
-    p.add_argument("--server-name", metavar="NAME", help="TLS server name (default: the host)")
-    p.add_argument("--agent", default=None, metavar="NAME", help="the testee's name in reports (default: HOST:PORT)")
-    p.add_argument("--cases", metavar="PATTERNS", help="only these ids or slugs (comma-separated; * and ? wildcards)")
-    p.add_argument("--exclude", metavar="PATTERNS", help="skip these ids or slugs (reported as SKIPPED)")
-    p.add_argument("--tags", metavar="TAGS", help="only cases with one of these tags; 'slow' cases run only when named here")
-    p.add_argument(
-        "--profile",
-        default="strict",
-        metavar="NAME",
-        help="the behaviour a PASS is judged against (default strict; see 'conform list')",
-    )
-    p.add_argument(
-        "--declare", type=Path, metavar="FILE", help='TOML listing features left out on purpose: unsupported = ["v1", …]'
-    )
-    p.add_argument(
-        "--sink", metavar="FILE", help="a file where the testee writes each event its application received (JSON lines)"
-    )
-    p.add_argument(
-        "--holds-batches",
-        type=_hold,
-        default=None,
-        metavar="S",
-        help="the testee server's application holds each batch at least S seconds before the ack: every wait for an ack and "
-        "every case's budget grow by S, and the keepalive cases (tagged holds-batches) can run; with --sim, refwire's own "
-        "server holds each batch S seconds",
-    )
-    p.add_argument("--seed", type=int, default=None, metavar="N", help="run seed (default: drawn and printed)")
-    p.add_argument("--time-scale", type=_scale, default=1.0, metavar="X", help="multiply every budget and wait by X (default 1)")
-    p.add_argument(
-        "--timeout",
-        type=_timeout,
-        default=None,
-        metavar="S|none",
-        help="per-case budget in seconds, overriding the cases' own; 'none' waits forever (debuggers)",
-    )
-    p.add_argument(
-        "--jobs",
-        type=positive_int,
-        default=1,
-        metavar="N",
-        help="run up to N cases at once (cases tagged serial run alone; default 1)",
-    )
-    p.add_argument(
-        "--max-rx-bytes",
-        type=positive_int,
-        default=16 << 20,
-        metavar="N",
-        help="read at most N bytes from the testee per case (default 16 MiB)",
-    )
-    p.add_argument(
-        "--out", type=Path, default=Path("conform-report"), metavar="DIR", help="report directory (default ./conform-report)"
-    )
-    p.add_argument("--format", default="json,html,junit", metavar="F,…", help="report formats: json, html, junit (default all)")
-    p.add_argument(
-        "--baseline", type=Path, metavar="FILE", help="an earlier index.json: exit 1 when any case's verdict got worse"
-    )
-    p.add_argument("--strict", action="store_true", help="NON-STRICT verdicts fail the run too")
-    p.add_argument("--quiet", action="store_true", help="no line per case, only the summary")
-
-
-def _tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
-    if not args.tls:
-        if args.tls_ca or args.tls_insecure:
-            raise UsageError("--tls-ca and --tls-insecure need --tls")
-        return None
-    ctx = ssl.create_default_context(cafile=args.tls_ca) if args.tls_ca else ssl.create_default_context()
-    if args.tls_insecure:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    return ctx
-
-
-def _declared(path: Path | None, cat: Catalogue) -> frozenset[str]:
-    if path is None:
-        return frozenset()
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"--declare {path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"--declare {path}: not valid TOML: {exc}") from None
-    section = doc.get(cat.protocol, doc)
-    items = section.get("unsupported", []) if isinstance(section, dict) else []
-    if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
-        raise UsageError(f"--declare {path}: 'unsupported' must be a list of feature names")
-    unknown = sorted(set(items) - set(cat.features))
-    if unknown:
-        raise UsageError(
-            f"--declare {path}: unknown feature(s) {', '.join(unknown)}; {cat.protocol} has: {', '.join(sorted(cat.features))}"
-        )
-    return frozenset(items)
 
 
 def _formats(text: str) -> list[str]:
@@ -269,24 +140,39 @@ class _Common:
     baseline: dict[str, Any] | None
     seed: int
     declared_off: frozenset[str]
+    run_id: str
 
 
-def _common(args: argparse.Namespace, cat: Catalogue) -> _Common:
-    """Check ``--profile``, ``--format``, ``--baseline`` and ``--declare``, and draw the
-    run seed when none was given (server, client and ``--sim`` runs alike)."""
+def _common(args: argparse.Namespace, cat: Catalogue, *, role: str = "server") -> _Common:
+    """Check ``--profile``, ``--format``, ``--baseline``, ``--declare``,
+    ``--cases``, ``--exclude`` and ``--tags``, and draw the run seed and the run
+    id when none was given (server, client and ``--sim`` runs alike; ``--sim``
+    derives its run id from the seed, so that its trace depends on the seed alone)."""
     if args.profile not in cat.profiles:
         raise UsageError(f"--profile {args.profile!r} is unknown; {cat.protocol} has: {', '.join(cat.profiles)}")
+    check_selection(cat, role, args.cases, args.tags, args.exclude)
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    run_id = args.run_id or (seed_run_id(seed) if getattr(args, "sim", False) else new_run_id())
     return _Common(
         formats=_formats(args.format),
         baseline=load_index(args.baseline) if args.baseline else None,
-        seed=args.seed if args.seed is not None else secrets.randbelow(2**31),
-        declared_off=_declared(args.declare, cat),
+        seed=seed,
+        declared_off=declared(args.declare, cat),
+        run_id=run_id,
     )
 
 
 def _run_entry(args: argparse.Namespace) -> int:
     """``refwire conform PROTOCOL``: against a real testee under trio, or (``--sim``)
-    against refwire's own server in the simulator, which runs its own trio loop."""
+    against refwire's own server in the simulator, which runs its own trio loop.
+    An option that cannot be used is a usage error (exit status 2)."""
+    try:
+        return _run_or_sim(args)
+    except OptionsError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _run_or_sim(args: argparse.Namespace) -> int:
     if args.sim:
         if args.server is not None or args.exec_template or args.listen or args.from_port:
             raise UsageError(
@@ -308,37 +194,12 @@ async def _run(args: argparse.Namespace) -> int:
     common = _common(args, cat)
     fmts, baseline, seed = common.formats, common.baseline, common.seed
     host, port = args.server
-    agent = args.agent or f"{host}:{port}"
-    replay = ["refwire", "conform", cat.protocol, "--server", f"{host}:{port}", "--agent", agent, "--profile", args.profile]
-    if args.tls:
-        replay.append("--tls")
-    if args.sink:
-        replay += ["--sink", args.sink]
-    if args.holds_batches is not None:
-        replay += ["--holds-batches", f"{args.holds_batches:g}"]
-    cfg = RunConfig(
-        role="server",
-        host=host,
-        port=port,
-        tls=_tls_context(args),
-        server_hostname=args.server_name,
-        agent=agent,
-        profile=args.profile,
-        declared_off=common.declared_off,
-        seed=seed,
-        time_scale=args.time_scale,
-        timeout=args.timeout,
-        jobs=args.jobs,
-        sink=args.sink,
-        holds_batches=args.holds_batches,
-        max_rx_bytes=args.max_rx_bytes,
-        replay_base=shlex.join(replay),
-    )
+    cfg = server_config(args, cat, seed=common.seed, run_id=common.run_id, declared_off=common.declared_off)
+    agent = cfg.agent
     console = new_console()
-    console.print(
-        escape(
-            f"refwire conform {cat.protocol}: testing the server at {host}:{port} as {agent!r}, profile {args.profile}, seed {seed}"
-        )
+    header = (
+        f"refwire conform {cat.protocol}: testing the server at {host}:{port} as {agent!r}, profile {args.profile}, "
+        f"seed {seed}, run id {cfg.the_run_id}"
     )
     run = RunResult(cat.protocol, cfg)
     argv = sys.argv[1:]
@@ -354,6 +215,7 @@ async def _run(args: argparse.Namespace) -> int:
                 on_result=None if args.quiet else lambda r: print_line(console, r),
                 run=run,
             ),
+            lambda: console.print(escape(header)),
         )
     except RunAborted as exc:
         console.print(escape(f"refwire: {exc}"), style="bold red")
@@ -370,11 +232,19 @@ async def _run(args: argparse.Namespace) -> int:
     return 130 if run.interrupted else status
 
 
-async def _until_interrupted(run: RunResult, body: Callable[[], Awaitable[object]]) -> None:
+async def _until_interrupted(
+    run: RunResult, body: Callable[[], Awaitable[object]], started: Callable[[], None] | None = None
+) -> None:
     """Await ``body()``; Ctrl-C (SIGINT) cancels it and marks ``run`` interrupted,
     so the results finished so far are still reported.  (A KeyboardInterrupt
-    would come out of the runner's nurseries wrapped in an exception group.)"""
+    would come out of the runner's nurseries wrapped in an exception group.)
+    Once interrupted, a further Ctrl-C is ignored: the command is only writing
+    what it has and exiting with status 130, which a traceback would prevent.
+    ``started()`` runs once Ctrl-C is handled (the run's first line: whoever
+    waits for it may interrupt from then on)."""
     if threading.current_thread() is not threading.main_thread():
+        if started is not None:
+            started()
         await body()  # signals reach only the main thread
         return
     aborted: list[RunAborted] = []
@@ -388,11 +258,15 @@ async def _until_interrupted(run: RunResult, body: Callable[[], Awaitable[object
                     return
 
             nursery.start_soon(watch)
+            if started is not None:
+                started()
             try:
                 await body()
             except RunAborted as exc:  # raised as it is, not inside an exception group
                 aborted.append(exc)
             nursery.cancel_scope.cancel()
+    if run.interrupted:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # (the receiver restored trio's handler as it closed)
     if aborted:
         raise aborted[0]
 
@@ -406,7 +280,7 @@ async def _run_client(args: argparse.Namespace, cat: Catalogue) -> int:
         raise UsageError("--client and --server exclude each other")
     if args.holds_batches is not None:
         raise UsageError("--holds-batches describes a server under test; leave it out with --client")
-    common = _common(args, cat)
+    common = _common(args, cat, role="client")
     fmts, baseline, seed = common.formats, common.baseline, common.seed
     host, port = args.listen or ("127.0.0.1", 0)
     if args.from_port and port:
@@ -438,28 +312,29 @@ async def _run_client(args: argparse.Namespace, cat: Catalogue) -> int:
         profile=args.profile,
         declared_off=common.declared_off,
         seed=seed,
+        run_id=common.run_id,
         time_scale=args.time_scale,
         timeout=args.timeout,
         jobs=max(1, jobs),
         max_rx_bytes=args.max_rx_bytes,
-        replay_base=shlex.join(replay),
+        replay_base=shlex.join(replay + recorded_options(args)),
     )
-    console.print(
-        escape(
-            f"refwire conform {cat.protocol}: testing a client as {agent!r} ("
-            + (f"--exec {args.exec_template}" if args.exec_template else f"connect it by hand, --select {args.select}")
-            + f"), profile {args.profile}, seed {seed}"
-        )
+    header = (
+        f"refwire conform {cat.protocol}: testing a client as {agent!r} ("
+        + (f"--exec {args.exec_template}" if args.exec_template else f"connect it by hand, --select {args.select}")
+        + f"), profile {args.profile}, seed {seed}, run id {cfg.the_run_id}"
     )
     run = RunResult(cat.protocol, cfg)
     argv = sys.argv[1:]
-    try:
+    cannot_listen: list[str] = []
+
+    async def body() -> None:
         if manual:
             try:
                 await prepare_listeners(chosen, setup)
             except OSError as exc:
-                console.print(escape(f"refwire: cannot listen on {host}: {exc.strerror or exc}"), style="bold red")
-                return 2
+                cannot_listen.append(f"refwire: cannot listen on {host}: {exc.strerror or exc}")
+                return
 
         async def one(case: Any, first: bool) -> CaseResult:
             return await run_client_case(case, cat, cfg, setup, index.get(case.id, 0))
@@ -474,16 +349,26 @@ async def _run_client(args: argparse.Namespace, cat: Catalogue) -> int:
             run=run,
             run_one=one,
         )
-    except KeyboardInterrupt:
+
+    # Ctrl-C cancels the cases (each one's testee process is killed as its case
+    # is cancelled; the interrupted case records no verdict) and the run is
+    # reported as interrupted, exit status 130 -- as in server mode.
+    try:
+        await _until_interrupted(run, body, lambda: console.print(escape(header)))
+    except KeyboardInterrupt:  # off the main thread, where no signal receiver can be opened
         run.interrupted = True
-        raise
     finally:
-        await close_listeners(setup)
+        with trio.CancelScope(shield=True):
+            await close_listeners(setup)
         run.ended = time.time()
-        written = write_reports(run, args.out, fmts, argv) if run.results else []
-        if run.interrupted and written:
-            console.print(f"interrupted: {len(run.results)} results written to {args.out}")
-    return summary(console, run, args.out, strict=args.strict, baseline=baseline)
+    if cannot_listen:
+        console.print(escape(cannot_listen[0]), style="bold red")
+        return 2
+    written = write_reports(run, args.out, fmts, argv) if run.results or run.interrupted else []
+    if run.interrupted:
+        console.print(f"interrupted: {len(run.results)} results written to {args.out}" if written else "interrupted: no results")
+    status = summary(console, run, args.out, strict=args.strict, baseline=baseline)
+    return 130 if run.interrupted else status
 
 
 def run_sim_command(args: argparse.Namespace) -> int:
@@ -500,7 +385,7 @@ def run_sim_command(args: argparse.Namespace) -> int:
         if cat.sim_server_holding is None:
             raise UsageError(f"{cat.protocol}'s server cannot hold batches inside the simulator (--holds-batches)")
         cat = attrs.evolve(cat, sim_server=cat.sim_server_holding(args.holds_batches))
-    common = _common(args, cat)
+    common = _common(args, cat, role=role)
     fmts, seed = common.formats, common.seed
     replay = ["refwire", "conform", cat.protocol, "--sim", "--profile", args.profile] + (["--client"] if args.client else [])
     if args.holds_batches is not None:
@@ -511,6 +396,7 @@ def run_sim_command(args: argparse.Namespace) -> int:
         profile=args.profile,
         declared_off=common.declared_off,
         seed=seed,
+        run_id=common.run_id,
         time_scale=args.time_scale,
         timeout=args.timeout,
         holds_batches=args.holds_batches,
@@ -519,7 +405,8 @@ def run_sim_command(args: argparse.Namespace) -> int:
     console = new_console()
     console.print(
         escape(
-            f"refwire conform {cat.protocol} --sim: refwire's own {role} inside the simulator, profile {args.profile}, seed {seed}"
+            f"refwire conform {cat.protocol} --sim: refwire's own {role} inside the simulator, profile {args.profile}, "
+            f"seed {seed}, run id {cfg.the_run_id}"
         )
     )
     # The server's own warnings (each refused case is one) would bury the verdicts; -v shows them.
@@ -559,10 +446,13 @@ def load_index(path: Path) -> dict[str, Any]:
 def _list(args: argparse.Namespace) -> int:
     cats = [_catalogue(args.protocol)] if args.protocol else _all_catalogues()
     want = {t.strip() for t in (args.tags or "").split(",") if t.strip()}
+    known = {t for cat in cats for c in cat.cases if not args.role or c.role == args.role for t in c.tags}
+    if want - known:
+        raise UsageError(f"--tags {', '.join(sorted(want - known))}: no case listed carries it; the tags: {', '.join(sorted(known))}")
     for cat in cats:
         if not args.json:
             print(f"{cat.protocol} ({cat.spec}); profiles: {', '.join(cat.profiles)}")
-        for c in cat.cases:
+        for c in sorted(cat.cases, key=lambda c: (c.role != "server", natural_key(c.id))):
             if args.role and c.role != args.role:
                 continue
             if want and not (c.tags & want):
@@ -611,8 +501,10 @@ async def _replay(args: argparse.Namespace) -> int:
     from .replay import replay_record
 
     try:
-        return await replay_record(args.record, server=args.server, time_scale=args.time_scale, exec_template=args.exec_template)
-    except ValueError as exc:
+        return await replay_record(
+            args.record, server=args.server, time_scale=args.time_scale, exec_template=args.exec_template, run_id=args.run_id
+        )
+    except ValueError as exc:  # (OptionsError included)
         raise UsageError(str(exc)) from None
 
 
@@ -620,14 +512,16 @@ def _matrix(args: argparse.Namespace) -> int:
     indexes = [load_index(p) for p in args.indexes]
     args.out.mkdir(parents=True, exist_ok=True)
     merged = merge_indexes(indexes)
-    # Case pages stay where each run wrote them: point the cells there.
+    # Case pages stay where each run wrote them: point the cells there, relative to
+    # the matrix (so the folders can be moved or uploaded together).
+    out_dir = args.out.resolve()
     for path, idx in zip(args.indexes, indexes, strict=True):
         base = path.resolve().parent
         for agent, cases in idx["agents"].items():
             for cid, entry in cases.items():
                 target = merged["agents"][agent].get(cid)
                 if target is entry and entry.get("reportfile"):
-                    entry["reportfile"] = str(base / entry["reportfile"])
+                    entry["reportfile"] = os.path.relpath(base / entry["reportfile"], out_dir)
     (args.out / "index.json").write_text(json.dumps(merged, indent=1), encoding="utf-8")
     write_html(args.out, [merged])
     print(

@@ -38,7 +38,7 @@ import attrs
 import trio
 
 from .conversation import Conversation
-from .model import Case, CaseResult, Observation, Verdict, case_seed, judge
+from .model import Case, CaseResult, Observation, Verdict, case_seed, describe_observed, judge
 from .runner import Catalogue, RunConfig, _unsupported_reason
 
 __all__ = [
@@ -426,8 +426,8 @@ async def run_client_case(case: Case, catalogue: Catalogue, cfg: RunConfig, setu
     """Run one client case: listen, start the testee (or announce the port),
     run the procedure on the client's connections, judge."""
     seed = case_seed(cfg.seed, case.id)
-    result = CaseResult(case=case, agent=cfg.agent, verdict=Verdict.ERROR, case_seed=seed, profile=cfg.profile, run_seed=cfg.seed)
-    result.replay = f"{cfg.replay_base} --cases {case.id} --seed {cfg.seed}".strip()
+    result = CaseResult(case=case, agent=cfg.agent, verdict=Verdict.ERROR, case_seed=seed, profile=cfg.profile, run_seed=cfg.seed, run_id=cfg.the_run_id)
+    result.replay = cfg.replay_line(case)
     reason = _unsupported_reason(case, cfg)
     if reason is not None:
         result.verdict, result.reason = Verdict.UNSUPPORTED, reason
@@ -606,7 +606,7 @@ async def run_client_case(case: Case, catalogue: Catalogue, cfg: RunConfig, setu
     }
     obs = Observation(events=case.judged(session.tokens()), close=session.close_kind(), facts=session.all_facts())
     result.observation = obs
-    result.observed = obs.describe()
+    result.observed = describe_observed(obs, result.close)
     if crashed is not None:
         result.verdict, result.reason = Verdict.ERROR, f"harness error: {crashed.strip().splitlines()[-1]}"
         result.harness_fault = True

@@ -163,6 +163,14 @@ class Conversation:
         self.open_another: Callable[[], Awaitable[trio.abc.Stream]] | None = None
         #: Seconds the testee's application holds each batch (``--holds-batches``); None: not declared.
         self.holds_batches: float | None = None
+        #: The run id (:mod:`refwire.conform.ids`): every name and marker the case
+        #: leaves on the testee carries it, so runs against one testee stay apart.
+        self.run_id = ""
+        #: The id of the case being run (set by the runner).
+        self.case_id = ""
+        #: Called with each chunk the testee sends, before it is decoded (the
+        #: runner's check that the testee speaks the protocol); None: nothing.
+        self.on_rx: Callable[[bytes], None] | None = None
         #: Every keepalive the testee sent: ``t``, ``token``, ``version``, ``since_batch_s``, ``covers``.
         self.keepalives: list[dict[str, Any]] = []
         #: (time, label) of each write still owed an answer (``send(..., answers=n)``), oldest first.
@@ -172,6 +180,12 @@ class Conversation:
         self._changed = trio.Event()
         self._reader_done = trio.Event()
         self._keepalive_at = self._t0
+
+    def name(self, base: str) -> str:
+        """``base`` marked with the run id: what a case calls the things it
+        leaves on the testee (topics, segments, markers), so that a second run
+        against the same testee finds none of the first one's."""
+        return f"{base}-{self.run_id}" if self.run_id else base
 
     # ----------------------------------------------------------------- log
 
@@ -236,6 +250,8 @@ class Conversation:
                     return
                 self._chunk("rx", data)
                 self.rx_bytes += len(data)
+                if self.on_rx is not None:
+                    self.on_rx(data)
                 if self.rx_bytes > self.max_rx_bytes:
                     self._flood(f"more than {self.max_rx_bytes} bytes from the testee")
                     return

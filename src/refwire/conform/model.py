@@ -15,7 +15,10 @@ with every expectation: the first one written for the chosen profile that
 matches gives the verdict; an expectation of another profile that matches
 makes the case NON-STRICT ("consistent with Logstash's documented behaviour,
 not strict") unless it is marked a bug (FAIL) or implementation-defined
-(INFO); nothing matching is a FAIL that shows Expected and Observed.
+(INFO); nothing matching is a FAIL that shows Expected and Observed, and whose
+reason names the first thing that differed from the closest expectation
+("kept the connection open until the case stopped waiting; expected: closed
+(FIN or RST)"): see :func:`explain_mismatch`.
 
 NON-STRICT is therefore always relative to the profile chosen (``--profile``):
 an expectation is never NON-STRICT itself.  A profile's documented behaviour
@@ -35,7 +38,7 @@ import enum
 import fnmatch
 import hashlib
 import re
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -49,10 +52,13 @@ __all__ = [
     "Observation",
     "Verdict",
     "case_seed",
+    "describe_observed",
+    "explain_mismatch",
     "id_key",
     "judge",
     "predict",
     "select",
+    "tail_lines",
 ]
 
 
@@ -122,6 +128,34 @@ class Observation:
         return f"[{', '.join(parts)}] then {self.close}"
 
 
+def describe_observed(obs: Observation, close: Mapping[str, Any] | None = None) -> str:
+    """:meth:`Observation.describe`, told apart where refwire ended the connection.
+
+    ``close`` is a result's close record (``{"by": "refwire", "how": "RST"}``).
+    An observation whose close is ``open`` means the testee never closed the
+    connection; when refwire itself then reset it (a case that resets on
+    purpose), that reads ``then open until refwire reset it`` rather than a
+    bare ``then open`` that looks like the testee ignored the reset.
+    """
+    text = obs.describe()
+    if obs.close == "open" and close and close.get("by") == "refwire" and close.get("how") == "RST":
+        text += " until refwire reset it"
+    return text
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def tail_lines(text: str, lines: int = 20) -> tuple[list[str], int]:
+    """The last ``lines`` lines of ``text`` (trailing blank lines left out)
+    and how many it had, with terminal escape codes dropped and other control
+    characters shown as ``?`` (safe in a terminal, in HTML and in XML)."""
+    text = _CONTROL.sub("?", _ANSI.sub("", text.replace("\r\n", "\n").replace("\r", "\n")))
+    all_lines = text.rstrip().splitlines()
+    return all_lines[-lines:] if lines > 0 else [], len(all_lines)
+
+
 def _fs(items: Iterable[str]) -> frozenset[str]:
     return frozenset(items)
 
@@ -152,7 +186,7 @@ class Expect:
 
     def __attrs_post_init__(self) -> None:
         if self.verdict not in EXPECTABLE:
-            names = ", ".join(v.value for v in EXPECTABLE)
+            names = ", ".join(v.value for v in Verdict if v in EXPECTABLE)  # in a fixed order, not the set's
             raise ValueError(f"an expectation's verdict is one of {names}, not {self.verdict.value} (NON-STRICT is relative to --profile)")
         if not self.profiles:
             raise ValueError("an expectation names at least one profile (or '*')")
@@ -415,6 +449,30 @@ class CaseResult:
     #: The ERROR is the runner's own fault (exit status 2), not the testee's.
     harness_fault: bool = False
     run_seed: int = 0
+    #: The run id the case's names and markers carry (``--run-id``); empty when none.
+    run_id: str = ""
+
+    def observed_text(self) -> str:
+        """What was observed, as reports show it (see :func:`describe_observed`)."""
+        if self.observation is None:
+            return self.observed
+        return describe_observed(self.observation, self.close)
+
+    def testee_process(self) -> dict[str, Any] | None:
+        """The testee process's record (client cases run with ``--exec``):
+        ``argv``, ``exit`` and its ``stdout``/``stderr`` as kept; None without one."""
+        for e in reversed(self.wire_log):
+            if e.get("kind") == "process":
+                return dict(e)
+        return None
+
+    def testee_stderr(self, lines: int = 20) -> tuple[list[str], int]:
+        """The last ``lines`` lines of the testee process's stderr (control
+        characters and terminal colour codes left out) and how many lines it
+        had; ``([], 0)`` without a process or when it wrote nothing there."""
+        proc = self.testee_process()
+        text = str(proc.get("stderr") or "") if proc else ""
+        return tail_lines(text, lines)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -425,9 +483,10 @@ class CaseResult:
             "matched_profiles": list(self.matched_profiles),
             "case_seed": self.case_seed,
             "run_seed": self.run_seed,
+            "run_id": self.run_id,
             "harness_fault": self.harness_fault,
             "expected": self.expected,
-            "observed": self.observed,
+            "observed": self.observed_text(),
             "observation": None if self.observation is None else attrs.asdict(self.observation),
             "close": self.close,
             "reason": self.reason,
@@ -464,7 +523,127 @@ def judge(case: Case, obs: Observation, profile: str) -> tuple[Verdict, tuple[st
         who = ", ".join(p for p in matched if p != profile)
         why = f"consistent with {who}'s documented behaviour, not {profile}'s"
         return Verdict.NON_STRICT, matched, expected, why + (f": {e.note}" if e.note else "")
-    return Verdict.FAIL, matched, expected, "no expected outcome matched"
+    return Verdict.FAIL, matched, expected, explain_mismatch(case, obs, profile)
+
+
+def _progress(pattern: Sequence[str], tokens: Sequence[str]) -> tuple[int, str | None]:
+    """How far ``tokens`` follow ``pattern`` (see :meth:`Expect.matches`):
+    the most leading tokens some prefix of the pattern accounts for, and the
+    pattern item wanted next at that point (None: the pattern had ended).
+    ``tokens`` match in full when that is ``(len(tokens), None)``."""
+    memo: dict[tuple[int, int], tuple[int, str | None]] = {}
+
+    def walk(i: int, j: int) -> tuple[int, str | None]:
+        if (i, j) in memo:
+            return memo[i, j]
+        if j == len(pattern):
+            best: tuple[int, str | None] = (i, None)
+        elif pattern[j] == "...":
+            best = (-1, None)
+            for k in range(i, len(tokens) + 1):  # ties: the fewest tokens swallowed
+                got = walk(k, j + 1)
+                if got[0] > best[0] or (got[0] == best[0] and best[1] is not None and got[1] is None):
+                    best = got
+        elif i < len(tokens) and fnmatch.fnmatchcase(tokens[i], pattern[j]):
+            best = walk(i + 1, j + 1)
+        else:
+            best = (i, pattern[j])
+        memo[i, j] = best
+        return best
+
+    return walk(0, 0)
+
+
+def _agreement(e: Expect, obs: Observation) -> int:
+    """How many of ``e``'s facts ``obs`` shows: each leading token in order,
+    the whole token list, the close, each required fact."""
+    done, want = _progress(e.events, obs.events)
+    whole = done == len(obs.events) and want is None
+    facts = sum(any(fnmatch.fnmatchcase(o, f) for o in obs.facts) for f in e.facts)
+    return done + whole + (obs.close in e.close) + facts
+
+
+_CLOSE_SEEN = {
+    "FIN": "closed the connection (FIN)",
+    "RST": "reset the connection (RST)",
+    "open": "kept the connection open until the case stopped waiting",
+    "refused": "refused the connection",
+}
+
+_CLOSE_WANTED = {"FIN": "closed (FIN)", "RST": "reset (RST)", "open": "kept open", "refused": "refused"}
+
+
+def _wanted_close(closes: frozenset[str]) -> str:
+    kinds = [k for k in CLOSE_KINDS if k in closes] + sorted(closes - set(CLOSE_KINDS))
+    words = []
+    if "FIN" in closes and "RST" in closes:
+        words.append("closed (FIN or RST)")
+        kinds = [k for k in kinds if k not in ("FIN", "RST")]
+    words += [_CLOSE_WANTED.get(k, k) for k in kinds]
+    return " or ".join(words)
+
+
+def _code(items: Iterable[str]) -> str:
+    return ", ".join(f"`{t}`" for t in items)
+
+
+def _first_difference(e: Expect, obs: Observation) -> str | None:
+    """The first thing ``obs`` does differently from ``e``: its tokens in
+    order, then how the connection ended, then the facts (None: it matches)."""
+    tokens = obs.events
+    done, want = _progress(e.events, tokens)
+    if done < len(tokens) or want is not None:
+        after = f" after `{tokens[done - 1]}`" if done else ""
+        if done == len(tokens):  # the tokens ran out before the pattern
+            return f"sent nothing{after}; expected: `{want}`"
+        if want is None:  # the pattern ran out before the tokens
+            return f"sent `{tokens[done]}`{after}; expected: nothing" + (" more" if done else "")
+        return f"sent `{tokens[done]}`{after or ' first'}; expected: `{want}`"
+    if obs.close not in e.close:
+        return f"{_CLOSE_SEEN.get(obs.close, obs.close)}; expected: {_wanted_close(e.close)}"
+    for f in e.facts:
+        if any(fnmatch.fnmatchcase(o, f) for o in obs.facts):
+            continue
+        # the observed fact that says most about the same thing (shares the most words)
+        words = set(f.lower().split())
+        spare = [o for o in obs.facts if not any(fnmatch.fnmatchcase(o, g) for g in e.facts)]
+        score, near = max(((len(words & set(o.lower().split())), o) for o in spare), default=(0, ""), key=lambda t: t[0])
+        if score:
+            return f"`{near}`; expected: `{f}`"
+        if obs.facts:
+            return f"noted {_code(obs.facts)}; expected also: `{f}`"
+        return f"noted nothing; expected: `{f}`"
+    return None
+
+
+def explain_mismatch(case: Case, obs: Observation, profile: str) -> str:
+    """Why ``obs`` matched none of ``case``'s expectations, in one line: the
+    first thing that differed from the closest one ("kept the connection open
+    until the case stopped waiting; expected: closed (FIN or RST)").
+
+    The closest is, among the outcomes ``profile`` documents as PASS (else
+    any of its outcomes but its documented bugs, else every outcome), the one
+    agreeing with the most of what was observed -- the longest run of leading
+    tokens, the close, the facts -- the first written on a tie.  When there
+    is more than one to choose from, the reason says which it was.
+    """
+    mine = [e for e in case.expects if e.names(profile)]
+    pool = (
+        [e for e in mine if e.verdict is Verdict.PASS]
+        or [e for e in mine if e.verdict is not Verdict.FAIL]
+        or mine
+        or list(case.expects)
+    )
+    if not pool:
+        return "no expected outcome matched (the case has none)"
+    best = max(pool, key=lambda e: (_agreement(e, obs), -pool.index(e)))
+    diff = _first_difference(best, obs)
+    if diff is None:  # cannot happen for an observation that matched nothing
+        return "no expected outcome matched"
+    if len(pool) > 1:
+        who = "every profile" if "*" in best.profiles else ", ".join(sorted(best.profiles))
+        diff += f" (closest: the {best.verdict.value} outcome for {who})"
+    return diff
 
 
 def predict(case: Case, behaves_as: str, profile: str) -> frozenset[Verdict]:
@@ -478,7 +657,7 @@ def predict(case: Case, behaves_as: str, profile: str) -> frozenset[Verdict]:
     for e in case.expects:
         if not e.names(behaves_as):
             continue
-        if e.names(profile) or e.verdict in (Verdict.FAIL, Verdict.INFO, Verdict.UNSUPPORTED):
+        if e.names(profile) or e.verdict in (Verdict.FAIL, Verdict.INFO):  # as judge(): another profile's UNSUPPORTED is NON-STRICT
             out.add(e.verdict)
         else:
             out.add(Verdict.NON_STRICT)

@@ -17,13 +17,19 @@ behave like go-lumber, ...).
 Conformance cases as test items::
 
     pytest --refwire-conform lumberjack --refwire-server HOST:PORT \\
-        [--refwire-profile P] [--refwire-cases PATTERNS] [--refwire-sink FILE]
+        [--refwire-profile P] [--refwire-cases PATTERNS] [--refwire-sink FILE] [--refwire-run-id R]
 
 collects one item per case of that role, named by its id and slug; the
 verdict is the outcome: PASS and INFO pass, FAIL and ERROR fail (the message
 holds Expected, Observed, the requirement and the replay command),
 UNSUPPORTED and SKIPPED skip, NON-STRICT is an xfail.  A testee that refuses
-the first connection ends the session (exit status 2).
+the first connection, speaks another protocol, or lacks what the cases need
+(the 2017 draft's segments) ends the session (exit status 2).  A pattern of
+``--refwire-cases`` that matches no case is a usage error.  Each session has a
+run id (``--refwire-run-id``, default a fresh one; printed in the header and in
+every replay line) that the names and markers the cases leave on the testee
+carry, so sessions against one long-lived server stay apart
+(:mod:`refwire.conform.ids`).
 
 Without ``--refwire-conform`` the plugin collects nothing, and loading it
 imports neither trio nor the runner.
@@ -31,7 +37,6 @@ imports neither trio nor the runner.
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -57,6 +62,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--refwire-cases", metavar="PATTERNS", default=None, help="only these case ids or slugs (comma-separated)")
     group.addoption("--refwire-sink", metavar="FILE", default=None, help="where the testee writes the events it received")
     group.addoption("--refwire-seed", metavar="N", type=int, default=0, help="run seed (default 0)")
+    group.addoption(
+        "--refwire-run-id",
+        metavar="R",
+        default=None,
+        help="run id the cases' names and markers carry (8 hex digits; default: a fresh one per session)",
+    )
     group.addoption("--refwire-time-scale", metavar="X", type=float, default=1.0, help="multiply every budget and wait by X")
 
 
@@ -67,9 +78,14 @@ class _Run:
     """What every item of one session shares."""
 
     def __init__(self, catalogue: Catalogue, cfg: RunConfig) -> None:
+        from .runner import FirstBytes
+
         self.catalogue = catalogue
         self.cfg = cfg
         self.first = True
+        self.first_bytes = FirstBytes(catalogue.protocol, f"{cfg.host}:{cfg.port}", cfg.max_rx_bytes)
+        #: The server cases of the session (the catalogue's preparation checks theirs).
+        self.cases: list[Case] = []
 
 
 class ConformItem(pytest.Item):
@@ -86,13 +102,18 @@ class ConformItem(pytest.Item):
         import trio
 
         from .model import Verdict
-        from .runner import RunAborted, run_server_case
+        from .runner import RunAborted, prepare_run, run_server_case
 
-        first, self.conform_run.first = self.conform_run.first, False
+        run = self.conform_run
+        first, run.first = run.first, False
+
+        async def one() -> CaseResult:
+            if first:
+                await prepare_run(run.catalogue, run.cfg, run.cases)
+            return await run_server_case(self.case, run.catalogue, run.cfg, first=first, first_bytes=run.first_bytes)
+
         try:
-            result = trio.run(
-                functools.partial(run_server_case, self.case, self.conform_run.catalogue, self.conform_run.cfg, first=first)
-            )
+            result = trio.run(one)
         except RunAborted as exc:
             pytest.exit(f"refwire: {exc}", returncode=2)
         self.result = result
@@ -130,10 +151,27 @@ class ConformCatalogue(pytest.Collector):
         return []  # the items are added by pytest_collection_modifyitems
 
 
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """The session's seed and run id, beside each other (a replay needs both)."""
+    run_id = getattr(config, "_refwire_run_id", None)
+    if run_id is None:
+        return None
+    return f"refwire conform {config.getoption('refwire_conform')}: seed {config.getoption('refwire_seed')}, run id {run_id}"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "refwire_conform: a refwire conformance case (added by --refwire-conform)")
-    if config.getoption("refwire_conform") and not config.getoption("refwire_server"):
+    if not config.getoption("refwire_conform"):
+        return
+    if not config.getoption("refwire_server"):
         raise pytest.UsageError("--refwire-conform needs the server under test: --refwire-server HOST:PORT")
+    from .ids import RunIdError, check_run_id, new_run_id
+
+    given = config.getoption("refwire_run_id")
+    try:
+        config._refwire_run_id = check_run_id(given) if given else new_run_id()  # type: ignore[attr-defined]
+    except RunIdError as exc:
+        raise pytest.UsageError(f"--refwire-run-id: {exc}") from None
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -143,7 +181,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     from ..drivers import parse_hostport
     from ..protocols import descriptor
     from .model import select
-    from .runner import RunConfig
 
     try:
         catalogue: Catalogue = descriptor(protocol, "conform").load("conform")
@@ -156,25 +193,20 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         host, port = parse_hostport(config.getoption("refwire_server"))
     except ValueError as exc:
         raise pytest.UsageError(f"--refwire-server: {exc}") from None
-    seed = config.getoption("refwire_seed")
-    sink = config.getoption("refwire_sink")
-    replay = f"refwire conform {protocol} --server {host}:{port} --profile {profile}" + (f" --sink {sink}" if sink else "")
-    cfg = RunConfig(
-        host=host,
-        port=port,
-        agent=f"{host}:{port}",
-        profile=profile,
-        seed=seed,
-        sink=sink,
-        time_scale=config.getoption("refwire_time_scale"),
-        replay_base=replay,
-    )
+    cfg = _conform_config(config, protocol, host, port)
     run = _Run(catalogue, cfg)
     name = f"refwire-conform-{protocol}"
     parent = ConformCatalogue.from_parent(session, name=name, nodeid=name)
+    from .options import OptionsError, check_selection
+
+    try:
+        check_selection(catalogue, "server", config.getoption("refwire_cases"), None)
+    except OptionsError as exc:
+        raise pytest.UsageError(str(exc).replace("--cases", "--refwire-cases", 1)) from None
     chosen, _skipped = select(
         [c for c in catalogue.cases if c.role == "server"], include=config.getoption("refwire_cases"), tags=None
     )
+    run.cases = chosen
     skipped = {c.id: why.replace("run with --tags slow", "name it in --refwire-cases to run it") for c, why in _skipped}
     for case in sorted([*chosen, *(c for c, _ in _skipped)], key=lambda c: _id_key(c.id)):
         item = ConformItem.from_parent(parent, name=f"{case.id} {case.slug}", case=case, run=run)
@@ -184,9 +216,34 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 def _id_key(case_id: str) -> tuple[Any, ...]:
-    from .model import id_key
+    from .ids import natural_key
 
-    return id_key(case_id)
+    return natural_key(case_id)
+
+
+def _conform_config(config: pytest.Config, protocol: str, host: str, port: int) -> RunConfig:
+    """The session's :class:`RunConfig`: the replay line repeats every option the cases depend on."""
+    from .runner import RunConfig
+
+    profile = config.getoption("refwire_profile")
+    seed = config.getoption("refwire_seed")
+    sink = config.getoption("refwire_sink")
+    run_id = str(config._refwire_run_id)  # type: ignore[attr-defined]
+    time_scale = config.getoption("refwire_time_scale")
+    replay = f"refwire conform {protocol} --server {host}:{port} --agent {host}:{port} --profile {profile}"
+    replay += (f" --sink {sink}" if sink else "") + (f" --time-scale {time_scale:g}" if time_scale != 1.0 else "")
+    cfg = RunConfig(
+        host=host,
+        port=port,
+        agent=f"{host}:{port}",
+        profile=profile,
+        seed=seed,
+        run_id=run_id,
+        sink=sink,
+        time_scale=time_scale,
+        replay_base=replay,
+    )
+    return cfg
 
 
 # --------------------------------------------------------------------------- fixtures

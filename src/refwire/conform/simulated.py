@@ -5,7 +5,10 @@ simulator: the same procedures, the same seeds, over
 :class:`refwire.sim.net.SimNet` under virtual time (a 35 s stall takes no real
 time), with every byte and every runner action recorded in the simulator's
 trace.  The same seed gives the same trace hash, run after run -- the proof
-that a case's bytes depend on nothing but (run seed, case id).
+that a case's bytes depend on nothing but (run seed, run id, case id); the run
+id is the seed's (:func:`~refwire.conform.ids.seed_run_id`) unless the
+configuration names one, and refwire's own server is given it, to hold what a
+run needs beforehand (the 2017 draft's segments).
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ def run_in_simulator(
             sink = str(Path(tmp) / "sink.jsonl")
             run_cfg = attrs.evolve(cfg, connect=lambda: net.connect(ADDRESS), sink=sink, host="sim", port=0, jobs=1)
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(serve, listener, sink)
+                nursery.start_soon(serve, listener, sink, run_cfg.the_run_id)
                 result = await run_cases(catalogue, run_cfg, include=include, exclude=exclude, tags=tags, on_result=record)
                 nursery.cancel_scope.cancel()
         return result

@@ -11,8 +11,8 @@ answer to ``W 0``, close on anything odd, §6) and ``logstash`` (highest-seq
 acks with a signed compare, lenient framing, RST on errors, §6-§7).
 
 Ids are never reused or renumbered: a retired case keeps its id, marked
-retired in its title.  The bytes a case sends depend only on the run seed
-and the case id (:func:`refwire.conform.model.case_seed`).
+retired in its title.  The bytes a case sends depend only on the run seed,
+the run id (in lj.S5.3's sink marker) and the case id (:mod:`refwire.conform.ids`).
 
 Modules: :mod:`._common` (spec, profiles, the server observer, frame
 builders, helpers), :mod:`.server`, :mod:`.server_compression`,

@@ -9,7 +9,7 @@ from pathlib import Path
 from ....lumberjack.frames import V1, V2
 from ...conversation import Conversation
 from ...model import Expect, Verdict, expect
-from ...runner import HOLDS_BATCHES
+from ...runner import HOLDS_BATCHES, TesteeState
 from ._common import ALL, CLOSED, FAIL, INFO, KEEPALIVES, PASS, D, J, W, server_book
 
 UNSUPPORTED = Verdict.UNSUPPORTED
@@ -68,7 +68,15 @@ async def s5_2(c: Conversation) -> None:
     needs_sink=True,
 )
 async def s5_3(c: Conversation) -> None:
-    marker = f"refwire-conform-{c.rng.getrandbits(64):016x}"
+    # The marker carries the run id (§3.3 is judged on the sink): a sink that was not
+    # emptied since an earlier run holds that run's events under another marker.
+    marker = c.name(f"refwire-conform-{c.rng.getrandbits(64):016x}")
+    already = _sink_count(c.sink, marker)
+    if already:
+        raise TesteeState(
+            f"the sink {c.sink} already holds {already} event(s) marked {marker}, from an earlier run with this run id; "
+            "run again with a fresh --run-id (the default), or empty the sink first"
+        )
     data = W(2) + J(1, {"refwire_case": marker, "n": 1}) + J(2, {"refwire_case": marker, "n": 2})
     if await c.send(data, label=f"W2 J1 J2 (marked {marker})", answers=1) and await c.wait_for(
         lambda cv: any(t not in KEEPALIVES for t in cv.tokens), 3.0, label="the ack", answer=True

@@ -11,9 +11,10 @@ import orjson
 import trio
 
 
-async def serve_for_simulation(listener: Any, sink: str, *, ack_delay: float = 0.0, config: Any = None) -> None:
+async def serve_for_simulation(listener: Any, sink: str, run_id: str = "", *, ack_delay: float = 0.0, config: Any = None) -> None:
     """refwire's own server on ``listener``, writing each event to ``sink``
-    before the ack (the server cases run against it inside the simulator);
+    before the ack (the server cases run against it inside the simulator;
+    ``run_id`` is not needed: the server holds nothing before a run);
     ``ack_delay``: the application then holds each batch that many seconds
     (``--sim --holds-batches``); ``config``: a ``ServerConfig`` other than the default."""
     from ....lumberjack.server import LumberjackServer, ServerConfig
@@ -28,7 +29,7 @@ async def serve_for_simulation(listener: Any, sink: str, *, ack_delay: float = 0
     await LumberjackServer(write, config=config or ServerConfig()).serve([listener])
 
 
-def holding_server_for_simulation(hold: float) -> Callable[[Any, str], Awaitable[None]]:
+def holding_server_for_simulation(hold: float) -> Callable[[Any, str, str], Awaitable[None]]:
     """:func:`serve_for_simulation` whose application holds each batch ``hold`` seconds."""
     return functools.partial(serve_for_simulation, ack_delay=hold)
 

@@ -2,9 +2,9 @@
 
 Server cases (``pv.S…``): refwire plays a client against the testee segment
 store and judges its replies and how it closes.  Every case works on segments
-of its own, named after the case id and a seeded suffix
-(``conform/pv-S2-1-5f3a09c1/0.#epoch.0``), so cases never meet on a shared
-store; a store that keeps its segments across runs needs a new ``--seed``.
+of its own, named after the case id, the run id and a seeded suffix
+(``conform/pv-S2-1-0a1b2c3d-5f3a09c1/0.#epoch.0``), so cases never meet on a
+shared store, and neither do runs (:mod:`refwire.conform.ids`).
 
 Client cases (``pv.C…``): refwire plays the segment store *and* a controller
 (:class:`~refwire.pravega.controller.PravegaController`, whose every
@@ -18,7 +18,7 @@ refwire's store and client), ``java-server`` (the Java segment store, §8,
 package, §5.2, §10.2) and ``java-client`` (§5.2, §10.2).
 
 Ids are never reused or renumbered.  The bytes a case sends depend only on
-the run seed and the case id (:func:`refwire.conform.model.case_seed`).
+the run seed, the run id and the case id (:mod:`refwire.conform.ids`).
 
 Modules: :mod:`._common` (spec, profiles, the store observer, helpers),
 :mod:`.server` (S1-S2), :mod:`.server_reads` (S3) and :mod:`.client` (the

@@ -21,6 +21,7 @@ from ....pravega.frames import (
     DataAppended,
     Hello,
     ReadSegment,
+    SegmentAlreadyExists,
     SegmentRead,
     encode_event,
     request_id_of,
@@ -28,6 +29,7 @@ from ....pravega.frames import (
 from ....pravega.writer import WriterSession
 from ...conversation import Conversation, MachineObserver, Token
 from ...model import CaseBook, Verdict
+from ...runner import TesteeState
 
 SPEC = "specs/pravega/README.md"
 PASS, INFO, FAIL = Verdict.PASS, Verdict.INFO, Verdict.FAIL
@@ -55,12 +57,15 @@ HEADER = 8
 
 
 def segment_of(c: Any, case_id: str, n: int = 0) -> str:
-    """The case's own segment ``n``: a stream named after the case id plus a
-    seeded suffix (a run against a store that keeps segments needs a new seed)."""
+    """The case's own segment ``n``: a stream named after the case id, the run
+    id and a seeded suffix (``conform/pv-S2-1-<run id>-<seeded>/0.#epoch.0``), so
+    that no run meets a segment an earlier run made (§4: segment names)."""
     key = f"_seg{n}"
     got = getattr(c, key, None)
     if got is None:
-        got = f"conform/{case_id.replace('.', '-')}-{c.rng.getrandbits(32):08x}/{n}.#epoch.0"
+        run_id = getattr(c, "run_id", "")
+        mark = f"-{run_id}" if run_id else ""
+        got = f"conform/{case_id.replace('.', '-')}{mark}-{c.rng.getrandbits(32):08x}/{n}.#epoch.0"
         setattr(c, key, got)
     return str(got)
 
@@ -152,14 +157,35 @@ async def hello(c: Conversation) -> bool:
 
 
 async def create(c: Conversation, rid: int, segment: str) -> bool:
+    """CreateSegment (§4).  SegmentAlreadyExists for the case's own segment means an
+    earlier run with this run id made it: the store's state, not its behaviour,
+    would decide the case (:class:`~refwire.conform.runner.TesteeState`)."""
     await c.send(CreateSegment(request_id=rid, segment=segment).encode(), label=f"CreateSegment {segment}")
-    return await answered(c, rid) is not None
+    r = await answered(c, rid)
+    if isinstance(r, SegmentAlreadyExists):
+        raise TesteeState(
+            f"segment {segment} already exists on the store: an earlier run with this run id made it; run again with a "
+            "fresh --run-id (the default), or reset the store first"
+        )
+    return r is not None
 
 
 async def setup(c: Conversation, rid: int, w: WriterSession) -> AppendSetup | None:
+    """SetupAppend (§5.1) for the case's writer; the AppendSetup is checked by the
+    writer.  One saying that events of this new writer are already stored comes
+    from an earlier run's writes (:class:`~refwire.conform.runner.TesteeState`)."""
     await c.send(w.setup(rid).encode(), label=f"SetupAppend {w.segment}")
     r = await answered(c, rid)
     if isinstance(r, AppendSetup) and r.writer_id == w.writer_id and r.segment == w.segment:
+        last, written = r.last_event_number, w.next_number - 1
+        if last != NULL_VALUE and last > written:
+            if written <= 0:
+                raise TesteeState(
+                    f"the store says event {last} of this case's new writer is already stored on {w.segment}: an earlier "
+                    "run with this run id wrote it; run again with a fresh --run-id (the default), or reset the store"
+                )
+            c.note(f"AppendSetup says event {last} is stored, but only {written} were written")
+            return None
         w.on_append_setup(r)
         return r
     return None

@@ -13,7 +13,7 @@ from ....errors import ProtocolError
 from .client import stream_segment
 
 
-async def serve_for_simulation(listener: Any, sink: str) -> None:
+async def serve_for_simulation(listener: Any, sink: str, run_id: str = "") -> None:
     """refwire's own segment store on ``listener`` (the server cases run against it inside the simulator)."""
     from ....pravega.server import memory_server
 

@@ -3,18 +3,21 @@
 Server cases (``pd.S…``): refwire plays a draft client against the testee
 segment store and judges its replies and how it closes.  The draft has no
 CreateSegment, so the testee contract (specs/pravega-draft-2017/README.md §13)
-asks for one empty segment per server case, named after the case id
-(``pd.S2.1`` -> ``conform-pd-S2-1``, :func:`segment_of`), created before the run;
-:func:`precreate` creates them on refwire's own store through the current
-dialect (``python -m refwire.conform.cases.pravega_draft HOST:PORT``).
+asks for one empty segment per server case, named after the case id and the
+run id (``pd.S2.1`` in run ``0a1b2c3d`` -> ``conform-pd-S2-1-0a1b2c3d``,
+:func:`segment_of`), created before the run; :func:`precreate` creates them on
+refwire's own store through the current dialect (``python -m
+refwire.conform.cases.pravega_draft --run-id R HOST:PORT``), and the runner
+checks they are there before the first case (:func:`check_segments`), stopping
+with one line saying what to do when they are not.
 
 Client cases (``pd.C…``): refwire plays the segment store (a memory store per
 case, answering through the case's conversation), misbehaving where a case
 says so; the client-role contract is §13 too.
 
 Profiles: ``strict`` (the spec; refwire's store).  Ids are never reused or
-renumbered.  The bytes a case sends depend only on the run seed and the case
-id (:func:`refwire.conform.model.case_seed`).
+renumbered.  The bytes a case sends depend only on the run seed, the run id
+and the case id (:mod:`refwire.conform.ids`).
 
 Modules: :mod:`._common` (spec, profile, the store observer, helpers),
 :mod:`.server` and :mod:`.client` (the cases), :mod:`.segments` (the case
@@ -26,13 +29,14 @@ segments and §13's pre-create step, run by :mod:`.__main__`),
 from ._common import ServerObserver, segment_of
 from .catalogue import CATALOGUE
 from .client import ClientObserver
-from .segments import main, precreate, server_segments
+from .segments import check_segments, main, precreate, server_segments
 from .simulation import client_for_simulation, serve_for_simulation
 
 __all__ = [
     "CATALOGUE",
     "ClientObserver",
     "ServerObserver",
+    "check_segments",
     "client_for_simulation",
     "main",
     "precreate",

@@ -40,9 +40,12 @@ PAYLOAD = 16
 EVENT = HEADER + PAYLOAD
 
 
-def segment_of(case_id: str) -> str:
-    """The case's own segment (§13): ``pd.S2.1`` -> ``conform-pd-S2-1``."""
-    return "conform-" + case_id.replace(".", "-")
+def segment_of(case_id: str, run_id: str = "") -> str:
+    """The case's own segment in run ``run_id`` (§13): ``pd.S2.1`` in run
+    ``0a1b2c3d`` -> ``conform-pd-S2-1-0a1b2c3d`` (without a run id: ``conform-pd-S2-1``).
+    The run id keeps runs against one long-lived store apart (:mod:`refwire.conform.ids`)."""
+    name = "conform-" + case_id.replace(".", "-")
+    return f"{name}-{run_id}" if run_id else name
 
 
 # --------------------------------------------------------------------------- observer

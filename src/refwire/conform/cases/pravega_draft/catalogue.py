@@ -7,6 +7,7 @@ from ...runner import Catalogue
 from . import client, server
 from ._common import FEATURES, PROFILES, SPEC, ServerObserver
 from .client import ClientObserver
+from .segments import check_segments
 from .simulation import client_for_simulation, serve_for_simulation
 
 #: The cases, part by part in catalogue order, each part's in the order it registers
@@ -26,4 +27,5 @@ CATALOGUE = Catalogue(
     spec=SPEC,
     sim_server=serve_for_simulation,
     sim_client=client_for_simulation,
+    prepare=check_segments,
 )

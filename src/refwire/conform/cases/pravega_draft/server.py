@@ -136,7 +136,7 @@ async def s1_4(c: Conversation) -> None:
     vectors=["setup-new-connection-id", "block-two-events", "write-then-read-back", "append-setup-new"],
 )
 async def s2_1(c: Conversation) -> None:
-    seg, cid = segment_of("pd.S2.1"), connection_id(c)
+    seg, cid = segment_of("pd.S2.1", c.run_id), connection_id(c)
     if not await setup(c, cid, seg):
         return
     items = payloads(c, 3)
@@ -158,7 +158,7 @@ async def s2_1(c: Conversation) -> None:
     vectors=["setup-append-split-inside-header", "event-hello-three-parts", "read-segment-split", "requests-as-partial-messages"],
 )
 async def s2_2(c: Conversation) -> None:
-    seg, cid = segment_of("pd.S2.2"), connection_id(c)
+    seg, cid = segment_of("pd.S2.2", c.run_id), connection_id(c)
     setup_frame = SetupAppend(connection_id=cid, segment=seg).encode()
     await c.send(b"".join(split_message(setup_frame, [3, 11])), label="SetupAppend in 3 parts")
     if not await c.wait_for(lambda cv: any(t.startswith("setup ") for t in cv.tokens), 3.0, label="AppendSetup"):
@@ -197,7 +197,7 @@ async def s2_2(c: Conversation) -> None:
     ],
 )
 async def s2_3(c: Conversation) -> None:
-    seg, cid = segment_of("pd.S2.3"), connection_id(c)
+    seg, cid = segment_of("pd.S2.3", c.run_id), connection_id(c)
     if not await setup(c, cid, seg):
         return
     items = payloads(c, 2)
@@ -225,7 +225,7 @@ async def s2_3(c: Conversation) -> None:
     vectors=["keep-alive-padding-inside-block"],
 )
 async def s2_4(c: Conversation) -> None:
-    seg, cid = segment_of("pd.S2.4"), connection_id(c)
+    seg, cid = segment_of("pd.S2.4", c.run_id), connection_id(c)
     if not await setup(c, cid, seg):
         return
     items = payloads(c, 2)
@@ -253,7 +253,7 @@ BIG = BIG_EVENTS * (HEADER + BIG_PAYLOAD)
     budget=10.0,
 )
 async def s2_5(c: Conversation) -> None:
-    seg, cid = segment_of("pd.S2.5"), connection_id(c)
+    seg, cid = segment_of("pd.S2.5", c.run_id), connection_id(c)
     if not await setup(c, cid, seg):
         return
     data = events_of(payloads(c, BIG_EVENTS, BIG_PAYLOAD))
@@ -292,7 +292,7 @@ async def s2_5(c: Conversation) -> None:
     budget=10.0,
 )
 async def s3_1(c: Conversation) -> None:
-    seg, cid = segment_of("pd.S3.1"), connection_id(c)
+    seg, cid = segment_of("pd.S3.1", c.run_id), connection_id(c)
     items = payloads(c, 6)
     frames = [Event(data=p).encode() for p in items]
     if c.open_another is None:
@@ -349,7 +349,7 @@ async def s3_1(c: Conversation) -> None:
     vectors=["begin-offset-below-stored-level", "begin-offset-lies"],
 )
 async def s3_2(c: Conversation) -> None:
-    seg, cid = segment_of("pd.S3.2"), connection_id(c)
+    seg, cid = segment_of("pd.S3.2", c.run_id), connection_id(c)
     if not await setup(c, cid, seg):
         return
     data = events_of(payloads(c, 2))
@@ -377,7 +377,7 @@ async def s3_2(c: Conversation) -> None:
     vectors=["wire-length-overrun", "wire-length-short"],
 )
 async def s3_3(c: Conversation) -> None:
-    seg, cid = segment_of("pd.S3.3"), connection_id(c)
+    seg, cid = segment_of("pd.S3.3", c.run_id), connection_id(c)
     if not await setup(c, cid, seg):
         return
     data = events_of(payloads(c, 2))

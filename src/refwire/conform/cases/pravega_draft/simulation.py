@@ -17,14 +17,14 @@ from ._common import _parse_events, events_of
 from .segments import server_segments
 
 
-async def serve_for_simulation(listener: Any, sink: str) -> None:
+async def serve_for_simulation(listener: Any, sink: str, run_id: str = "") -> None:
     """refwire's own store on ``listener``, draft dialect, with the case segments
-    created (§13): the server cases run against it inside the simulator."""
+    of run ``run_id`` created (§13): the server cases run against it inside the simulator."""
     from ....pravega.draft2017.server import DraftFrontend
     from ....pravega.server import SegmentStoreServer
 
     server = SegmentStoreServer()
-    for name in server_segments():
+    for name in server_segments(run_id):
         server.store.create(name)
     front = DraftFrontend(server)
     async with trio.open_nursery() as nursery:

@@ -58,7 +58,7 @@ async def contract_client(
     return 0 if got == payloads else 1
 
 
-async def serve_for_simulation(listener: Any, sink: str) -> None:
+async def serve_for_simulation(listener: Any, sink: str, run_id: str = "") -> None:
     """refwire's own server (demo + conformance verbs) on ``listener`` (``--sim``)."""
     from ....seastar_rpc.conform_verbs import add_conformance_verbs
     from ....seastar_rpc.demo import demo_registry

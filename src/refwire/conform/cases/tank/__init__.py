@@ -13,7 +13,8 @@ refusing it (§2), and stores a bundle whose messages do not parse (§6, a bug:
 FAIL under every profile).
 
 Ids are never reused or renumbered.  The bytes a case sends depend only on
-the run seed and the case id (:func:`refwire.conform.model.case_seed`).
+the run seed, the run id (in its topic's name) and the case id
+(:mod:`refwire.conform.ids`).
 
 Modules: :mod:`._common` (spec, profiles, the broker observer, helpers),
 :mod:`.server` and :mod:`.client` (the cases), :mod:`.simulation` (refwire's

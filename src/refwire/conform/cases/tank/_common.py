@@ -22,6 +22,7 @@ from ....tank.responses import CreateTopicResponse, ProduceResponse
 from ....wire import Limits
 from ...conversation import Conversation, MachineObserver, Token
 from ...model import Verdict
+from ...runner import TesteeState
 
 SPEC = "specs/tank/README.md"
 PASS, INFO, FAIL = Verdict.PASS, Verdict.INFO, Verdict.FAIL
@@ -44,9 +45,10 @@ FEATURES = {
 U64_MAX = 2**64 - 1
 
 
-def topic_of(case_id: str) -> str:
-    """The case's own topic (its per-case marker)."""
-    return "conform-" + case_id.replace(".", "-")
+def topic_of(c: Conversation, case_id: str) -> str:
+    """The case's own topic: ``conform-<case id>-<run id>`` (``conform-tk-S2-1-0a1b2c3d``),
+    so that no run finds a topic an earlier run created (``is_valid_topic_name``, §3)."""
+    return c.name("conform-" + case_id.replace(".", "-"))
 
 
 # --------------------------------------------------------------------------- observer
@@ -112,8 +114,21 @@ def messages(c: Conversation, n: int, size: int = 24) -> list[Message]:
     return [Message(bytes(c.rng.getrandbits(8) for _ in range(size)), ts=1_700_000_000_000 + i) for i in range(n)]
 
 
+#: CreateTopic's error for a topic that already exists (§3, the real broker's code).
+TOPIC_EXISTS = 0x01
+
+
 async def create(c: Conversation, rid: int, topic: str) -> None:
+    """Create the case's topic and wait for the answer (§3).  A topic that already
+    exists was left by a run under the same run id: the testee's state, not its
+    behaviour, would decide the case (:class:`~refwire.conform.runner.TesteeState`)."""
     await c.send(obs(c).request(CreateTopicRequest(rid, topic, 1)), label=f"CreateTopic {topic}", split="whole")
+    await answered(c, f"create {rid} ")
+    if f"create {rid} err=0x{TOPIC_EXISTS:02x}" in c.tokens:
+        raise TesteeState(
+            f"topic {topic} already exists on the broker (CreateTopic err 0x{TOPIC_EXISTS:02x}): it was left by an earlier run "
+            "with this run id; run again with a fresh --run-id (the default), or reset the broker first"
+        )
     await c.wait_for(lambda cv: any(t.startswith(f"create {rid} ") for t in cv.tokens), 3.0, label="create answered")
 
 

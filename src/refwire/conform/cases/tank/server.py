@@ -109,7 +109,7 @@ async def s1_4(c: Conversation) -> None:
     vectors=["bundles.json"],
 )
 async def s2_1(c: Conversation) -> None:
-    topic = topic_of("tk.S2.1")
+    topic = topic_of(c, "tk.S2.1")
     await first_ping(c)
     await create(c, 1, topic)
     sent = messages(c, 3)
@@ -131,7 +131,7 @@ async def s2_1(c: Conversation) -> None:
     [expect(PASS, ALL, ["ping", "create 1 err=0x00", "produce 2 0x00", "produce 3 0x00", "consume 4 err=0x00 msgs=3"], "open", facts=["seqs 3..5"])],
 )
 async def s2_2(c: Conversation) -> None:
-    topic = topic_of("tk.S2.2")
+    topic = topic_of(c, "tk.S2.2")
     await first_ping(c)
     await create(c, 1, topic)
     await c.send(obs(c).request(produce_request(2, topic, encode_bundle(messages(c, 2), compress=False))), label="Produce 2")
@@ -158,7 +158,7 @@ async def s2_2(c: Conversation) -> None:
     vectors=["bundles.json"],
 )
 async def s2_3(c: Conversation) -> None:
-    topic = topic_of("tk.S2.3")
+    topic = topic_of(c, "tk.S2.3")
     await first_ping(c)
     await create(c, 1, topic)
     sent = [Message(b"snappy " * 20 + bytes([i]), ts=1_700_000_000_000) for i in range(8)]
@@ -190,7 +190,7 @@ async def s2_3(c: Conversation) -> None:
     vectors=["frames.json"],
 )
 async def s2_4(c: Conversation) -> None:
-    topic = topic_of("tk.S2.4")
+    topic = topic_of(c, "tk.S2.4")
     await first_ping(c)
     await create(c, 1, topic)
     sparse = encode_bundle([Message(b"ten", 1, seq=10), Message(b"fifteen", 2, seq=15)], compress=False, sparse=True)
@@ -217,7 +217,7 @@ async def s2_4(c: Conversation) -> None:
     [expect(PASS, ALL, ["ping", "create 1 err=0x00", "produce 2 0x00", "consume 3 err=0x01 msgs=0"], "open", facts=["firstAvail 1"])],
 )
 async def s3_1(c: Conversation) -> None:
-    topic = topic_of("tk.S3.1")
+    topic = topic_of(c, "tk.S3.1")
     await first_ping(c)
     await create(c, 1, topic)
     await c.send(obs(c).request(produce_request(2, topic, encode_bundle(messages(c, 2), compress=False))), label="Produce 2")
@@ -238,7 +238,7 @@ async def s3_1(c: Conversation) -> None:
     [expect(PASS, ALL, ["ping", "create 1 err=0x00", "produce 2 0x00", "consume 3 err=0x00 msgs=0"], "open", facts=["hwmark 2"])],
 )
 async def s3_2(c: Conversation) -> None:
-    topic = topic_of("tk.S3.2")
+    topic = topic_of(c, "tk.S3.2")
     await first_ping(c)
     await create(c, 1, topic)
     await c.send(obs(c).request(produce_request(2, topic, encode_bundle(messages(c, 2), compress=False))), label="Produce 2")
@@ -261,7 +261,7 @@ async def s3_2(c: Conversation) -> None:
     features=["long-poll"],
 )
 async def s3_3(c: Conversation) -> None:
-    topic = topic_of("tk.S3.3")
+    topic = topic_of(c, "tk.S3.3")
     await first_ping(c)
     await create(c, 1, topic)
     await c.send(obs(c).request(consume_request(2, topic, 1, wait_ms=5000, min_bytes=1)), label="Consume from 1, maxWait 5 s")
@@ -282,7 +282,7 @@ async def s3_3(c: Conversation) -> None:
     features=["long-poll"],
 )
 async def s3_4(c: Conversation) -> None:
-    topic = topic_of("tk.S3.4")
+    topic = topic_of(c, "tk.S3.4")
     await first_ping(c)
     await create(c, 1, topic)
     t0 = c.now()
@@ -303,7 +303,7 @@ async def s3_4(c: Conversation) -> None:
     vectors=["partial_chunks.json"],
 )
 async def s3_5(c: Conversation) -> None:
-    topic = topic_of("tk.S3.5")
+    topic = topic_of(c, "tk.S3.5")
     await first_ping(c)
     await create(c, 1, topic)
     await c.send(obs(c).request(produce_request(2, topic, encode_bundle(messages(c, 4, 200), compress=False))), label="Produce 4")
@@ -359,7 +359,7 @@ async def _produce_raw(c: Conversation, topic: str, raw: bytes, label: str) -> N
     [expect(PASS, ALL, ["ping", "create 1 err=0x00"], CLOSED)],
 )
 async def s4_1(c: Conversation) -> None:
-    topic = topic_of("tk.S4.1")
+    topic = topic_of(c, "tk.S4.1")
     await first_ping(c)
     await create(c, 1, topic)
     bundle = encode_bundle(messages(c, 1), compress=False)
@@ -390,7 +390,7 @@ async def s4_1(c: Conversation) -> None:
     ],
 )
 async def s4_2(c: Conversation) -> None:
-    topic = topic_of("tk.S4.2")
+    topic = topic_of(c, "tk.S4.2")
     await first_ping(c)
     await c.send(obs(c).request(CreateTopicRequest(1, topic, 2)), label="CreateTopic, 2 partitions", split="whole")
     await answered(c, "create 1 ")
@@ -414,7 +414,7 @@ async def s4_2(c: Conversation) -> None:
     [expect(PASS, ALL, ["ping", "produce 1 0xff", "consume 2 unknown-topic"], "open")],
 )
 async def s4_3(c: Conversation) -> None:
-    topic = topic_of("tk.S4.3") + f"-{c.rng.getrandbits(32):08x}"
+    topic = topic_of(c, "tk.S4.3") + f"-{c.rng.getrandbits(32):08x}"
     await first_ping(c)
     await c.send(obs(c).request(produce_request(1, topic, encode_bundle(messages(c, 1), compress=False))), label="Produce to an unknown topic")
     await answered(c, "produce 1 ")
@@ -442,7 +442,7 @@ async def s4_3(c: Conversation) -> None:
     ],
 )
 async def s4_4(c: Conversation) -> None:
-    topic = topic_of("tk.S4.4")
+    topic = topic_of(c, "tk.S4.4")
     await first_ping(c)
     await create(c, 1, topic)
     bundle = encode_bundle(messages(c, 1), compress=False)
@@ -477,7 +477,7 @@ async def s4_4(c: Conversation) -> None:
     ],
 )
 async def s4_5(c: Conversation) -> None:
-    topic = topic_of("tk.S4.5")
+    topic = topic_of(c, "tk.S4.5")
     await first_ping(c)
     await create(c, 1, topic)
     bad = encode_bundle(messages(c, 1), compress=False)[:-3]

@@ -10,7 +10,7 @@ from ....errors import ProtocolError
 from ....tank.bundles import Message
 
 
-async def serve_for_simulation(listener: Any, sink: str) -> None:
+async def serve_for_simulation(listener: Any, sink: str, run_id: str = "") -> None:
     """refwire's own broker on ``listener`` (the server cases run against it inside the simulator)."""
     from ....tank.server import TankBroker
 
