@@ -126,7 +126,7 @@ def test_serve_and_send_count(serve: Any) -> None:
     assert "sent 50 events, all acked" in sent.stderr
     assert srv.wait() == 0, srv.stderr
     assert srv.stdout_docs() == generated(50)
-    assert "received 50 events on 1 connections" in srv.stderr
+    assert "received 50 events on 1 connection" in srv.stderr
 
 
 def test_serve_out_file(serve: Any, tmp_path: Path) -> None:
@@ -240,7 +240,7 @@ def test_serve_stops_on_sigterm(serve: Any) -> None:
     assert sent.returncode == 0, sent.stderr
     srv.proc.send_signal(signal.SIGTERM)
     assert srv.wait() == 0, srv.stderr
-    assert "received 1 events on 1 connections" in srv.stderr
+    assert "received 1 event on 1 connection" in srv.stderr
     assert "Traceback" not in srv.stderr
     assert srv.stdout_docs() == generated(1)
 
@@ -304,7 +304,7 @@ def test_send_to_a_closed_port_fails_quickly() -> None:
     t0 = time.monotonic()
     proc = refwire("send", "lumberjack", f"{LOCAL}:{port}", "--count", "3", "--max-attempts", "1", timeout=15)
     assert time.monotonic() - t0 < 10
-    assert_clean_failure(proc, 1, "gave up after 1 attempts")
+    assert_clean_failure(proc, 1, "gave up after 1 attempt:")
     assert f"{LOCAL}:{port}" in proc.stderr
     assert "3 not" in proc.stderr
 

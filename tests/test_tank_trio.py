@@ -5,6 +5,8 @@ log surviving a restart, and the CLI."""
 
 from __future__ import annotations
 
+import logging
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -236,3 +238,14 @@ async def test_broker_write_failure_keeps_stored_data() -> None:
     assert broker.stats["requests"] == 2 and broker.open_connections == 0
     assert broker.storage.topics["t"][0].last_assigned == 1  # stored, though the answer was lost
     assert ("open", "reset", "closed") in broker.transitions_seen
+
+
+async def test_each_request_is_a_debug_line(broker_port: tuple[TankBroker, int], caplog: pytest.LogCaptureFixture) -> None:
+    """``refwire -vv serve tank``: a debug line per request, naming the connection and the request id."""
+    caplog.set_level(logging.DEBUG, logger="refwire.tank")
+    _, port = broker_port
+    with trio.fail_after(20):
+        async with TankClient.connect_tcp("127.0.0.1", port) as c:
+            await c.create_topic("debug-lines")
+    lines = [r.getMessage() for r in caplog.records if r.name == "refwire.tank" and r.levelno == logging.DEBUG]
+    assert any(re.fullmatch(r"tank: connection \d+: CreateTopicRequest \(request \d+\)", line) for line in lines), lines

@@ -13,6 +13,7 @@ other error, so its own clean-up (a conformance run's reports) still happens.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Any, TextIO
 
@@ -89,6 +90,13 @@ class _Stderr:
         return getattr(self._inner, name)
 
 
+def _ignore_further_ctrl_c() -> None:
+    """The command was interrupted and is ending: a further Ctrl-C (while the
+    interpreter shuts down, when SIGINT has its default action again) must not
+    end the process by the signal instead of with status 130."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def main() -> int:
     try:
         from .cli import main as run
@@ -99,7 +107,13 @@ def main() -> int:
     sys.stdout = out
     sys.stderr = _Stderr(stderr_was, out)
     try:
-        status = run()
+        try:
+            status = run()
+            if status == 130:
+                _ignore_further_ctrl_c()
+        except KeyboardInterrupt:  # a second Ctrl-C just as the command returned
+            status = 130
+            _ignore_further_ctrl_c()
         try:
             out.flush()  # what is still buffered, before the interpreter's own flush at exit
         except BrokenPipeError:

@@ -15,22 +15,27 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import json
 import logging
+import signal
 import socket
 import ssl
 import sys
-import time
+import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Final
 
 import trio
 
-from .cliutil import Commands, UsageError, positive_int
+from .cliutil import Commands, UsageError
 from .errors import RefwireError
 from .protocols import descriptor, load, names
+from .transport import tls_reason
 
-__all__ = ["TOOL_CLIS", "main"]
+__all__ = ["INTERRUPTED", "TOOL_CLIS", "main", "run_interruptibly"]
+
+_log = logging.getLogger("refwire.cli")
 
 #: ``register(Commands)`` functions beside the protocols' own (which their descriptors name).
 TOOL_CLIS = ("refwire.pipeline.cli:register", "refwire.conform.cli:register", "refwire.chaos.cli:register")
@@ -61,14 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     # sim -----------------------------------------------------------------
     sim = sub.add_parser("sim", help="run deterministic simulations")
-    sim.add_argument("protocol", nargs="?", default="all", help=f"one of: {', '.join(_sim_protocols())}, or all (default)")
-    sim.add_argument("--seeds", type=positive_int, default=20, metavar="N", help="run N seeds (default 20)")
-    sim.add_argument("--first-seed", type=int, default=0, metavar="K", help="first seed of the batch (default 0)")
-    sim.add_argument("--seed", type=int, metavar="S", help="replay this one seed")
-    sim.add_argument("--knobs", metavar="JSON", help='override fault knobs / workload: {"faults": {...}, "workload": {...}}')
-    sim.add_argument("--shrink", action="store_true", help="shrink every failing seed and print its minimal replay command")
-    sim.add_argument("--json", action="store_true", help="print one JSON object per run instead of text")
-    sim.add_argument("--trace", action="store_true", help="print the last trace lines of failing runs")
+    from .sim.cli import add_sim_arguments
+
+    add_sim_arguments(sim, _sim_protocols())
     return p
 
 
@@ -76,62 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _sim(args: argparse.Namespace) -> int:
-    from refwire.sim.faults import Faults
-    from refwire.sim.runner import check_workload, run_seed, shrink
+    from refwire.sim.cli import run_sim
 
     known = _sim_protocols()
     protocols = list(known) if args.protocol == "all" else [args.protocol]
     for proto in protocols:
         if proto not in known:
             raise UsageError(f"no simulation for {proto!r}; choose one of: {', '.join(known)}, all")
-    faults = None
-    workload = None
-    if args.knobs:
-        try:
-            knobs = json.loads(args.knobs)
-            if "faults" in knobs:
-                faults = Faults.from_dict(knobs["faults"])
-            workload = knobs.get("workload")
-            if workload is not None:
-                if not isinstance(workload, dict):
-                    raise ValueError("the workload must be a JSON object")
-                for proto in protocols:
-                    check_workload(proto, workload)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise UsageError(f"--knobs is not valid: {exc}") from None
-    seeds = [args.seed] if args.seed is not None else list(range(args.first_seed, args.first_seed + args.seeds))
-    failures = []
-    total = 0
-    t0 = time.perf_counter()
-    for proto in protocols:
-        for seed in seeds:
-            r = run_seed(proto, seed, faults=faults, workload=workload)
-            total += 1
-            if args.json:
-                print(json.dumps(r.to_row(), sort_keys=True), flush=True)
-            else:
-                status = "ok  " if r.ok else "FAIL"
-                print(
-                    f"{status} {proto} seed={seed} outcome={r.outcome}{':' + r.violation if r.violation else ''} "
-                    f"trace={r.trace_hash} t={r.sim_time:.1f}s events={r.counts.get('events_total', 0)} "
-                    f"deliveries={r.counts.get('deliveries', 0)} reconnects={r.counts.get('client_reconnects', 0)}",
-                    flush=True,
-                )
-                print(f"     knobs: {Faults.from_dict(r.faults).banner() or 'no faults'}", flush=True)
-            if not r.ok:
-                failures.append(r)
-                if not args.json:
-                    print(f"     {r.detail}")
-                    print(f"     replay: {r.replay()}")
-                    if args.trace:
-                        for line in r.trace_tail:
-                            print(f"       | {line}")
-                if args.shrink:
-                    small = shrink(r, log=(None if args.json else lambda m: print(m, file=sys.stderr)))
-                    print(f"     shrunk: {small.replay()}")
-    dt = time.perf_counter() - t0
-    print(f"{total} runs, {total - len(failures)} passed, {len(failures)} failed ({dt:.1f}s)", file=sys.stderr if args.json else sys.stdout)
-    return 1 if failures else 0
+    return run_sim(args, protocols)
 
 
 # --------------------------------------------------------------------------- main
@@ -158,7 +110,7 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 def describe_error(exc: BaseException) -> str:
     """One plain line for an error a user caused: the cause's words, not a repr."""
     if isinstance(exc, trio.TooSlowError):
-        return "timed out"
+        return str(exc).strip() or "timed out"  # (a PeerTimeout says what it waited for)
     if isinstance(exc, ssl.SSLCertVerificationError):
         return f"TLS certificate verification failed: {exc.verify_message or exc.reason}"
     if isinstance(exc, ssl.SSLError):
@@ -170,6 +122,9 @@ def describe_error(exc: BaseException) -> str:
         return f"{exc.strerror}{where}"
     text = str(exc).strip()
     if isinstance(exc, (trio.BrokenResourceError, trio.ClosedResourceError, EOFError)):
+        reason = tls_reason(exc)
+        if not text and reason:
+            return f"TLS error: {reason}"
         cause = exc.__cause__ or exc.__context__
         if not text and cause is not None and not isinstance(cause, type(exc)):
             return describe_error(cause)
@@ -200,7 +155,86 @@ def _report(exc: BaseException, *, verbose: int = 0) -> int:
 
 
 
+#: The command groups whose commands :func:`run_interruptibly` runs: a protocol's
+#: ``serve``, ``send`` and ``read`` (their Ctrl-C is a cancellation, never a
+#: KeyboardInterrupt raised in whichever task happens to run).
+_INTERRUPTIBLE_GROUPS: Final = ("serve", "send", "read")
+
+#: Exit status of a command stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
+INTERRUPTED: Final = 130
+
+
+async def run_interruptibly(func: Callable[[argparse.Namespace], Awaitable[int]], args: argparse.Namespace) -> int:
+    """Run ``await func(args)`` and turn Ctrl-C (SIGINT) into its cancellation: the
+    exit status is then :data:`INTERRUPTED` (130) whatever the command's
+    cleanup raises or returns -- a connection its peer closed meanwhile (the
+    peer got the same Ctrl-C), an error of a half-finished request, or a reply
+    that came in just then.
+
+    Without this, trio raises KeyboardInterrupt in whichever task runs when the
+    signal lands (a connection's reader, say): that task's cleanup fails the
+    request the main task waits on, and the exit status came from whichever
+    error won.  A second Ctrl-C while the command unwinds changes nothing.  A
+    server's own ``stop_on_signal`` takes the first Ctrl-C (a graceful stop,
+    exit 0); a second one during its shutdown comes here and cancels it."""
+    if threading.current_thread() is not threading.main_thread():
+        return int(await func(args))  # signals reach the main thread only
+    interrupted = False
+    result: int | None = None
+    failure: BaseException | None = None
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                nonlocal interrupted
+                async for _ in signals:  # every further Ctrl-C is drained here too
+                    if not interrupted:
+                        interrupted = True
+                        command_scope.cancel()
+
+            with trio.CancelScope() as command_scope:
+                nursery.start_soon(watch)
+                try:
+                    result = int(await func(args))
+                except BaseException as exc:  # raised below, outside the nursery (not in a group)
+                    failure = exc
+            nursery.cancel_scope.cancel()
+    if interrupted:
+        if failure is not None:
+            _log.debug("after Ctrl-C: %s", describe_error(failure))
+        return INTERRUPTED
+    if failure is not None:
+        raise failure
+    assert result is not None
+    return result
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored meanwhile (the log's last lines are written on the way out:
+    a second Ctrl-C there must not become a traceback)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``refwire`` command; returns its exit status (0 done, 1 what a user
+    can cause, 2 bad usage, 130 Ctrl-C).  No traceback reaches a person: a
+    Ctrl-C that lands anywhere -- loading, running, reporting, writing the
+    last log lines -- is exit status 130."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:  # loading every protocol's commands takes a moment: Ctrl-C meanwhile is 130 too
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -218,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.parse_args([args.command, "--help"])
             return 2
         if inspect.iscoroutinefunction(func):
+            if args.command in _INTERRUPTIBLE_GROUPS:
+                return int(trio.run(run_interruptibly, func, args))
             return int(trio.run(func, args))
         return int(func(args))
     except SystemExit:
@@ -226,10 +262,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _report(exc, verbose=args.verbose)
     finally:
         if handler is not None:
-            logging.getLogger().removeHandler(handler)
-            handler.close()
-    parser.print_help()
-    return 2
+            with _sigint_ignored():
+                logging.getLogger().removeHandler(handler)
+                handler.close()
 
 
 def _log_to_stderr(level: int) -> logging.Handler | None:

@@ -9,8 +9,14 @@ its subcommands to the parsers in :class:`Commands` and sets ``func`` on each
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import signal
-from collections.abc import Sequence
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
+from typing import Any
 
 import attrs
 import trio
@@ -19,11 +25,13 @@ from .drivers import parse_hostport
 
 __all__ = [
     "Commands",
+    "OneInterrupt",
     "UsageError",
     "hostport",
     "max_connections",
     "nonneg_float",
     "open_listeners",
+    "positive_float",
     "positive_int",
     "stop_on_signal",
 ]
@@ -62,6 +70,14 @@ def nonneg_float(text: str) -> float:
     if v < 0:
         raise argparse.ArgumentTypeError(f"{v} must not be negative")
     return v
+
+
+def positive_float(text: str) -> float:
+    """A number of seconds above 0 (a bound of 0 would give up at once)."""
+    value = nonneg_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value:g} must be more than 0")
+    return value
 
 
 def max_connections(args: argparse.Namespace) -> int | None:
@@ -129,3 +145,67 @@ async def stop_on_signal(done: trio.Event, task_status: trio.TaskStatus[None] = 
         async for _ in signals:
             done.set()
             return
+
+
+class OneInterrupt:
+    """SIGINT while a command of seeds runs: the first raises :class:`KeyboardInterrupt`
+    (as Python's own handler does); later ones, which arrive while the command
+    winds down, are ignored, or with ``hard_exit`` end the process at once with
+    status 130 (after ``on_hard_exit``, e.g. printing the interrupted line).
+
+    Use as a context manager in the main thread; elsewhere it does nothing.
+    """
+
+    def __init__(self, *, hard_exit: bool = False, on_hard_exit: Callable[[], None] | None = None) -> None:
+        self.count = 0
+        self.hard_exit = hard_exit
+        self.on_hard_exit = on_hard_exit
+        self._previous: Any = None
+        self._armed = False
+        self._deferring = False
+        self._pending = False
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """A block the first Ctrl-C does not cut in two: it raises
+        :class:`KeyboardInterrupt` when the block ends (recording a verdict and
+        printing it happen both or neither)."""
+        self._deferring = True
+        try:
+            yield
+        finally:
+            self._deferring = False
+        if self._pending:
+            self._pending = False
+            raise KeyboardInterrupt
+
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        if self.count == 1:
+            if self._deferring:
+                self._pending = True
+                return
+            raise KeyboardInterrupt
+        if self.hard_exit:
+            with contextlib.suppress(Exception):
+                if self.on_hard_exit is not None:
+                    self.on_hard_exit()
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(130)
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether SIGINT arrived."""
+        return self.count > 0
+
+    def __enter__(self) -> OneInterrupt:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+            self._armed = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._armed:
+            signal.signal(signal.SIGINT, self._previous)
+            self._armed = False

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import IO, Final
 
-__all__ = ["BackgroundStderr", "limited", "reset"]
+__all__ = ["BackgroundStderr", "limited", "plural", "reset"]
 
 #: Seconds between two lines of the same kind from :func:`limited`.
 DEFAULT_INTERVAL: Final = 10.0
@@ -63,6 +63,15 @@ def limited(
     return True
 
 
+def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+    """``1 event``, ``2 events``, ``0 events``: a count and its noun, in the
+    number the count asks for (``plural_form`` for a noun that does not just
+    take an ``s``: ``plural(n, "reply", "replies")``)."""
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {plural_form or noun + 's'}"
+
+
 def reset() -> None:
     """Forget every kind's last line (a test that counts lines starts from a clean slate)."""
     with _lock:
@@ -82,6 +91,7 @@ class BackgroundStderr(logging.Handler):
         self.stream = stream
         self.dropped = 0
         self._queue: queue.Queue[object] = queue.Queue(capacity)
+        self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="refwire-log", daemon=True)
         self._thread.start()
 
@@ -99,7 +109,13 @@ class BackgroundStderr(logging.Handler):
     def _run(self) -> None:
         reported = 0
         while True:
-            item = self._queue.get()
+            if self._stopping.is_set():  # closing: write what is queued, then end (no waiting)
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    return
+            else:
+                item = self._queue.get()
             if item is self._STOP:
                 return
             try:
@@ -112,10 +128,16 @@ class BackgroundStderr(logging.Handler):
                 return
 
     def close(self, timeout: float = 1.0) -> None:
-        """Write what is queued (for at most ``timeout`` seconds), then stop."""
+        """Write what is queued (for at most ``timeout`` seconds in all), then stop.
+
+        Never blocks on a full queue (the writer thread may be stuck on a stream
+        nobody reads): the stop is flagged, and the thread ends once the queue
+        is written or the stream fails; a thread still stuck past ``timeout`` is
+        left behind (it is a daemon)."""
+        self._stopping.set()
         try:
-            self._queue.put(self._STOP, timeout=timeout)
+            self._queue.put_nowait(self._STOP)
         except queue.Full:
-            pass
+            pass  # the writer sees _stopping once it has written what is queued
         self._thread.join(timeout)
         super().close()

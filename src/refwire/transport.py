@@ -18,26 +18,32 @@ import logging
 import os
 import socket
 import ssl
-from collections.abc import Awaitable, Callable, Sequence
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import trio
 
-from .errors import RemoteProtocolError
+from .errors import RefwireError, RemoteProtocolError
 from .logs import limited
 
 __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
+    "PeerTimeout",
     "StreamServer",
     "TlsFileError",
+    "TlsHandshakeError",
     "client_ssl_context",
     "first_error",
     "listener_address",
     "open_stream",
     "parse_hostport",
+    "peer_name",
     "permanent_error",
     "server_ssl_context",
+    "stdin_lines",
+    "tls_reason",
 ]
 
 log = logging.getLogger("refwire")
@@ -162,6 +168,58 @@ def _first_cause(exc: BaseException) -> str:
     return str(exc)
 
 
+class PeerTimeout(RefwireError, trio.TooSlowError):
+    """A peer did not answer in time: the message says what was awaited, from
+    whom and for how long (``no Pravega Hello from 127.0.0.1:6000 in 10 s (is it
+    a segment store?)``).  A :class:`trio.TooSlowError` too, so code that
+    catches that keeps working."""
+
+    def __init__(self, message: str, *, peer: str = "", seconds: float | None = None) -> None:
+        super().__init__(message)
+        self.peer = peer  #: ``HOST:PORT`` of the peer (empty if unknown)
+        self.seconds = seconds  #: the bound that passed
+
+
+class TlsHandshakeError(OSError):
+    """A TLS handshake failed; the message names the peer and OpenSSL's reason
+    (``CERTIFICATE_VERIFY_FAILED``, ``WRONG_VERSION_NUMBER`` ...), which trio's
+    ``BrokenResourceError`` alone does not say.  The ``ssl.SSLError`` is its
+    ``__cause__`` (so :func:`permanent_error` still sees a failed verification)."""
+
+
+def tls_reason(exc: BaseException) -> str | None:
+    """OpenSSL's reason for a failed TLS handshake, found in ``exc`` or its causes
+    (trio wraps the ``ssl.SSLError`` in a ``BrokenResourceError`` with no text):
+    ``CERTIFICATE_VERIFY_FAILED: unable to get local issuer certificate``,
+    ``WRONG_VERSION_NUMBER``, ...; None when no ``ssl.SSLError`` is in the chain."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, ssl.SSLCertVerificationError):
+            why = e.verify_message or ""
+            return f"{e.reason or 'CERTIFICATE_VERIFY_FAILED'}" + (f": {why}" if why else "")
+        if isinstance(e, ssl.SSLError):
+            return str(e.reason or e.strerror or e)
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def peer_name(stream: trio.abc.Stream | None, unknown: str = "?") -> str:
+    """``HOST:PORT`` of the peer of a TCP (or TLS-over-TCP) stream, or ``unknown``
+    (a stream of another kind, or a socket already closed)."""
+    while isinstance(stream, trio.SSLStream):
+        stream = stream.transport_stream
+    sock = getattr(stream, "socket", None)
+    try:
+        host, port = sock.getpeername()[:2] if sock is not None else ("?", 0)
+    except (OSError, ValueError, TypeError):
+        return unknown
+    if host == "?":
+        return unknown
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+
+
 async def open_stream(
     host: str,
     port: int,
@@ -170,25 +228,43 @@ async def open_stream(
     server_hostname: str | None = None,
     timeout: float = 10.0,
 ) -> trio.abc.Stream:
-    """Connect over TCP, then TLS if a context is given, within ``timeout`` seconds."""
-    with trio.fail_after(timeout):
+    """Connect over TCP, then TLS if a context is given, within ``timeout`` seconds
+    in all.  Past it, :class:`PeerTimeout` says which step did not finish; a
+    failed handshake is a :class:`TlsHandshakeError` with OpenSSL's reason."""
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    deadline = trio.current_time() + timeout
+    stream: trio.abc.Stream | None = None
+    with trio.move_on_at(deadline):
         try:
-            stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+            stream = await trio.open_tcp_stream(host, port)
         except socket.gaierror as exc:  # name the host: the resolver's words alone do not
             raise OSError(f"cannot resolve {host!r}: {exc.strerror or exc}") from exc
         except OSError as exc:
             if exc.strerror or not str(exc):
                 raise
-            raise OSError(f"cannot connect to {host}:{port}: {_first_cause(exc)}") from exc
-        if ssl_context is not None:
-            tls = trio.SSLStream(stream, ssl_context, server_hostname=server_hostname or host, https_compatible=False)
+            raise OSError(f"cannot connect to {where}: {_first_cause(exc)}") from exc
+    if stream is None:
+        raise PeerTimeout(f"cannot connect to {where}: no answer in {timeout:g} s", peer=where, seconds=timeout)
+    if ssl_context is None:
+        return stream
+    tls = trio.SSLStream(stream, ssl_context, server_hostname=server_hostname or host, https_compatible=False)
+    done = False
+    try:
+        with trio.move_on_at(deadline):
             try:
                 await tls.do_handshake()
-            except BaseException:
-                await trio.aclose_forcefully(stream)
-                raise
-            stream = tls
-    return stream
+            except (trio.BrokenResourceError, ssl.SSLError) as exc:
+                reason = tls_reason(exc) or "the server closed the connection"
+                raise TlsHandshakeError(f"TLS handshake with {where} failed: {reason}") from exc
+            done = True
+    finally:
+        if not done:
+            await trio.aclose_forcefully(stream)
+    if not done:
+        raise PeerTimeout(
+            f"no TLS handshake from {where} in {timeout:g} s (is it a TLS server?)", peer=where, seconds=timeout
+        )
+    return tls
 
 
 #: Connections a refwire server serves at once unless told otherwise (``--max-connections``).
@@ -291,6 +367,9 @@ class StreamServer:
 
     async def _run_handler(self, stream: trio.abc.Stream) -> None:
         self.total_connections += 1
+        peer = peer_name(stream)
+        log.debug("%s: connection from %s accepted (%d open)", self.name, peer, self.open_connections)
+        why = "finished"  # (the handler returned: the peer closed, or the protocol ended it)
         try:
             if self._ssl_context is not None:
                 tls = trio.SSLStream(stream, self._ssl_context, server_side=True, https_compatible=False)
@@ -298,13 +377,21 @@ class StreamServer:
                     with trio.fail_after(self._handshake_timeout):
                         await tls.do_handshake()
                 except (trio.TooSlowError, trio.BrokenResourceError, ssl.SSLError, OSError) as exc:
-                    limited(log, f"tls:{id(self)}", "%s: TLS handshake failed: %s", self.name, exc or type(exc).__name__)
+                    if isinstance(exc, trio.TooSlowError):
+                        why = f"TLS handshake failed: none within {self._handshake_timeout:g} s"
+                    else:
+                        why = f"TLS handshake failed: {tls_reason(exc) or _words(exc)}"
+                    limited(log, f"tls:{id(self)}", "%s: connection from %s: %s", self.name, peer, why)
                     return
                 stream = tls
             await self._handler(stream)
+        except BaseException as exc:
+            why = "cancelled (shutting down)" if isinstance(exc, trio.Cancelled) else _words(exc)
+            raise
         finally:
             self.open_connections -= 1
             await trio.aclose_forcefully(stream)
+            log.debug("%s: connection from %s closed: %s", self.name, peer, why)
 
     async def shutdown(self, grace: float = 5.0) -> None:
         """Stop accepting; give open connections ``grace`` seconds; then cancel them."""
@@ -313,6 +400,39 @@ class StreamServer:
         if self._accept_scope is not None:
             self._accept_scope.cancel()
         await self._done.wait()
+
+
+def _words(exc: BaseException) -> str:
+    """An exception in a few words for a log line (its text, else its class)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+async def stdin_lines() -> AsyncIterator[bytes]:
+    """The standard input's lines (bytes, without their ``\\n``), as they come.
+
+    Read by a worker thread that a cancellation (Ctrl-C) abandons, with
+    ``os.read`` on the descriptor rather than through ``sys.stdin``: a thread
+    left blocked inside ``sys.stdin``'s buffer holds its lock, and the
+    interpreter's exit then aborts ("could not acquire lock ... at interpreter
+    shutdown").  A ``sys.stdin`` without a descriptor (a test's ``StringIO``)
+    is read as it is."""
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):  # (io.UnsupportedOperation is both)
+        for text in sys.stdin:
+            yield (text.encode() if isinstance(text, str) else bytes(text)).rstrip(b"\n")
+        return
+    carry = b""
+    while True:
+        chunk = await trio.to_thread.run_sync(os.read, fd, 65536, abandon_on_cancel=True)
+        if not chunk:
+            break
+        *lines, carry = (carry + chunk).split(b"\n")
+        for line in lines:
+            yield line
+    if carry:
+        yield carry
 
 
 def listener_address(listener: trio.abc.Listener[Any]) -> str:

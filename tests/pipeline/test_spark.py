@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -59,10 +60,15 @@ def test_campaign_rows_tables_and_diff(spark: Any, tmp_path: Path) -> None:
 def test_campaign_command(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
     assert main(["campaign", "--protocols", "lumberjack", "--seeds", "3", "--out", str(out), "--campaign", "a"]) == 0
-    text = capsys.readouterr().out
+    captured = capsys.readouterr()
+    text = captured.out
+    assert "  seeds 3/3 (100%)" in captured.err, captured.err  # the progress ends drawing the finished state
     assert "3 runs on local[2]" in text and "failures: none" in text and "never reached" in text
     # three seeds reach few of Lumberjack's transitions, and unreached.toml explains none of them
-    assert ": NO REASON (reach it, or say why in" in text and "never-reached transitions have NO reason" in text
+    assert ": not explained yet" in text and "NO REASON" not in text
+    assert "(reason_detail)" in text
+    cov = spark.read.parquet(str(out / "tables" / "a" / "coverage"))
+    assert {"reason", "reason_detail"} <= set(cov.columns)
     assert (out / "runs" / "campaign=a" / "protocol=lumberjack").is_dir()
     assert (out / "tables" / "a" / "coverage").is_dir()
     args = ["campaign", "--protocols", "lumberjack", "--seeds", "3", "--out", str(out), "--campaign", "b", "--diff", "a", "--strict"]
@@ -110,6 +116,9 @@ def test_analyze_flags_the_broken_connections_with_the_right_rules(spark: Any, t
     names = write_lumberjack_capture(tmp_path / "cap", ["", "seq-gap", "wrong-ack", "garbage", ""])
     res = analyze(spark, tmp_path / "cap", tmp_path / "out")
     assert res.protocol == "lumberjack" and res.connections == 5 and res.errors == 1
+    # the command fails on a violation, as a campaign fails on a failing seed; --allow-failures only reports
+    assert main(["analyze", str(tmp_path / "cap"), "--out", str(tmp_path / "out-cli")]) == 1
+    assert main(["analyze", str(tmp_path / "cap"), "--out", str(tmp_path / "out-cli"), "--allow-failures"]) == 0
     v = spark.read.parquet(res.violations_path).collect()
     by_conn = {n: sorted({r["rule"] for r in v if r["conn"] == n}) for n in names}
     assert by_conn == {
@@ -221,3 +230,25 @@ def test_analyze_a_capture_mixing_protocols(spark: Any, tmp_path: Path) -> None:
     frames = spark.read.parquet(res.frames_path)
     assert {r["protocol"] for r in frames.select("protocol").distinct().collect()} == {"pravega", "tank", "seastar-rpc"}
     assert frames.where("parent_offset IS NOT NULL AND protocol = 'seastar-rpc'").count() > 0
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(180)
+def test_ctrl_c_on_a_spark_campaign_is_one_line_and_130(tmp_path: Path) -> None:
+    """Ctrl-C once the campaign's Spark job runs (its first progress line): exit 130,
+    at most three lines (the header, the progress line, ``interrupted after …``),
+    no Python traceback, no Py4J or Java stack, nothing written for the campaign."""
+    from support.interrupt import interrupt_at, looks_clean
+
+    from refwire.pipeline.session import java_problem
+
+    if java_problem():
+        pytest.skip(str(java_problem()))
+    args = ["campaign", "--protocols", "lumberjack", "--seeds", "400", "--out", str(tmp_path), "--campaign", "x"]
+    proc = interrupt_at(args, [("stderr", r"^  seeds \S+/400 ")], timeout=150)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 130, text
+    assert len(text.strip().splitlines()) <= 3, text
+    assert looks_clean(proc) is None and "Using incubator modules" not in text, text
+    assert re.search(r"^interrupted after \d+ seeds; campaign x was not written$", proc.stderr, re.M), text
+    assert not (tmp_path / "runs" / "campaign=x").exists()

@@ -113,7 +113,7 @@ def test_campaign_and_analyze_on_a_standalone_cluster(cluster: str, tmp_path: Pa
     capture = tmp_path / "capture"
     write_lumberjack_capture(capture, ("", "wrong-ack"))
     analysis = tmp_path / "analysis"
-    done = _refwire("analyze", str(capture), "--out", str(analysis), "--master", cluster)
+    done = _refwire("analyze", str(capture), "--out", str(analysis), "--master", cluster, "--allow-failures")
     assert done.returncode == 0, done.stderr[-3000:]
     assert list((analysis / "frames").rglob("*.parquet")) and list((analysis / "violations").rglob("*.parquet"))
     summary = done.stdout + done.stderr

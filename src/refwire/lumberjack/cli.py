@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -25,8 +26,12 @@ from ..cliutil import (
     stop_on_signal,
 )
 from ..drivers import client_ssl_context, listener_address, server_ssl_context
+from ..logs import plural
+from ..transport import stdin_lines
 
 __all__ = ["register"]
+
+log = logging.getLogger("refwire.lumberjack.cli")
 
 
 def register(cmds: Commands) -> None:
@@ -110,6 +115,13 @@ def register(cmds: Commands) -> None:
     c.add_argument("--sequence", choices=("window", "running"), default="window", help="number events 1..n per window (default) or with a running u32 counter")
     c.add_argument("--first-seq", type=int, default=1, metavar="N", help="first sequence number with --sequence running")
     c.add_argument("--ack-timeout", type=nonneg_float, default=30.0, metavar="S", help="reconnect after S seconds without an ack or keepalive (default 30)")
+    c.add_argument(
+        "--connect-timeout",
+        type=nonneg_float,
+        default=10.0,
+        metavar="S",
+        help="give up on a connection (and its TLS handshake) after S seconds (default 10)",
+    )
     c.add_argument("--max-attempts", type=positive_int, default=5, metavar="N", help="give up on a window after N failed attempts (default 5)")
     c.add_argument("--tls", action="store_true", help="connect with TLS (implied by the other --tls options)")
     c.add_argument("--tls-ca", metavar="PEM", help="trust this CA (default: the system store)")
@@ -179,6 +191,7 @@ async def _serve_lumberjack(args: argparse.Namespace) -> int:
                 _write_event(out, ev)
         out.flush()
         received += len(batch.events)
+        log.debug("lumberjack: connection %d (%s): batch of %s", info.id, info.peer, plural(len(batch.events), "event"))
         if args.exit_after and received >= args.exit_after:
             done.set()
         if args.ack_delay:
@@ -213,7 +226,7 @@ async def _serve_lumberjack(args: argparse.Namespace) -> int:
     finally:
         if out is not sys.stdout:
             out.close()
-    print(f"received {received} events on {server.stats['connections']} connections", file=sys.stderr)
+    print(f"received {plural(received, 'event')} on {plural(server.stats['connections'], 'connection')}", file=sys.stderr)
     return 0
 
 
@@ -242,7 +255,8 @@ async def _read_stdin(out: trio.MemorySendChannel[dict[str, Any]], v1: bool, bad
     warned = not v1
     n = 0
     async with out:
-        async for line in trio.wrap_file(sys.stdin):
+        async for raw in stdin_lines():  # (Ctrl-C ends the wait for stdin at once)
+            line = raw.decode("utf-8", "replace")
             n += 1
             try:
                 doc = _parse_line(n, line)
@@ -340,7 +354,9 @@ async def _send_lumberjack(args: argparse.Namespace) -> int:
         retry_protocol_errors=False,
     )
     host, port = args.address
-    client = LumberjackClient.connect_tcp(host, port, ssl_context=ctx, server_hostname=args.server_name, config=config)
+    client = LumberjackClient.connect_tcp(
+        host, port, ssl_context=ctx, server_hostname=args.server_name, config=config, connect_timeout=args.connect_timeout
+    )
     t0 = time.perf_counter()
     sent = 0
     try:
@@ -360,7 +376,7 @@ async def _send_lumberjack(args: argparse.Namespace) -> int:
                         await client.send(batch)
                         sent += len(batch)
                 if bad:
-                    raise UsageError(f"{bad[0]} (the {sent} events before it were sent and acked)")
+                    raise UsageError(f"{bad[0]} (the {plural(sent, 'event')} before it were sent and acked)")
     except (SendFailed, BaseExceptionGroup) as exc:
         failed = _first(exc, SendFailed)
         if failed is not None:
@@ -373,8 +389,8 @@ async def _send_lumberjack(args: argparse.Namespace) -> int:
     dt = time.perf_counter() - t0
     st = client.stats
     print(
-        f"sent {sent} events, all acked, in {dt:.3f}s ({sent / dt:.0f} events/s; "
-        f"{st['windows']} windows, {st['reconnects']} reconnects)",
+        f"sent {plural(sent, 'event')}, all acked, in {dt:.3f}s ({sent / dt:.0f} events/s; "
+        f"{plural(st['windows'], 'window')}, {plural(st['reconnects'], 'reconnect')})",
         file=sys.stderr,
     )
     return 0

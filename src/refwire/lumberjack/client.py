@@ -34,6 +34,8 @@ import trio
 
 from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream, permanent_error
 from ..errors import RemoteProtocolError
+from ..logs import plural
+from ..transport import tls_reason
 from ..wire import Limits
 from .connection import ClientConnection, State
 from .errors import AckWaitExpired, SendFailed, WindowNotAcked
@@ -287,7 +289,7 @@ class LumberjackClient:
                     ) from exc
                 if cfg.max_attempts is not None and attempts >= cfg.max_attempts:
                     raise SendFailed(
-                        f"gave up after {attempts} attempts: {_plain(exc)}", acked=self.stats["events_acked"], unacked=events
+                        f"gave up after {plural(attempts, 'attempt')}: {_plain(exc)}", acked=self.stats["events_acked"], unacked=events
                     ) from exc
                 delay = min(backoff, cfg.backoff_max)
                 await trio.sleep(delay * (0.5 + self._rng.random() / 2))
@@ -303,7 +305,9 @@ def _plain(exc: BaseException) -> str:
     """An error in words for a person (its text, or its class when it has none)."""
     text = str(exc)
     if isinstance(exc, trio.TooSlowError):
-        return "timed out"
+        return text or "timed out"  # (a PeerTimeout says what it waited for)
+    if not text and (reason := tls_reason(exc)):
+        return f"TLS error: {reason}"
     return text or type(exc).__name__
 
 

@@ -21,6 +21,7 @@ import itertools
 import json
 import multiprocessing
 import os
+import signal
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -30,6 +31,7 @@ from .schema import Columns
 
 __all__ = [
     "CAMPAIGN_COLUMNS",
+    "CampaignInterrupted",
     "KNOB_NAMES",
     "crash_row",
     "failure_summary",
@@ -193,6 +195,15 @@ def task_at(protocols: Sequence[str], first_seed: int, index: int) -> tuple[str,
 Progress = Callable[[int, int], None]
 
 
+class CampaignInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a local campaign.  ``rows`` are the runs that finished
+    before it (the interrupted seed has none: no verdict is made up for it)."""
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self.rows = rows
+
+
 def run_loop(
     protocols: Sequence[str],
     first_seed: int,
@@ -202,14 +213,28 @@ def run_loop(
     workload: dict[str, Any] | None = None,
     progress: Progress | None = None,
 ) -> list[dict[str, Any]]:
-    """Every row, one after the other in this process."""
+    """Every row, one after the other in this process.
+
+    Raises:
+        CampaignInterrupted: on Ctrl-C, with the rows of the seeds finished before it.
+    """
     total = count * len(protocols)
-    out = []
-    for i, (p, s) in enumerate(tasks(protocols, first_seed, count), 1):
-        out.append(seed_row(p, s, campaign=campaign, workload=workload))
-        if progress is not None:
-            progress(i, total)
+    out: list[dict[str, Any]] = []
+    try:
+        for i, (p, s) in enumerate(tasks(protocols, first_seed, count), 1):
+            out.append(seed_row(p, s, campaign=campaign, workload=workload))
+            if progress is not None:
+                progress(i, total)
+    except KeyboardInterrupt:
+        raise CampaignInterrupted(out) from None
     return out
+
+
+def _ignore_sigint() -> None:
+    """A pool worker's initializer: Ctrl-C at a terminal reaches the whole
+    process group; only the parent acts on it (it ends the pool), so a worker
+    never dies printing a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _pool_task(args: tuple[str, int, str, dict[str, Any] | None]) -> dict[str, Any]:
@@ -232,7 +257,11 @@ def run_pool(
     scripts need an ``if __name__ == "__main__":`` guard).
 
     The workers start with ``PYTHONHASHSEED=0`` as Spark's do, so set iteration
-    order is the same in every worker.
+    order is the same in every worker.  They ignore Ctrl-C; the parent stops the
+    pool on it.
+
+    Raises:
+        CampaignInterrupted: on Ctrl-C, with the rows received before it (in seed order).
     """
     total = count * len(protocols)
     jobs: Iterable[tuple[str, int, str, dict[str, Any] | None]] = (
@@ -241,13 +270,15 @@ def run_pool(
     ctx = multiprocessing.get_context("spawn")
     saved = os.environ.get("PYTHONHASHSEED")
     os.environ["PYTHONHASHSEED"] = "0"
+    out: list[dict[str, Any]] = []
     try:
-        with ctx.Pool(processes or os.cpu_count() or 1) as pool:
-            out = []
+        with ctx.Pool(processes or os.cpu_count() or 1, initializer=_ignore_sigint) as pool:
             for i, row in enumerate(pool.imap(_pool_task, jobs, chunksize=chunksize), 1):
                 out.append(row)
                 if progress is not None:
                     progress(i, total)
+    except KeyboardInterrupt:  # (leaving the with block terminated the workers)
+        raise CampaignInterrupted(out) from None
     finally:
         if saved is None:
             os.environ.pop("PYTHONHASHSEED", None)

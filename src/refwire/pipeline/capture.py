@@ -23,15 +23,18 @@ import itertools
 import json
 import re
 import socket
+import struct
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Final
 
 import attrs
 
+from ..errors import RefwireError
 from .decoders import FrameRow, decode_stream
 
 __all__ = [
+    "CaptureError",
     "Stream",
     "TcpConnection",
     "connection_protocols",
@@ -87,7 +90,11 @@ def list_streams(path: str | Path, *, server_ports: Iterable[int] = ()) -> list[
     if p.is_file():
         m = _CONN_FILE.match(p.name)
         if m is None:
-            raise ValueError(f"{p}: not a .c2s/.s2c stream file (a pcap needs read_pcap/write_capture first)")
+            head = _head_bytes(p)
+            raise CaptureError(
+                f"{p}: not a capture: neither a pcap/pcapng file (it starts with {head.hex(' ') or 'nothing'}, "
+                "not a pcap magic number) nor a .c2s/.s2c stream file"
+            )
         meta = p.with_name(m["conn"] + ".json")
         return [Stream(m["conn"], m["dir"], str(p), p.stat().st_size, str(meta) if meta.exists() else None)]
     if not p.is_dir():
@@ -221,10 +228,36 @@ def decode_stream_file(protocol: str, stream: Stream, chunk_size: int = CHUNK) -
         rows = itertools.chain([skipped], _shifted(decode_stream(protocol, _skip(read_chunks(stream.path, chunk_size), start), stream.direction, peer), start))
     else:
         rows = decode_stream(protocol, read_chunks(stream.path, chunk_size), stream.direction, peer)
+    last = -1
     for row in rows:
+        last = row.frame_no
         if row.parent_offset is None and row.type != "error":
             parents[row.offset] = row.offset + row.size
         yield frame_dict(protocol, stream, row, offsets, times, parents.get(row.parent_offset) if row.parent_offset is not None else None)
+    cut = _cut(stream)
+    if cut is not None:  # (once a capture: on its last connection's c2s stream)
+        why, when = cut
+        reason = {"frame": None, "field": None, "reason": why, "kind": "CaptureCut"}
+        row = FrameRow(last + 1, stream.size, "error", 0, fields_json=json.dumps(reason), error=why)
+        out = frame_dict(protocol, stream, row, offsets, times, None)
+        if when is not None:
+            out["ts"] = when + 1e-6  # just after the last whole packet, of either direction: the line comes last
+        yield out
+
+
+def _cut(stream: Stream) -> tuple[str, float | None] | None:
+    """The "capture is cut" message :func:`write_capture` left in the meta of a
+    pcap's last connection (for its c2s stream: one line a capture), and the
+    time of that connection's last packet."""
+    if stream.meta_path is None or stream.direction != "c2s":
+        return None
+    try:
+        meta = json.loads(Path(stream.meta_path).read_text())
+        cut = meta.get("cut")
+        stamps = [float(t) for pairs in meta.get("times", {}).values() for _, t in pairs]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
+    return (cut, max(stamps, default=None)) if isinstance(cut, str) else None
 
 
 def _skip(chunks: Iterable[bytes], n: int) -> Iterator[bytes]:
@@ -350,6 +383,87 @@ def decode_capture(protocol: str | None, path: str | Path, *, server_ports: Iter
 # --------------------------------------------------------------------------- pcap
 
 
+class CaptureError(RefwireError, ValueError):
+    """A capture file that cannot be read as one: the message names the file,
+    the byte offset and what is wrong there."""
+
+
+def _head_bytes(path: Path, n: int = 4) -> bytes:
+    try:
+        with path.open("rb") as f:
+            return f.read(n)
+    except OSError:
+        return b""
+
+
+#: pcap magic numbers (as the file's first 4 bytes) -> (byte order, nanosecond timestamps)
+_PCAP_MAGICS: Final = {
+    b"\xd4\xc3\xb2\xa1": ("<", False),
+    b"\xa1\xb2\xc3\xd4": (">", False),
+    b"\x4d\x3c\xb2\xa1": ("<", True),
+    b"\xa1\xb2\x3c\x4d": (">", True),
+}
+#: a record longer than this is not a packet but damage (pcap's own snaplen cap is 256 KiB)
+_MAX_RECORD: Final = 16 * 1024 * 1024
+
+
+class _PcapRecords:
+    """The records of a classic pcap file, each checked: ``cut`` is set (a
+    message) when the file ends inside a record, instead of the short record
+    being handed on as a packet; damage is :class:`CaptureError` with its offset."""
+
+    def __init__(self, f: BinaryIO, path: str) -> None:
+        self.path = path
+        self.cut: str | None = None
+        self._f = f
+        head = f.read(24)
+        if len(head) < 24:
+            raise CaptureError(
+                f"{path}: the pcap file is cut at offset {len(head)}, inside its 24-byte file header: no packets to decode"
+            )
+        order, nano = _PCAP_MAGICS[head[:4]]
+        self._order = order
+        self._divisor = 1e9 if nano else 1e6
+        major, _minor, _zone, _sigfigs, self.snaplen, self.linktype = struct.unpack(order + "HHiIII", head[4:24])
+        if major != 2:
+            raise CaptureError(f"{path}: offset 4: pcap version {major} (a pcap file says 2): not a pcap file, or damaged")
+
+    def datalink(self) -> int:
+        return int(self.linktype)
+
+    def __iter__(self) -> Iterator[tuple[float, bytes]]:
+        f, path = self._f, self.path
+        rec = struct.Struct(self._order + "IIII")
+        offset = 24
+        n = 0
+        while True:
+            head = f.read(16)
+            if not head:
+                return
+            n += 1
+            if len(head) < 16:
+                self.cut = (
+                    f"the capture {path} is cut at offset {offset + len(head)}: packet {n}'s 16-byte record header "
+                    f"(at offset {offset}) has only {len(head)} bytes; the packets before it are decoded"
+                )
+                return
+            sec, frac, caplen, _origlen = rec.unpack(head)
+            if caplen > _MAX_RECORD:
+                raise CaptureError(
+                    f"{path}: offset {offset}: packet {n}'s record says it holds {caplen} bytes: "
+                    "the file is damaged here (or it is not a pcap file)"
+                )
+            data = f.read(caplen)
+            if len(data) < caplen:
+                self.cut = (
+                    f"the capture {path} is cut at offset {offset + 16 + len(data)}: packet {n} (at offset {offset}) "
+                    f"has {len(data)} of its {caplen} bytes; the packets before it are decoded"
+                )
+                return
+            offset += 16 + caplen
+            yield sec + frac / self._divisor, data
+
+
 @attrs.define
 class TcpConnection:
     """One TCP connection reassembled from a pcap."""
@@ -360,6 +474,8 @@ class TcpConnection:
     times: dict[str, list[tuple[int, float]]] = attrs.Factory(lambda: {"c2s": [], "s2c": []})
     gaps: dict[str, int] = attrs.Factory(dict)  #: direction -> offset of the first missing byte
     started: float = 0.0
+    #: set on the last connection of a pcap that ends inside a packet: what is missing, in words
+    cut: str | None = None
 
 
 def _ip_packets(reader: Any) -> Iterator[tuple[float, Any]]:
@@ -409,8 +525,22 @@ def read_pcap(path: str | Path, *, server_ports: Iterable[int] = ()) -> list[Tcp
     with open(path, "rb") as f:
         head = f.read(4)
         f.seek(0)
-        reader = dpkt.pcapng.Reader(f) if head == b"\x0a\x0d\x0d\x0a" else dpkt.pcap.Reader(f)
-        for ts, ip in _ip_packets(reader):
+        if head in _PCAP_MAGICS:
+            reader: Any = _PcapRecords(f, str(path))
+        elif head == b"\x0a\x0d\x0d\x0a":
+            try:
+                reader = dpkt.pcapng.Reader(f)
+            except (dpkt.NeedData, dpkt.UnpackError, ValueError) as exc:
+                raise CaptureError(f"{path}: offset {f.tell()}: not a readable pcapng section header ({exc or 'cut short'})") from None
+        else:
+            raise CaptureError(f"{path}: not a pcap/pcapng file (it starts with {head.hex(' ') or 'nothing'})")
+        try:
+            packets = list(_ip_packets(reader))
+        except (dpkt.NeedData, dpkt.UnpackError, struct.error) as exc:  # (pcapng: dpkt reads the blocks)
+            raise CaptureError(
+                f"{path}: offset {f.tell()}: the pcapng file is cut or damaged here ({exc or type(exc).__name__})"
+            ) from None
+        for ts, ip in packets:
             tcp = ip.data
             src, dst = (_addr(ip, ip.src), tcp.sport), (_addr(ip, ip.dst), tcp.dport)
             syn_only = bool(tcp.flags & dpkt.tcp.TH_SYN) and not tcp.flags & dpkt.tcp.TH_ACK
@@ -449,6 +579,11 @@ def read_pcap(path: str | Path, *, server_ports: Iterable[int] = ()) -> list[Tcp
                     continue  # retransmission of bytes already placed
                 conn.times[direction].append((len(out), ts))
                 out += data[len(out) - rel :]
+    cut = getattr(reader, "cut", None)
+    if cut is not None:
+        if not conns:
+            raise CaptureError(f"{cut.split('; ')[0]}, and no whole TCP packet comes before it: nothing to decode")
+        conns[-1].cut = cut
     return conns
 
 
@@ -471,5 +606,7 @@ def write_capture(conns: Iterable[TcpConnection], out: str | Path) -> list[Path]
             "times": {k: [[o, t] for o, t in v] for k, v in conn.times.items()},
             "gaps": conn.gaps,
         }
+        if conn.cut is not None:
+            meta["cut"] = conn.cut
         (d / f"{name}.json").write_text(json.dumps(meta))
     return written

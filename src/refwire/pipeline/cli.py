@@ -3,14 +3,23 @@
     refwire campaign --protocols all --seeds 200 [--master URL] [--out DIR] [--runner spark|pool|loop]
     refwire record --listen 127.0.0.1:5045 --upstream 127.0.0.1:5044 --out capture/
     refwire decode capture/ | FILE.c2s | FILE.pcap [--protocol NAME] [--json]
-    refwire analyze capture/ --out analysis/ [--master URL]
+    refwire analyze capture/ --out analysis/ [--master URL] [--allow-failures]
+
+``campaign`` and ``analyze`` exit 1 when a seed fails or a rule is violated;
+``--allow-failures`` (the same flag for both) only reports.  Ctrl-C stops
+either at once: one line (``interrupted after N seeds`` for a campaign), no
+verdict for an interrupted seed, Spark stopped quietly, exit status 130.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
+import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +27,7 @@ from typing import Any
 
 import trio
 
-from ..cliutil import Commands, UsageError, hostport, positive_int, stop_on_signal
+from ..cliutil import Commands, OneInterrupt, UsageError, hostport, positive_int, stop_on_signal
 from .progress import CampaignProgress
 
 __all__ = ["register"]
@@ -65,22 +74,24 @@ def register(cmds: Commands) -> None:
     a.add_argument("--protocol", metavar="NAME", help="decoder and rules to use (default: guessed)")
     a.add_argument("--server-port", type=int, action="append", default=[], metavar="PORT", help="server port (tcpflow and pcap inputs)")
     a.add_argument("--master", metavar="URL", help="Spark master (default local[N])")
-    a.add_argument("--strict", action="store_true", help="exit 1 when any rule is violated")
+    a.add_argument("--strict", action="store_true", help="exit 1 when any rule is violated (the default; kept for old scripts)")
+    a.add_argument("--allow-failures", action="store_true", help="exit 0 even when rules are violated (only report them)")
     a.set_defaults(func=_analyze)
 
 
 # --------------------------------------------------------------------------- campaign
 
 
-def _spark(master: str | None, app: str) -> tuple[Any, bool]:
-    """The session, and whether this command started it (and so stops it)."""
+def _spark(master: str | None, app: str, jvm_log: Path | None = None) -> tuple[Any, bool]:
+    """The session, and whether this command started it (and so stops it).
+    ``jvm_log``: where the JVM's stderr goes (not the terminal)."""
     from .session import SparkUnavailable, local_spark
 
     try:
         from pyspark.sql import SparkSession
 
         owned = SparkSession.getActiveSession() is None
-        return local_spark(app, master=master), owned
+        return local_spark(app, master=master, jvm_log=jvm_log), owned
     except ImportError:
         raise UsageError('pyspark is not installed: pip install "refwire[spark]"') from None
     except SparkUnavailable as exc:
@@ -92,11 +103,14 @@ def _campaign(args: argparse.Namespace) -> int:
 
     try:
         protocols = resolve_protocols(args.protocols)
-        workload = json.loads(args.workload) if args.workload else None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    try:
+        workload = json.loads(args.workload) if args.workload else None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--workload is not valid JSON: {exc.msg} at character {exc.pos + 1} of {args.workload!r}") from None
     if workload is not None and not isinstance(workload, dict):
-        raise UsageError("--workload must be a JSON object")
+        raise UsageError(f'--workload must be a JSON object such as {{"bug": "ack-before-deliver"}}, not {args.workload!r}')
     if workload:
         from refwire.sim.runner import check_workload
 
@@ -108,46 +122,101 @@ def _campaign(args: argparse.Namespace) -> int:
     campaign = args.campaign or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out = Path(args.out)
     seeds_text = f"seeds {args.first_seed}..{args.first_seed + args.seeds - 1}"
-    print(f"campaign {campaign}: {', '.join(protocols)}, {seeds_text} ({args.runner})", file=sys.stderr, flush=True)
+    header = f"campaign {campaign}: {', '.join(protocols)}, {seeds_text} ({args.runner})\n"
     if args.runner != "spark":
-        return _campaign_local(args, protocols, workload, campaign, out)
+        return _campaign_local(args, protocols, workload, campaign, out, header)
+    sys.stderr.write(header)  # (one write: a Ctrl-C never leaves half a line)
+    sys.stderr.flush()
     from . import spark_campaign as sc
 
-    t0 = time.perf_counter()
-    spark, owned = _spark(args.master, "refwire-campaign")
-    t_start = time.perf_counter() - t0
-    try:
-        t1 = time.perf_counter()
-        shown = CampaignProgress(protocols, estimate=True)
-        runs_total = args.seeds * len(protocols)
+    runs_total = args.seeds * len(protocols)
+    shown = CampaignProgress(protocols, estimate=True)
+    written = False
+    said = False
 
-        def tasks_done(done: int, total: int) -> None:  # Spark counts tasks; each holds an even slice of the runs
-            shown(runs_total * done // total, runs_total)
-
-        try:
-            runs = sc.run_campaign(
-                spark, protocols, args.seeds, out, campaign=campaign, first_seed=args.first_seed, workload=workload,
-                partitions=args.partitions, progress=tasks_done,
-            )
-        finally:
+    def say_interrupted() -> None:
+        nonlocal said
+        if not said:
+            said = True
             shown.close()
-        t_run = time.perf_counter() - t1
-        tables = sc.write_tables(spark, runs, out, campaign)
-        print(_summary(runs, tables, campaign, out, t_start, t_run, spark.sparkContext.master))
-        if args.diff:
-            from pyspark.sql import functions as F
+            lost = "" if written else f"; campaign {campaign} was not written"
+            print(f"interrupted after {shown.done} seeds{lost}", file=sys.stderr, flush=True)
 
-            d = sc.diff(spark.read.parquet(str(out / "runs")), args.diff, campaign)
-            d.write.mode("overwrite").parquet(str(out / "tables" / campaign / f"diff-{args.diff}"))
-            counts = {r["change"]: r["count"] for r in d.groupBy("change").count().collect()}
-            print(f"diff {args.diff} -> {campaign}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-            for r in d.where(F.col("change").isin("broke", "fixed", "failure-changed")).limit(10).collect():
-                print(f"  {r['change']:<16} {r['protocol']} seed {r['seed']}: {r['failure_a'] or 'pass'} -> {r['failure_b'] or 'pass'}")
-        failed = runs.where("outcome != 'pass'").count()
-    finally:
+    spark: Any = None
+    owned = False
+    with OneInterrupt(hard_exit=True, on_hard_exit=say_interrupted):
+        try:
+            t0 = time.perf_counter()
+            spark, owned = _spark(args.master, "refwire-campaign", jvm_log=out / "logs" / f"{campaign}-spark.log")
+            t_start = time.perf_counter() - t0
+            t1 = time.perf_counter()
+
+            def tasks_done(done: int, total: int) -> None:  # Spark counts tasks; each holds an even slice of the runs
+                shown(runs_total * done // total, runs_total)
+
+            try:
+                runs = sc.run_campaign(
+                    spark, protocols, args.seeds, out, campaign=campaign, first_seed=args.first_seed, workload=workload,
+                    partitions=args.partitions, progress=tasks_done,
+                )
+                written = True
+                shown(runs_total, runs_total)  # the last state drawn is 100 %: Spark reports no finished stage
+            finally:
+                shown.close()
+            t_run = time.perf_counter() - t1
+            tables = sc.write_tables(spark, runs, out, campaign)
+            print(_summary(runs, tables, campaign, out, t_start, t_run, spark.sparkContext.master))
+            if args.diff:
+                from pyspark.sql import functions as F
+
+                d = sc.diff(spark.read.parquet(str(out / "runs")), args.diff, campaign)
+                d.write.mode("overwrite").parquet(str(out / "tables" / campaign / f"diff-{args.diff}"))
+                counts = {r["change"]: r["count"] for r in d.groupBy("change").count().collect()}
+                print(f"diff {args.diff} -> {campaign}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+                for r in d.where(F.col("change").isin("broke", "fixed", "failure-changed")).limit(10).collect():
+                    print(f"  {r['change']:<16} {r['protocol']} seed {r['seed']}: {r['failure_a'] or 'pass'} -> {r['failure_b'] or 'pass'}")
+            failed = runs.where("outcome != 'pass'").count()
+        except KeyboardInterrupt:
+            say_interrupted()
+            _stop_quietly(spark if owned else None)
+            return 130
+        except BaseException:
+            if owned:
+                spark.stop()
+            raise
         if owned:
             spark.stop()
     return 1 if failed and not args.allow_failures else 0
+
+
+def _silence() -> None:
+    """After Ctrl-C on a Spark command: nothing more reaches the terminal.  Py4J
+    and pyspark log their broken calls (to the root logger too) and their
+    threads' errors, and the JVM and its workers write to a stderr this process
+    shares: logging is switched off, thread errors are dropped, and this
+    process's stdout and stderr point at /dev/null from here to its exit."""
+    logging.disable(logging.CRITICAL)
+    threading.excepthook = lambda args: None
+    sys.unraisablehook = lambda unraisable: None
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.close(null)
+
+
+def _stop_quietly(spark: Any) -> None:
+    """Cancel what runs and stop ``spark`` (None: nothing to stop), saying nothing."""
+    _silence()
+    if spark is None:
+        return
+    with contextlib.suppress(BaseException):
+        spark.sparkContext.cancelAllJobs()
+    with contextlib.suppress(BaseException):
+        spark.stop()
 
 
 def _summary(runs: Any, tables: dict[str, Any], campaign: str, out: Path, t_start: float, t_run: float, master: str) -> str:
@@ -185,16 +254,9 @@ def _summary(runs: Any, tables: dict[str, Any], campaign: str, out: Path, t_star
         lines.append(f"  {f['protocol']} {f['failure_kind']}: {f['runs']} runs, smallest seed {f['min_seed']}")
         lines.append(f"    replay: {f['replay']}")
     never = cov.where("in_table AND NOT reached AND kind = 'transition'").orderBy("protocol", "item").collect()
-    if never:
-        from .unreached import NO_REASON, reasons
+    from .unreached import never_reached_lines
 
-        why = reasons()
-        lines.append(f"never reached ({len(never)} transitions):")
-        for r in never:
-            lines.append(f"  {r['protocol']} {r['item']}: {why.get(r['protocol'], {}).get(r['item'], NO_REASON)}")
-        unexplained = sum(1 for r in never if r["item"] not in why.get(r["protocol"], {}))
-        if unexplained:
-            lines.append(f"  {unexplained} never-reached transitions have NO reason")
+    lines.extend(never_reached_lines([(r["protocol"], r["item"]) for r in never], f"{out / 'tables' / campaign / 'coverage'} (reason_detail)"))
     with_table = {p for (p, _), (_, n) in covs.items() if n}
     unexpected = [r for r in cov.where("NOT in_table").orderBy("protocol", "item").collect() if r["protocol"] in with_table]
     for r in unexpected:
@@ -209,23 +271,34 @@ def _summary(runs: Any, tables: dict[str, Any], campaign: str, out: Path, t_star
     return "\n".join(lines)
 
 
-def _campaign_local(args: argparse.Namespace, protocols: tuple[str, ...], workload: dict[str, Any] | None, campaign: str, out: Path) -> int:
-    from .campaign import failure_summary, run_loop, run_pool
+def _campaign_local(
+    args: argparse.Namespace, protocols: tuple[str, ...], workload: dict[str, Any] | None, campaign: str, out: Path, header: str
+) -> int:
+    from .campaign import CampaignInterrupted, failure_summary, run_loop, run_pool
     from .unreached import coverage_lines, reached_by_protocol
 
     t0 = time.perf_counter()
     runner = run_pool if args.runner == "pool" else run_loop
     shown = CampaignProgress(protocols)
-    try:
-        rows = runner(protocols, args.first_seed, args.seeds, campaign=campaign, workload=workload, progress=shown)
-    finally:
-        shown.close()
+    interrupted = False
+    rows: list[dict[str, Any]] = []
+    with OneInterrupt():  # a second Ctrl-C while the finished runs are written changes nothing
+        try:
+            sys.stderr.write(header)  # (one write: a Ctrl-C never leaves half a line)
+            sys.stderr.flush()
+            try:
+                rows = runner(protocols, args.first_seed, args.seeds, campaign=campaign, workload=workload, progress=shown)
+            finally:
+                shown.close()
+        except KeyboardInterrupt as stop:  # CampaignInterrupted once the runner started
+            rows, interrupted = (stop.rows if isinstance(stop, CampaignInterrupted) else []), True
+            print(f"interrupted after {len(rows)} seeds", file=sys.stderr, flush=True)
+        if interrupted:  # the finished seeds are kept; the interrupted one has no row
+            path = _write_rows(out, campaign, rows)
+            print(f"output: {path} ({len(rows)} runs before the interrupt)", file=sys.stderr)
+            return 130
     dt = time.perf_counter() - t0
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"runs-{campaign}.jsonl"
-    with path.open("w") as f:
-        for row in rows:
-            f.write(json.dumps(row, sort_keys=True) + "\n")
+    path = _write_rows(out, campaign, rows)
     failed = [r for r in rows if r["outcome"] != "pass"]
     print(f"\n{len(rows)} runs ({args.runner}) in {dt:.1f} s ({len(rows) / max(dt, 1e-9):.1f} runs/s): {len(rows) - len(failed)} passed, {len(failed)} failed")
     for kind in failure_summary(rows):
@@ -234,6 +307,18 @@ def _campaign_local(args: argparse.Namespace, protocols: tuple[str, ...], worklo
     print("\n".join(coverage_lines(reached_by_protocol(rows))))
     print(f"output: {path}")
     return 1 if failed and not args.allow_failures else 0
+
+
+def _write_rows(out: Path, campaign: str, rows: list[dict[str, Any]]) -> Path:
+    """Write ``OUT/runs-CAMPAIGN.jsonl`` whole or not at all (a file beside it, then renamed)."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"runs-{campaign}.jsonl"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w") as f:
+        for row in rows:
+            f.write(json.dumps(row, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    return path
 
 
 # --------------------------------------------------------------------------- record / decode / analyze
@@ -345,12 +430,23 @@ def _analyze(args: argparse.Namespace) -> int:
     if not Path(args.path).exists():
         raise UsageError(f"{args.path}: no such file or directory")
     t0 = time.perf_counter()
-    spark, owned = _spark(args.master, "refwire-analyze")
-    try:
-        res = analyze(spark, args.path, args.out, protocol=args.protocol, server_ports=args.server_port)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    finally:
+    spark: Any = None
+    owned = False
+    with OneInterrupt(hard_exit=True, on_hard_exit=lambda: print("interrupted", file=sys.stderr, flush=True)):
+        try:
+            spark, owned = _spark(args.master, "refwire-analyze", jvm_log=Path(args.out) / "logs" / "spark.log")
+            try:
+                res = analyze(spark, args.path, args.out, protocol=args.protocol, server_ports=args.server_port)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr, flush=True)
+            _stop_quietly(spark if owned else None)
+            return 130
+        except BaseException:
+            if owned:
+                spark.stop()
+            raise
         if owned:
             spark.stop()
     dt = time.perf_counter() - t0
@@ -362,4 +458,4 @@ def _analyze(args: argparse.Namespace) -> int:
     for v in res.violations:
         print(f"  {v['rule']}: {v['violations']} violations on {v['connections']} connections; first: {v['example']}")
     print(f"output: {res.frames_path} (frames), {res.violations_path} ({total} violations)")
-    return 1 if args.strict and total else 0
+    return 1 if total and not args.allow_failures else 0

@@ -60,6 +60,11 @@ class CampaignProgress:
 
     # ------------------------------------------------------------------ numbers
 
+    @property
+    def done(self) -> int:
+        """Runs done, as last reported."""
+        return self._done
+
     def per_protocol(self, done: int, total: int) -> dict[str, tuple[int, int]]:
         """Runs done and runs in all, per protocol (round-robin order)."""
         n = len(self.protocols)
@@ -89,7 +94,12 @@ class CampaignProgress:
         if done != total and self._last_line is not None and now - self._last_line < self.interval:
             return
         self._last_line = now
-        print(self.line(done, total), file=self.stream, flush=True)
+        self._write_line(self.line(done, total))
+
+    def _write_line(self, text: str) -> None:
+        """One write per line: a Ctrl-C never leaves half a line for the next one to follow."""
+        self.stream.write(text + "\n")
+        self.stream.flush()
 
     def _update_live(self, done: int, total: int) -> None:
         if self._rich is None:
@@ -120,4 +130,4 @@ class CampaignProgress:
             self._rich.stop()
             self._rich = None
         elif self._total and self._last_line is None:
-            print(self.line(self._done, self._total), file=self.stream, flush=True)
+            self._write_line(self.line(self._done, self._total))

@@ -109,6 +109,34 @@ class _Progress:
         self.thread.join()
 
 
+def _interruptible(spark: Any, job: Callable[[], Any]) -> None:
+    """Run a Spark ``job`` from a thread while this thread waits, so Ctrl-C is
+    never delivered inside a Py4J call (which leaves the gateway's connection
+    half-read and makes every later call fail loudly).  On Ctrl-C the job is
+    cancelled -- a cancelled write commits nothing -- and KeyboardInterrupt goes on."""
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            job()
+        except BaseException as exc:  # handed to the waiting thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=target, name="refwire-spark-job", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.25)
+    except KeyboardInterrupt:
+        try:
+            spark.sparkContext.cancelAllJobs()
+        except Exception:  # the interrupt is what matters; a gateway in trouble is stopped next
+            pass
+        raise
+    if failure:
+        raise failure[0]
+
+
 def run_campaign(
     spark: Any,
     protocols: Sequence[str],
@@ -126,10 +154,10 @@ def run_campaign(
     df = campaign_runs(spark, protocols, seeds, first_seed=first_seed, campaign=campaign, workload=workload, partitions=partitions)
     writer = df.write.mode("overwrite").partitionBy("campaign", "protocol")
     if progress is None:
-        writer.parquet(runs_path)
+        _interruptible(spark, lambda: writer.parquet(runs_path))
     else:
         with _Progress(spark, progress):
-            writer.parquet(runs_path)
+            _interruptible(spark, lambda: writer.parquet(runs_path))
     from pyspark.sql import functions as F
 
     return spark.read.parquet(runs_path).where(F.col("campaign") == campaign)
@@ -162,7 +190,8 @@ def coverage(spark: Any, runs: Any) -> Any:
 
     Columns: campaign, protocol, machine, kind ("transition" or "state"), item,
     in_table (False: reached but missing from the machine's table), reached,
-    runs (how many runs reached it), min_seed (the smallest of them).
+    runs (how many runs reached it), min_seed (the smallest of them), and for
+    a transition ``unreached.toml`` explains, reason (one line) and reason_detail.
     """
     from pyspark.sql import functions as F
 
@@ -198,6 +227,7 @@ def coverage(spark: Any, runs: Any) -> Any:
     )
     return (
         table.join(reached_t.unionByName(reached_s), ["campaign", "protocol", "kind", "item"], "full_outer")
+        .join(_reasons(spark), ["protocol", "kind", "item"], "left")
         .select(
             "campaign",
             "protocol",
@@ -208,9 +238,21 @@ def coverage(spark: Any, runs: Any) -> Any:
             F.col("runs").isNotNull().alias("reached"),
             F.coalesce("runs", F.lit(0)).alias("runs"),
             "min_seed",
+            "reason",
+            "reason_detail",
         )
         .orderBy("campaign", "protocol", "machine", "kind", "item")
     )
+
+
+def _reasons(spark: Any) -> Any:
+    """``unreached.toml`` as a DataFrame: protocol, kind ("transition"), item,
+    reason (one line) and reason_detail (the full account)."""
+    from .unreached import details, reasons
+
+    full = details()
+    rows = [(p, "transition", k, r, full[p][k]) for p, table in sorted(reasons().items()) for k, r in sorted(table.items())]
+    return spark.createDataFrame(rows, "protocol STRING, kind STRING, item STRING, reason STRING, reason_detail STRING")
 
 
 def sensitivity(runs: Any) -> Any:

@@ -24,18 +24,58 @@ from importlib import resources
 
 from .machines import catalog
 
-__all__ = ["coverage_lines", "reached_by_protocol", "reasons", "stale_reasons"]
+__all__ = ["NO_REASON", "REASON_WIDTH", "coverage_lines", "details", "never_reached_lines", "reached_by_protocol", "reasons", "stale_reasons"]
 
 #: What the report prints for a never-reached transition nobody explained.
-NO_REASON = "NO REASON (reach it, or say why in refwire/pipeline/unreached.toml)"
+NO_REASON = "not explained yet"
+
+#: The longest one-line ``reason`` (the report prints it after the transition).
+REASON_WIDTH = 100
 
 
 @cache
-def reasons() -> dict[str, dict[str, str]]:
-    """``{protocol: {"machine:state-input->state": why}}`` from ``unreached.toml``."""
+def _entries() -> dict[str, dict[str, tuple[str, str]]]:
+    """``{protocol: {transition: (reason, detail)}}`` from ``unreached.toml`` (a
+    plain string is both the reason and the detail)."""
     text = resources.files(__package__).joinpath("unreached.toml").read_text(encoding="utf-8")
     data = tomllib.loads(text)
-    return {str(p): {str(k): str(v) for k, v in table.items()} for p, table in data.items()}
+    out: dict[str, dict[str, tuple[str, str]]] = {}
+    for p, table in data.items():
+        for k, v in table.items():
+            if isinstance(v, dict):
+                reason, detail = str(v.get("reason", "")), str(v.get("detail", v.get("reason", "")))
+            else:
+                reason = detail = str(v)
+            out.setdefault(str(p), {})[str(k)] = (reason, detail)
+    return out
+
+
+def reasons() -> dict[str, dict[str, str]]:
+    """``{protocol: {"machine:state-input->state": reason}}``: the one-line reasons."""
+    return {p: {k: r for k, (r, _) in table.items()} for p, table in _entries().items()}
+
+
+def details() -> dict[str, dict[str, str]]:
+    """``{protocol: {"machine:state-input->state": detail}}``: the full accounts."""
+    return {p: {k: d for k, (_, d) in table.items()} for p, table in _entries().items()}
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= REASON_WIDTH else line[: REASON_WIDTH - 3].rstrip() + "..."
+
+
+def never_reached_lines(never: Iterable[tuple[str, str]], details_at: str = "refwire/pipeline/unreached.toml") -> list[str]:
+    """The report's "never reached" section: one line per ``(protocol, transition)``,
+    with its one-line reason (or :data:`NO_REASON`); nothing when there is none.
+    ``details_at`` says where the full reasons are."""
+    items = list(never)
+    if not items:
+        return []
+    why = reasons()
+    lines = [f"never reached ({len(items)} transitions; reasons in full: {details_at}):"]
+    lines.extend(f"  {p} {k}: {_one_line(why.get(p, {}).get(k, NO_REASON))}" for p, k in items)
+    return lines
 
 
 def stale_reasons() -> list[str]:
@@ -58,9 +98,9 @@ def reached_by_protocol(rows: Iterable[Mapping[str, object]]) -> dict[str, set[s
     return out
 
 
-def coverage_lines(reached: Mapping[str, Iterable[str]]) -> list[str]:
+def coverage_lines(reached: Mapping[str, Iterable[str]], details_at: str = "refwire/pipeline/unreached.toml") -> list[str]:
     """The report's coverage lines: per protocol ``reached/total transitions``, then
-    every never-reached transition with its reason (or :data:`NO_REASON`)."""
+    every never-reached transition on one line with its reason (or :data:`NO_REASON`)."""
     lines = []
     never: list[tuple[str, str, str]] = []
     for protocol in sorted(reached):
@@ -76,10 +116,5 @@ def coverage_lines(reached: Mapping[str, Iterable[str]]) -> list[str]:
         rest = f", {explained} of the {len(missing)} others explained" if missing else ""
         lines.append(f"  {protocol}: {len(keys) - len(missing)}/{len(keys)} transitions reached{rest}")
         never.extend((protocol, k, why.get(k, NO_REASON)) for k in missing)
-    if never:
-        lines.append(f"never reached ({len(never)} transitions):")
-        lines.extend(f"  {p} {k}: {why}" for p, k, why in never)
-        unexplained = sum(1 for *_, why in never if why == NO_REASON)
-        if unexplained:
-            lines.append(f"  {unexplained} never-reached transitions have NO reason")
+    lines.extend(never_reached_lines(((p, k) for p, k, _ in never), details_at))
     return lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -20,12 +21,19 @@ from ..cliutil import (
     max_connections,
     nonneg_float,
     open_listeners,
+    positive_float,
     positive_int,
     stop_on_signal,
 )
 from ..drivers import listener_address
+from ..logs import plural
 
 __all__ = ["register"]
+
+#: ``--timeout``'s default: seconds to wait for a connection, the Hello, a reply
+#: (as :data:`refwire.pravega.client.DEFAULT_TIMEOUT`; not imported here, the
+#: client modules load only when a command runs).
+DEFAULT_TIMEOUT = 10.0
 
 
 def register(cmds: Commands) -> None:
@@ -120,6 +128,14 @@ def register(cmds: Commands) -> None:
         default="current",
         help="wire dialect (draft-2017: connection-offset blocks; the server needs --draft-listen)",
     )
+    _add_timeout(w, "connecting, the server's Hello and (with --create) its reply; an append's ack gets --ack-timeout")
+    w.add_argument(
+        "--ack-timeout",
+        type=positive_float,
+        default=30.0,
+        metavar="S",
+        help="reconnect when nothing is acked for S seconds while events are unacked (default 30)",
+    )
     w.set_defaults(func=_send)
 
     if cmds.read is not None:
@@ -132,7 +148,19 @@ def register(cmds: Commands) -> None:
         )
         r.add_argument("--raw", action="store_true", help="print the bytes as they are instead of splitting Event frames")
         r.add_argument("--dialect", choices=("current", "draft-2017"), default="current", help="wire dialect")
+        _add_timeout(r, "connecting, the server's Hello and each reply (with --follow a read waiting at the tail waits on)")
         r.set_defaults(func=_read)
+
+
+
+def _add_timeout(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=DEFAULT_TIMEOUT,
+        metavar="S",
+        help=f"give up after S seconds without an answer: {what} (default {DEFAULT_TIMEOUT:g})",
+    )
 
 
 async def _serve(args: argparse.Namespace) -> int:
@@ -190,7 +218,8 @@ async def _serve(args: argparse.Namespace) -> int:
         nursery.cancel_scope.cancel()
     st = server.stats
     print(
-        f"served {st['connections']} connections, {st['events']} events in {st['appends']} appends, {st['reads']} reads",
+        f"served {plural(st['connections'], 'connection')}, {plural(st['events'], 'event')} in "
+        f"{plural(st['appends'], 'append')}, {plural(st['reads'], 'read')}",
         file=sys.stderr,
     )
     return 0
@@ -204,22 +233,31 @@ async def _send(args: argparse.Namespace) -> int:
     if args.count:
         payloads = [f"event {i}".encode() for i in range(args.count)]
     else:
-        payloads = [line.rstrip(b"\n") for line in sys.stdin.buffer]
+        from ..transport import stdin_lines
+
+        payloads = [line async for line in stdin_lines()]  # (Ctrl-C ends the wait for stdin at once)
     if args.dialect == "draft-2017":
         return await _send_draft(args, payloads)
     if args.create:
-        await create_segment(host, port, args.segment)
-    writer = EventWriter(host, port, args.segment, config=WriterConfig(style=args.style, max_attempts=args.max_attempts, retry_protocol_errors=False))
+        await create_segment(host, port, args.segment, timeout=args.timeout)
+    config = WriterConfig(
+        style=args.style,
+        max_attempts=args.max_attempts,
+        retry_protocol_errors=False,
+        connect_timeout=args.timeout,
+        ack_timeout=args.ack_timeout,
+    )
+    writer = EventWriter(host, port, args.segment, config=config)
     t0 = time.perf_counter()
     try:
         await writer.write(payloads)
     except WriteFailed as exc:
-        print(f"refwire: {exc} ({len(exc.unacked)} events not acked)", file=sys.stderr)
+        print(f"refwire: {exc} ({plural(len(exc.unacked), 'event')} not acked)", file=sys.stderr)
         return 1
     dt = time.perf_counter() - t0
     print(
-        f"wrote {len(payloads)} events, all acked, in {dt:.3f}s ({len(payloads) / max(dt, 1e-9):.0f} events/s; "
-        f"writer {writer.writer_id}, {writer.stats['reconnects']} reconnects)",
+        f"wrote {plural(len(payloads), 'event')}, all acked, in {dt:.3f}s ({len(payloads) / max(dt, 1e-9):.0f} events/s; "
+        f"writer {writer.writer_id}, {plural(writer.stats['reconnects'], 'reconnect')})",
         file=sys.stderr,
     )
     return 0
@@ -234,7 +272,13 @@ async def _send_draft(args: argparse.Namespace, payloads: list[bytes]) -> int:
             "--create is not available in the draft-2017 dialect (it has no CreateSegment); create it with the current dialect"
         )
     host, port = args.address
-    writer = DraftWriter(host, port, args.segment, config=DraftWriterConfig(max_attempts=args.max_attempts, retry_protocol_errors=False))
+    config = DraftWriterConfig(
+        max_attempts=args.max_attempts,
+        retry_protocol_errors=False,
+        connect_timeout=args.timeout,
+        ack_timeout=args.ack_timeout,
+    )
+    writer = DraftWriter(host, port, args.segment, config=config)
     t0 = time.perf_counter()
     try:
         level = await writer.write(payloads)
@@ -243,28 +287,32 @@ async def _send_draft(args: argparse.Namespace, payloads: list[bytes]) -> int:
         return 1
     dt = time.perf_counter() - t0
     print(
-        f"wrote {len(payloads)} events, ack level {level}, in {dt:.3f}s (ConnectionId {writer.session.connection_id}, "
-        f"{writer.stats['reconnects']} reconnects)",
+        f"wrote {plural(len(payloads), 'event')}, ack level {level}, in {dt:.3f}s (ConnectionId "
+        f"{writer.session.connection_id}, {plural(writer.stats['reconnects'], 'reconnect')})",
         file=sys.stderr,
     )
     return 0
 
 
 async def _read_draft(args: argparse.Namespace) -> int:
+    from ..drivers import open_stream
     from .client import parse_events
     from .draft2017.client import DraftConnection, DraftReader
 
     host, port = args.address
-    conn = DraftConnection(await trio.open_tcp_stream(host, port))
+    conn = DraftConnection(await open_stream(host, port, timeout=args.timeout))
     out = sys.stdout.buffer
     count = 0
     carry = b""
+    # (the draft dialect has no Hello: the first reply is the first answer; a read
+    # waiting at the tail of a followed segment waits on)
+    reply_timeout = math.inf if args.follow else args.timeout
     async with trio.open_nursery() as nursery:
         await nursery.start(conn.run)
         reader = DraftReader(conn, args.segment, offset=args.offset)
         try:
             while not reader.end_of_segment:
-                r = await reader.read()
+                r = await reader.read(timeout=reply_timeout)
                 if args.raw:
                     out.write(r.data)
                 else:
@@ -276,6 +324,9 @@ async def _read_draft(args: argparse.Namespace) -> int:
                 out.flush()
                 if r.at_tail and not args.follow:
                     break
+            if carry and not args.follow:
+                print(f"refwire: {_inside_an_event(args.offset, reader.offset - len(carry), len(carry))}", file=sys.stderr)
+                return 1
         except trio.BrokenResourceError:
             # The draft dialect has no error replies: the store closes the connection instead.
             print(
@@ -284,14 +335,24 @@ async def _read_draft(args: argparse.Namespace) -> int:
             return 1
         finally:
             nursery.cancel_scope.cancel()
-    print(
-        f"read {count} events, next offset {reader.offset}{' (end of segment)' if reader.end_of_segment else ''}", file=sys.stderr
-    )
+    _print_read(count, reader.offset, reader.end_of_segment)
     return 0
 
 
+def _inside_an_event(first: int, at: int, size: int) -> str:
+    return (
+        f"the segment ends inside an event: the {plural(size, 'byte')} from offset {at} on are not a whole Event frame "
+        f"(is --offset {first} the start of an event?)"
+    )
+
+
+def _print_read(count: int, offset: int, end: bool) -> None:
+    print(f"read {plural(count, 'event')}, next offset {offset}{' (end of segment)' if end else ''}", file=sys.stderr)
+
+
 async def _read(args: argparse.Namespace) -> int:
-    from .client import PravegaConnection, SegmentReader
+    from ..errors import LocalProtocolError
+    from .client import PravegaConnection, SegmentReader, segment_info
     from .errors import RequestFailed
 
     host, port = args.address
@@ -299,31 +360,50 @@ async def _read(args: argparse.Namespace) -> int:
         raise UsageError("--offset must not be negative")
     if args.dialect == "draft-2017":
         return await _read_draft(args)
-    conn = await PravegaConnection.connect(host, port)
+    conn = await PravegaConnection.connect(host, port, timeout=args.timeout, hello_timeout=args.timeout)
     count = 0
     out = sys.stdout.buffer
+    # a read at the tail of a followed segment waits (in the store) until there is more
+    reply_timeout = None if args.follow else args.timeout
     async with trio.open_nursery() as nursery:
-        await nursery.start(conn.run)
+        await nursery.start(conn.run)  # within --timeout, or "no Pravega Hello from ..."
         reader = SegmentReader(conn, args.segment, offset=args.offset)
         try:
+            if not args.follow:
+                # not a read parked at the tail (a store waits there for more data)
+                info = await segment_info(conn, args.segment, timeout=args.timeout)
+                if info.exists and args.offset == info.write_offset:
+                    reader.end_of_segment = info.is_sealed
+                    _print_read(0, args.offset, info.is_sealed)
+                    return 0
             if args.raw:
                 while not reader.end_of_segment:
-                    r = await reader.read()
+                    r = await reader.read(timeout=reply_timeout)
                     out.write(r.data)
                     out.flush()
                     if r.at_tail and not args.follow:
                         break
             else:
-                async for _offset, payload in reader.events(until_tail=not args.follow):
+                async for _offset, payload in reader.events(until_tail=not args.follow, timeout=reply_timeout):
                     out.write(payload + b"\n")
                     out.flush()
                     count += 1
         except RequestFailed as exc:
             print(f"refwire: {exc}", file=sys.stderr)
             return 1
+        except LocalProtocolError as exc:  # (what parse_events says of bytes that are not Event frames)
+            if exc.frame != "Event" or exc.offset is None:
+                raise
+            if "ends inside an event" in exc.reason:
+                why = _inside_an_event(args.offset, exc.offset, reader.offset - exc.offset)
+            else:
+                why = (
+                    f"the bytes at offset {exc.offset} are not an Event frame ({exc.reason}; "
+                    f"is --offset {args.offset} the start of an event?)"
+                )
+            print(f"refwire: {why}", file=sys.stderr)
+            return 1
         finally:
             nursery.cancel_scope.cancel()
-    print(
-        f"read {count} events, next offset {reader.offset}{' (end of segment)' if reader.end_of_segment else ''}", file=sys.stderr
-    )
+    _print_read(count, reader.offset, reader.end_of_segment)
     return 0

@@ -17,13 +17,15 @@ import struct
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import trio
 
 from ..drivers import READ_TIMEOUT, WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream, permanent_error
 from ..errors import LocalProtocolError, ProtocolError
+from ..logs import plural
+from ..transport import PeerTimeout, peer_name
 from ..wire import Limits
 from .connection import ClientConnection, State
 from .errors import RequestFailed, WriteFailed
@@ -63,6 +65,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("refwire.pravega.client")
+#: Seconds a client waits by default to connect, for the server's Hello, and
+#: (requests other than reads and appends) for a reply.
+DEFAULT_TIMEOUT: Final = 10.0
 _HDR = struct.Struct(">ii")
 _ids = itertools.count(1)
 
@@ -79,8 +84,15 @@ class PravegaConnection:
     reply with ``rid`` to ``handler`` (writers' DataAppended).
     """
 
-    def __init__(self, stream: trio.abc.Stream, *, limits: Limits = CLIENT_LIMITS) -> None:
+    def __init__(
+        self, stream: trio.abc.Stream, *, limits: Limits = CLIENT_LIMITS, hello_timeout: float | None = DEFAULT_TIMEOUT
+    ) -> None:
         self.stream = stream
+        #: ``HOST:PORT`` of the segment store, for messages
+        self.peer = peer_name(stream, "the segment store")
+        #: :meth:`run` gives up (:class:`~refwire.transport.PeerTimeout`) when the
+        #: server's Hello has not come this many seconds after ours (None: never)
+        self.hello_timeout = hello_timeout
         self.machine = ClientConnection(limits)
         #: the reader, timer and writer of this connection (:class:`refwire.drivers.Pump`)
         self.pump = Pump(stream, self.machine, self._on_event, receive_size=256 * 1024, write_timeout=None)
@@ -97,11 +109,21 @@ class PravegaConnection:
         self._inboxes: dict[int, deque[Command]] = {}
 
     @classmethod
-    async def connect(cls, host: str, port: int, *, timeout: float = 10.0, **kwargs: Any) -> PravegaConnection:
-        """Open a TCP connection to a segment store; start it with
-        ``await nursery.start(conn.run)``."""
+    async def connect(cls, host: str, port: int, *, timeout: float = DEFAULT_TIMEOUT, **kwargs: Any) -> PravegaConnection:
+        """Open a TCP connection to a segment store within ``timeout`` seconds; start
+        it with ``await nursery.start(conn.run)`` (which waits as long again, by
+        default, for the server's Hello: ``hello_timeout``)."""
         stream = await open_stream(host, port, timeout=timeout)
-        return cls(stream, **kwargs)
+        kwargs.setdefault("hello_timeout", timeout)
+        conn = cls(stream, **kwargs)
+        if conn.peer == "the segment store":
+            conn.peer = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        return conn
+
+    def _no_hello(self, seconds: float) -> PeerTimeout:
+        return PeerTimeout(
+            f"no Pravega Hello from {self.peer} in {seconds:g} s (is it a segment store?)", peer=self.peer, seconds=seconds
+        )
 
     def new_request_id(self) -> int:
         """The next request id of this connection."""
@@ -139,16 +161,34 @@ class PravegaConnection:
         """Send Hello, wait for the server's Hello (then ``task_status.started()``),
         then route replies until the connection ends."""
         self._task_status = task_status
+        hello_missing = False
         try:
-            self.machine.initiate(now=trio.current_time())
-            await self.pump.flush()
-            await self.pump.run()
+            async with trio.open_nursery() as nursery:
+                if self.hello_timeout is not None:
+
+                    async def watch_hello(timeout: float) -> None:
+                        nonlocal hello_missing
+                        with trio.move_on_after(timeout):
+                            await self._hello.wait()
+                            return
+                        hello_missing = True
+                        nursery.cancel_scope.cancel()
+
+                    nursery.start_soon(watch_hello, self.hello_timeout)
+                self.machine.initiate(now=trio.current_time())
+                await self.pump.flush()
+                await self.pump.run()
+                nursery.cancel_scope.cancel()
         except ProtocolError as exc:
             self.error = exc
             raise
         finally:
             self._end()
             await trio.aclose_forcefully(self.stream)
+        if hello_missing:
+            assert self.hello_timeout is not None
+            self.error = self._no_hello(self.hello_timeout)
+            raise self.error
 
     async def start(self, *, timeout: float = 10.0) -> None:
         """The foreground mode, instead of :meth:`run` in a task of its own: send
@@ -158,8 +198,11 @@ class PravegaConnection:
         hand-off (``Pump.run_until``)."""
         self._foreground = True
         self.machine.initiate(now=trio.current_time())
-        with trio.fail_after(timeout):
+        with trio.move_on_after(timeout) as waited:
             await self._run_until(self._hello.is_set)
+        if waited.cancelled_caught and not self._hello.is_set():
+            self._end()
+            raise self._no_hello(timeout)
         if not self._hello.is_set():
             raise trio.BrokenResourceError("connection closed before the server's Hello") from self.error
 
@@ -181,7 +224,9 @@ class PravegaConnection:
             await self._run_until(inbox.__len__, give_up_at)
             if not inbox:
                 if self.pump.ended == READ_TIMEOUT:
-                    raise trio.TooSlowError(f"no reply within {timeout} s; connection given up")
+                    raise PeerTimeout(
+                        f"no reply from {self.peer} in {timeout:g} s; connection given up", peer=self.peer, seconds=timeout
+                    )
                 raise trio.EndOfChannel
         return inbox.popleft()
 
@@ -247,18 +292,24 @@ class PravegaConnection:
         if ch is not None:
             ch.close()
 
-    async def request(self, cmd: Command, *, timeout: float = 30.0) -> Command:
-        """Send ``cmd`` and wait for the reply with its requestId (Rust's 30 s request timeout)."""
+    async def request(self, cmd: Command, *, timeout: float | None = 30.0) -> Command:
+        """Send ``cmd`` and wait for the reply with its requestId, at most
+        ``timeout`` seconds (Rust's 30 s request timeout; None: as long as the
+        connection lives -- a read parked at the tail of a followed segment);
+        past it, :class:`~refwire.transport.PeerTimeout` names the request."""
         rid = int(cmd.request_id)  # type: ignore[attr-defined]
         send, recv = trio.open_memory_channel[Command](1)
         self._waiters[rid] = send
         try:
-            with trio.fail_after(timeout):
+            with trio.move_on_after(math.inf if timeout is None else timeout):
                 await self.send(cmd)
                 try:
                     return await recv.receive()
                 except trio.EndOfChannel:
+                    if isinstance(self.error, PeerTimeout):
+                        raise self.error from None
                     raise trio.BrokenResourceError(f"connection closed before the reply to {cmd.NAME}") from self.error
+            raise PeerTimeout(f"no reply to {cmd.NAME} from {self.peer} in {timeout:g} s", peer=self.peer, seconds=timeout)
         finally:
             self._waiters.pop(rid, None)
 
@@ -268,20 +319,25 @@ class PravegaConnection:
 
 
 async def _with_connection(
-    host: str, port: int, fn: Callable[[PravegaConnection], Awaitable[Any]], *, timeout: float = 10.0
+    host: str, port: int, fn: Callable[[PravegaConnection], Awaitable[Any]], *, timeout: float = DEFAULT_TIMEOUT
 ) -> Any:
-    conn = await PravegaConnection.connect(host, port, timeout=timeout)
-    async with trio.open_nursery() as nursery:
-        with trio.fail_after(timeout):
-            await nursery.start(conn.run)
-        try:
-            return await fn(conn)
-        finally:
-            nursery.cancel_scope.cancel()
+    conn = await PravegaConnection.connect(host, port, timeout=timeout, hello_timeout=timeout)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(conn.run)  # (within hello_timeout, or PeerTimeout)
+            try:
+                return await fn(conn)
+            finally:
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:  # one error: raised as it is, not in the nursery's group
+        if len(group.exceptions) == 1 and isinstance(group.exceptions[0], Exception):
+            raise group.exceptions[0]  # noqa: B904 (its own cause chain is kept)
+        raise
 
 
-async def create_segment(host: str, port: int, segment: str, *, timeout: float = 10.0) -> bool:
-    """Create ``segment``; False if it already existed."""
+async def create_segment(host: str, port: int, segment: str, *, timeout: float = DEFAULT_TIMEOUT) -> bool:
+    """Create ``segment``; False if it already existed.  Connecting, the Hello and
+    the reply each take at most ``timeout`` seconds (:class:`~refwire.transport.PeerTimeout`)."""
 
     async def go(conn: PravegaConnection) -> bool:
         reply = await conn.request(CreateSegment(request_id=conn.new_request_id(), segment=segment), timeout=timeout)
@@ -294,7 +350,7 @@ async def create_segment(host: str, port: int, segment: str, *, timeout: float =
     return bool(await _with_connection(host, port, go, timeout=timeout))
 
 
-async def seal_segment(host: str, port: int, segment: str, *, timeout: float = 10.0) -> None:
+async def seal_segment(host: str, port: int, segment: str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
     """Seal ``segment`` on the store at ``host:port`` (already sealed is fine)."""
 
     async def go(conn: PravegaConnection) -> None:
@@ -421,13 +477,16 @@ class EventWriter:
                         raise WriteFailed(
                             f"segment {self.session.segment!r} does not exist", [e.number for e in self.session.pending]
                         ) from exc
+                    if isinstance(exc, PeerTimeout) and "Hello" in str(exc) and not self.config.retry_protocol_errors:
+                        # a peer that accepts but never says Hello is not a segment store
+                        raise WriteFailed(f"gave up: {exc}", [e.number for e in self.session.pending]) from exc
                     if permanent_error(exc, protocol_errors=not self.config.retry_protocol_errors):
                         raise WriteFailed(
                             f"gave up: {exc} (retrying cannot fix it)", [e.number for e in self.session.pending]
                         ) from exc
                     if self.config.max_attempts is not None and failures >= self.config.max_attempts:
                         raise WriteFailed(
-                            f"gave up after {failures} failed attempts: {exc}", [e.number for e in self.session.pending]
+                            f"gave up after {plural(failures, 'failed attempt')}: {exc}", [e.number for e in self.session.pending]
                         ) from exc
                     log.info("pravega writer: %s; reconnecting", exc)
                     await trio.sleep(delay * (0.5 + self._rng.random()))
@@ -546,8 +605,10 @@ class SegmentReader:
         self.end_of_segment = False
         self._carry = b""
 
-    async def read(self, *, timeout: float = 30.0) -> SegmentRead:
-        """One ReadSegment at the current offset; advances past the data."""
+    async def read(self, *, timeout: float | None = 30.0) -> SegmentRead:
+        """One ReadSegment at the current offset; advances past the data.  The
+        reply takes at most ``timeout`` seconds (None: a read that may park at
+        the tail of a followed segment, as long as the connection lives)."""
         reply = await self.conn.request(
             ReadSegment(
                 segment=self.segment,
@@ -576,26 +637,42 @@ class SegmentReader:
         self.end_of_segment = reply.end_of_segment
         return reply
 
-    async def events(self, *, until_tail: bool = False) -> AsyncIterator[tuple[int, bytes]]:
+    async def events(self, *, until_tail: bool = False, timeout: float | None = 30.0) -> AsyncIterator[tuple[int, bytes]]:
         """``(offset, payload)`` of each event; stops at the end of a sealed
-        segment, or at the tail when ``until_tail``."""
+        segment, or at the tail when ``until_tail``.  Each read's reply takes at
+        most ``timeout`` seconds (see :meth:`read`).
+
+        Events are written whole (an append holds whole Event frames, §5.1), so
+        a segment whose tail or end falls inside an event was read from an
+        offset that is not an event's start: with ``until_tail``, or at the end
+        of a sealed segment, that is :class:`~refwire.errors.LocalProtocolError`
+        naming the offset (not a wait for bytes that never come)."""
         start = self.offset - len(self._carry)
         while not self.end_of_segment:
-            r = await self.read()
+            r = await self.read(timeout=timeout)
             buf = self._carry + r.data
             evs, used = parse_events(buf, base=start)
             self._carry = buf[used:]
             start += used
             for ev in evs:
                 yield ev
-            if until_tail and r.at_tail and not self._carry:
+            if self._carry and ((until_tail and r.at_tail) or self.end_of_segment):
+                raise LocalProtocolError(
+                    f"the segment ends inside an event: {len(self._carry)} bytes from offset {start} on are not a whole "
+                    "Event frame (was the first offset not the start of an event?)",
+                    protocol=PROTOCOL,
+                    frame="Event",
+                    field="length",
+                    offset=start,
+                )
+            if until_tail and r.at_tail:
                 return
 
 
-async def segment_info(conn: PravegaConnection, segment: str) -> StreamSegmentInfo:
+async def segment_info(conn: PravegaConnection, segment: str, *, timeout: float = 30.0) -> StreamSegmentInfo:
     """GetStreamSegmentInfo over a running connection (length, sealed, ...);
     raises :class:`~refwire.pravega.errors.RequestFailed` with any other reply."""
-    reply = await conn.request(GetStreamSegmentInfo(request_id=conn.new_request_id(), segment_name=segment))
+    reply = await conn.request(GetStreamSegmentInfo(request_id=conn.new_request_id(), segment_name=segment), timeout=timeout)
     if not isinstance(reply, StreamSegmentInfo):
         raise RequestFailed(reply)
     return reply

@@ -26,8 +26,9 @@ import trio
 
 from ..drivers import DEFAULT_MAX_CONNECTIONS, Pump, StreamServer, listener_address
 from ..errors import RemoteProtocolError
-from ..logs import limited
+from ..logs import limited, plural
 from ..reference import RunningServer
+from ..transport import peer_name
 from ..wire import Limits
 from .connection import ServerConnection
 from .disk import FileLog
@@ -233,6 +234,9 @@ class _StoreConnection:
         self._ignored = 0
         self._parked: deque[trio.CancelScope] = deque()
         self._nursery: trio.Nursery | None = None
+        #: ``-vv``: one debug line per append batch and per request (decided once: the hot path pays one test)
+        self._debug = log.isEnabledFor(logging.DEBUG)
+        self._peer = peer_name(stream, "a client")
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -298,6 +302,15 @@ class _StoreConnection:
             server.stats["appends"] += 1
             server.stats["events"] += ev.event_count
             out = service.append(ev, now=server._time_ms())
+            if self._debug:
+                log.debug(
+                    "pravega: %s: append to %r: %s from writer %s: %s",
+                    self._peer,
+                    ev.segment,
+                    plural(ev.event_count, "event"),
+                    ev.writer_id,
+                    out.kind,
+                )
             now = trio.current_time()
             if out.kind == "ok":
                 server._dirty.set()
@@ -320,6 +333,9 @@ class _StoreConnection:
             if isinstance(cmd, ReadSegment):
                 server.stats["reads"] += 1
             out2 = service.process(cmd, now=server._time_ms())
+            if self._debug:
+                reply = "parked at the tail" if out2.park else (out2.reply.NAME if out2.reply is not None else "no reply")
+                log.debug("pravega: %s: %s (request %s): %s", self._peer, cmd.NAME, getattr(cmd, "request_id", "-"), reply)
             if out2.park:
                 assert isinstance(cmd, ReadSegment)
                 self._park(cmd)

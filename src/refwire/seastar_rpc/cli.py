@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import struct
 import sys
 
@@ -19,12 +20,20 @@ from ..cliutil import (
     max_connections,
     nonneg_float,
     open_listeners,
+    positive_float,
     positive_int,
     stop_on_signal,
 )
 from ..drivers import listener_address
+from ..logs import plural
 
 __all__ = ["register"]
+
+log = logging.getLogger("refwire.seastar_rpc.cli")
+
+#: Seconds ``send seastar-rpc`` waits for a reply when no ``--timeout`` is given.
+DEFAULT_REPLY_TIMEOUT = 30.0
+
 
 
 def _compressors(text: str) -> tuple[str, ...]:
@@ -88,7 +97,20 @@ def register(cmds: Commands) -> None:
     c.add_argument("--int32", type=int, action="append", default=[], metavar="N", help="append an int32 (LE) to the payload; repeatable")
     c.add_argument("--hex", default="", metavar="HEX", help="append these bytes to the payload")
     c.add_argument("--text", default="", metavar="TEXT", help="append this UTF-8 text to the payload")
-    c.add_argument("--timeout", type=nonneg_float, metavar="S", help="give up after S seconds (propagated to the server)")
+    c.add_argument(
+        "--timeout",
+        type=nonneg_float,
+        metavar="S",
+        help="give up on the reply after S seconds (propagated to the server); without it the client alone gives up "
+        f"after {DEFAULT_REPLY_TIMEOUT:g} s (each stream message too)",
+    )
+    c.add_argument(
+        "--connect-timeout",
+        type=positive_float,
+        default=10.0,
+        metavar="S",
+        help="give up after S seconds without a connection or without the server's negotiation reply (default 10)",
+    )
     c.add_argument("--one-way", action="store_true", help="send without waiting for a reply")
     c.add_argument("--stream", action="append", default=[], metavar="MSG", help="open a stream, append its id (u64) to the payload, send MSG on it (repeatable), print what comes back")
     c.add_argument("--compress", type=_compressors, default=(), metavar="LIST", help="compressors offered, in preference order (default none)")
@@ -102,6 +124,7 @@ def register(cmds: Commands) -> None:
 async def _serve(args: argparse.Namespace) -> int:
     from .conform_verbs import add_conformance_verbs
     from .demo import demo_registry
+    from .events import CallReceived, OversizedCall
     from .server import SeastarServer, ServerConfig
 
     if args.reject_unknown_cookie and not args.group:
@@ -119,10 +142,20 @@ async def _serve(args: argparse.Namespace) -> int:
     )
     done = trio.Event()
     server = SeastarServer(add_conformance_verbs(demo_registry()), config=config)
-    if args.exit_after:
+    debug = log.isEnabledFor(logging.DEBUG)  # -vv: a line per call
+    if args.exit_after or debug:
 
-        def count(conn_id: int, call: object, now: float) -> None:
-            if server.stats["calls"] >= args.exit_after:
+        def count(conn_id: int, call: CallReceived | OversizedCall, now: float) -> None:
+            if debug:
+                size = len(call.payload) if isinstance(call, CallReceived) else call.length
+                log.debug(
+                    "seastar-rpc: connection %d: verb %d (call %d, %s) answered",
+                    conn_id,
+                    call.verb,
+                    call.msg_id,
+                    plural(size, "byte"),
+                )
+            if args.exit_after and server.stats["calls"] >= args.exit_after:
                 done.set()
 
         server.on_reply = count
@@ -137,8 +170,11 @@ async def _serve(args: argparse.Namespace) -> int:
         await server.shutdown(grace=5.0)
         nursery.cancel_scope.cancel()
     st = server.stats
-    print(f"served {st['calls']} calls on {st['connections']} connections ({st['stream_connections']} streams, "
-          f"{st['protocol_errors']} protocol errors)", file=sys.stderr)
+    print(
+        f"served {plural(st['calls'], 'call')} on {plural(st['connections'], 'connection')} "
+        f"({plural(st['stream_connections'], 'stream')}, {plural(st['protocol_errors'], 'protocol error')})",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -169,6 +205,9 @@ async def _send(args: argparse.Namespace) -> int:
         timeout=not args.no_timeout_feature,
         handler_duration=not args.no_handler_duration,
         isolation=args.cookie.encode() if args.cookie else None,
+        connect_timeout=args.connect_timeout,
+        negotiation_timeout=args.connect_timeout,
+        reply_timeout=DEFAULT_REPLY_TIMEOUT,
     )
     host, port = args.address
     async with SeastarClient.connect_tcp(host, port, config=config) as client:
@@ -181,7 +220,7 @@ async def _send(args: argparse.Namespace) -> int:
         if args.one_way:
             for _ in range(args.repeat):
                 mid = await client.call_one_way(verb, payload, timeout=args.timeout)
-            print(f"sent one-way verb {verb} (last msg id {mid})", file=sys.stderr)
+            print(f"sent one-way verb {verb}{f' {args.repeat} times' if args.repeat > 1 else ''} (last msg id {mid})", file=sys.stderr)
             return 0
         replies: list[bytes] = []
         errors: list[RpcError] = []
@@ -196,11 +235,11 @@ async def _send(args: argparse.Namespace) -> int:
             for _ in range(args.repeat):
                 nursery.start_soon(one)
         if errors:
-            more = f" ({len(errors)} of {args.repeat} calls failed)" if args.repeat > 1 else ""
+            more = f" ({len(errors)} of {plural(args.repeat, 'call')} failed)" if args.repeat > 1 else ""
             print(f"refwire: {errors[0]}{more}", file=sys.stderr)
             return 1
         if args.repeat > 1:
-            print(f"{len(replies)} replies", file=sys.stderr)
+            print(plural(len(replies), "reply", "replies"), file=sys.stderr)
         for r in replies[:1]:
             extra = f" (int32 {struct.unpack_from('<i', r)[0]})" if len(r) == 4 else ""
             print(f"reply {len(r)} bytes: {r.hex()}{extra}")
@@ -208,6 +247,14 @@ async def _send(args: argparse.Namespace) -> int:
             for m in args.stream:
                 await stream.send(m.encode())
             await stream.close()
-            async for msg in stream:
-                print(f"stream: {msg.decode('utf-8', 'replace')}")
+            wait = args.timeout or DEFAULT_REPLY_TIMEOUT
+            while True:
+                with trio.move_on_after(wait):
+                    msg = await stream.receive()
+                    if msg is None:
+                        break
+                    print(f"stream: {msg.decode('utf-8', 'replace')}")
+                    continue
+                print(f"refwire: no stream message from {host}:{port} in {wait:g} s", file=sys.stderr)
+                return 1
     return 0

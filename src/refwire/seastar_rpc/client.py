@@ -34,6 +34,7 @@ import trio
 
 from ..drivers import EOF, STOPPED, Pump, open_stream
 from ..errors import RemoteProtocolError
+from ..transport import peer_name
 from ..wire import Limits
 from .connection import (
     NEGOTIATION_TIMED_OUT,
@@ -61,6 +62,7 @@ from .frames import DEFAULT_LIMITS, StreamEnd, StreamMessage, UnknownException, 
 __all__ = [
     "CallTimeout",
     "ClientConfig",
+    "NoReply",
     "ClientStream",
     "RemoteVerbError",
     "RpcConnectionError",
@@ -93,6 +95,20 @@ class ClientConfig:
     recv_size: int = 256 * 1024
     #: a write that takes longer ends the connection (calls in flight fail).
     write_timeout: float | None = 30.0
+    #: a call made without a timeout of its own waits at most this long for its
+    #: reply (client side only: nothing goes on the wire), then raises
+    #: :class:`NoReply`; None: as long as the connection lives.
+    reply_timeout: float | None = 30.0
+
+
+class NoReply(CallTimeout):
+    """A call made without a timeout got no reply within
+    :attr:`ClientConfig.reply_timeout`; the message names the verb, the server
+    and the bound (the call is forgotten: a late reply is ignored)."""
+
+    def __init__(self, msg_id: int, verb: int, peer: str, seconds: float) -> None:
+        super().__init__(msg_id)
+        self.args = (f"no reply to verb {verb} (call {msg_id}) from {peer} in {seconds:g} s",)
 
 
 class _Call:
@@ -259,11 +275,15 @@ class SeastarClient:
         self._nursery.start_soon(link.run)
         await link.negotiated.wait()  # the reply, or the connection's end (the machine times it out)
         if conn.reply is None:
+            peer = peer_name(stream, "the server")
             await trio.aclose_forcefully(stream)
             self.transitions_seen |= conn.transitions_seen  # no link keeps this machine: its coverage now
             why = link.error
             if why is None and link.close_reason == NEGOTIATION_TIMED_OUT:
-                why = NEGOTIATION_TIMED_OUT
+                raise RpcConnectionError(
+                    f"no negotiation reply from {peer} in {self.config.negotiation_timeout:g} s "
+                    "(is it a Seastar RPC server?)"
+                )
             raise RpcConnectionError(f"negotiation failed: {why or 'the server closed the connection without a reply'}")
         return link
 
@@ -325,8 +345,14 @@ class SeastarClient:
         call = _Call()
         self._calls[msg_id] = call
         link.pump.kick()  # the writer sends it, the timer watches its deadline
+        bound = self.config.reply_timeout if timeout is None else None  # (a call's own timeout is the machine's)
         try:
-            await call.done.wait()
+            with trio.move_on_after(math.inf if bound is None else bound):
+                await call.done.wait()
+            if not call.done.is_set():
+                assert bound is not None
+                self.stats["timeouts"] += 1
+                raise NoReply(msg_id, verb, peer_name(link.stream, "the server"), bound)
         finally:
             if not call.done.is_set():  # the caller was cancelled: forget the call
                 self._calls.pop(msg_id, None)

@@ -18,19 +18,19 @@ import logging
 import signal
 import threading
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
 
 from .faults import FAULT_KINDS, Faults
 from .rand import SimRandom
-from .runtime import run_deterministic
+from .runtime import interrupted, run_deterministic
 from .scenarios import Scenario
 from .scenarios import scenario as _scenario
 from .trace import Trace
 
-__all__ = ["SimResult", "replay_command", "run_seed", "run_seeds", "shrink"]
+__all__ = ["SimResult", "describe_knobs", "interrupted", "replay_command", "run_seed", "run_seeds", "shrink"]
 
 
 @attrs.frozen(kw_only=True)
@@ -163,9 +163,9 @@ def run_seed(
     try:
         with wall_clock_guard(wall_limit):
             report = run_deterministic(main, seed)
-    except BaseException as exc:  # a crash is a result, not an abort
-        if isinstance(exc, KeyboardInterrupt):
-            raise
+    except BaseException as exc:  # a crash is a result, not an abort; Ctrl-C is neither
+        if interrupted(exc):
+            raise KeyboardInterrupt from None
         tb = traceback.format_exception(exc)
         return SimResult(
             protocol=protocol,
@@ -203,6 +203,22 @@ def run_seeds(protocol: str, seeds: Iterable[int], **kwargs: Any) -> list[SimRes
     return [run_seed(protocol, s, **kwargs) for s in seeds]
 
 
+def describe_knobs(faults: Mapping[str, float], workload: Mapping[str, Any]) -> str:
+    """Fault knobs and workload in words: ``faults: k=v ...; workload: k=v ...``."""
+    shown = Faults.from_dict(faults).banner()
+    wl = " ".join(f"{k}={_value(v)}" for k, v in sorted(workload.items()) if v not in ("", None)) or "none"
+    return f"faults: {'none' if shown == 'none' else shown}; workload: {wl}"
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, (str, int)):
+        return str(v)
+    return json.dumps(v, sort_keys=True, separators=(",", ":"))
+
+
+
 def shrink(
     result: SimResult,
     *,
@@ -231,7 +247,7 @@ def shrink(
         r = run_seed(result.protocol, result.seed, faults=f, workload=w)
         if r.failure_kind == kind:
             if log:
-                log(f"  still fails ({kind}) with {f.banner() or 'no faults'} {w}")
+                log(f"  still fails ({kind}) with {describe_knobs(f.to_dict(), w)}")
             return r
         return None
 

@@ -38,13 +38,24 @@ import trio.testing
 
 from .rand import derive_seed
 
-__all__ = ["check_hash_seed", "check_trio_hooks", "run_deterministic", "scheduler_seed", "virtual_clock"]
+__all__ = ["check_hash_seed", "check_trio_hooks", "interrupted", "run_deterministic", "scheduler_seed", "virtual_clock"]
 
 T = TypeVar("T")
 
 _RUN_MODULE = "trio._core._run"
 _FLAG = "_ALLOW_DETERMINISTIC_SCHEDULING"
 _RNG = "_r"
+
+
+def interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is Ctrl-C: a :class:`KeyboardInterrupt`, or an exception
+    group holding one (trio delivers Ctrl-C into the running task, and a
+    scenario's nurseries wrap it with whatever their other tasks raised then)."""
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return any(interrupted(e) for e in exc.exceptions)
+    return False
 
 
 def check_trio_hooks() -> tuple[ModuleType, random.Random]:

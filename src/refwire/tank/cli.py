@@ -1,4 +1,5 @@
-"""``refwire serve tank`` and ``refwire send tank HOST:PORT {create-topic,produce,consume,status,discover}``."""
+"""``refwire serve tank``, ``refwire send tank HOST:PORT {create-topic,produce,consume,status,discover}`` and
+``refwire read tank HOST:PORT TOPIC`` (consume; specs/tank/README.md)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import json
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -18,11 +20,16 @@ from ..cliutil import (
     max_connections,
     nonneg_float,
     open_listeners,
+    positive_float,
     positive_int,
     stop_on_signal,
 )
 from ..drivers import listener_address
+from ..logs import plural
 from .frames import DEFAULT_MAX_REQUEST, broker_limits
+
+if TYPE_CHECKING:
+    from .client import TankClient
 
 __all__ = ["register"]
 
@@ -125,10 +132,119 @@ def register(cmds: Commands) -> None:
     co.add_argument("--min-bytes", type=int, default=0, metavar="N", help="long-poll minimum bytes with --tail")
     co.add_argument("--fetch-size", type=positive_int, default=1024 * 1024, metavar="N")
     co.add_argument("--count", type=positive_int, metavar="N", help="stop after N messages")
-    sub.add_parser("status", help="broker status")
+    st = sub.add_parser("status", help="broker status")
     di = sub.add_parser("discover", help="topics, or one topic's partitions (first available, high water mark)")
     di.add_argument("topic", nargs="?")
+    for each in (ct, pr, co, st, di):
+        _add_timeout(each)
     c.set_defaults(func=_send)
+
+    if cmds.read is not None:
+        r = cmds.read.add_parser(
+            "tank",
+            help="consume messages from a topic's partition",
+            description="Consume a TANK partition from a sequence number on and print each message as a JSON line "
+            "(seq, ts, key, content); the summary goes to stderr.",
+        )
+        r.add_argument("address", type=hostport, metavar="HOST:PORT", help="the broker")
+        r.add_argument("topic")
+        r.add_argument("--partition", type=int, default=0, metavar="N", help="partition (default 0)")
+        r.add_argument(
+            "--from",
+            dest="seq",
+            default="0",
+            metavar="SEQ",
+            help="first sequence number: 0 = first available (default), 'end' = only new messages",
+        )
+        r.add_argument(
+            "--follow", action="store_true", help="keep waiting for new messages (long polls; until Ctrl-C or --count)"
+        )
+        r.add_argument("--max-wait", type=nonneg_float, default=5.0, metavar="S", help="long-poll wait with --follow (default 5)")
+        r.add_argument("--fetch-size", type=positive_int, default=1024 * 1024, metavar="N", help="bytes per fetch (default 1 MiB)")
+        r.add_argument("--count", type=positive_int, metavar="N", help="stop after N messages")
+        _add_timeout(r)
+        r.set_defaults(func=_read)
+
+
+def _add_timeout(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=10.0,
+        metavar="S",
+        help="give up after S seconds without an answer: connecting, and each request "
+        "(on top of a long poll's own --max-wait) (default 10)",
+    )
+
+
+
+def _client(args: argparse.Namespace) -> TankClient:
+    """The client of ``args.address``: connecting and every answer bounded by ``--timeout``."""
+    from .client import ClientConfig, TankClient
+
+    host, port = args.address
+    return TankClient.connect_tcp(host, port, config=ClientConfig(request_timeout=args.timeout), timeout=args.timeout)
+
+
+def _sequence(text: str) -> int:
+    from .bundles import U64_MAX
+
+    if text == "end":
+        return U64_MAX
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"--from {text!r} is neither a sequence number nor 'end'") from None
+    if not 0 <= value < U64_MAX:
+        raise UsageError(f"--from {value} is out of range")
+    return value
+
+
+async def _consume(
+    client: TankClient, args: argparse.Namespace, *, follow: bool, max_wait: float, min_bytes: int = 0
+) -> tuple[int, int]:
+    """Consume ``args.topic``/``args.partition`` from ``--from`` on, one JSON line
+    a message on stdout (specs/tank/README.md, Consume); returns the number of
+    messages and the next sequence number.  Without ``follow`` it ends at the
+    high water mark; with it, it long-polls for more until ``--count``."""
+    seq = _sequence(args.seq)
+    seen = 0
+    while True:
+        pd = await client.consume(
+            args.topic,
+            args.partition,
+            seq,
+            max_wait=max_wait if follow else 0.0,
+            min_bytes=min_bytes,
+            fetch_size=args.fetch_size,
+        )
+        assert pd.chunk is not None
+        for m in pd.chunk.messages:
+            print(
+                json.dumps(
+                    {
+                        "seq": m.seq,
+                        "ts": m.ts,
+                        "key": None if m.key is None else m.key.decode("utf-8", "replace"),
+                        "content": m.content.decode("utf-8", "replace"),
+                    }
+                ),
+                flush=True,
+            )
+            seen += 1
+            if args.count and seen >= args.count:
+                return seen, seq if m.seq is None else m.seq + 1
+        seq = pd.chunk.next_seq
+        if not follow and (not pd.chunk.messages or seq > pd.hwmark):
+            return seen, seq
+
+
+async def _read(args: argparse.Namespace) -> int:
+    """``refwire read tank``: :func:`_consume` with a summary line on stderr."""
+    async with _client(args) as client:
+        seen, next_seq = await _consume(client, args, follow=args.follow, max_wait=args.max_wait)
+    print(f"read {plural(seen, 'message')}, next sequence number {next_seq}", file=sys.stderr)
+    return 0
 
 
 async def _serve(args: argparse.Namespace) -> int:
@@ -173,18 +289,17 @@ async def _serve(args: argparse.Namespace) -> int:
         storage.close()
     st = broker.service.stats
     print(
-        f"stored {st['produced_messages']} messages in {st['produced_bundles']} bundles; {broker.stats['connections']} connections",
+        f"stored {plural(st['produced_messages'], 'message')} in {plural(st['produced_bundles'], 'bundle')}; "
+        f"{plural(broker.stats['connections'], 'connection')}",
         file=sys.stderr,
     )
     return 0
 
 
 async def _send(args: argparse.Namespace) -> int:
-    from .bundles import U64_MAX, Message
-    from .client import TankClient
+    from .bundles import Message
 
-    host, port = args.address
-    async with TankClient.connect_tcp(host, port) as client:
+    async with _client(args) as client:
         cmd = args.tank_command
         if cmd == "create-topic":
             err = await client.create_topic(args.topic, args.partitions)
@@ -199,7 +314,12 @@ async def _send(args: argparse.Namespace) -> int:
             print(f"{args.topic}: {meaning.get(err, f'error {err}')}", file=sys.stderr)
             return 0 if err == 0 else 1
         if cmd == "produce":
-            lines = args.messages or [ln.rstrip("\n") for ln in sys.stdin if ln.strip()]
+            if args.messages:
+                lines = args.messages
+            else:  # (Ctrl-C ends the wait for stdin at once)
+                from ..transport import stdin_lines
+
+                lines = [text for raw in [line async for line in stdin_lines()] if (text := raw.decode("utf-8", "replace")).strip()]
             if not lines:
                 print("nothing to send", file=sys.stderr)
                 return 0
@@ -231,39 +351,11 @@ async def _send(args: argparse.Namespace) -> int:
                     }
                     print(f"refwire: produce failed: {names.get(res.error, f'error {res.error:#04x}')}", file=sys.stderr)
                     return 1
-            print(f"produced {len(msgs)} messages", file=sys.stderr)
+            print(f"produced {plural(len(msgs), 'message')}", file=sys.stderr)
             return 0
         if cmd == "consume":
-            seq = U64_MAX if args.seq == "end" else int(args.seq)
-            seen = 0
-            while True:
-                pd = await client.consume(
-                    args.topic,
-                    args.partition,
-                    seq,
-                    max_wait=args.max_wait if args.tail else 0.0,
-                    min_bytes=args.min_bytes,
-                    fetch_size=args.fetch_size,
-                )
-                assert pd.chunk is not None
-                for m in pd.chunk.messages:
-                    print(
-                        json.dumps(
-                            {
-                                "seq": m.seq,
-                                "ts": m.ts,
-                                "key": None if m.key is None else m.key.decode("utf-8", "replace"),
-                                "content": m.content.decode("utf-8", "replace"),
-                            }
-                        ),
-                        flush=True,
-                    )
-                    seen += 1
-                    if args.count and seen >= args.count:
-                        return 0
-                seq = pd.chunk.next_seq
-                if not args.tail and (not pd.chunk.messages or seq > pd.hwmark):
-                    return 0
+            await _consume(client, args, follow=args.tail, max_wait=args.max_wait, min_bytes=args.min_bytes)
+            return 0
         if cmd == "status":
             st = await client.status()
             print(

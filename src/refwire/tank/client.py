@@ -25,6 +25,7 @@ import trio
 
 from ..drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, open_stream
 from ..errors import ProtocolError
+from ..transport import peer_name
 from ..wire import Limits
 from .bundles import Message, encode_bundle
 from .connection import ClientConnection
@@ -70,14 +71,16 @@ T = TypeVar("T")
 class ClientConfig:
     """Client settings: ``limits``, the keepalive ``ping_interval`` (None: no
     Pings), the default ``fetch_size`` of a consume, the ``client_id`` sent with
-    produce requests, ``request_timeout`` (None: wait as long as the connection
-    lives) and the read size."""
+    produce requests, ``request_timeout`` (seconds a request waits for its answer
+    on top of a long poll's own wait; past it the connection is given up and the
+    request raises :class:`~refwire.tank.errors.ConnectionLost` naming it; None:
+    wait as long as the connection lives) and the read size."""
 
     limits: Limits = DEFAULT_LIMITS
     ping_interval: float | None = 5.0
     fetch_size: int = 128 * 1024 * 1024  #: tank-cli's default; the broker clamps to 64 MiB
     client_id: bytes = b"c++"
-    request_timeout: float | None = None
+    request_timeout: float | None = 30.0
     recv_size: int = 65536
 
 
@@ -104,7 +107,7 @@ class TankClient:
         self._pending: dict[int, _Pending] = {}
         self._connect_lock = trio.Lock()
         self._next_id = 1
-        self._stats: dict[str, int] = {"connects": 0, "requests": 0, "connection_lost": 0, "protocol_errors": 0, "pings_sent": 0}
+        self._stats: dict[str, int] = {"connects": 0, "requests": 0, "connection_lost": 0, "protocol_errors": 0, "pings_sent": 0, "answers": 0}
         self._pings = 0  # keepalive Pings of the connections closed so far
         self._seen: set[tuple[str, str, str]] = set()
         self.last_error: BaseException | None = None
@@ -202,6 +205,7 @@ class TankClient:
             return
         p = self._pending.pop(rid, None)
         if p is not None:
+            self._stats["answers"] += 1
             p.result = ev
             p.done.set()
 
@@ -253,12 +257,13 @@ class TankClient:
             with trio.move_on_after(limit):
                 await p.done.wait()
             if not p.done.is_set():
-                # No answer in time (a half-open connection?): give the connection up.
+                # No answer in time (a half-open connection, or not a broker): give the connection up.
                 stream = self._stream
-                self._drop(f"no answer within {limit:.1f}s", conn)
+                what = f"no answer to {type(req).__name__} (request {rid}) from {peer_name(stream, 'the broker')} in {limit:g} s"
+                self._drop(what, conn)
                 if stream is not None:
                     await trio.aclose_forcefully(stream)
-                raise ConnectionLost(f"no answer to request {rid} within {limit:.1f}s")
+                raise ConnectionLost(what + (" (is it a TANK broker?)" if self._stats["answers"] == 0 else ""))
         if p.error is not None:
             raise p.error
         return p.result

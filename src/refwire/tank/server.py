@@ -130,6 +130,8 @@ class TankBroker:
                 pump.stop()
                 return
             self.stats["requests"] += 1
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("tank: connection %d: %s (request %s)", cid, type(ev).__name__, getattr(ev, "request_id", "-"))
             try:
                 out = self.service.handle(cid, ev, now=trio.current_time())
             except ProtocolError as exc:  # a malformed bundle: the peer's fault

@@ -18,6 +18,8 @@ import trio
 
 from ...drivers import RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, first_error, open_stream, permanent_error
 from ...errors import ProtocolError
+from ...logs import plural
+from ...transport import PeerTimeout, peer_name
 from ..frames import Command
 from .connection import ClientConnection
 from .errors import DraftWriteFailed
@@ -113,8 +115,9 @@ class DraftConnection:
             raise RuntimeError(f"a read of {segment} at {offset} is already outstanding")
         send, recv = trio.open_memory_channel[Command](1)
         self._reads[key] = send
+        reply: Command | None = None
         try:
-            with trio.fail_after(timeout):
+            with trio.move_on_after(timeout):
                 await self.send(ReadSegment(segment=segment, offset=offset, suggested_length=suggested_length))
                 try:
                     reply = await recv.receive()
@@ -124,6 +127,9 @@ class DraftConnection:
                     raise trio.BrokenResourceError("connection closed before the SegmentRead") from self.error
         finally:
             self._reads.pop(key, None)
+        if reply is None:  # (the draft dialect has no Hello: this is the first answer a silent peer owes)
+            peer = peer_name(self.pump.stream, "the segment store")
+            raise PeerTimeout(f"no reply to ReadSegment from {peer} in {timeout:g} s", peer=peer, seconds=timeout)
         assert isinstance(reply, SegmentRead)
         return reply
 
@@ -184,10 +190,13 @@ class DraftWriter:
                 if isinstance(exc, ProtocolError) and exc.field != "(eof)":
                     self.stats["protocol_errors"] += 1
                     self.last_protocol_error = exc
+                if isinstance(exc, PeerTimeout) and "AppendSetup" in str(exc) and not self.config.retry_protocol_errors:
+                    # a peer that accepts but never answers SetupAppend is not a draft segment store
+                    raise DraftWriteFailed(f"gave up: {exc}", self.session.acked) from exc
                 if permanent_error(exc, protocol_errors=not self.config.retry_protocol_errors):
                     raise DraftWriteFailed(f"gave up: {exc} (retrying cannot fix it)", self.session.acked) from exc
                 if self.config.max_attempts is not None and failures >= self.config.max_attempts:
-                    raise DraftWriteFailed(f"gave up after {failures} failed attempts: {exc}", self.session.acked) from exc
+                    raise DraftWriteFailed(f"gave up after {plural(failures, 'failed attempt')}: {exc}", self.session.acked) from exc
                 await trio.sleep(delay * (0.5 + self._rng.random()))
                 delay = min(delay * 2, self.config.backoff[1])
                 self.stats["reconnects"] += 1
@@ -209,16 +218,20 @@ class DraftWriter:
             replies = conn.subscribe(session.connection_id)
             await conn.send(session.setup())
 
-            async def next_reply() -> Command:
-                with trio.fail_after(self.config.ack_timeout):
+            async def next_reply(what: str = "ack", timeout: float = self.config.ack_timeout) -> Command:
+                with trio.move_on_after(timeout):
                     try:
                         return await replies.receive()
                     except trio.EndOfChannel:
                         if isinstance(conn.error, ProtocolError):
                             raise conn.error from None
                         raise trio.BrokenResourceError("connection closed") from conn.error
+                peer = peer_name(conn.pump.stream, "the segment store")
+                hint = " (is it a segment store speaking the 2017 draft dialect?)" if what == "AppendSetup" else ""
+                raise PeerTimeout(f"no {what} from {peer} in {timeout:g} s{hint}", peer=peer, seconds=timeout)
 
-            reply = await next_reply()
+            # (the draft dialect has no Hello: AppendSetup is the first answer)
+            reply = await next_reply("AppendSetup", self.config.connect_timeout)
             if not isinstance(reply, AppendSetup):
                 raise trio.BrokenResourceError(f"expected AppendSetup, got {reply.NAME}")
             session.on_append_setup(reply)

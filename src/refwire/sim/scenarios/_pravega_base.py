@@ -27,6 +27,7 @@ from ..faults import Faults
 from ..harness import Hostile, Misfit, Rogue, RunBase, coverage, crash_restart_loop, safety_then_liveness
 from ..net import SimListener
 from ..rand import SimRandom
+from ..runtime import interrupted
 from ..trace import Trace
 from . import ScenarioReport
 
@@ -229,6 +230,8 @@ class PravegaRun(RunBase, Generic[W]):
                     await attempt()
                     break
                 except BaseExceptionGroup as group:
+                    if interrupted(group):  # Ctrl-C is never a transient failure to retry
+                        raise KeyboardInterrupt from None
                     raise first_error(group) from group
             except transient:
                 await trio.sleep(0.2)
@@ -270,6 +273,8 @@ class PravegaRun(RunBase, Generic[W]):
                 try:
                     await self.rogue_read(address)
                 except BaseExceptionGroup as group:
+                    if interrupted(group):  # Ctrl-C is never a transient failure to retry
+                        raise KeyboardInterrupt from None
                     raise first_error(group) from group
             except TRANSIENT:
                 return

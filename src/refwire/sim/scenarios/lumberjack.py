@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 import trio
 
@@ -123,6 +123,8 @@ ROGUES: dict[str, Rogue] = {
 class LumberjackScenario:
     #: Planted bugs a workload can ask for (``{"bug": NAME}``).
     BUGS = ("ack-before-deliver",)
+    #: One line per planted bug: what it breaks (``refwire sim --help`` lists them).
+    BUG_NOTES: ClassVar[dict[str, str]] = {"ack-before-deliver": "the server acks a batch before it stores its events (a crash loses acked events)"}
 
     name = "lumberjack"
 

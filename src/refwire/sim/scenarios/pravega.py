@@ -276,6 +276,8 @@ class _Run(PravegaRun[EventWriter]):
 class PravegaScenario(PravegaScenarioBase):
     #: Planted bugs a workload can ask for (``{"bug": NAME}``).
     BUGS = ("fsync-lies",)
+    #: One line per planted bug: what it breaks (``refwire sim --help`` lists them).
+    BUG_NOTES: ClassVar[dict[str, str]] = {"fsync-lies": "the store's storage acks a sync it never did: a crash loses acked appends"}
 
     name = "pravega"
     run_class = _Run

@@ -280,6 +280,11 @@ class _Run(PravegaRun[DraftWriter]):
 class PravegaDraftScenario(PravegaScenarioBase):
     #: Planted bugs a workload can ask for (``{"bug": NAME}``).
     BUGS = ("forget-level", "fsync-lies")
+    #: One line per planted bug: what it breaks (``refwire sim --help`` lists them).
+    BUG_NOTES: ClassVar[dict[str, str]] = {
+        "forget-level": "the store's AppendSetup always reports level 0, forgetting what a writer already stored",
+        "fsync-lies": "the store's storage acks a sync it never did: a crash loses acked appends",
+    }
 
     name = "pravega-draft-2017"
     run_class = _Run

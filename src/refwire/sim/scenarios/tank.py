@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 import trio
 
@@ -73,6 +73,8 @@ class TankScenario:
     name = "tank"
     #: Planted bugs a workload can ask for (``{"bug": NAME}``).
     BUGS = ("fsync-lies",)
+    #: One line per planted bug: what it breaks (``refwire sim --help`` lists them).
+    BUG_NOTES: ClassVar[dict[str, str]] = {"fsync-lies": "the broker's storage acks a sync it never did: a crash loses each partition's newest acked bundle"}
 
     def draw_workload(self, rng: SimRandom) -> dict[str, Any]:
         wl: dict[str, Any] = {
