@@ -530,5 +530,5 @@ def test_serve_max_connections(serve: Any) -> None:
     sent = refwire("send", "lumberjack", srv.address, "--count", "1")
     assert sent.returncode == 0, sent.stderr
     srv.proc.send_signal(signal.SIGINT)
-    assert srv.wait() == 0
+    assert srv.wait() == 130
     assert "connection refused: 1 open, the limit max_connections=1" in srv.stderr

@@ -222,9 +222,12 @@ def test_json_with_nan_on_stdin_is_refused_with_its_line(
     assert lumberjack_server.events == [{"a": 1}]
 
 
-def _interrupted(args: list[str], ready: str, stream: str) -> subprocess.CompletedProcess[str]:
+def _interrupted(
+    args: list[str], ready: str, stream: str, signum: signal.Signals = signal.SIGINT
+) -> subprocess.CompletedProcess[str]:
     """Run ``refwire ARGS``, wait for a line matching ``ready`` on its ``stream``
-    ("stdout"/"stderr": the command is then doing what it waits in), send SIGINT."""
+    ("stdout"/"stderr": the command is then doing what it waits in), send
+    ``signum`` (SIGINT: a Ctrl-C)."""
     proc = subprocess.Popen([*REFWIRE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     seen = b""
     try:
@@ -240,7 +243,7 @@ def _interrupted(args: list[str], ready: str, stream: str) -> subprocess.Complet
                 chunk = os.read(fd, 65536)  # (the raw fd: a buffered reader could hold the line unseen)
                 assert chunk, f"{args} exited ({proc.wait()}) before /{ready}/: {seen!r}"
                 seen += chunk
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
@@ -269,12 +272,17 @@ def _serve(args: list[str]) -> tuple[subprocess.Popen[str], str]:
     raise AssertionError("the server did not start")
 
 
-def test_ctrl_c_on_a_server_stops_it_with_exit_0_and_no_traceback() -> None:
-    """A server stops on SIGINT as asked: its summary, exit status 0 (interrupted
-    once it prints that it listens, never after a sleep)."""
+def test_ctrl_c_on_a_server_stops_it_gracefully_with_exit_130_and_sigterm_with_0() -> None:
+    """A server stops on SIGINT as asked -- drained, its summary printed -- and
+    exits 130 as an interrupted command does; SIGTERM, a request to stop, is 0
+    (each sent once it prints that it listens, never after a sleep)."""
     proc = _interrupted(["serve", "lumberjack", "--listen", "127.0.0.1:0"], r"listening on", "stderr")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 130, proc.stderr
+    assert "received 0 events on 0 connections" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr
+    proc = _interrupted(["serve", "lumberjack", "--listen", "127.0.0.1:0"], r"listening on", "stderr", signal.SIGTERM)
+    assert proc.returncode == 0, proc.stderr
+    assert "received 0 events on 0 connections" in proc.stderr, proc.stderr
 
 
 def test_ctrl_c_on_a_following_read_and_a_pending_call_is_130() -> None:
@@ -357,7 +365,7 @@ def test_one_ctrl_c_for_the_reader_and_the_store_at_once_is_130_and_0() -> None:
         _, err = reader.communicate(timeout=30)
         assert reader.returncode == 130, err
         assert b"Traceback" not in err and b"connection closed" not in err, err
-        assert store.wait(30) == 0
+        assert store.wait(30) == 130
     finally:
         for p in (store,):
             if p.poll() is None:

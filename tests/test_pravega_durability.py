@@ -163,5 +163,5 @@ def test_serve_refuses_a_damaged_log_in_one_line_and_repairs_when_asked(tmp_path
             proc.kill()
             proc.wait()
     text = "".join(lines) + (rest or "")
-    assert proc.returncode == 0 and f"moved {ends[2] - ends[1]} damaged bytes at offset {ends[1]} aside" in text, text
+    assert proc.returncode == 130 and f"moved {ends[2] - ends[1]} damaged bytes at offset {ends[1]} aside" in text, text
     assert (tmp_path / f"segments.log.damaged-{ends[1]}").exists()

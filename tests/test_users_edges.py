@@ -325,7 +325,7 @@ def test_serve_vv_logs_connections_and_requests(pravega_serve_vv: tuple[subproce
     proc.send_signal(signal.SIGINT)
     assert proc.stderr is not None
     err = proc.stderr.read()
-    assert proc.wait(30) == 0, err
+    assert proc.wait(30) == 130, err
     assert re.search(r"DEBUG pravega: connection from 127\.0\.0\.1:\d+ accepted", err), err
     assert re.search(r"DEBUG pravega: connection from 127\.0\.0\.1:\d+ closed: ", err), err
     assert re.search(r"DEBUG pravega: 127\.0\.0\.1:\d+: CreateSegment \(request \d+\): SegmentCreated", err), err

@@ -28,7 +28,7 @@ from typing import Final
 
 import trio
 
-from .cliutil import Commands, UsageError
+from .cliutil import Commands, UsageError, stopped_by_ctrl_c
 from .errors import RefwireError
 from .protocols import descriptor, load, names
 from .transport import tls_reason
@@ -176,7 +176,7 @@ async def run_interruptibly(func: Callable[[argparse.Namespace], Awaitable[int]]
     request the main task waits on, and the exit status came from whichever
     error won.  A second Ctrl-C while the command unwinds changes nothing.  A
     server's own ``stop_on_signal`` takes the first Ctrl-C (a graceful stop,
-    exit 0); a second one during its shutdown comes here and cancels it."""
+    exit 130 all the same); a second one during its shutdown comes here and cancels it."""
     if threading.current_thread() is not threading.main_thread():
         return int(await func(args))  # signals reach the main thread only
     interrupted = False
@@ -251,11 +251,17 @@ def _main(argv: Sequence[str] | None) -> int:
         if func is None:
             parser.parse_args([args.command, "--help"])
             return 2
+        stopped_by_ctrl_c(forget=True)
         if inspect.iscoroutinefunction(func):
             if args.command in _INTERRUPTIBLE_GROUPS:
-                return int(trio.run(run_interruptibly, func, args))
-            return int(trio.run(func, args))
-        return int(func(args))
+                status = int(trio.run(run_interruptibly, func, args))
+            else:
+                status = int(trio.run(func, args))
+        else:
+            status = int(func(args))
+        # A command that stops gracefully on Ctrl-C (a server, a tap, a proxy) still
+        # ends with 130, as a shell expects of an interrupted command; SIGTERM keeps 0.
+        return INTERRUPTED if status == 0 and stopped_by_ctrl_c() else status
     except SystemExit:
         raise
     except BaseException as exc:  # one plain line per cause, never a traceback

@@ -34,6 +34,7 @@ __all__ = [
     "positive_float",
     "positive_int",
     "stop_on_signal",
+    "stopped_by_ctrl_c",
 ]
 
 
@@ -137,14 +138,32 @@ async def open_listeners(host: str, port: int) -> Sequence[trio.SocketListener]:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
+#: The signals :func:`stop_on_signal` stopped a command on (this process).
+_STOPPED_BY: set[int] = set()
+
+
 async def stop_on_signal(done: trio.Event, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """Set ``done`` on SIGINT/SIGTERM. Start it with ``nursery.start`` before
-    announcing an address, so the handler is in place when a caller sees it."""
+    announcing an address, so the handler is in place when a caller sees it.
+
+    The command then stops gracefully (a server drains, prints its summary);
+    after a SIGINT (Ctrl-C) its exit status is 130 all the same, after a SIGTERM
+    it is the command's own (:func:`stopped_by_ctrl_c`)."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         task_status.started()
-        async for _ in signals:
+        async for signum in signals:
+            _STOPPED_BY.add(signum)
             done.set()
             return
+
+
+def stopped_by_ctrl_c(*, forget: bool = False) -> bool:
+    """Whether :func:`stop_on_signal` stopped a command on SIGINT; ``forget``
+    clears the record (a new command starts)."""
+    seen = signal.SIGINT in _STOPPED_BY
+    if forget:
+        _STOPPED_BY.clear()
+    return seen
 
 
 class OneInterrupt:
