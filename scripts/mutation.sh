@@ -73,6 +73,38 @@ case "$MODULE" in
                "tests/chaos/test_chaos_pravega_tank.py::test_tank_check_tells_a_rewritten_request_id_from_a_broker_bug") ;;
     src/refwire/chaos/adapters/seastar_rpc.py)
         TESTS=(tests/chaos/test_chaos_checkers.py tests/chaos/test_chaos_seastar.py) ;;
+    # the conformance verdicts (issue 34): judge / predict / explain_mismatch and the severity ranks the exit status comes from
+    src/refwire/conform/model.py)
+        # test_report_messages.py by node id: its guide test reads docs/ (not copied) and its pipe test runs a subprocess
+        TESTS=(tests/conform/test_model_verdicts.py tests/conform/test_model.py
+               "tests/conform/test_report_messages.py::test_a_fail_names_the_first_thing_that_differed"
+               "tests/conform/test_report_messages.py::test_the_closest_expectation_is_the_one_agreeing_most_and_the_reason_says_which"
+               "tests/conform/test_report_messages.py::test_a_profile_documenting_no_pass_is_explained_against_its_other_outcomes"
+               "tests/conform/test_report_messages.py::test_a_connection_refwire_reset_reads_as_refwire_s_reset_not_as_open"
+               "tests/conform/test_report_messages.py::test_case_pages_render_backticks_as_code_escaped_and_carry_the_legend"
+               "tests/conform/test_report_messages.py::test_matrix_links_are_relative_and_each_run_shows_its_seed_and_run_id"
+               "tests/conform/test_report_messages.py::test_merged_indexes_keep_cases_in_natural_order"
+               "tests/conform/test_report_messages.py::test_a_single_run_page_shows_its_run_id_when_it_has_one"
+               "tests/conform/test_report_messages.py::test_a_testee_that_died_is_said_once_on_the_terminal_and_every_case_is_still_recorded"
+               "tests/conform/test_report_messages.py::test_the_summary_lists_cases_in_natural_order"
+               "tests/conform/test_report_messages.py::test_a_testee_client_s_stderr_is_on_the_terminal_the_case_page_and_in_junit"
+               "tests/conform/test_report_messages.py::test_other_non_pass_verdicts_show_a_process_that_has_something_to_say"
+               "tests/conform/test_report_messages.py::test_junit_has_a_system_err_only_for_a_testee_process") ;;
+    # the capture pipeline's conformance rules: each rule's planted violation and its clean twin (the pure checks),
+    # plus the decoders and the recorded sessions of each protocol.  By node id: the one Spark test of
+    # test_rules_verdicts.py (the DataFrame queries) starts a JVM per mutant, which this script cannot afford
+    src/refwire/pipeline/rules.py|src/refwire/pipeline/rulekit.py|src/refwire/pipeline/dialects/lumberjack.py|src/refwire/pipeline/dialects/pravega.py|src/refwire/pipeline/dialects/pravega_draft.py|src/refwire/pipeline/dialects/tank.py|src/refwire/pipeline/dialects/seastar_rpc.py)
+        TESTS=(tests/pipeline/test_decoders.py tests/pipeline/test_protocol_captures.py
+               "tests/pipeline/test_rules_verdicts.py::test_a_planted_violation_is_flagged_by_its_rule_and_its_clean_twin_by_none"
+               "tests/pipeline/test_rules_verdicts.py::test_every_rule_with_a_pure_twin_has_a_planted_case"
+               "tests/pipeline/test_rules_verdicts.py::test_violations_keep_their_connection_and_protocol_and_come_in_connection_order"
+               "tests/pipeline/test_rules_verdicts.py::test_which_protocols_have_rules"
+               "tests/pipeline/test_rules_verdicts.py::test_lumberjack_s_pure_rule_flags_an_undecodable_byte_and_nothing_on_a_clean_connection"
+               "tests/pipeline/test_rules_verdicts.py::test_lumberjack_acks_pair_with_windows_in_order"
+               "tests/pipeline/test_rules_verdicts.py::test_an_ack_after_a_trailing_empty_window_has_no_window_to_close"
+               "tests/pipeline/test_rules_verdicts.py::test_the_rule_kit"
+               "tests/pipeline/test_rules_verdicts.py::test_lumberjack_synthetic_captures_plant_the_fault_they_name"
+               "tests/pipeline/test_rules_verdicts.py::test_a_client_whose_first_bytes_do_not_decode_is_flagged_once_by_the_decoding_rule") ;;
     *) echo "no unit-test mapping for $MODULE (add one in $0)" >&2; exit 2 ;;
 esac
 # A plain module (the reference path) is mutated with every speed path off, so the

@@ -216,8 +216,9 @@ def _with_windows(frames: Any) -> Any:
 def _lj_decodes(frames: Any) -> Any:
     from pyspark.sql import functions as F
 
+    # as its pure twin (check_decodes) and every other protocol's query: an error row without a message is "decode error"
     return frames.where(F.col("type") == "error").select(
-        "conn", "direction", "frame_no", "offset", F.col("error").alias("detail")
+        "conn", "direction", "frame_no", "offset", F.coalesce(F.col("error"), F.lit("decode error")).alias("detail")
     )
 
 
