@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import io
 from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
 
 from refwire.pipeline.campaign import task_at
 from refwire.pipeline.progress import CampaignProgress
@@ -48,3 +52,33 @@ def test_live_display_on_a_terminal() -> None:
     shown.close()
     text = out.getvalue()
     assert "lumberjack" in text and "tank" in text and "30/30" in text and "seeds/s" in text
+
+
+def test_local_workers_mark_each_seed_and_the_progress_reports_seeds_not_tasks(tmp_path: Path) -> None:
+    """On a local master the display moves seed by seed, not by Spark task: the
+    worker function appends one byte per finished seed to the marks file, and
+    the progress poll reports the file's size out of the campaign's seeds (its
+    status tracker, which counts whole tasks, is not asked)."""
+    pa = pytest.importorskip("pyarrow")
+    from refwire.pipeline.spark_campaign import _Progress, _seed_batches
+
+    marks = tmp_path / "c.progress"
+    marks.write_bytes(b"")
+    run = _seed_batches(("lumberjack", "tank"), 0, "c", None, batch_rows=1, marks=str(marks))
+    sizes = []
+    for batch in run(iter([pa.RecordBatch.from_pydict({"id": [0, 1, 2]})])):
+        assert batch.num_rows == 1
+        sizes.append(marks.stat().st_size)  # each batch goes out after its seed's mark
+    assert sizes == [1, 2, 3]
+
+    class Tracker:
+        def getActiveStageIds(self) -> list[int]:  # Spark's name
+            raise AssertionError("the marks file, not the task count")
+
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(statusTracker=Tracker))
+    reports: list[tuple[int, int]] = []
+    poller = _Progress(spark, lambda done, total: reports.append((done, total)), marks=str(marks), seeds=10)
+    poller.poll()
+    marks.write_bytes(b"." * 12)  # a retried task marks its seeds again: never past the total
+    poller.poll()
+    assert reports == [(3, 10), (10, 10)]

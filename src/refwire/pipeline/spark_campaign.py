@@ -5,6 +5,10 @@
   so protocols interleave and every partition is balanced.
 * ``mapInArrow`` runs :func:`~refwire.pipeline.campaign.seed_row` per id in the
   Python workers and returns Arrow batches of :data:`CAMPAIGN_COLUMNS`.
+* Progress: Spark counts finished tasks only, so on a local master each worker
+  also appends one byte per finished seed to a marks file the driver's
+  progress thread measures (:class:`_Progress`): the display moves seed by
+  seed; on a cluster it moves task by task.
 * Results are appended to Parquet under ``OUT/runs``, partitioned by
   ``campaign`` and ``protocol``; re-running a campaign id replaces only its own
   partitions (dynamic partition overwrite).
@@ -14,6 +18,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -36,24 +41,39 @@ __all__ = [
 
 
 def _seed_batches(
-    protocols: tuple[str, ...], first_seed: int, campaign: str, workload: dict[str, Any] | None, batch_rows: int
+    protocols: tuple[str, ...],
+    first_seed: int,
+    campaign: str,
+    workload: dict[str, Any] | None,
+    batch_rows: int,
+    marks: str | None = None,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The ``mapInArrow`` function: a row per id; with ``marks`` (a local
+    master's file), one byte appended to it per finished seed."""
+
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa  # type: ignore[import-untyped]
 
         schema = arrow_schema(CAMPAIGN_COLUMNS)
         rows: list[dict[str, Any]] = []
-        for batch in batches:
-            for i in batch.column(0).to_pylist():
-                p, s = task_at(protocols, first_seed, int(i))
-                row = seed_row(p, s, campaign=campaign, workload=workload)
-                row["counts"] = list(row["counts"].items())
-                rows.append(row)
-                if len(rows) >= batch_rows:
-                    yield pa.RecordBatch.from_pylist(rows, schema=schema)
-                    rows = []
-        if rows:
-            yield pa.RecordBatch.from_pylist(rows, schema=schema)
+        fd = None if marks is None else os.open(marks, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            for batch in batches:
+                for i in batch.column(0).to_pylist():
+                    p, s = task_at(protocols, first_seed, int(i))
+                    row = seed_row(p, s, campaign=campaign, workload=workload)
+                    row["counts"] = list(row["counts"].items())
+                    rows.append(row)
+                    if fd is not None:
+                        os.write(fd, b".")  # O_APPEND: one byte per seed, whatever the other workers write
+                    if len(rows) >= batch_rows:
+                        yield pa.RecordBatch.from_pylist(rows, schema=schema)
+                        rows = []
+            if rows:
+                yield pa.RecordBatch.from_pylist(rows, schema=schema)
+        finally:
+            if fd is not None:
+                os.close(fd)
 
     return run
 
@@ -67,38 +87,63 @@ def campaign_runs(
     campaign: str = "",
     workload: dict[str, Any] | None = None,
     partitions: int | None = None,
+    marks: str | None = None,
 ) -> Any:
-    """The (lazy) DataFrame of campaign rows, one per (protocol, seed)."""
+    """The (lazy) DataFrame of campaign rows, one per (protocol, seed); ``marks``:
+    a file each worker appends a byte to per finished seed (a local master only)."""
     protos = tuple(protocols)
     total = seeds * len(protos)
     cores = int(spark.sparkContext.defaultParallelism)
     # Small tasks give a live progress count and balance slow seeds; ~25 runs per task.
     parts = partitions or max(1, min(total, max(2 * cores, total // 25)))
     ids = spark.range(0, total, numPartitions=parts)
-    fn = _seed_batches(protos, first_seed, campaign, workload, batch_rows=64)
+    fn = _seed_batches(protos, first_seed, campaign, workload, batch_rows=64, marks=marks)
     return ids.mapInArrow(fn, spark_ddl(CAMPAIGN_COLUMNS))
 
 
 class _Progress:
-    """Polls Spark's status tracker from a thread and reports finished tasks."""
+    """Reports progress from a thread: seeds finished (the marks file's size,
+    when the workers write one) or else Spark's finished tasks (its status
+    tracker), as ``report(done, total)``."""
 
-    def __init__(self, spark: Any, report: Callable[[int, int], None], interval: float = 0.5) -> None:
+    def __init__(
+        self,
+        spark: Any,
+        report: Callable[[int, int], None],
+        interval: float = 0.5,
+        *,
+        marks: str | None = None,
+        seeds: int = 0,
+    ) -> None:
         self.tracker = spark.sparkContext.statusTracker()
         self.report = report
         self.interval = interval
+        self.marks = marks
+        self.seeds = seeds
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="refwire-progress", daemon=True)
 
+    def poll(self) -> None:
+        """Report once (the thread calls this every ``interval`` seconds)."""
+        if self.marks is not None and self.seeds:
+            try:
+                done = os.stat(self.marks).st_size
+            except OSError:
+                done = 0
+            self.report(min(done, self.seeds), self.seeds)
+            return
+        done = total = 0
+        for stage in self.tracker.getActiveStageIds():
+            info = self.tracker.getStageInfo(stage)
+            if info is not None:
+                done += info.numCompletedTasks
+                total += info.numTasks
+        if total:
+            self.report(done, total)
+
     def _run(self) -> None:
         while not self.stop.wait(self.interval):
-            done = total = 0
-            for stage in self.tracker.getActiveStageIds():
-                info = self.tracker.getStageInfo(stage)
-                if info is not None:
-                    done += info.numCompletedTasks
-                    total += info.numTasks
-            if total:
-                self.report(done, total)
+            self.poll()
 
     def __enter__(self) -> _Progress:
         self.thread.start()
@@ -151,13 +196,25 @@ def run_campaign(
 ) -> Any:
     """Run the campaign, append it to ``OUT/runs`` and return its rows (read back from Parquet)."""
     runs_path = str(Path(out) / "runs")
-    df = campaign_runs(spark, protocols, seeds, first_seed=first_seed, campaign=campaign, workload=workload, partitions=partitions)
+    marks: str | None = None
+    if progress is not None and str(spark.sparkContext.master).startswith("local"):
+        # the workers are on this machine: they mark each finished seed in a file
+        (Path(out) / "logs").mkdir(parents=True, exist_ok=True)
+        marks = str((Path(out) / "logs" / f"{campaign}.progress").resolve())
+        Path(marks).write_bytes(b"")
+    df = campaign_runs(
+        spark, protocols, seeds, first_seed=first_seed, campaign=campaign, workload=workload, partitions=partitions, marks=marks
+    )
     writer = df.write.mode("overwrite").partitionBy("campaign", "protocol")
-    if progress is None:
-        _interruptible(spark, lambda: writer.parquet(runs_path))
-    else:
-        with _Progress(spark, progress):
+    try:
+        if progress is None:
             _interruptible(spark, lambda: writer.parquet(runs_path))
+        else:
+            with _Progress(spark, progress, marks=marks, seeds=seeds * len(protocols)):
+                _interruptible(spark, lambda: writer.parquet(runs_path))
+    finally:
+        if marks is not None:
+            Path(marks).unlink(missing_ok=True)
     from pyspark.sql import functions as F
 
     return spark.read.parquet(runs_path).where(F.col("campaign") == campaign)
