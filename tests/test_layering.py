@@ -45,7 +45,7 @@ GROUND = {
     "refwire", "refwire.wire", "refwire.errors", "refwire.sansio", "refwire.describe", "refwire.protocols", "refwire.specs",
     "refwire._mypyc", "refwire.speed",
 }
-DRIVERS = {"refwire.drivers", "refwire.transport", "refwire.logs", "refwire.tap", "refwire.reference", "refwire.cliutil"}
+DRIVERS = {"refwire.drivers", "refwire.transport", "refwire.logs", "refwire.tap", "refwire.reference", "refwire.cliutil", "refwire.argtypes"}
 TOOLS = ("refwire.conform", "refwire.chaos", "refwire.pipeline")
 #: Each tool's (and the simulator's) one folder of per-protocol parts.
 PART_FOLDERS = {

@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import trio
 
-from .drivers import parse_hostport
+from .argtypes import hostport, nonneg_float, positive_float, positive_int
 
 __all__ = [
     "Commands",
@@ -53,32 +53,10 @@ class Commands:
     read: argparse._SubParsersAction[argparse.ArgumentParser] | None = None
 
 
-def positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{v} must be at least 1")
-    return v
 
 
-def nonneg_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{v} must not be negative")
-    return v
 
 
-def positive_float(text: str) -> float:
-    """A number of seconds above 0 (a bound of 0 would give up at once)."""
-    value = nonneg_float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value:g} must be more than 0")
-    return value
 
 
 def max_connections(args: argparse.Namespace) -> int | None:
@@ -123,11 +101,6 @@ def frame_timeout(args: argparse.Namespace) -> float | None:
     return value or None
 
 
-def hostport(text: str) -> tuple[str, int]:
-    try:
-        return parse_hostport(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 async def open_listeners(host: str, port: int) -> Sequence[trio.SocketListener]:

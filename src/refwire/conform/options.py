@@ -20,7 +20,7 @@ import tomllib
 from pathlib import Path
 from typing import NoReturn
 
-from ..drivers import parse_hostport
+from ..argtypes import hostport, positive_int
 from ..protocols import names
 from .ids import RunIdError, check_run_id, natural_key
 from .runner import Catalogue, RunConfig
@@ -45,21 +45,6 @@ class OptionsError(ValueError):
     """A run option that cannot be used (exit status 2): the message says why."""
 
 
-def _hostport(text: str) -> tuple[str, int]:
-    try:
-        return parse_hostport(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{v} must be at least 1")
-    return v
 
 
 def timeout_arg(text: str) -> float:
@@ -103,7 +88,7 @@ def run_id_arg(text: str) -> str:
 
 def run_options(p: argparse.ArgumentParser) -> None:
     """Add the options of ``refwire conform PROTOCOL`` to ``p``."""
-    p.add_argument("--server", type=_hostport, metavar="HOST:PORT", help="the server under test (refwire plays the client)")
+    p.add_argument("--server", type=hostport, metavar="HOST:PORT", help="the server under test (refwire plays the client)")
     p.add_argument(
         "--sim",
         action="store_true",
@@ -121,8 +106,8 @@ def run_options(p: argparse.ArgumentParser) -> None:
         metavar="CMD",
         help="client mode: run CMD once per case; placeholders {host} {port} {case} {slug} {events} {seed} {tls_ca} {controller} (Pravega: the controller the runner serves for the case)",
     )
-    p.add_argument("--listen", type=_hostport, metavar="HOST:PORT", help="client mode: listen here (default 127.0.0.1:0)")
-    p.add_argument("--from-port", type=_positive_int, metavar="N", help="client mode: case i listens on port N+i")
+    p.add_argument("--listen", type=hostport, metavar="HOST:PORT", help="client mode: listen here (default 127.0.0.1:0)")
+    p.add_argument("--from-port", type=positive_int, metavar="N", help="client mode: case i listens on port N+i")
     p.add_argument(
         "--select",
         choices=("port", "sequential"),
@@ -177,14 +162,14 @@ def run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--jobs",
-        type=_positive_int,
+        type=positive_int,
         default=1,
         metavar="N",
         help="run up to N cases at once (cases tagged serial run alone; default 1)",
     )
     p.add_argument(
         "--max-rx-bytes",
-        type=_positive_int,
+        type=positive_int,
         default=16 << 20,
         metavar="N",
         help="read at most N bytes from the testee per case (default 16 MiB)",
