@@ -73,7 +73,7 @@ case "$MODULE" in
                "tests/chaos/test_chaos_pravega_tank.py::test_tank_check_tells_a_rewritten_request_id_from_a_broker_bug") ;;
     src/refwire/chaos/adapters/seastar_rpc.py)
         TESTS=(tests/chaos/test_chaos_checkers.py tests/chaos/test_chaos_seastar.py) ;;
-    # the conformance verdicts (issue 34): judge / predict / explain_mismatch and the severity ranks the exit status comes from
+    # the conformance verdicts: judge / predict / explain_mismatch and the severity ranks the exit status comes from
     src/refwire/conform/model.py)
         # test_report_messages.py by node id: its guide test reads docs/ (not copied) and its pipe test runs a subprocess
         TESTS=(tests/conform/test_model_verdicts.py tests/conform/test_model.py

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -40,6 +42,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _sigint_as_it_was() -> Iterator[None]:
+    """A test that leaves SIGINT's handler changed fails (and it is put back): a
+    command run in-process that ignores Ctrl-C for good would make every later
+    test's Ctrl-C in that worker vanish."""
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    after = signal.getsignal(signal.SIGINT)
+    if after is not before:
+        signal.signal(signal.SIGINT, before)
+        pytest.fail(f"the test left SIGINT's handler changed: {before!r} -> {after!r}")
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""The edges a person meets with the ``refwire`` commands (issue 31): TLS
+"""The edges a person meets with the ``refwire`` commands: TLS
 failures that say why, captures that are cut or are not captures, counts in
 the right number, ``-vv`` on a server, ``read tank``, and a ``read pravega``
 started inside an event."""

@@ -22,13 +22,12 @@ import ssl
 import sys
 import threading
 import traceback
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
 import trio
 
-from .cliutil import Commands, UsageError, stopped_by_ctrl_c
+from .cliutil import Commands, UsageError, sigint_ignored, stopped_by_ctrl_c
 from .errors import RefwireError
 from .protocols import descriptor, load, names
 from .transport import tls_reason
@@ -209,20 +208,6 @@ async def run_interruptibly(func: Callable[[argparse.Namespace], Awaitable[int]]
     return result
 
 
-@contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    """SIGINT ignored meanwhile (the log's last lines are written on the way out:
-    a second Ctrl-C there must not become a traceback)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``refwire`` command; returns its exit status (0 done, 1 what a user
     can cause, 2 bad usage, 130 Ctrl-C).  No traceback reaches a person: a
@@ -268,7 +253,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return _report(exc, verbose=args.verbose)
     finally:
         if handler is not None:
-            with _sigint_ignored():
+            with sigint_ignored():
                 logging.getLogger().removeHandler(handler)
                 handler.close()
 

@@ -33,6 +33,7 @@ __all__ = [
     "open_listeners",
     "positive_float",
     "positive_int",
+    "sigint_ignored",
     "stop_on_signal",
     "stopped_by_ctrl_c",
 ]
@@ -137,6 +138,21 @@ def stopped_by_ctrl_c(*, forget: bool = False) -> bool:
     if forget:
         _STOPPED_BY.clear()
     return seen
+
+
+@contextlib.contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored meanwhile, then as it was: a command that is only writing
+    what it has on its way out (reports, the log's last lines) must not be cut
+    by a second Ctrl-C into a traceback.  Off the main thread it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 class OneInterrupt:

@@ -1,4 +1,4 @@
-"""Ctrl-C on ``refwire conform PROTOCOL --client --exec CMD`` (issue 31): at any
+"""Ctrl-C on ``refwire conform PROTOCOL --client --exec CMD``: at any
 moment -- before the first result, in the middle of a case, twice -- the run
 prints its "interrupted" line and its summary, exits 130, and writes index.json
 with ``"interrupted": true`` and no verdict for the case that was cut short.

@@ -138,7 +138,7 @@ async def test_hostile_testee_cases_end_in_budget_with_a_verdict(handler: Handle
 
 async def test_a_testee_of_another_protocol_stops_the_run_at_its_first_bytes() -> None:
     """Its first bytes cannot begin a Lumberjack frame (the protocol's describer
-    says so): one line, no case judged (issue 31)."""
+    says so): one line, no case judged."""
     aborted: list[BaseException] = []
     try:
         await _run(garbage)

@@ -1,4 +1,4 @@
-"""The verdicts `refwire conform` gives, one rule at a time (issue 34).
+"""The verdicts `refwire conform` gives, one rule at a time.
 
 Users act on PASS / NON-STRICT / INFO / UNSUPPORTED / FAIL / ERROR: a wrong
 verdict tells them their implementation is wrong when it is right (or the

@@ -1,4 +1,4 @@
-"""``refwire conform`` from the command line, issue 31: the run id printed and
+"""``refwire conform`` from the command line: the run id printed and
 recorded beside the seed; ``replay`` keeping every recorded option (TLS,
 ``--declare``, ``--sink``, ``--time-scale``) under a fresh run id it masks;
 selections and ``--declare`` keys that match nothing refused with the known

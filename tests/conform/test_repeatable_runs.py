@@ -1,4 +1,4 @@
-"""Conformance runs you can repeat (issue 31): every server catalogue, run twice
+"""Conformance runs you can repeat: every server catalogue, run twice
 against the same long-lived refwire server under the same seed, gets the same
 verdicts the second time, because every name and marker a case leaves on the
 testee carries the run id (:mod:`refwire.conform.ids`).  A run that reuses a

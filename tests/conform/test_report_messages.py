@@ -1,4 +1,4 @@
-"""Messages that explain (issue 31): what a FAIL says, the expectation
+"""Messages that explain: what a FAIL says, the expectation
 notation's legend, code in HTML, the matrix's links and runs, a testee that
 died, case-id order, refwire's own reset, a testee client's stderr, and
 ``refwire conform list`` into a pipe closed early.

@@ -1,4 +1,4 @@
-"""The capture pipeline's conformance rules, one rule at a time (issue 34).
+"""The capture pipeline's conformance rules, one rule at a time.
 
 For every rule of every protocol: a small frames table (rows with the
 pipeline's own columns, :data:`~refwire.pipeline.decoders.FRAME_COLUMNS`)

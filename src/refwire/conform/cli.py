@@ -24,6 +24,7 @@ cases finished so far are reported, with ``"interrupted": true`` in index.json).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -40,7 +41,7 @@ from typing import Any
 import attrs
 import trio
 
-from ..cliutil import Commands, UsageError, hostport
+from ..cliutil import Commands, UsageError, hostport, sigint_ignored
 from ..protocols import descriptor, names
 from .console import escape, new_console, print_line, summary
 from .ids import natural_key, new_run_id, seed_run_id
@@ -225,10 +226,12 @@ async def _run(args: argparse.Namespace) -> int:
         raise
     finally:
         run.ended = time.time()
-        written = write_reports(run, args.out, fmts, argv) if run.results else []
-        if run.interrupted and written:
-            console.print(f"interrupted: {len(run.results)} results written to {args.out}")
-    status = summary(console, run, args.out, strict=args.strict, baseline=baseline)
+        with sigint_ignored() if run.interrupted else contextlib.nullcontext():
+            written = write_reports(run, args.out, fmts, argv) if run.results else []
+            if run.interrupted and written:
+                console.print(f"interrupted: {len(run.results)} results written to {args.out}")
+    with sigint_ignored() if run.interrupted else contextlib.nullcontext():
+        status = summary(console, run, args.out, strict=args.strict, baseline=baseline)
     return 130 if run.interrupted else status
 
 
@@ -265,8 +268,6 @@ async def _until_interrupted(
             except RunAborted as exc:  # raised as it is, not inside an exception group
                 aborted.append(exc)
             nursery.cancel_scope.cancel()
-    if run.interrupted:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # (the receiver restored trio's handler as it closed)
     if aborted:
         raise aborted[0]
 
@@ -364,10 +365,11 @@ async def _run_client(args: argparse.Namespace, cat: Catalogue) -> int:
     if cannot_listen:
         console.print(escape(cannot_listen[0]), style="bold red")
         return 2
-    written = write_reports(run, args.out, fmts, argv) if run.results or run.interrupted else []
-    if run.interrupted:
-        console.print(f"interrupted: {len(run.results)} results written to {args.out}" if written else "interrupted: no results")
-    status = summary(console, run, args.out, strict=args.strict, baseline=baseline)
+    with sigint_ignored() if run.interrupted else contextlib.nullcontext():
+        written = write_reports(run, args.out, fmts, argv) if run.results or run.interrupted else []
+        if run.interrupted:
+            console.print(f"interrupted: {len(run.results)} results written to {args.out}" if written else "interrupted: no results")
+        status = summary(console, run, args.out, strict=args.strict, baseline=baseline)
     return 130 if run.interrupted else status
 
 
