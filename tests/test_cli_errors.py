@@ -285,6 +285,16 @@ def test_ctrl_c_on_a_server_stops_it_gracefully_with_exit_130_and_sigterm_with_0
     assert "received 0 events on 0 connections" in proc.stderr, proc.stderr
 
 
+def test_ctrl_c_on_the_tap_stops_it_with_its_summary_and_130(tmp_path: Path) -> None:
+    """``refwire record`` (the loopback tap) stops on Ctrl-C as a server does:
+    its summary, exit status 130, no traceback."""
+    out = tmp_path / "cap"
+    proc = _interrupted(["record", "--upstream", DOWN, "--out", str(out)], r"listening on", "stderr")
+    assert proc.returncode == 130, proc.stderr
+    assert f"recorded 0 connections into {out}" in proc.stderr + proc.stdout, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr
+
+
 def test_ctrl_c_on_a_following_read_and_a_pending_call_is_130() -> None:
     """Ctrl-C is a cancellation of the command (refwire.cli.run_interruptibly), so
     the exit status is 130 whatever the cleanup raises or a reply that lands at
@@ -486,6 +496,7 @@ def test_a_ctrl_c_while_the_last_log_lines_are_written_is_130(
     from refwire.logs import BackgroundStderr
 
     seen: list[object] = []
+    before = signal.getsignal(signal.SIGINT)  # (Python's, or one a Spark session in this worker installed)
 
     class Interrupted(BackgroundStderr):
         def close(self, timeout: float = 1.0) -> None:
@@ -497,7 +508,7 @@ def test_a_ctrl_c_while_the_last_log_lines_are_written_is_130(
     status, text = _run(["serve", "pravega", "--max-connections", "-1"], capsys)
     assert status == 130 and "Traceback" not in text, text
     assert seen == [signal.SIG_IGN]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 def test_v1_says_once_that_non_string_values_go_as_json_text(

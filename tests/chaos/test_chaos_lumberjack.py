@@ -214,7 +214,7 @@ def test_cli_runs_the_proxy_with_a_toml_schedule(tmp_path: Any) -> None:
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()
-        assert "chaos lumberjack: listening on 127.0.0.1:" in line and "1 rule(s), seed 5" in line
+        assert "chaos lumberjack: listening on 127.0.0.1:" in line and "1 rule, seed 5" in line
         time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
         _, rest = proc.communicate(timeout=20)
@@ -222,7 +222,7 @@ def test_cli_runs_the_proxy_with_a_toml_schedule(tmp_path: Any) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130 and "0 connection(s)" in rest  # stopped by Ctrl-C, cleanly
+    assert proc.returncode == 130 and "0 connections, 0 frames, 0 actions" in rest  # stopped by Ctrl-C, cleanly
     assert json.loads(record.read_text().splitlines()[0])["seed"] == 5
 
 

@@ -66,7 +66,7 @@ def test_a_second_run_against_the_same_server_gets_the_same_verdicts(protocol: s
     [
         ("tank", "tk.S2.1,tk.S3.1", "already exists on the broker"),
         ("pravega", "pv.S2.1,pv.S3.1", "already exists on the store"),
-        ("lumberjack", "lj.S5.3", "already holds 2 event(s) marked"),
+        ("lumberjack", "lj.S5.3", "already holds 2 events marked"),
     ],
 )
 def test_reusing_a_run_id_against_a_server_not_reset_is_error_with_the_cause(

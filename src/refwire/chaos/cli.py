@@ -21,6 +21,7 @@ import attrs
 import trio
 
 from ..cliutil import Commands, UsageError, hostport, open_listeners, positive_int, stop_on_signal
+from ..logs import plural
 from ..protocols import names
 
 if TYPE_CHECKING:
@@ -166,7 +167,7 @@ async def _chaos(args: argparse.Namespace) -> int:
                 await nursery.start(proxy.serve, listeners)
                 address = proxy.addresses[0]
             what = (
-                f"replaying {sum(map(len, plan.values()))} decision(s)" if plan is not None else f"{len(schedule.rules)} rule(s)"
+                f"replaying {plural(sum(map(len, plan.values())), 'decision')}" if plan is not None else plural(len(schedule.rules), "rule")
             )
             print(
                 f"chaos {args.protocol}: listening on {address}, upstream {args.upstream[0]}:{args.upstream[1]}, "
@@ -181,7 +182,10 @@ async def _chaos(args: argparse.Namespace) -> int:
         if record is not None:
             record.close()
     st = proxy.stats
-    print(f"{st['connections']} connection(s), {st['frames']} frame(s), {st['actions']} action(s), seed {seed}", file=sys.stderr)
+    print(
+        f"{plural(st['connections'], 'connection')}, {plural(st['frames'], 'frame')}, {plural(st['actions'], 'action')}, seed {seed}",
+        file=sys.stderr,
+    )
     for v in violations:
         where = f"connection {v.conn} {v.direction}" + (f" frame {v.frame}" if v.frame >= 0 else "")
         print(f"violation {v.check}: {where}: {v.detail}", file=sys.stderr)
@@ -235,7 +239,7 @@ async def _serve_control(args: argparse.Namespace) -> int:
     for name, managed in server.proxies.items():
         st = managed.proxy.stats
         print(
-            f"proxy {name}: {st['connections']} connection(s), {st['frames']} frame(s), {st['actions']} action(s)",
+            f"proxy {name}: {plural(st['connections'], 'connection')}, {plural(st['frames'], 'frame')}, {plural(st['actions'], 'action')}",
             file=sys.stderr,
         )
     return 0

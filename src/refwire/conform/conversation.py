@@ -35,6 +35,7 @@ from typing import Any, Protocol
 import trio
 
 from ..errors import ProtocolError
+from ..logs import plural
 from ..sansio import NEED_DATA
 
 __all__ = ["Conversation", "MachineObserver", "Observer", "Split", "Token"]
@@ -336,7 +337,7 @@ class Conversation:
         so the wait is an ``answer`` wait (see :meth:`wait_for`); then ``settle``
         more seconds for anything extra the testee sends."""
         ok = await self.wait_for(
-            lambda c: len([t for t in c.tokens if t not in ignore]) >= n, timeout, label=f"{n} frame(s)", answer=True
+            lambda c: len([t for t in c.tokens if t not in ignore]) >= n, timeout, label=plural(n, "frame"), answer=True
         )
         if ok and settle > 0 and not self._reader_done.is_set():
             await self.quiet(settle)

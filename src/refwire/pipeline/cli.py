@@ -28,6 +28,7 @@ from typing import Any
 import trio
 
 from ..cliutil import Commands, OneInterrupt, UsageError, hostport, positive_int, stop_on_signal
+from ..logs import plural
 from .progress import CampaignProgress
 
 __all__ = ["register"]
@@ -340,7 +341,7 @@ async def _record(args: argparse.Namespace) -> int:
                 nursery.start_soon(_set_after, tap, args.exit_after, done)
             await done.wait()
         nursery.cancel_scope.cancel()
-    print(f"recorded {tap.finished} connections into {args.out}", file=sys.stderr)
+    print(f"recorded {plural(tap.finished, 'connection')} into {args.out}", file=sys.stderr)
     return 0
 
 

@@ -257,7 +257,7 @@ def _read_offsets(frames: Any) -> Any:
     reads = frames.where((F.col("direction") == "s2c") & (F.col("type") == "SegmentRead") & (F.col("seq") != NO_REQUEST)).withColumn("got", off)
     same = (reads["conn"] == asked["conn"]) & (reads["seq"] == asked["rid"]) & (reads["name"] == asked["seg"])
     wanted = asked.groupBy("conn", "rid", "seg").agg(F.array_join(F.sort_array(F.collect_set(F.col("asked").cast("string"))), ", ").alias("want"))
-    bad = reads.join(asked, same & (reads["got"] == asked["asked"]), "left_anti")
+    bad = reads.join(asked, same & reads["got"].eqNullSafe(asked["asked"]), "left_anti")
     return bad.join(wanted, (bad["conn"] == wanted["conn"]) & (bad["seq"] == wanted["rid"]) & (bad["name"] == wanted["seg"]), "left").select(
         bad["conn"], "direction", "frame_no", "offset",
         F.when(F.col("want").isNull(), F.format_string("SegmentRead offset %d but no ReadSegment %d of %s", "got", "seq", "name"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ....logs import plural
 from ....lumberjack.frames import V1, V2
 from ...conversation import Conversation
 from ...model import Expect, Verdict, expect
@@ -74,7 +75,7 @@ async def s5_3(c: Conversation) -> None:
     already = _sink_count(c.sink, marker)
     if already:
         raise TesteeState(
-            f"the sink {c.sink} already holds {already} event(s) marked {marker}, from an earlier run with this run id; "
+            f"the sink {c.sink} already holds {plural(already, 'event')} marked {marker}, from an earlier run with this run id; "
             "run again with a fresh --run-id (the default), or empty the sink first"
         )
     data = W(2) + J(1, {"refwire_case": marker, "n": 1}) + J(2, {"refwire_case": marker, "n": 2})
