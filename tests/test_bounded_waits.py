@@ -10,15 +10,14 @@ small ``--timeout``-style option: one plain line, exit status 1.
 
 from __future__ import annotations
 
-import socket
 import subprocess
-import threading
 from collections.abc import Iterator
 
 import pytest
 import trio
 import trio.testing
 from support.commands import REFWIRE
+from support.socket_peers import socket_peer
 
 from refwire.transport import PeerTimeout, first_error
 
@@ -195,31 +194,8 @@ def test_lumberjack_acks_are_bounded(mock_clock: trio.testing.MockClock) -> None
 @pytest.fixture(scope="module")
 def silent_listener() -> Iterator[str]:
     """A socket that accepts connections and never writes a byte."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    sock.settimeout(0.2)
-    stop = threading.Event()
-    held: list[socket.socket] = []
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = sock.accept()
-            except OSError:
-                continue
-            held.append(conn)
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join(5)
-        for c in held:
-            c.close()
-        sock.close()
+    with socket_peer(lambda conn: None) as address:
+        yield address
 
 
 def test_every_client_command_gives_up_on_a_silent_listener(silent_listener: str) -> None:

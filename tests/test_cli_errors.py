@@ -19,7 +19,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 import pytest
 import trio
 from support.commands import REFWIRE
+from support.socket_peers import socket_peer
 
 from refwire.cli import build_parser, describe_error, main
 
@@ -41,34 +41,18 @@ DOWN = "127.0.0.1:1"
 @pytest.fixture(scope="module")
 def http_peer() -> Iterator[str]:
     """A peer that answers anything with an HTTP error page and closes."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    sock.settimeout(0.2)
-    stop = threading.Event()
 
-    def serve() -> None:
-        while not stop.is_set():
+    def answer(conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(2)
             try:
-                conn, _ = sock.accept()
+                conn.recv(4096)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
             except OSError:
-                continue
-            with conn:
-                conn.settimeout(2)
-                try:
-                    conn.recv(4096)
-                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-                except OSError:
-                    pass
+                pass
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join(5)
-        sock.close()
+    with socket_peer(answer) as address:
+        yield address
 
 
 def bad_invocations(peer: str, tmp: Path) -> dict[str, list[list[str]]]:
