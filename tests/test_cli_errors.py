@@ -428,6 +428,18 @@ def test_ctrl_c_while_send_lumberjack_waits_for_stdin_is_130() -> None:
                 p.wait()
 
 
+@pytest.fixture
+def python_sigint() -> Iterator[None]:
+    """Python's own SIGINT handler for an in-process Ctrl-C test, as a console
+    command has it (a Spark session earlier in this worker installs its own,
+    which cancels Spark jobs instead), put back as found afterwards."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def _fake_read(monkeypatch: pytest.MonkeyPatch, command: Any) -> None:
     """``refwire read pravega`` runs ``command`` instead (its exit status is the test's)."""
     import refwire.pravega.cli
@@ -435,6 +447,7 @@ def _fake_read(monkeypatch: pytest.MonkeyPatch, command: Any) -> None:
     monkeypatch.setattr(refwire.pravega.cli, "_read", command)
 
 
+@pytest.mark.usefixtures("python_sigint")
 def test_a_ctrl_c_whose_cleanup_fails_is_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """The command's cleanup raises a connection-closed error after Ctrl-C (its
     peer got the same Ctrl-C): the exit status is 130, and that error is not
@@ -452,6 +465,7 @@ def test_a_ctrl_c_whose_cleanup_fails_is_130(monkeypatch: pytest.MonkeyPatch, ca
     assert status == 130 and "connection closed" not in text and "Traceback" not in text, text
 
 
+@pytest.mark.usefixtures("python_sigint")
 def test_a_ctrl_c_as_the_command_succeeds_is_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """A reply that lands with the Ctrl-C (the command returns 0 right after it): 130, not 0."""
 
@@ -471,6 +485,7 @@ def test_a_ctrl_c_as_the_command_succeeds_is_130(monkeypatch: pytest.MonkeyPatch
     assert _run(["read", "pravega", DOWN, "--segment", "s/t/0"], capsys)[0] == 130
 
 
+@pytest.mark.usefixtures("python_sigint")
 def test_a_ctrl_c_while_the_last_log_lines_are_written_is_130(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
