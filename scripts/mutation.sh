@@ -17,7 +17,8 @@
 # Prints killed / survived / timeout counts, the kill rate over the
 # non-equivalent mutants and the surviving mutants (`mutmut show NAME` in the
 # scratch dir prints one's diff).  Mutants listed in tests/mutation/equivalent.txt
-# (first word of each non-comment line: the mutant name) are left out of the rate.
+# (first word of each non-comment line: the mutant name) are left out of the rate,
+# and so are those of EXTRA_EQUIVALENT=FILE (same format: equivalents being drafted).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -105,6 +106,18 @@ case "$MODULE" in
                "tests/pipeline/test_rules_verdicts.py::test_the_rule_kit"
                "tests/pipeline/test_rules_verdicts.py::test_lumberjack_synthetic_captures_plant_the_fault_they_name"
                "tests/pipeline/test_rules_verdicts.py::test_a_client_whose_first_bytes_do_not_decode_is_flagged_once_by_the_decoding_rule") ;;
+    # the conformance cases' shared expectation helpers (observers, frame builders, the facts a case judges):
+    # fed recorded bytes and driven against scripted conversations in process, one test file per protocol
+    src/refwire/conform/cases/lumberjack/_common.py|src/refwire/conform/cases/lumberjack/_serving.py)
+        TESTS=(tests/conform/test_case_helpers_lumberjack.py) ;;
+    src/refwire/conform/cases/pravega/_common.py)
+        TESTS=(tests/conform/test_case_helpers_pravega.py) ;;
+    src/refwire/conform/cases/pravega_draft/_common.py)
+        TESTS=(tests/conform/test_case_helpers_pravega_draft.py) ;;
+    src/refwire/conform/cases/tank/_common.py)
+        TESTS=(tests/conform/test_case_helpers_tank.py) ;;
+    src/refwire/conform/cases/seastar_rpc/_common.py)
+        TESTS=(tests/conform/test_case_helpers_seastar_rpc.py) ;;
     *) echo "no unit-test mapping for $MODULE (add one in $0)" >&2; exit 2 ;;
 esac
 # A plain module (the reference path) is mutated with every speed path off, so the
@@ -117,6 +130,7 @@ esac
 [ -f "$MODULE" ] || { echo "$MODULE: no such file" >&2; exit 2; }
 # a mapped test file that does not exist (yet) is skipped (a test named by its node id: its file)
 EXISTING=(); for t in "${TESTS[@]}"; do [ -f "${t%%::*}" ] && EXISTING+=("$t"); done; TESTS=("${EXISTING[@]}")
+[ ${#TESTS[@]} -gt 0 ] || { echo "none of the tests mapped to $MODULE exists: mutmut would run the whole suite" >&2; exit 2; }
 
 NAME=$(echo "${MODULE#src/refwire/}" | sed 's/\.py$//; s#/#-#g')
 WORK=${MUTATION_DIR:-/tmp/refwire-mutation-$NAME-$$}
@@ -152,9 +166,9 @@ fi
     echo "mutmut run failed; see $WORK/run.log" >&2; tail -30 "$WORK/run.log" >&2; exit 1; }
 (cd "$WORK" && "$MUTMUT" results --all true) >"$WORK/results.txt" 2>&1
 
-"$ROOT/.venv/bin/python" - "$WORK/results.txt" "$ROOT/tests/mutation/equivalent.txt" "$WORK" "${RERUN:-}" <<'EOF'
+"$ROOT/.venv/bin/python" - "$WORK/results.txt" "$ROOT/tests/mutation/equivalent.txt" "$WORK" "${RERUN:-}" "${EXTRA_EQUIVALENT:-}" <<'EOF'
 import re, sys
-results, eq_file, work, rerun = sys.argv[1:5]
+results, eq_file, work, rerun, extra_eq = sys.argv[1:6]
 status = {}
 for line in open(results):
     m = re.match(r"\s*([\w.]+__mutmut_\d+): (.+)$", line)
@@ -169,13 +183,14 @@ if rerun:
             status[k] = "killed"
     print(f"rerun of the {len(again)} mutants {rerun} did not kill; the others count as killed")
 equivalent = {}
-try:
-    for line in open(eq_file):
+for path in [eq_file] + ([extra_eq] if extra_eq else []):
+  try:
+    for line in open(path):
         line = line.strip()
         if line and not line.startswith("#"):
             name, _, why = line.partition(" ")
             equivalent[name] = why.strip()
-except FileNotFoundError:
+  except FileNotFoundError:
     pass
 mine = {k: v for k, v in status.items() if k not in equivalent}
 eq_here = sorted(k for k in status if k in equivalent)

@@ -897,6 +897,49 @@ def test_tank_a_reply_without_a_request() -> None:
     assert r.verdicts() == []
 
 
+def _twice(kind: str, rid: int, who: str) -> str:
+    return f"a second {kind} reply to request {rid} ({who})"
+
+
+def test_tank_a_second_reply_to_one_request_names_who_duplicated_it() -> None:
+    # the proxy duplicated the broker's one answer
+    r = Run("tank")
+    r.relay(1, "c2s", produce(1, b"a"))
+    r.relay(1, "s2c", produced(1), produced(1) + produced(1))
+    assert r.verdicts() == [("reply-twice", 1, "s2c", 1, _twice("Produce", 1, "an injected fault duplicated the reply"))]
+    # the broker answered one request twice
+    r = Run("tank")
+    r.relay(1, "c2s", consume(4, 0))
+    r.relay(1, "s2c", served(4, 1, 0) + served(4, 1, 0))
+    assert r.verdicts() == [("reply-twice", 1, "s2c", 1, _twice("Consume", 4, "the broker answered it twice"))]
+    # the proxy duplicated the request, and the broker answered both: the client got two answers to one request
+    r = Run("tank")
+    r.send(1, "c2s", produce(2, b"a"))
+    r.deliver(1, "c2s", produce(2, b"a") + produce(2, b"a"))
+    r.relay(1, "s2c", produced(2) + produced(2))
+    assert r.verdicts() == [("reply-twice", 1, "s2c", 1, _twice("Produce", 2, "an injected fault duplicated the reply"))]
+    # the proxy rewrote the id both ways, then duplicated the reply: the broker never saw the client's id at all
+    r = Run("tank")
+    r.send(1, "c2s", produce(1, b"a"))
+    r.deliver(1, "c2s", produce(9, b"a"))
+    r.send(1, "s2c", produced(9))
+    r.deliver(1, "s2c", produced(1) + produced(1))
+    assert r.verdicts() == [("reply-twice", 1, "s2c", 1, _twice("Produce", 1, "an injected fault duplicated the reply"))]
+    # an id the client reuses while it waits is answered once per request: nothing to report
+    r = Run("tank")
+    r.relay(1, "c2s", produce(3, b"a") + produce(3, b"b"))
+    r.relay(1, "s2c", produced(3) + produced(3))
+    assert r.verdicts() == []
+    # a connection's ids are its own: the same id answered on another connection is no second reply
+    r = Run("tank")
+    r.relay(1, "c2s", produce(5, b"a"))
+    r.relay(1, "s2c", produced(5))
+    r.close(1)
+    r.relay(2, "c2s", produce(5, b"b"))
+    r.relay(2, "s2c", produced(5))
+    assert r.verdicts() == []
+
+
 def test_tank_frames_that_do_not_decode_are_not_judged() -> None:
     r = Run("tank")
     for direction in ("c2s", "s2c"):

@@ -96,7 +96,10 @@ class TankChecker(Checker):
       one of those messages was not among what it read -- the broker's bug
       when it never served it, an injected fault when the proxy hid it;
     * ``reply-without-request``: a response (as the client received it) to a
-      request id the client never sent on that connection.
+      request id the client never sent on that connection;
+    * ``reply-twice``: a second response (as the client received it) to one
+      request -- the broker's bug when it answered that request twice, an
+      injected fault when the proxy duplicated its one answer.
 
     Judged on what each client sent and received (after the faults), decoded
     with the client's own request (§3: a produce answer has no layout of its own).
@@ -107,10 +110,14 @@ class TankChecker(Checker):
     def __init__(self) -> None:
         super().__init__()
         self._order = 0
-        #: (conn, side, request id) -> the request as the client sent it / the broker received it
-        self._requests: dict[tuple[int, str, int], Any] = {}
-        self._broker_rids: dict[int, set[int]] = {}  #: request ids the broker answered, per connection
-        self._asked_rids: dict[int, set[int]] = {}  #: request ids the broker received, per connection
+        #: (conn, side, request id) -> the requests as the client sent them / the broker received them, not yet
+        #: answered, oldest first (an id a client reuses while it waits is answered in order)
+        self._requests: dict[tuple[int, str, int], list[Any]] = {}
+        #: per connection, how often the broker answered each request id / received a request with it
+        self._broker_rids: dict[int, dict[int, int]] = {}
+        self._asked_rids: dict[int, dict[int, int]] = {}
+        #: per connection, the request ids the client sent
+        self._client_rids: dict[int, set[int]] = {}
         self._acked: dict[tuple[str, int], list[_Acked]] = {}
         self._sweeps: dict[tuple[int, str, int], _Sweep] = {}
         self._served: dict[tuple[str, int], set[bytes]] = {}
@@ -152,7 +159,8 @@ class TankChecker(Checker):
         if direction == "c2s":
             req = self._decode(frame, request=True)
             if isinstance(req, ProduceRequest | ConsumeRequest):
-                self._requests[(conn, "client", req.request_id)] = req
+                self._requests.setdefault((conn, "client", req.request_id), []).append(req)
+                self._client_rids.setdefault(conn, set()).add(req.request_id)
             if isinstance(req, ConsumeRequest):
                 for t in req.topics:
                     for p in t.partitions:
@@ -165,8 +173,9 @@ class TankChecker(Checker):
         rid = getattr(resp, "request_id", None)
         if rid is None:
             return
-        self._broker_rids.setdefault(conn, set()).add(rid)
-        req = self._requests.pop((conn, "broker", rid), None)
+        answers = self._broker_rids.setdefault(conn, {})
+        answers[rid] = answers.get(rid, 0) + 1
+        req = self._answer((conn, "broker", rid))
         if isinstance(resp, ConsumeResponse) and isinstance(req, ConsumeRequest):
             for topic, pid, _, msgs in self._messages(resp, req):
                 self._served.setdefault((topic, pid), set()).update(_identity(m) for m in msgs)
@@ -176,31 +185,18 @@ class TankChecker(Checker):
         if direction == "c2s":
             req = self._decode(frame, request=True)
             if isinstance(req, ProduceRequest | ConsumeRequest):
-                self._requests[(conn, "broker", req.request_id)] = req
-                self._asked_rids.setdefault(conn, set()).add(req.request_id)
+                self._requests.setdefault((conn, "broker", req.request_id), []).append(req)
+                asked = self._asked_rids.setdefault(conn, {})
+                asked[req.request_id] = asked.get(req.request_id, 0) + 1
             return
         resp = self._decode(frame, request=False)
         rid = getattr(resp, "request_id", None)
         if rid is None:
             return
-        req = self._requests.pop((conn, "client", rid), None)
+        req = self._answer((conn, "client", rid))
         if req is None:
             if frame.type in ("Produce", "Consume"):
-                if rid not in self._broker_rids.get(conn, set()):
-                    who = "an injected fault changed the reply"
-                elif rid in self._asked_rids.get(conn, set()):
-                    who = "an injected fault changed the request"
-                else:
-                    who = "the broker sent it so"
-                self.violations.append(
-                    Violation(
-                        "reply-without-request",
-                        conn,
-                        direction,
-                        index,
-                        f"a {frame.type} reply to request {rid}, never sent on this connection ({who})",
-                    )
-                )
+                self.violations.append(self._stray_reply(conn, index, frame.type, rid))
             return
         if isinstance(resp, RawProduceResponse) and isinstance(req, ProduceRequest):
             try:
@@ -236,10 +232,40 @@ class TankChecker(Checker):
                     sweep.done = True
                     self._judge(conn, index, part, sweep, entry.hwmark)
 
+    def _answer(self, key: tuple[int, str, int]) -> Any:
+        """The oldest request waiting under ``key`` (connection, side, request id), now answered; None if none waits."""
+        waiting = self._requests.get(key)
+        if not waiting:
+            return None
+        req = waiting.pop(0)
+        if not waiting:
+            del self._requests[key]
+        return req
+
+    def _stray_reply(self, conn: int, index: int, kind: str, rid: int) -> Violation:
+        """A reply the client received with no request of its own waiting for it,
+        and who made it so: the broker answered twice or to an id nobody sent,
+        or the proxy duplicated a reply or rewrote a reply's or a request's id."""
+        answers = self._broker_rids.get(conn, {}).get(rid, 0)
+        asked = self._asked_rids.get(conn, {}).get(rid, 0)
+        if rid in self._client_rids.get(conn, set()):
+            # the client sent it and its answer came: one more answer than requests
+            who = "the broker answered it twice" if answers > asked else "an injected fault duplicated the reply"
+            return Violation("reply-twice", conn, "s2c", index, f"a second {kind} reply to request {rid} ({who})")
+        if answers == 0:
+            who = "an injected fault changed the reply"
+        elif asked:
+            who = "an injected fault changed the request"
+        else:
+            who = "the broker sent it so"
+        return Violation(
+            "reply-without-request", conn, "s2c", index, f"a {kind} reply to request {rid}, never sent on this connection ({who})"
+        )
+
     def closed(self, conn: int) -> None:
         """What one connection's requests and reads held is dropped with it (acks stay until judged)."""
-        self._broker_rids.pop(conn, None)
-        self._asked_rids.pop(conn, None)
+        for per_conn in (self._broker_rids, self._asked_rids, self._client_rids):
+            per_conn.pop(conn, None)
         for key in [k for k in self._requests if k[0] == conn]:
             del self._requests[key]
         for key in [k for k in self._sweeps if k[0] == conn]:

@@ -146,10 +146,6 @@ def decode(chunks: Iterable[bytes], direction: str, peer: Peer | None = None) ->
 # --------------------------------------------------------------------------- rules
 
 
-def _next_seq(seq: int) -> int:
-    return 1 if seq >= MAX_U32 else seq + 1
-
-
 def check_acks(windows: Sequence[Sequence[Any]], acks: Sequence[Sequence[Any]]) -> list[tuple[str, int, int, str]]:
     """Pair one Lumberjack connection's acks with its windows, in order.
 
