@@ -1,7 +1,7 @@
 """A client testee for ``refwire conform lumberjack --client --exec``: refwire's
 own Lumberjack client, or a deliberately broken one (specs/lumberjack/README.md §9).
 
-    python refwire_client.py HOST PORT EVENTS [--mode good|no-acks|resend-acked|unsupported]
+    python refwire_client.py HOST PORT EVENTS [--mode good|no-acks|resend-acked|plaintext|unsupported]
         [--tls-ca PEM] [--window N] [--ack-timeout S] [--sequence window|running] [--v1]
 
 good: ``LumberjackClient`` (windows of ``--window``, at most 5 attempts per
@@ -9,6 +9,8 @@ window); exit 0 once every event is acked, 1 when it gave up.
 no-acks: writes one window and exits 0 without reading any ack.
 resend-acked: like good, but on a fresh connection afterwards sends every
 event again (acked ones included) and exits 0.
+plaintext: like good, but ignores ``--tls-ca`` and speaks plaintext (a
+client whose TLS settings are not wired up).
 unsupported: exits 127 at once.
 """
 
@@ -41,7 +43,7 @@ def raw_window(host: str, port: int, n: int) -> None:
 
 async def good(args: argparse.Namespace) -> int:
     ctx = None
-    if args.tls_ca:
+    if args.tls_ca and args.mode != "plaintext":
         ctx = ssl.create_default_context(cafile=args.tls_ca)
     cfg = ClientConfig(
         window_size=args.window,
@@ -68,7 +70,7 @@ def main() -> int:
     ap.add_argument("host")
     ap.add_argument("port", type=int)
     ap.add_argument("events", type=int)
-    ap.add_argument("--mode", default="good", choices=("good", "no-acks", "resend-acked", "unsupported"))
+    ap.add_argument("--mode", default="good", choices=("good", "no-acks", "resend-acked", "plaintext", "unsupported"))
     ap.add_argument("--tls-ca", default="")
     ap.add_argument("--window", type=int, default=3)
     ap.add_argument("--ack-timeout", type=float, default=30.0)

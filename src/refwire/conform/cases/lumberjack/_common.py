@@ -122,8 +122,8 @@ def field_cuts(frames: Sequence[bytes]) -> list[int]:
     cuts: list[int] = []
     base = 0
     for f in frames:
-        layout = (1, 2, 6) if f[1:2] == b"W" else (1, 2, 6, 10)
-        cuts.extend(base + k for k in layout if k < len(f))
+        # version | type | u32 (W's count, J's seq) | J's len | J's json: a W (6 bytes) ends before the last two
+        cuts.extend(base + k for k in (1, 2, 6, 10) if k < len(f))
         base += len(f)
         cuts.append(base)
     return cuts[:-1]

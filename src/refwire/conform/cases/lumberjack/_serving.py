@@ -51,6 +51,8 @@ class ClientObserver:
             return []
         out: list[tuple[str, dict[str, Any]]] = []
         for d in self._describer.feed(data):
+            if self._broken:  # a bad C before it: nothing after the invalid token is decoded
+                break
             if d.error is not None:
                 self._broken = True
                 out.append(_invalid(d.error))
@@ -89,6 +91,8 @@ class ClientObserver:
                 out.append(_inner_invalid(d, err))
                 return
             for g in d.inner:
+                if self._broken:
+                    return
                 self._frame(g, out, depth + 1)
         else:
             out.append((f"{v}{type(f).__name__[0]}", {"type": type(f).__name__}))
@@ -118,6 +122,8 @@ EXIT_OK = "exit [0u]*"
 #: The client reported a failure (or was killed at the budget end).
 EXIT_FAILED = "exit [!0u]*"
 CLOSED_ON_BAD = "closed the connection after the bad frame"
+#: A case's bad frame needs a window the client never sent (lj.C4.2: one of 3 or more events).
+NO_BAD_FRAME = "no window could carry the bad frame"
 
 
 class LjState:
@@ -131,6 +137,8 @@ class LjState:
         self.resent = 0
         self.resent_acked = 0
         self.bad_sent = False
+        #: a window came that the bad frame did not fit (acked normally instead)
+        self.bad_withheld = False
 
     def arrived(self, win: ClientWindow) -> None:
         self.windows += 1
@@ -159,6 +167,8 @@ class LjState:
         s.note("resent an acked event" if self.resent_acked else "no acked event resent")
         if len(s.conversations) > 1:
             s.note("reconnected")
+        if self.bad_withheld and not self.bad_sent:
+            s.note(NO_BAD_FRAME)
         if s.exit_status == 0 and got < n:
             s.note(f"claims success with {n - got} of {n} events unacked")
 
@@ -217,6 +227,7 @@ async def bad_then_normal(
         return
     data = bad(win)
     if data is None:
+        st.bad_withheld = True
         await normal(st, c, win)
         return
     st.bad_sent = True
