@@ -19,7 +19,6 @@ from ....tank.frames import (
     ProduceTopic,
 )
 from ....tank.responses import CreateTopicResponse, ProduceResponse
-from ....wire import Limits
 from ...conversation import Conversation, MachineObserver, Token
 from ...model import Verdict
 from ...runner import TesteeState
@@ -56,13 +55,14 @@ def topic_of(c: Conversation, case_id: str) -> str:
 
 class ServerObserver(MachineObserver):
     """Tokens for what a broker sends, decoded by refwire's own client machine
-    (which knows each request's layout): ``ping``, ``create R err=E``,
+    (which knows each request's layout) with its default limits (frames of up to
+    256 MiB, as much buffered, §6): ``ping``, ``create R err=E``,
     ``produce R E,E…``, ``consume R err=E msgs=N``; ``invalid <field>`` at the
     first byte that does not decode.  A case registers its requests with
     :meth:`request`, which returns their bytes."""
 
     def __init__(self) -> None:
-        super().__init__(ClientConnection(now=0.0, ping_interval=None, limits=Limits(max_frame_size=256 << 20)), eof="eof")
+        super().__init__(ClientConnection(now=0.0, ping_interval=None), eof="eof")
         #: decoded consume results by request id (cases compare their messages)
         self.consumed: dict[int, ConsumeResult] = {}
 
