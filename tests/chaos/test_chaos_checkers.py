@@ -684,7 +684,7 @@ def test_seastar_observer_fields_plain_timed_and_compressed() -> None:
 
 # --------------------------------------------------------------------------- TANK
 
-from refwire.chaos.adapters.tank import TankChecker  # noqa: E402
+from refwire.chaos.adapters.tank import TankChecker, TankObserver  # noqa: E402
 from refwire.tank.bundles import Message, encode_bundle, encode_entry  # noqa: E402
 from refwire.tank.frames import (  # noqa: E402
     ConsumePartition,
@@ -776,6 +776,11 @@ def test_tank_a_message_is_its_key_and_content() -> None:
     r.relay(2, "c2s", consume(1, 0))
     r.relay(2, "s2c", served(1, 1, 1, b"a"))  # the same content without its key: another message
     assert r.verdicts() == [("acked-not-visible", 2, "s2c", 0, _hidden((1, 0), 1, 0, 1, NEVER_SERVED))]
+    r = Run("tank")
+    tank_produce(r, 1, 1, b"a", key=b"XXXX")
+    r.relay(2, "c2s", consume(1, 0))
+    r.relay(2, "s2c", served(1, 1, 1, b"a"))  # no key is not any particular key
+    assert r.verdicts() == [("acked-not-visible", 2, "s2c", 0, _hidden((1, 0), 1, 0, 1, NEVER_SERVED))]
 
 
 def test_tank_only_acks_with_error_0_before_the_read_began_are_judged() -> None:
@@ -864,6 +869,73 @@ def test_tank_reads_of_other_partitions_or_with_errors_are_not_judged() -> None:
     r.close(2)
     r.relay(3, "c2s", consume(1, 0))
     r.relay(3, "s2c", served(1, 1, 1, b"a"))
+    assert r.verdicts() == []
+
+
+def test_tank_every_partition_of_a_request_and_its_answer_is_read() -> None:
+    """A produce and a consume naming two partitions: an error on the first does
+    not hide the second (its ack is judged, its messages count as read)."""
+    bundle_a, bundle_b = encode_bundle([Message(b"a")]), encode_bundle([Message(b"b")])
+    two = (ProduceTopic("t", (ProducePartition(0, bundle_a), ProducePartition(1, bundle_b))),)
+    results = (ProduceResult("t", 0, 0x02), ProduceResult("t", 1, 0))  # t/0 refused, t/1 acked
+
+    def read_both(r: Run, rid: int, first_error: int, on_1: list[bytes]) -> None:
+        asked = ConsumeTopic("t", (ConsumePartition(0, 0, 1 << 20), ConsumePartition(1, 0, 1 << 20)))
+        r.relay(2, "c2s", ConsumeRequest(rid, (asked,)).encode())
+        chunk = encode_entry(encode_bundle([Message(c) for c in on_1])) if on_1 else b""
+        parts = (ConsumePartitionResult(0, first_error, 1, 0, b""), ConsumePartitionResult(1, 0, 1, len(on_1), chunk))
+        r.relay(2, "s2c", ConsumeResponse(rid, (ConsumeTopicResult("t", parts),)).encode())
+
+    for first_error in (0x01, 0xFE):  # an error, and 0xFE (the first bundle whole, §6), which still serves t/1
+        r = Run("tank")
+        r.relay(1, "c2s", ProduceRequest(1, two).encode())
+        r.relay(1, "s2c", ProduceResponse(1, results).encode())
+        read_both(r, 1, first_error, [b"b"])
+        assert r.verdicts() == [], first_error
+    r = Run("tank")
+    r.relay(1, "c2s", ProduceRequest(1, two).encode())
+    r.relay(1, "s2c", ProduceResponse(1, results).encode())
+    read_both(r, 1, 0x01, [])  # t/1's acked b is missing from its read to the high-water mark
+    assert r.verdicts() == [("acked-not-visible", 2, "s2c", 0, _hidden((1, 0), 0, 0, 0, NEVER_SERVED, part="t/1"))]
+
+
+def test_tank_a_consume_sent_again_before_its_answer_continues_the_read_it_began() -> None:
+    """Two Consumes from the same seq before the first answer (a client that
+    retries, or pipelines): one read, begun at the first; a message acked
+    between them is judged by a later read, not this one."""
+    r = Run("tank")
+    r.relay(2, "c2s", consume(1, 0))
+    tank_produce(r, 1, 1, b"a")
+    r.relay(2, "c2s", consume(2, 0))
+    r.relay(2, "s2c", served(1, 1, 0))  # the first answer: empty, at the high-water mark it had then
+    assert r.verdicts() == []
+
+
+def test_tank_a_read_whose_first_bundle_is_sparse_is_judged_like_any_other() -> None:
+    """err 0xfe: the first bundle is sparse and carries its own sequence numbers (§5)."""
+
+    def run(*contents: bytes) -> list[Verdict]:
+        r = Run("tank")
+        tank_produce(r, 1, 1, b"a")
+        r.relay(2, "c2s", consume(1, 0))
+        bundle = encode_bundle([Message(c, seq=i + 1) for i, c in enumerate(contents)], sparse=True)
+        result = ConsumePartitionResult(0, 0xFE, None, len(contents), encode_entry(bundle))
+        r.relay(2, "s2c", ConsumeResponse(1, (ConsumeTopicResult("t", (result,)),)).encode())
+        return r.verdicts()
+
+    assert run(b"a") == []
+    assert run(b"x") == [("acked-not-visible", 2, "s2c", 0, _hidden((1, 0), 1, 0, 1, NEVER_SERVED))]
+
+
+def test_tank_a_broker_that_acks_and_serves_nothing_or_a_partition_nobody_wrote_to() -> None:
+    r = Run("tank")
+    tank_produce(r, 1, 1, b"a")
+    r.relay(2, "c2s", consume(1, 0))
+    r.relay(2, "s2c", served(1, 1, 0))  # an empty log: the acked message was never served
+    assert r.verdicts() == [("acked-not-visible", 2, "s2c", 0, _hidden((1, 0), 0, 0, 0, NEVER_SERVED))]
+    r = Run("tank")
+    r.relay(2, "c2s", consume(1, 0, partition=3))
+    r.relay(2, "s2c", served(1, 1, 1, b"older", partition=3))  # what others wrote there earlier: nothing to judge
     assert r.verdicts() == []
 
 
@@ -986,3 +1058,6 @@ def test_tank_observer() -> None:
     assert (junk.type, junk.fields) == ("?", {"error": "message id 0xee"})
     [big] = a.observer(1 << 10, "c2s", {}).feed(b"\x01\xff\xff\xff\x0f")
     assert (big.type, big.fields) == ("?", {"error": "Produce of 268435460 bytes is over max_frame_size=1024"})
+    # built by hand, an observer reads the client's side unless told otherwise
+    [req] = TankObserver(1 << 10).feed(data)
+    assert req.fields["request_id"] == 9 and TankObserver(1 << 10, "s2c").feed(data)[0].fields["request_id"] != 9

@@ -61,6 +61,7 @@ from refwire.conform.cases.lumberjack._common import (
 )
 from refwire.conform.cases.lumberjack._serving import (
     CLOSED_ON_BAD,
+    NO_BAD_FRAME,
     ClientObserver,
     ClientWindow,
     LjState,
@@ -804,6 +805,22 @@ async def test_serve_answers_an_empty_window_with_a_0_in_its_version(autojump_cl
     assert labels == ["send A 0 (empty window) (6 bytes)", "send A 0 (empty window) (6 bytes)", "send A 1 (6 bytes)"]
 
 
+
+async def test_serve_writes_each_empty_window_s_ack_whole(autojump_clock: trio.testing.MockClock) -> None:
+    async def client(net: Net) -> None:
+        cl = net.connect()
+        for _ in range(8):
+            await cl.send_all(W(0))
+            assert await read_exactly(cl, 6) == a(0)
+        await cl.aclose()
+
+    async def answer(st_: LjState, c: Conversation, w: ClientWindow) -> None:
+        raise AssertionError("an empty window is not the case's to answer")
+
+    s, _ = await run_serve(client, events=1, answer=answer)
+    assert [e["len"] for e in s.conversations[0].log if e["kind"] == "tx"] == [6] * 8  # never split
+
+
 async def test_serve_answers_pipelined_windows_even_after_the_client_s_fin(autojump_clock: trio.testing.MockClock) -> None:
     got: list[list[str]] = []
 
@@ -967,6 +984,19 @@ async def test_bad_then_normal_acks_a_window_the_bad_frame_cannot_be_made_for(au
     s, _ = await run_serve(client, events=2, answer=bad_answer(only_for_the_second))
     assert got == [["1A 1"], ["1A 99"]]
     assert s.facts[:2] == [CLOSED_ON_BAD, "1 of 2 events acked"]
+    assert NO_BAD_FRAME not in s.facts  # a window took the bad frame in the end
+
+
+async def test_bad_then_normal_notes_when_no_window_could_carry_the_bad_frame(autojump_clock: trio.testing.MockClock) -> None:
+    async def client(net: Net) -> None:
+        cl = net.connect()
+        for seq in (1, 2):
+            await cl.send_all(window([seq]))
+            assert await acks(cl, 1) == [f"A {seq}"]
+        await cl.aclose()
+
+    s, _ = await run_serve(client, events=2, answer=bad_answer(lambda w: None))
+    assert s.facts == ["all 2 events acked", "no event resent", "no acked event resent", NO_BAD_FRAME]
 
 
 async def test_bad_then_normal_a_client_gone_before_the_bad_frame_closed_on_it(autojump_clock: trio.testing.MockClock) -> None:
