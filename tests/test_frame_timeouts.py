@@ -2,7 +2,11 @@
 a peer that begins a frame and then trickles one byte at a time -- never idle
 long enough for an idle or batch timer -- is closed once the frame has been
 incomplete for ``frame_timeout`` seconds, while a connection idling *between*
-frames stays open.  (Pravega's own case is in test_pravega_server_limits.py.)"""
+frames stays open.  (Pravega's own case is in test_pravega_server_limits.py.)
+
+The servers listen on memory streams and every test runs on ``autojump_clock``
+(virtual time): whether a timer fired, and when, does not depend on how busy
+the machine is."""
 
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
+from support.memory_listener import MemoryListener
 
 from refwire.seastar_rpc.frames import Request
 
@@ -25,17 +31,20 @@ TRICKLE = 0.15  # well under every idle timer, so only the frame timer can close
 
 
 @asynccontextmanager
-async def serving(start: Callable[[trio.Nursery, list[trio.SocketListener]], Awaitable[Any]]) -> AsyncIterator[int]:
+async def serving(
+    start: Callable[[trio.Nursery, list[MemoryListener]], Awaitable[Any]],
+) -> AsyncIterator[Callable[[], Awaitable[trio.abc.Stream]]]:
+    """The server on a memory listener for the block: its connector."""
     async with trio.open_nursery() as nursery:
-        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        await start(nursery, listeners)
+        listener = MemoryListener()
+        await start(nursery, [listener])
         try:
-            yield listeners[0].socket.getsockname()[1]
+            yield listener.connect
         finally:
             nursery.cancel_scope.cancel()
 
 
-async def lumberjack(nursery: trio.Nursery, listeners: list[trio.SocketListener]) -> None:
+async def lumberjack(nursery: trio.Nursery, listeners: list[MemoryListener]) -> None:
     from refwire.lumberjack.server import LumberjackServer, ServerConfig
 
     async def handler(batch: Any) -> None:
@@ -44,7 +53,7 @@ async def lumberjack(nursery: trio.Nursery, listeners: list[trio.SocketListener]
     await nursery.start(LumberjackServer(handler, config=ServerConfig(frame_timeout=TIMEOUT)).serve, listeners)
 
 
-async def tank(nursery: trio.Nursery, listeners: list[trio.SocketListener]) -> None:
+async def tank(nursery: trio.Nursery, listeners: list[MemoryListener]) -> None:
     from refwire.tank.server import TankBroker
     from refwire.tank.service import BrokerConfig
 
@@ -54,7 +63,7 @@ async def tank(nursery: trio.Nursery, listeners: list[trio.SocketListener]) -> N
 # Each server with ``frame_timeout=TIMEOUT`` unless the keywords (its config's fields) say otherwise.
 
 
-async def seastar(nursery: trio.Nursery, listeners: list[trio.SocketListener], **config: Any) -> None:
+async def seastar(nursery: trio.Nursery, listeners: list[MemoryListener], **config: Any) -> None:
     from refwire.seastar_rpc.demo import demo_registry
     from refwire.seastar_rpc.server import SeastarServer, ServerConfig
 
@@ -63,7 +72,7 @@ async def seastar(nursery: trio.Nursery, listeners: list[trio.SocketListener], *
     await nursery.start(SeastarServer(demo_registry(), config=cfg).serve, listeners)
 
 
-async def draft(nursery: trio.Nursery, listeners: list[trio.SocketListener], **config: Any) -> None:
+async def draft(nursery: trio.Nursery, listeners: list[MemoryListener], **config: Any) -> None:
     from refwire.pravega.draft2017.server import DraftConfig, DraftFrontend
     from refwire.pravega.server import SegmentStoreServer
 
@@ -71,7 +80,7 @@ async def draft(nursery: trio.Nursery, listeners: list[trio.SocketListener], **c
     await nursery.start(DraftFrontend(SegmentStoreServer(), config=cfg).serve, listeners)
 
 
-async def pravega(nursery: trio.Nursery, listeners: list[trio.SocketListener], **config: Any) -> None:
+async def pravega(nursery: trio.Nursery, listeners: list[MemoryListener], **config: Any) -> None:
     from refwire.pravega.server import SegmentStoreServer, ServerConfig
 
     await nursery.start(SegmentStoreServer(config=ServerConfig(**{"frame_timeout": TIMEOUT, **config})).serve, listeners)
@@ -101,13 +110,13 @@ async def _closed(stream: trio.abc.Stream) -> bool:
 
 
 @pytest.mark.parametrize("protocol", sorted(CASES))
-async def test_a_trickled_frame_is_closed_at_the_frame_timeout(protocol: str) -> None:
+async def test_a_trickled_frame_is_closed_at_the_frame_timeout(protocol: str, autojump_clock: trio.testing.MockClock) -> None:
     start, good, partial = CASES[protocol]
-    async with serving(start) as port:
-        idler = await trio.open_tcp_stream("127.0.0.1", port)
+    async with serving(start) as connect:
+        idler = await connect()
         if good:
             await idler.send_all(good)
-        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        stream = await connect()
         await stream.send_all(good + partial)
         t0 = trio.current_time()
         closed_at = None
@@ -130,12 +139,12 @@ async def test_a_trickled_frame_is_closed_at_the_frame_timeout(protocol: str) ->
 
 
 @pytest.mark.parametrize("protocol", ["pravega", "pravega-draft-2017"])
-async def test_frames_that_complete_in_time_are_not_closed(protocol: str) -> None:
+async def test_frames_that_complete_in_time_are_not_closed(protocol: str, autojump_clock: trio.testing.MockClock) -> None:
     """Bytes arriving slowly but each frame finished within the timeout: the timer
     restarts at every frame boundary (KeepAlives, one byte at a time)."""
     start, good, _ = CASES[protocol]
-    async with serving(start) as port:
-        stream = await trio.open_tcp_stream("127.0.0.1", port)
+    async with serving(start) as connect:
+        stream = await connect()
         deadline = trio.current_time() + 2.5 * TIMEOUT
         while trio.current_time() < deadline:
             for b in good:  # 8 bytes in 8 x 0.06 s = 0.48 s < TIMEOUT per frame
@@ -150,7 +159,7 @@ async def test_frames_that_complete_in_time_are_not_closed(protocol: str) -> Non
 IDLE = 0.6
 
 
-def _idle_servers(protocol: str, idle: float | None) -> Callable[[trio.Nursery, list[trio.SocketListener]], Awaitable[Any]]:
+def _idle_servers(protocol: str, idle: float | None) -> Callable[[trio.Nursery, list[MemoryListener]], Awaitable[Any]]:
     """The server of ``protocol`` with ``idle_timeout=idle`` and no frame timeout."""
     start = {"pravega": pravega, "pravega-draft-2017": draft, "seastar-rpc": seastar}[protocol]
     return functools.partial(start, idle_timeout=idle, frame_timeout=None)
@@ -165,14 +174,16 @@ IDLE_FRAMES = {
 
 
 @pytest.mark.parametrize("protocol", sorted(IDLE_FRAMES))
-async def test_idle_timeout_closes_a_silent_connection_and_frames_keep_one_open(protocol: str) -> None:
+async def test_idle_timeout_closes_a_silent_connection_and_frames_keep_one_open(
+    protocol: str, autojump_clock: trio.testing.MockClock
+) -> None:
     """With ``idle_timeout`` a connection that sends nothing is closed about then,
     counted from the accept; one that sends a frame every half of it stays open;
     without it (the default, as the real servers) a silent one stays open."""
     frame = IDLE_FRAMES[protocol]
-    async with serving(_idle_servers(protocol, IDLE)) as port:
-        silent = await trio.open_tcp_stream("127.0.0.1", port)
-        busy = await trio.open_tcp_stream("127.0.0.1", port)
+    async with serving(_idle_servers(protocol, IDLE)) as connect:
+        silent = await connect()
+        busy = await connect()
         t0 = trio.current_time()
         await busy.send_all(frame)
         closed_at: float | None = None
@@ -188,8 +199,8 @@ async def test_idle_timeout_closes_a_silent_connection_and_frames_keep_one_open(
         assert not await _closed(busy), "a connection that keeps sending must stay open"
         await silent.aclose()
         await busy.aclose()
-    async with serving(_idle_servers(protocol, None)) as port:
-        silent = await trio.open_tcp_stream("127.0.0.1", port)
+    async with serving(_idle_servers(protocol, None)) as connect:
+        silent = await connect()
         await trio.sleep(IDLE + 0.5)
         assert not await _closed(silent), "without idle_timeout an idle connection stays open"
         await silent.aclose()

@@ -33,6 +33,7 @@ import pytest
 import trio
 import trio.testing
 import trustme
+from support.memory_listener import MemoryListener
 
 from refwire.drivers import client_ssl_context, open_stream, parse_hostport, server_ssl_context
 from refwire.lumberjack import V1, V2, Batch
@@ -192,33 +193,6 @@ class RawPeer:
 
 
 # --------------------------------------------------------------------------- servers on three transports
-
-
-class MemoryListener(trio.abc.Listener[trio.abc.Stream]):
-    """A trio Listener handing out the server ends of memory_stream_pair()s."""
-
-    def __init__(self) -> None:
-        self._send, self._recv = trio.open_memory_channel[trio.abc.Stream](math.inf)
-        self.closed = False
-
-    async def connect(self) -> trio.abc.Stream:
-        await trio.lowlevel.checkpoint()
-        if self.closed:
-            raise ConnectionRefusedError("memory listener closed")
-        client, server = trio.testing.memory_stream_pair()
-        self._send.send_nowait(server)
-        return client
-
-    async def accept(self) -> trio.abc.Stream:
-        try:
-            return await self._recv.receive()
-        except (trio.EndOfChannel, trio.ClosedResourceError):
-            raise trio.ClosedResourceError("memory listener closed") from None
-
-    async def aclose(self) -> None:
-        self.closed = True
-        self._recv.close()
-        await trio.lowlevel.checkpoint()
 
 
 @dataclass

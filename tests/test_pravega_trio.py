@@ -218,7 +218,8 @@ async def test_parked_read_is_woken_by_an_append() -> None:
                     result.append(await reader.read())
 
                 nursery.start_soon(read)
-                await trio.sleep(0.1)
+                while server.stats["reads"] < 1:  # the store has the read (and, nothing stored yet, parks it)
+                    await trio.sleep(0.01)
                 assert not result  # parked
                 await EventWriter(host, port, SEG).write([b"wake"])
                 while not result:
@@ -252,7 +253,8 @@ async def test_seal_while_parked_gives_segment_is_sealed() -> None:
             raw = await RawClient.connect(host, port)
             await raw.send(Hello().encode() + ReadSegment(segment=SEG, offset=11, suggested_length=100, request_id=42).encode())
             assert isinstance(await raw.reply(), Hello)
-            await trio.sleep(0.1)
+            while server.stats["reads"] < 1:  # the read is parked at the tail before the seal
+                await trio.sleep(0.01)
             await seal_segment(host, port, SEG)
             sealed = await raw.reply()
             assert type(sealed).__name__ == "SegmentIsSealed"

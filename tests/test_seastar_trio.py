@@ -54,6 +54,25 @@ def client_for(port: int, **kw: object) -> SeastarClient:
     return SeastarClient.connect_tcp("127.0.0.1", port, config=ClientConfig(**kw))  # type: ignore[arg-type]
 
 
+@asynccontextmanager
+async def in_memory(registry: VerbRegistry | None = None) -> AsyncIterator[tuple[SeastarServer, SeastarClient]]:
+    """A server and a client over memory streams: for the tests whose outcome
+    turns on time, run on ``autojump_clock`` (real sockets would let the clock
+    jump while the kernel moves bytes)."""
+    server = SeastarServer(registry or demo_registry())
+    async with trio.open_nursery() as nursery:
+        server._tasks = nursery
+
+        async def connect() -> trio.abc.Stream:
+            a, b = trio.testing.memory_stream_pair()
+            nursery.start_soon(server.handle_stream, b)
+            return a
+
+        async with SeastarClient(connect) as client:
+            yield server, client
+        nursery.cancel_scope.cancel()
+
+
 @pytest.mark.parametrize("comp", [(), ("LZ4",), ("LZ4_FRAGMENTED",), ("LZ4_FRAGMENTED", "LZ4")])
 async def test_calls_with_each_compressor(comp: tuple[str, ...]) -> None:
     with trio.fail_after(10):
@@ -79,31 +98,31 @@ async def test_exceptions_and_unknown_verbs_keep_the_connection() -> None:
             assert server.stats["unknown_verbs"] == 1
 
 
-async def test_bad_arguments_get_no_reply_and_the_connection_stays() -> None:
+async def test_bad_arguments_get_no_reply_and_the_connection_stays(autojump_clock: trio.testing.MockClock) -> None:
     with trio.fail_after(10):
-        async with running() as (server, port), client_for(port) as client:
+        async with in_memory() as (server, client):
             with pytest.raises(CallTimeout):
                 await client.call(1, b"\x01\x02", timeout=0.3)  # sum of a truncated int32: no reply (§1.9)
             assert await client.call(1, i32(4) + i32(4)) == i32(8)
             assert server.stats["bad_arguments"] == 1
 
 
-async def test_timeouts_client_gives_up_server_drops_reply() -> None:
+async def test_timeouts_client_gives_up_server_drops_reply(autojump_clock: trio.testing.MockClock) -> None:
     with trio.fail_after(10):
-        async with running() as (server, port), client_for(port) as client:
+        async with in_memory() as (server, client):
             t0 = trio.current_time()
             with pytest.raises(CallTimeout):
                 await client.call(5, i32(400), timeout=0.1)
-            assert trio.current_time() - t0 < 0.35
+            assert trio.current_time() - t0 == pytest.approx(0.1)  # virtual time: at its deadline, not the 0.4 s sleep's end
             assert await client.call(1, i32(1) + i32(2)) == i32(3)
             await trio.sleep(0.5)
             assert server.stats["dropped_expired"] == 1  # the late reply was never sent
             assert client.stats["stray"] == 0
 
 
-async def test_replies_come_in_completion_order() -> None:
+async def test_replies_come_in_completion_order(autojump_clock: trio.testing.MockClock) -> None:
     with trio.fail_after(10):
-        async with running() as (_server, port), client_for(port) as client:
+        async with in_memory() as (_server, client):
             order: list[str] = []
 
             async def slow() -> None:

@@ -62,10 +62,12 @@ async def test_a_dropped_response_times_the_call_out_and_the_others_are_answered
     rules = [{"name": "drop-3", "direction": "s2c", "type": "ss:response", "where": {"msg_id": 3}, "action": "drop"}]
     with trio.fail_after(20):
         async with proxied(rules, ("LZ4",)) as (proxy, client):
-            got = []
+            got: list[bytes | None] = []
             for i in range(1, 6):
+                # only the dropped reply's call may time out (0.5 s, expected to expire); the others
+                # are answered in ms and wait up to 10 s, so a busy machine cannot time them out
                 try:
-                    got.append(await client.call(ECHO, b"m%d" % i, timeout=0.5))
+                    got.append(await client.call(ECHO, b"m%d" % i, timeout=0.5 if i == 3 else 10.0))
                 except CallTimeout:
                     got.append(None)
     assert got == [b"m1", b"m2", None, b"m4", b"m5"]
@@ -125,12 +127,27 @@ async def test_a_request_sent_with_the_negotiation_is_relayed_without_waiting_fo
     assert proxy.checker is not None and proxy.checker.finish() == []
 
 
-async def _calls_through(rules: Sequence[dict[str, Any]], replay: Any = None) -> tuple[ChaosProxy, list[bytes]]:
-    """Six echo calls, each retried (on a new connection after an error) until answered."""
+#: The one call the "late" rule's reply is held past: the second request (msg_id 2 on the first connection).
+LATE_ATTEMPT = 1
+#: Its timeout, expected to expire: the reply is held 0.6 s after the request reached the proxy.
+LATE_TIMEOUT = 0.3
+#: Every other call's: expected ~20 ms (the split's gap), so 10 s expires only on a hang, never under load.
+CALL_TIMEOUT = 10.0
+
+
+async def _calls_through(rules: Sequence[dict[str, Any]], replay: Any = None) -> tuple[ChaosProxy, list[bytes], int]:
+    """Six echo calls, each retried (on a new connection after an error) until answered;
+    returns the proxy, the answers and how many calls timed out.
+
+    Only the call whose reply the "late" rule holds has a short timeout; after it
+    times out, the next call waits until the late reply has come (and been ignored),
+    so no other call's reply queues behind the held one.  Which frames the calls
+    are, and so the decisions, do not depend on how fast the machine is."""
     from refwire.seastar_rpc.errors import RpcConnectionError, RpcError
 
     server = SeastarServer(demo_registry())
     answers: list[bytes] = []
+    timeouts = 0
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:
             [address] = await nursery.start(server.serve_tcp, "127.0.0.1", 0)
@@ -140,20 +157,24 @@ async def _calls_through(rules: Sequence[dict[str, Any]], replay: Any = None) ->
                 "seastar-rpc", upstream=(host, int(port)), schedule=schedule, record=io.StringIO(), check=True, replay=replay
             ) as proxy:
                 phost, pport = proxy.addresses[0].rsplit(":", 1)
-                i = 0
+                i = attempt = 0
                 while i < 6:
                     async with SeastarClient.connect_tcp(phost, int(pport)) as client:
                         while i < 6:
+                            timeout = LATE_TIMEOUT if attempt == LATE_ATTEMPT else CALL_TIMEOUT
+                            attempt += 1
                             try:
-                                answers.append(await client.call(ECHO, b"call %d" % i, timeout=0.3))
+                                answers.append(await client.call(ECHO, b"call %d" % i, timeout=timeout))
                                 i += 1
                             except CallTimeout:
-                                continue  # the reply was held past the call's timeout: call again
+                                timeouts += 1  # the reply was held past the call's timeout: call again once it came
+                                while client.stats["stray"] == 0:
+                                    await trio.sleep(0.01)
                             except (RpcConnectionError, RpcError):
                                 break  # the connection is gone: a new one
             await server.shutdown(0.5)
             nursery.cancel_scope.cancel()
-    return proxy, answers
+    return proxy, answers, timeouts
 
 
 async def test_faults_between_refwire_peers_every_call_answered_and_replay_repeats_them() -> None:
@@ -176,11 +197,12 @@ async def test_faults_between_refwire_peers_every_call_answered_and_replay_repea
         {"name": "split", "direction": "c2s", "type": "ss:request", "field": "msg_id", "gap": 0.02, "action": "split"},
         {"name": "rst", "direction": "c2s", "type": "ss:request", "where": {"msg_id": 5}, "count": 1, "action": "reset"},
     ]
-    proxy, answers = await _calls_through(rules)
+    proxy, answers, timeouts = await _calls_through(rules)
     assert answers == [b"call %d" % i for i in range(6)]
+    assert timeouts == 1
     assert proxy.finish() == []
     first = [(d["conn"], d["dir"], d["frame"], d["rule"], d["action"]) for d in proxy.decisions]
     assert {r for *_, r, _ in first} == {"late", "split", "rst"}
-    again, answers2 = await _calls_through([], replay=replay_plan([json.dumps(d) for d in proxy.decisions]))
+    again, answers2, timeouts2 = await _calls_through([], replay=replay_plan([json.dumps(d) for d in proxy.decisions]))
     assert [(d["conn"], d["dir"], d["frame"], d["rule"], d["action"]) for d in again.decisions] == first
-    assert answers2 == answers
+    assert answers2 == answers and timeouts2 == 1
