@@ -35,6 +35,7 @@ import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from streams import PassThrough
 
 from refwire.conform.cases.pravega_draft import _common as pd
 from refwire.conform.conversation import Conversation
@@ -311,21 +312,12 @@ class ScriptedStore:
             pass
 
 
-class Tracked(trio.abc.Stream):
+class Tracked(PassThrough):
     """A stream that says whether refwire closed it."""
 
     def __init__(self, inner: trio.abc.Stream) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.closed = False
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self.inner.send_all(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self.inner.wait_send_all_might_not_block()
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        return await self.inner.receive_some(max_bytes)
 
     async def aclose(self) -> None:
         self.closed = True
