@@ -6,7 +6,7 @@ module has a layer, from the bottom up:
 
 * **ground**: the byte primitives, the error base, the Sans-IO contract, the
   registry (``wire``, ``errors``, ``sansio``, ``protocols``, ``specs``, ``_mypyc``);
-* **drivers**: the shared trio pump and servers, logs, the capture tap, the
+* **drivers**: the shared trio pump and servers, logs, the capture tap and pcapng writer, the
   reference-server runner, the CLI helpers;
 * **protocols**: one package per protocol (codec, events, machines, services,
   storage, trio client and server, its CLI, its descriptor);
@@ -45,7 +45,7 @@ GROUND = {
     "refwire", "refwire.wire", "refwire.errors", "refwire.sansio", "refwire.describe", "refwire.protocols", "refwire.specs",
     "refwire._mypyc", "refwire.speed",
 }
-DRIVERS = {"refwire.drivers", "refwire.transport", "refwire.logs", "refwire.tap", "refwire.reference", "refwire.cliutil", "refwire.argtypes"}
+DRIVERS = {"refwire.drivers", "refwire.transport", "refwire.logs", "refwire.tap", "refwire.pcap", "refwire.reference", "refwire.cliutil", "refwire.argtypes"}
 TOOLS = ("refwire.conform", "refwire.chaos", "refwire.pipeline")
 #: Each tool's (and the simulator's) one folder of per-protocol parts.
 PART_FOLDERS = {

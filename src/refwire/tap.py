@@ -6,10 +6,14 @@ of each connection to ``<conn>.c2s`` / ``<conn>.s2c`` and, when the connection
 ends, ``<conn>.json`` with the endpoints and a time index (when each chunk
 began; the format ``refwire decode`` and ``refwire analyze`` read).  EOF is
 forwarded as a half-close, so request/response protocols that close their
-sending side still work; a reset on one side closes both.
+sending side still work; a reset on one side closes both.  With a
+:class:`~refwire.pcap.PcapWriter` (``refwire record --pcap FILE``) each
+connection is also one TCP conversation of the pcapng file: the client's and
+the upstream's real addresses, a segment per chunk each side sent, a FIN per
+half-close, an RST when a side reset.
 
 Shared by the tools (one level below them): it imports no tool and no
-protocol package, only trio and :mod:`refwire.drivers`.
+protocol package, only trio, :mod:`refwire.drivers` and :mod:`refwire.pcap`.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ import attrs
 import trio
 
 from .drivers import listener_address
+from .pcap import PcapWriter, TcpConversation
 
-__all__ = ["CaptureFiles", "Tap", "open_tap"]
+__all__ = ["CaptureFiles", "Tap", "open_tap", "socket_address"]
 
 log = logging.getLogger("refwire.record")
 
@@ -68,6 +73,8 @@ class Tap:
     upstream: tuple[str, int]
     addresses: list[str] = attrs.Factory(list)
     finished: int = 0  #: connections fully recorded (their .json written)
+    #: ``--pcap FILE``: every connection also written as a TCP conversation (None: no pcap)
+    pcap: PcapWriter | None = None
     started: int = 0
     _ids: itertools.count[int] = attrs.Factory(lambda: itertools.count(1))
     _changed: trio.Event = attrs.Factory(trio.Event)
@@ -104,12 +111,20 @@ class Tap:
             self._finish(name, meta, times)
             return
         files = CaptureFiles(self.out, name, meta)
+        wire = None
+        if self.pcap is not None:
+            wire = self.pcap.connection(socket_address(client, "peer"), socket_address(upstream, "peer"), time.time())
         try:
             async with client, upstream, trio.open_nursery() as nursery:
-                nursery.start_soon(_pump, client, upstream, functools.partial(files.write, "c2s"), nursery.cancel_scope)
-                nursery.start_soon(_pump, upstream, client, functools.partial(files.write, "s2c"), nursery.cancel_scope)
+                for d, src, dst in (("c2s", client, upstream), ("s2c", upstream, client)):
+                    record: Callable[[bytes], None] = functools.partial(files.write, d)
+                    if wire is not None:
+                        record = functools.partial(_both, record, functools.partial(_wire_send, wire, d))
+                    nursery.start_soon(_pump, src, dst, record, nursery.cancel_scope, wire, d)
         finally:
             files.close(ended=time.time())
+            if wire is not None:
+                wire.close(time.time())  # the tap closed both sides (a no-op after a reset or both FINs)
         self._bump()
 
     def _finish(self, name: str, meta: dict[str, Any], times: dict[str, list[list[float]]]) -> None:
@@ -118,37 +133,75 @@ class Tap:
         self._bump()
 
 
-def _peer(stream: trio.SocketStream) -> str:
+def socket_address(stream: trio.SocketStream, which: str) -> tuple[str, int] | None:
+    """The stream's ``"peer"`` (or ``"local"``) address as (host, port), None if its socket cannot say."""
     try:
-        host, port = stream.socket.getpeername()[:2]
-        return f"{host}:{port}"
-    except OSError:
-        return "?"
+        name = stream.socket.getpeername() if which == "peer" else stream.socket.getsockname()
+        return str(name[0]), int(name[1])
+    except (OSError, IndexError, TypeError, ValueError, AttributeError):
+        return None
 
 
-async def _pump(src: trio.SocketStream, dst: trio.SocketStream, record: Callable[[bytes], None], both: trio.CancelScope) -> None:
+def _both(first: Callable[[bytes], None], second: Callable[[bytes], None], data: bytes) -> None:
+    first(data)
+    second(data)
+
+
+def _wire_send(wire: TcpConversation, direction: str, data: bytes) -> None:
+    wire.send(direction, data, time.time())
+
+
+def _peer(stream: trio.SocketStream) -> str:
+    address = socket_address(stream, "peer")
+    return "?" if address is None else f"{address[0]}:{address[1]}"
+
+
+async def _pump(
+    src: trio.SocketStream,
+    dst: trio.SocketStream,
+    record: Callable[[bytes], None],
+    both: trio.CancelScope,
+    wire: TcpConversation | None = None,
+    direction: str = "c2s",
+) -> None:
+    """Copy ``src`` to ``dst`` (recording each chunk) and its end as a half-close;
+    ``wire`` (a pcap conversation) also gets the FIN, or the RST when a side reset."""
+    sending = False  # (a failed send: the other side reset)
     try:
         while True:
             chunk = await src.receive_some(256 * 1024)
             if not chunk:
                 break
             record(chunk)
+            sending = True
             await dst.send_all(chunk)
+            sending = False
+        if wire is not None:
+            wire.fin(direction, time.time())
+        sending = True
         await dst.send_eof()
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        if wire is not None:
+            wire.reset(("s2c" if direction == "c2s" else "c2s") if sending else direction, time.time())
         both.cancel()  # a reset on either side ends the connection both ways
 
 
 @asynccontextmanager
 async def open_tap(
-    listen: tuple[str, int], upstream: tuple[str, int], out: str | Path, *, listeners: Sequence[trio.SocketListener] | None = None
+    listen: tuple[str, int],
+    upstream: tuple[str, int],
+    out: str | Path,
+    *,
+    listeners: Sequence[trio.SocketListener] | None = None,
+    pcap: PcapWriter | None = None,
 ) -> AsyncIterator[Tap]:
     """Run a tap for the duration of the ``async with`` block (listening on 127.0.0.1
     port 0 is the usual choice in tests).  Leaving the block stops it and closes
-    every proxied connection."""
+    every proxied connection.  ``pcap``: also write every connection to it (the
+    caller opens and closes it)."""
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
-    tap = Tap(d, upstream)
+    tap = Tap(d, upstream, pcap=pcap)
     lst = list(listeners) if listeners is not None else await trio.open_tcp_listeners(listen[1], host=listen[0])
     tap.addresses = [listener_address(x) for x in lst]
     async with trio.open_nursery() as nursery:

@@ -2,7 +2,11 @@
 
 Runs the fault proxy until interrupted (Ctrl-C or SIGTERM); prints the seed
 and the address it listens on, and, at the end, how many frames it saw and how
-many actions it took.  ``--record FILE.jsonl`` keeps every decision.
+many actions it took.  ``--record FILE.jsonl`` keeps every decision;
+``--pcap FILE`` writes the traffic as pcapng (:mod:`refwire.pcap`): each
+connection as two TCP conversations, client <-> proxy and proxy <-> upstream,
+each with the bytes as they crossed that socket (sent by its peer, or passed
+on by the proxy after the faults).
 ``--control HOST:PORT`` also answers toxiproxy's HTTP API there
 (:mod:`refwire.chaos.control`), the proxy being called ``--name`` (default:
 the protocol); ``refwire chaos serve --control HOST:PORT`` starts the API
@@ -85,6 +89,13 @@ def register(cmds: Commands) -> None:
         "as the other peer received it (after the faults); refwire decode and analyze read both",
     )
     chaos.add_argument(
+        "--pcap",
+        metavar="FILE",
+        help="also write the traffic to FILE as pcapng for Wireshark: each connection as two TCP conversations, "
+        "client<->proxy and proxy<->upstream, with the bytes as they crossed each socket (what a peer sent, and "
+        "what the proxy passed on to the other after the faults)",
+    )
+    chaos.add_argument(
         "--check",
         action="store_true",
         help="check the protocol's invariants on the traffic (Lumberjack: acks of events the server never received, "
@@ -138,7 +149,18 @@ async def _chaos(args: argparse.Namespace) -> int:
     if args.tls_key and not args.tls_cert:
         raise UsageError("--tls-key goes with --tls-cert")
     upstream_tls = client_ssl_context(args.upstream_ca) if args.upstream_tls or args.upstream_ca else None
-    record: IO[str] | None = open(args.record, "a", encoding="utf-8") if args.record else None
+    from ..pcap import PcapPathError, PcapWriter
+
+    try:
+        pcap = PcapWriter(args.pcap) if args.pcap else None
+    except PcapPathError as exc:
+        raise UsageError(f"--pcap: {exc}") from None
+    try:
+        record: IO[str] | None = open(args.record, "a", encoding="utf-8") if args.record else None
+    except BaseException:
+        if pcap is not None:
+            pcap.close()
+        raise
     try:
         proxy = ChaosProxy(
             args.protocol,
@@ -152,6 +174,7 @@ async def _chaos(args: argparse.Namespace) -> int:
             tls=tls,
             upstream_tls=upstream_tls,
             upstream_hostname=args.upstream_server_name,
+            pcap=pcap,
         )
         done = trio.Event()
         async with trio.open_nursery() as nursery:
@@ -181,6 +204,8 @@ async def _chaos(args: argparse.Namespace) -> int:
     finally:
         if record is not None:
             record.close()
+        if pcap is not None:
+            pcap.close()
     st = proxy.stats
     print(
         f"{plural(st['connections'], 'connection')}, {plural(st['frames'], 'frame')}, {plural(st['actions'], 'action')}, seed {seed}",
@@ -224,7 +249,8 @@ async def _serve_control(args: argparse.Namespace) -> int:
     if not args.control:
         raise UsageError("chaos serve needs --control HOST:PORT")
     extra = [flag for flag, given in (("--upstream", args.upstream), ("--schedule", args.schedule), ("--record", args.record),
-                                      ("--check", args.check), ("--name", args.name), ("RECORD", args.record_file)) if given]  # fmt: skip
+                                      ("--check", args.check), ("--name", args.name), ("RECORD", args.record_file),
+                                      ("--pcap", args.pcap)) if given]  # fmt: skip
     if extra:
         raise UsageError(f"chaos serve takes no {', '.join(extra)}: clients create proxies through the API")
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)

@@ -15,6 +15,13 @@ while connections run, e.g. by the control API of :mod:`refwire.chaos.control`)
 act on the bytes a direction passes on after the rules, in the order they were
 added; a ``frame`` toxic is one more rule.
 
+With a :class:`~refwire.pcap.PcapWriter` (``--pcap FILE``) each proxied
+connection is two TCP conversations of the pcapng file, with their real
+addresses: client <-> proxy and proxy <-> upstream, each carrying the bytes as
+they crossed that socket -- what a peer sent, on its own conversation, and
+what the proxy passed on after the faults, on the other peer's -- so Wireshark
+shows a fault as the difference between the two.
+
 Memory: a direction holds at most one incomplete frame (bounded by
 ``max_frame_size``) and whatever a ``delay`` holds while it sleeps -- one
 frame, since a delayed frame holds back the frames after it, as TCP would --
@@ -43,7 +50,8 @@ import trio
 
 from ..drivers import listener_address
 from ..logs import limited
-from ..tap import CaptureFiles
+from ..pcap import PcapWriter, TcpConversation
+from ..tap import CaptureFiles, socket_address
 from .actions import INNER_ACTIONS, RuleState, action_entry, apply_rule, fires, replay_plan
 from .adapter import Adapter, adapter_for
 from .check import Checker, Violation
@@ -84,6 +92,7 @@ class ChaosProxy:
         upstream_tls: ssl.SSLContext | None = None,
         upstream_hostname: str | None = None,
         handshake_timeout: float = 10.0,
+        pcap: PcapWriter | None = None,
     ) -> None:
         #: TLS: ``tls`` terminates the clients' TLS (the proxy's certificate),
         #: ``upstream_tls`` originates TLS to the upstream (checked against
@@ -118,6 +127,10 @@ class ChaosProxy:
         self.decisions: list[dict[str, Any]] = []
         self.stats = {"connections": 0, "frames": 0, "actions": 0, "upstream_down": 0}
         self._captures: dict[int, dict[str, CaptureFiles]] = {}
+        #: ``--pcap FILE``: where every connection goes as two TCP conversations (the caller closes it)
+        self.pcap = pcap
+        #: per live connection, its conversations by side: "client" (client <-> proxy), "upstream" (proxy <-> upstream)
+        self._wires: dict[int, dict[str, TcpConversation]] = {}
         #: per connection, what its two directions' observers share (as sent, as delivered)
         self._sessions: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         self._ids = itertools.count(1)
@@ -274,6 +287,7 @@ class ChaosProxy:
             except (trio.TooSlowError, trio.BrokenResourceError, ssl.SSLError, OSError) as exc:
                 limited(log, f"tls-in:{id(self)}", "chaos: connection %d: the client's TLS handshake failed: %s", conn, exc or type(exc).__name__)
                 self._write({"event": "tls-failed", "conn": conn, "side": "client", "reason": str(exc)})
+                self._wire_refused(tcp_client)
                 await trio.aclose_forcefully(tcp_client)
                 return
             client = tls_client
@@ -299,6 +313,7 @@ class ChaosProxy:
                 why,
             )
             self._write({"event": "upstream-down", "conn": conn, "reason": why})
+            self._wire_refused(tcp_client)
             await trio.aclose_forcefully(client)
             return
         self._write({"event": "open", "conn": conn})
@@ -318,6 +333,12 @@ class ChaosProxy:
             self._captures[conn] = captures
         for d, link in links.items():
             self._links[(conn, d)] = link
+        if self.pcap is not None:
+            tcp_up = upstream.transport_stream if isinstance(upstream, trio.SSLStream) else upstream
+            self._wires[conn] = {
+                "client": self.pcap.connection(socket_address(tcp_client, "peer"), socket_address(tcp_client, "local"), time.time()),
+                "upstream": self.pcap.connection(socket_address(tcp_up, "local"), socket_address(tcp_up, "peer"), time.time()),
+            }
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._watch, links, ends, nursery.cancel_scope)
@@ -334,6 +355,11 @@ class ChaosProxy:
             self._sessions.pop(conn, None)
             for files in self._captures.pop(conn, {}).values():
                 files.close(ended=time.time(), ends=ends)
+            wires = self._wires.pop(conn, {})
+            if "client" in wires:  # the proxy closed both sockets: its FIN on each (a no-op after a reset)
+                wires["client"].fin("s2c", time.time())
+            if "upstream" in wires:
+                wires["upstream"].fin("c2s", time.time())
         self._write({"event": "close", "conn": conn, **ends})
         if self.checker is not None:
             self.checker.closed(conn)
@@ -437,6 +463,8 @@ class ChaosProxy:
                 link.arrived = arrived
                 if data is None:
                     ends[direction] = "RST"
+                    self._wire_end(conn, direction, "src", "reset")
+                    self._wire_end(conn, direction, "dst", "reset")
                     await reset_stream(dst)
                     scope.cancel()
                     return
@@ -445,6 +473,7 @@ class ChaosProxy:
                         held, link.held = link.held, []
                         await self._pass_writes(link, held)
                     ends[direction] = "FIN"
+                    self._wire_end(conn, direction, "src", "fin")
                     slow = [
                         t.attributes["delay"]
                         for t in self.toxics
@@ -455,6 +484,7 @@ class ChaosProxy:
                     try:
                         if isinstance(dst, trio.abc.HalfCloseableStream):
                             await dst.send_eof()
+                            self._wire_end(conn, direction, "dst", "fin")
                         else:  # TLS has no half-close: the end of one direction ends the connection
                             scope.cancel()
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -463,6 +493,8 @@ class ChaosProxy:
                 sent = self._captures.get(conn, {}).get("sent")
                 if sent is not None:
                     sent.write(direction, data)
+                if self.pcap is not None:
+                    self._wire_send(conn, direction, "src", data)
                 for frame in observer.feed(data):
                     await self._one_frame(frame, link, index, states)
                     index += 1
@@ -486,11 +518,13 @@ class ChaosProxy:
                 }
             )
             if exc.how == "reset":
+                self._wire_reset_by_proxy(conn)
                 await reset_stream(dst)
                 await reset_stream(src)
             scope.cancel()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             ends.setdefault(direction, "write failed")
+            self._wire_end(conn, OTHER[direction], "src", "reset")  # the receiving peer reset its connection
             scope.cancel()
 
     def _inside(self, frame: Observed, link: Link, index: int, states: dict[str, RuleState], t: float) -> Observed:
@@ -571,6 +605,7 @@ class ChaosProxy:
         if end == "close":
             raise _Closed
         if end == "reset":
+            self._wire_reset_by_proxy(conn)
             await reset_stream(dst)
             await reset_stream(src)
             raise _Closed
@@ -595,6 +630,8 @@ class ChaosProxy:
             delivered = self._captures.get(link.conn, {}).get("delivered")
             if delivered is not None:
                 delivered.write(link.direction, chunk)
+            if self.pcap is not None:
+                self._wire_send(link.conn, link.direction, "dst", chunk)
             self._check_delivered(link.conn, link.direction, chunk)
             return
         toxic = chain[i]
@@ -623,6 +660,44 @@ class ChaosProxy:
         for v in new:
             self._write(v.to_json())
         self._violations_written += len(new)
+
+    # ------------------------------------------------------------------ --pcap
+
+    def _wire(self, conn: int, direction: str, end: str) -> TcpConversation | None:
+        """The conversation of ``direction``'s sender (``end`` "src": the peer's own) or
+        of its receiver ("dst": the one the proxy passes the bytes on)."""
+        side = "client" if (direction == "c2s") == (end == "src") else "upstream"
+        return self._wires.get(conn, {}).get(side)
+
+    def _wire_send(self, conn: int, direction: str, end: str, data: bytes) -> None:
+        wire = self._wire(conn, direction, end)
+        if wire is not None:
+            wire.send(direction, data, time.time())
+
+    def _wire_end(self, conn: int, direction: str, end: str, how: str) -> None:
+        """A FIN or RST in ``direction`` on the ``end`` ("src"/"dst") conversation; the
+        RST on the receiver's conversation comes from the proxy."""
+        wire = self._wire(conn, direction, end)
+        if wire is None:
+            return
+        if how == "fin":
+            wire.fin(direction, time.time())
+        else:
+            wire.reset(direction, time.time())
+
+    def _wire_reset_by_proxy(self, conn: int) -> None:
+        """The proxy resets both sockets of ``conn`` (a rule's or a toxic's reset)."""
+        wires = self._wires.get(conn, {})
+        if "client" in wires:
+            wires["client"].reset("s2c", time.time())
+        if "upstream" in wires:
+            wires["upstream"].reset("c2s", time.time())
+
+    def _wire_refused(self, tcp_client: trio.SocketStream) -> None:
+        """A client the proxy accepted and closed at once (its TLS failed, the upstream is down)."""
+        if self.pcap is not None:
+            wire = self.pcap.connection(socket_address(tcp_client, "peer"), socket_address(tcp_client, "local"), time.time())
+            wire.fin("s2c", time.time())
 
     def _apply(
         self, rule: Rule, frame: Observed, writes: list[tuple[bytes, float]], end: str | None
@@ -655,6 +730,7 @@ async def open_chaos(
     tls: ssl.SSLContext | None = None,
     upstream_tls: ssl.SSLContext | None = None,
     upstream_hostname: str | None = None,
+    pcap: PcapWriter | None = None,
 ) -> AsyncIterator[ChaosProxy]:
     """A proxy on ``listen`` (port 0: any) for the ``async with`` block::
 
@@ -675,6 +751,7 @@ async def open_chaos(
         tls=tls,
         upstream_tls=upstream_tls,
         upstream_hostname=upstream_hostname,
+        pcap=pcap,
     )
     listeners = await trio.open_tcp_listeners(listen[1], host=listen[0])
     async with trio.open_nursery() as nursery:
@@ -684,3 +761,4 @@ async def open_chaos(
         finally:
             nursery.cancel_scope.cancel()
     proxy.finish()
+

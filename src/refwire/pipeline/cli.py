@@ -58,6 +58,12 @@ def register(cmds: Commands) -> None:
     r.add_argument("--upstream", type=hostport, required=True, metavar="HOST:PORT", help="the server to forward to")
     r.add_argument("--out", required=True, metavar="DIR", help="capture directory to write")
     r.add_argument("--exit-after", type=positive_int, metavar="N", help="stop after N connections were recorded")
+    r.add_argument(
+        "--pcap",
+        metavar="FILE",
+        help="also write every connection to FILE as pcapng (one TCP conversation each, with the client's and the "
+        "upstream's addresses and a segment per chunk each side sent), for Wireshark or refwire decode",
+    )
     r.set_defaults(func=_record)
 
     d = top.add_parser("decode", help="print the frames of recorded streams")
@@ -327,21 +333,31 @@ def _write_rows(out: Path, campaign: str, rows: list[dict[str, Any]]) -> Path:
 
 async def _record(args: argparse.Namespace) -> int:
     from ..cliutil import open_listeners
+    from ..pcap import PcapPathError, PcapWriter
     from ..tap import open_tap
 
-    host, port = args.listen
-    listeners = await open_listeners(host, port)
-    done = trio.Event()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(stop_on_signal, done)
-        async with open_tap(args.listen, args.upstream, args.out, listeners=listeners) as tap:
-            for a in tap.addresses:
-                print(f"listening on {a}", file=sys.stderr, flush=True)
-            if args.exit_after:
-                nursery.start_soon(_set_after, tap, args.exit_after, done)
-            await done.wait()
-        nursery.cancel_scope.cancel()
-    print(f"recorded {plural(tap.finished, 'connection')} into {args.out}", file=sys.stderr)
+    try:
+        pcap = PcapWriter(args.pcap) if args.pcap else None
+    except PcapPathError as exc:
+        raise UsageError(f"--pcap: {exc}") from None
+    try:
+        host, port = args.listen
+        listeners = await open_listeners(host, port)
+        done = trio.Event()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(stop_on_signal, done)
+            async with open_tap(args.listen, args.upstream, args.out, listeners=listeners, pcap=pcap) as tap:
+                for a in tap.addresses:
+                    print(f"listening on {a}", file=sys.stderr, flush=True)
+                if args.exit_after:
+                    nursery.start_soon(_set_after, tap, args.exit_after, done)
+                await done.wait()
+            nursery.cancel_scope.cancel()
+    finally:
+        if pcap is not None:
+            pcap.close()
+    also = f" and {args.pcap}" if pcap is not None else ""
+    print(f"recorded {plural(tap.finished, 'connection')} into {args.out}{also}", file=sys.stderr)
     return 0
 
 

@@ -7,6 +7,10 @@ and how it stops on Ctrl-C (:class:`refwire.cliutil.OneInterrupt`).
   row), ``interrupted after N seeds`` goes to stderr, exit status 130.  A
   second Ctrl-C while the command winds down changes nothing.
 * ``--shrink`` prints each step in words (``k=v``), never a Python dict.
+* ``--pcap FILE`` writes each run's connections as pcapng at virtual time
+  (the same seed, the same file): FILE itself for one run, else one file per
+  run with the seed (and, with several protocols, the protocol) inserted
+  before the suffix: ``run.pcapng`` -> ``run-7.pcapng``, ``run-tank-7.pcapng``.
 
 :func:`planted_bugs_epilog` is the text ``refwire sim --help`` ends with.
 """
@@ -18,6 +22,7 @@ import json
 import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -73,6 +78,13 @@ def add_sim_arguments(sim: argparse.ArgumentParser, protocols: tuple[str, ...]) 
     sim.add_argument("--shrink", action="store_true", help="shrink every failing seed and print its minimal replay command")
     sim.add_argument("--json", action="store_true", help="print one JSON object per run instead of text")
     sim.add_argument("--trace", action="store_true", help="print the last trace lines of failing runs")
+    sim.add_argument(
+        "--pcap",
+        metavar="FILE",
+        help="write each run's connections to FILE as pcapng for Wireshark, at virtual time (the same seed gives the "
+        "same file); with several seeds or protocols, one file per run: the seed (and protocol) inserted before "
+        "the suffix, e.g. run-7.pcapng",
+    )
 
 
 def run_sim(args: argparse.Namespace, protocols: list[str]) -> int:
@@ -82,6 +94,7 @@ def run_sim(args: argparse.Namespace, protocols: list[str]) -> int:
         UsageError: ``--knobs`` is not valid.
     """
     from ..cliutil import OneInterrupt, UsageError
+    from ..pcap import PcapPathError, PcapWriter, numbered_path
     from .faults import Faults
     from .runner import SimResult, check_workload, describe_knobs, run_seed, shrink
 
@@ -103,6 +116,20 @@ def run_sim(args: argparse.Namespace, protocols: list[str]) -> int:
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise UsageError(f"--knobs is not valid: {exc}") from None
     seeds = [args.seed] if args.seed is not None else list(range(args.first_seed, args.first_seed + args.seeds))
+    pcap = getattr(args, "pcap", None)
+
+    def pcap_file(proto: str, seed: int) -> Path | None:
+        if not pcap:
+            return None
+        return numbered_path(pcap, *([proto] if len(protocols) > 1 else []), *([seed] if len(seeds) > 1 else []))
+
+    if pcap:  # an unwritable path is refused before any seed runs
+        first = pcap_file(protocols[0], seeds[0])
+        assert first is not None
+        try:
+            PcapWriter(first).close()
+        except PcapPathError as exc:
+            raise UsageError(f"--pcap: {exc}") from None
     out = sys.stderr if args.json else sys.stdout
     seeds_text = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}..{seeds[-1]}"
     results: dict[str, list[SimResult]] = {p: [] for p in protocols}
@@ -110,10 +137,17 @@ def run_sim(args: argparse.Namespace, protocols: list[str]) -> int:
     with OneInterrupt() as ctrl_c:
         try:
             with ctrl_c.deferred():
-                print(f"sim {', '.join(protocols)}: {seeds_text}", file=sys.stderr, flush=True)
+                where = ""
+                if pcap:
+                    many = len(protocols) * len(seeds) > 1
+                    where = f", pcapng one file per run ({pcap_file(protocols[0], seeds[0])}, ...)" if many else f", pcapng {pcap}"
+                print(f"sim {', '.join(protocols)}: {seeds_text}{where}", file=sys.stderr, flush=True)
             for proto in protocols:
                 for seed in seeds:
-                    r = run_seed(proto, seed, faults=faults, workload=workload)
+                    try:
+                        r = run_seed(proto, seed, faults=faults, workload=workload, pcap=pcap_file(proto, seed))
+                    except PcapPathError as exc:
+                        raise UsageError(f"--pcap: {exc}") from None
                     with ctrl_c.deferred():  # a seed is counted exactly when its verdict is printed
                         results[proto].append(r)
                         _show(r, args)

@@ -31,6 +31,15 @@ Each pipe's randomness is ``rng.child("net", conn_id, "a>b")`` (``"a"`` is the
 connecting side, ``"b"`` the accepting side), connect-time decisions use
 ``rng.child("net", "connect", address)``, so adding a connection does not perturb
 the others.
+
+When :data:`PCAP` holds a :class:`~refwire.pcap.PcapWriter` as a net is made
+(``refwire sim --pcap FILE``), every connection is also a TCP conversation of
+that pcapng file, at virtual time: its handshake when it is made, one segment
+per read (the bytes as delivered), a FIN when the reader sees the end, an RST
+when it is reset.  A listener address ``host:port`` maps to a stable
+10.x.y.z address (:func:`~refwire.pcap.synthetic_ipv4` of the host) and that
+port; the clients are ``client``'s address, port 32768 + the conversation's
+number in the file.  The writer only watches: it draws no randomness and yields to no task.
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ from types import TracebackType
 import trio
 import trio.lowlevel
 
+from ..pcap import PcapWriter, TcpConversation
 from .faults import Faults
 from .rand import SimRandom
 from .trace import Trace
@@ -53,7 +63,10 @@ from .trace import Trace
 #: scripted peer's judge asks afterwards whether a fault blackholed one of them.
 OPENED: contextvars.ContextVar[list[SimStream] | None] = contextvars.ContextVar("sim_opened", default=None)
 
-__all__ = ["DEFAULT_RECEIVE_SIZE", "SimListener", "SimNet", "SimStream"]
+#: When set as a :class:`SimNet` is made, the net writes its connections to this pcapng writer.
+PCAP: contextvars.ContextVar[PcapWriter | None] = contextvars.ContextVar("sim_pcap", default=None)
+
+__all__ = ["DEFAULT_RECEIVE_SIZE", "PCAP", "SimListener", "SimNet", "SimStream"]
 
 #: ``receive_some()`` without ``max_bytes`` returns at most this many bytes.
 DEFAULT_RECEIVE_SIZE = 65536
@@ -155,6 +168,12 @@ class _Connection:
         client_name = f"client/{conn_id}"
         self.client = SimStream(self, "a", tx=self.ab, rx=self.ba, local=client_name, remote=address)
         self.server = SimStream(self, "b", tx=self.ba, rx=self.ab, local=address, remote=client_name)
+        #: this connection in the net's pcap file (None: no pcap)
+        self.wire: TcpConversation | None = None
+        if net.pcap is not None:
+            host, _, port = address.rpartition(":")
+            server = (host, int(port)) if host and port.isdigit() else (address, 1)
+            self.wire = net.pcap.connection(("client", 0), server, net._now())  # (port 0: the writer picks one)
 
 
 class SimStream(trio.abc.HalfCloseableStream):
@@ -352,6 +371,8 @@ class SimStream(trio.abc.HalfCloseableStream):
                     deadline = pipe.eof_at
                     if deadline <= now:
                         net._record(self._conn, pipe.label, "eof", 0)
+                        if self._conn.wire is not None:
+                            self._conn.wire.fin(_DIRECTION[pipe.label], now)
                         return b""
                 else:
                     deadline = math.inf
@@ -445,6 +466,8 @@ class SimNet:
         self._open: dict[str, _Connection] = {}
         self._connect_rngs: dict[str, SimRandom] = {}
         self._next_id = 0
+        #: the pcapng file the connections go to (:data:`PCAP` when the net was made)
+        self.pcap: PcapWriter | None = PCAP.get()
 
     # -- public API ----------------------------------------------------------
 
@@ -594,6 +617,8 @@ class SimNet:
         pipe.buffered -= n
         self._count("bytes_delivered", n)
         self.trace.record(now, pipe.conn.conn_id, pipe.label, "recv", n)
+        if pipe.conn.wire is not None:
+            pipe.conn.wire.send(_DIRECTION[pipe.label], out, now)
         pipe.wake()  # writers waiting for buffer room
         return bytes(out)
 
@@ -639,6 +664,8 @@ class SimNet:
             pipe.eof_at = None
         self._count("resets")
         self._record(conn, cause, "rst", lost)
+        if conn.wire is not None:  # from the side that reset ("a": the client), else from the server
+            conn.wire.reset("c2s" if cause.startswith("a:") else "s2c", self._now())
         conn.ab.wake()
         conn.ba.wake()
         self._open.pop(conn.conn_id, None)
@@ -664,3 +691,7 @@ class SimNet:
         while listener._backlog:
             self._reset(listener._backlog.popleft()._conn, "unlisten")
         listener._lot.unpark_all()
+
+
+#: A pipe's label as a direction of the pcap's conversation ("a" connects: the client).
+_DIRECTION = {"a>b": "c2s", "b>a": "s2c"}

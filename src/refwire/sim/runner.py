@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import signal
 import threading
 import traceback
@@ -23,7 +24,9 @@ from typing import Any
 
 import attrs
 
+from ..pcap import PcapWriter
 from .faults import FAULT_KINDS, Faults
+from .net import PCAP
 from .rand import SimRandom
 from .runtime import interrupted, run_deterministic
 from .scenarios import Scenario
@@ -140,8 +143,16 @@ def run_seed(
     workload: dict[str, Any] | None = None,
     trace_lines: int = 20,
     wall_limit: float | None = 300.0,
+    pcap: str | os.PathLike[str] | None = None,
 ) -> SimResult:
-    """Run one seed to completion (bounded in simulated time) and judge it."""
+    """Run one seed to completion (bounded in simulated time) and judge it.
+
+    ``pcap``: also write the run's connections to this pcapng file, at virtual
+    time (:mod:`refwire.sim.net`), so the same seed gives the same file.
+
+    Raises:
+        PcapPathError: the pcap file cannot be written (before the run starts).
+    """
     scenario, drawn_faults, drawn_workload = draw(protocol, seed)
     overridden = faults is not None or workload is not None
     faults = faults if faults is not None else drawn_faults
@@ -151,6 +162,7 @@ def run_seed(
         wl.update(workload)
     trace = Trace()
     rng = SimRandom(seed).child("run")
+    writer = PcapWriter(pcap) if pcap is not None else None
 
     async def main() -> Any:
         return await scenario.run(rng=rng, faults=faults, workload=wl, trace=trace)
@@ -160,6 +172,7 @@ def run_seed(
     refwire_log = logging.getLogger("refwire")
     saved_level = refwire_log.level
     refwire_log.setLevel(logging.CRITICAL)
+    pcap_token = PCAP.set(writer)
     try:
         with wall_clock_guard(wall_limit):
             report = run_deterministic(main, seed)
@@ -182,6 +195,9 @@ def run_seed(
         )
     finally:
         refwire_log.setLevel(saved_level)
+        PCAP.reset(pcap_token)
+        if writer is not None:
+            writer.close()
     return SimResult(
         protocol=protocol,
         seed=seed,
