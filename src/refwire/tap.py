@@ -133,8 +133,11 @@ class Tap:
         self._bump()
 
 
-def socket_address(stream: trio.SocketStream, which: str) -> tuple[str, int] | None:
-    """The stream's ``"peer"`` (or ``"local"``) address as (host, port), None if its socket cannot say."""
+def socket_address(stream: trio.abc.Stream, which: str) -> tuple[str, int] | None:
+    """The stream's ``"peer"`` (or ``"local"``) address as (host, port); None for a
+    stream without a socket (a memory stream) or a socket that cannot say."""
+    if not isinstance(stream, trio.SocketStream):
+        return None
     try:
         name = stream.socket.getpeername() if which == "peer" else stream.socket.getsockname()
         return str(name[0]), int(name[1])

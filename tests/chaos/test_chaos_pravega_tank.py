@@ -1,7 +1,13 @@
 """refwire chaos with Pravega (current and draft) and TANK: frames are observed
 with each protocol's own codec (specs/pravega/README.md §1, §4;
 specs/tank/README.md §2, §3), so rules name commands and their fields, and a
-fault between refwire's client and server has the effect the protocol says."""
+fault between refwire's client and server has the effect the protocol says.
+
+The runs are in virtual time (``autojump_clock``) over memory streams: a writer's
+``ack_timeout`` and a TANK client's ``request_timeout`` then expire on the frames
+the faults hit and never on a slow machine's late answer, so the decisions (and a
+replay of them) are the same run after run.  The proxy's TCP path is tested in
+test_chaos_lumberjack.py and test_chaos_tls.py."""
 
 from __future__ import annotations
 
@@ -14,10 +20,14 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
+from support.memory_listener import MemoryListener
 
 from refwire.chaos import ChaosProxy, ScheduleError, open_chaos, rules_from
 from refwire.chaos.adapter import FIELDS, observer_for
-from refwire.pravega.client import EventWriter, WriterConfig, create_segment, parse_events
+from refwire.chaos.proxy import UpstreamConnector
+from refwire.pravega.client import EventWriter, PravegaConnection, WriterConfig, parse_events
+from refwire.pravega.frames import CreateSegment, SegmentCreated
 from refwire.pravega.server import SegmentStoreServer
 from refwire.tank.errors import ConnectionLost
 
@@ -26,18 +36,48 @@ pytestmark = pytest.mark.timeout(60)
 
 @asynccontextmanager
 async def proxied(
-    protocol: str, serve: Any, rules: Sequence[dict[str, Any]], seed: int = 3, *, check: bool = False
-) -> AsyncIterator[tuple[ChaosProxy, str, int]]:
+    protocol: str,
+    serve: Any,
+    rules: Sequence[dict[str, Any]] = (),
+    seed: int = 3,
+    *,
+    check: bool = False,
+    replay: Any = None,
+    capture: Any = None,
+    record: bool = True,
+) -> AsyncIterator[tuple[ChaosProxy, UpstreamConnector]]:
+    """``serve`` (a server's ``serve(listeners)``) on a memory listener behind a proxy
+    on another; yields the proxy and the connector a client reaches it with."""
+    upstream, front = MemoryListener(), MemoryListener()
     async with trio.open_nursery() as nursery:
-        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        await nursery.start(serve, listeners)
-        port = listeners[0].socket.getsockname()[1]
+        await nursery.start(serve, [upstream])
         async with open_chaos(
-            protocol, upstream=("127.0.0.1", port), schedule=rules_from(rules, protocol, seed), record=io.StringIO(), check=check
+            protocol,
+            schedule=rules_from(rules, protocol, seed),
+            record=io.StringIO() if record else None,
+            check=check,
+            replay=replay,
+            capture=capture,
+            listeners=[front],
+            connect=upstream.connect,
         ) as proxy:
-            phost, pport = proxy.addresses[0].rsplit(":", 1)
-            yield proxy, phost, int(pport)
+            yield proxy, front.connect
         nursery.cancel_scope.cancel()
+
+
+async def create_segment(connect: UpstreamConnector, segment: str) -> bool:
+    """:func:`refwire.pravega.client.create_segment` over ``connect``: True if it was created."""
+    conn = PravegaConnection(await connect())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(conn.run)
+        reply = await conn.request(CreateSegment(request_id=conn.new_request_id(), segment=segment))
+        nursery.cancel_scope.cancel()
+    return isinstance(reply, SegmentCreated)
+
+
+def writer(connect: UpstreamConnector, segment: str, config: WriterConfig) -> EventWriter:
+    """An :class:`EventWriter` of ``segment`` that connects with ``connect``."""
+    return EventWriter("memory", 0, segment, config=config, connect=connect)
 
 
 def test_pravega_and_tank_fields_come_from_their_codecs() -> None:
@@ -68,17 +108,19 @@ def test_an_observer_splits_any_way_the_same_and_passes_what_it_cannot_decode() 
     assert [f.type for f in o.feed(stream)] == ["?"]  # the rest of the direction is relayed as bytes
 
 
-async def test_a_dropped_dataappended_makes_the_writer_resend_and_the_store_keeps_each_event_once() -> None:
+async def test_a_dropped_dataappended_makes_the_writer_resend_and_the_store_keeps_each_event_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     server = SegmentStoreServer()
     seg = "sc/st/0.#epoch.0"
     rules = [
         {"name": "drop-ack-3", "direction": "s2c", "type": "pv:DataAppended", "where": {"event_number": 3}, "action": "drop"}
     ]
     with trio.fail_after(30):
-        async with proxied("pravega", server.serve, rules) as (proxy, host, port):
-            assert await create_segment(host, port, seg)
+        async with proxied("pravega", server.serve, rules) as (proxy, connect):
+            assert await create_segment(connect, seg)
             cfg = WriterConfig(ack_timeout=0.5, backoff=(0.01, 0.05))
-            async with EventWriter(host, port, seg, config=cfg) as w:
+            async with writer(connect, seg, cfg) as w:
                 for i in range(6):
                     await w.write([b"event %d" % i])
             reconnects = w.stats["reconnects"]
@@ -88,7 +130,7 @@ async def test_a_dropped_dataappended_makes_the_writer_resend_and_the_store_keep
     assert [p for _, p in events] == [b"event %d" % i for i in range(6)]
 
 
-async def test_a_duplicated_tank_produce_is_stored_twice() -> None:
+async def test_a_duplicated_tank_produce_is_stored_twice(autojump_clock: trio.testing.MockClock) -> None:
     """The proxy duplicates the client's first Produce: TANK has no request dedup,
     so the broker stores the bundle twice (a fault the proxy put there, seen on consume)."""
     from refwire.tank.bundles import Message
@@ -100,8 +142,8 @@ async def test_a_duplicated_tank_produce_is_stored_twice() -> None:
         {"name": "dup", "direction": "c2s", "type": "tk:Produce", "nth": 2, "action": "duplicate"}
     ]  # frame 2 of the direction (after CreateTopic)
     with trio.fail_after(30):
-        async with proxied("tank", broker.serve, rules) as (proxy, host, port):
-            async with TankClient.connect_tcp(host, port, config=ClientConfig(ping_interval=None)) as c:
+        async with proxied("tank", broker.serve, rules) as (proxy, connect):
+            async with TankClient(connect, config=ClientConfig(ping_interval=None)) as c:
                 assert await c.create_topic("t", 1) == 0
                 assert (await c.produce("t", 0, [Message(b"once", 1)])).error == 0
                 await trio.sleep(0.2)  # the broker answers the copy too; the client drops the stray reply
@@ -110,7 +152,7 @@ async def test_a_duplicated_tank_produce_is_stored_twice() -> None:
     assert [(a["rule"], a["type"]) for a in proxy.decisions] == [("dup", "Produce")]
 
 
-async def test_a_tank_request_id_rewritten_little_endian() -> None:
+async def test_a_tank_request_id_rewritten_little_endian(autojump_clock: trio.testing.MockClock) -> None:
     """A rewrite encodes the value the protocol's way (TANK: little-endian): the
     broker answers request 7, which the client never sent, so it is not matched."""
     from refwire.tank.client import ClientConfig, TankClient
@@ -122,7 +164,7 @@ async def test_a_tank_request_id_rewritten_little_endian() -> None:
     ]
     seen: list[int] = []
     with trio.fail_after(30):
-        async with proxied("tank", broker.serve, rules) as (proxy, host, port):
+        async with proxied("tank", broker.serve, rules) as (proxy, connect):
             original = proxy._apply
 
             def spy(rule: Any, frame: Any, writes: Any, end: Any) -> Any:
@@ -132,7 +174,7 @@ async def test_a_tank_request_id_rewritten_little_endian() -> None:
                 return out
 
             proxy._apply = spy  # type: ignore[method-assign]
-            async with TankClient.connect_tcp(host, port, config=ClientConfig(ping_interval=None, request_timeout=0.5)) as c:
+            async with TankClient(connect, config=ClientConfig(ping_interval=None, request_timeout=0.5)) as c:
                 with pytest.raises(
                     (trio.TooSlowError, ConnectionLost)
                 ):  # refwire's client refuses a reply to a request it never sent
@@ -144,31 +186,19 @@ async def _check_run(rules: Sequence[dict[str, Any]]) -> tuple[ChaosProxy, Segme
     server = SegmentStoreServer()
     seg = "sc/st/0.#epoch.0"
     with trio.fail_after(30):
-        async with trio.open_nursery() as nursery:
-            listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-            await nursery.start(server.serve, listeners)
-            port = listeners[0].socket.getsockname()[1]
-            async with open_chaos(
-                "pravega",
-                upstream=("127.0.0.1", port),
-                schedule=rules_from(rules, "pravega", 5),
-                record=io.StringIO(),
-                check=True,
-            ) as proxy:
-                host, pport = proxy.addresses[0].rsplit(":", 1)
-                assert await create_segment(host, int(pport), seg)
-                cfg = WriterConfig(ack_timeout=0.5, backoff=(0.01, 0.05), max_attempts=3)
-                try:
-                    async with EventWriter(host, int(pport), seg, config=cfg) as w:
-                        for i in range(4):
-                            await w.write([b"event %d" % i])
-                except Exception:  # a rewritten ack fails the writer: what --check says is the point
-                    pass
-            nursery.cancel_scope.cancel()
+        async with proxied("pravega", server.serve, rules, 5, check=True) as (proxy, connect):
+            assert await create_segment(connect, seg)
+            cfg = WriterConfig(ack_timeout=0.5, backoff=(0.01, 0.05), max_attempts=3)
+            try:
+                async with writer(connect, seg, cfg) as w:
+                    for i in range(4):
+                        await w.write([b"event %d" % i])
+            except Exception:  # a rewritten ack fails the writer: what --check says is the point
+                pass
     return proxy, server
 
 
-async def test_check_reports_an_ack_the_proxy_raised_and_nothing_on_clean_traffic() -> None:
+async def test_check_reports_an_ack_the_proxy_raised_and_nothing_on_clean_traffic(autojump_clock: trio.testing.MockClock) -> None:
     clean, _ = await _check_run([])
     assert clean.checker is not None and clean.checker.finish() == []
     rules = [
@@ -188,7 +218,7 @@ async def test_check_reports_an_ack_the_proxy_raised_and_nothing_on_clean_traffi
     assert found and found[0][0] == "ack-above-sent" and "event 9 acked" in found[0][1] and "injected fault" in found[0][1]
 
 
-async def test_capture_writes_what_was_sent_and_what_was_delivered(tmp_path: Any) -> None:
+async def test_capture_writes_what_was_sent_and_what_was_delivered(tmp_path: Any, autojump_clock: trio.testing.MockClock) -> None:
     """``--capture DIR``: DIR/sent holds each peer's bytes as sent, DIR/delivered as
     received after the faults; both are capture directories refwire decodes, and
     the dropped DataAppended is in the one and not the other."""
@@ -200,19 +230,11 @@ async def test_capture_writes_what_was_sent_and_what_was_delivered(tmp_path: Any
         {"name": "drop-ack-2", "direction": "s2c", "type": "pv:DataAppended", "where": {"event_number": 2}, "action": "drop"}
     ]
     with trio.fail_after(30):
-        async with trio.open_nursery() as nursery:
-            listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-            await nursery.start(server.serve, listeners)
-            port = listeners[0].socket.getsockname()[1]
-            async with open_chaos(
-                "pravega", upstream=("127.0.0.1", port), schedule=rules_from(rules, "pravega", 2), capture=tmp_path / "cap"
-            ) as proxy:
-                host, pport = proxy.addresses[0].rsplit(":", 1)
-                assert await create_segment(host, int(pport), seg)
-                async with EventWriter(host, int(pport), seg, config=WriterConfig(ack_timeout=0.5, backoff=(0.01, 0.05))) as w:
-                    for i in range(3):
-                        await w.write([b"e%d" % i])
-            nursery.cancel_scope.cancel()
+        async with proxied("pravega", server.serve, rules, 2, capture=tmp_path / "cap", record=False) as (_, connect):
+            assert await create_segment(connect, seg)
+            async with writer(connect, seg, WriterConfig(ack_timeout=0.5, backoff=(0.01, 0.05))) as w:
+                for i in range(3):
+                    await w.write([b"e%d" % i])
 
     def acks(sub: str) -> list[int]:
         rows = decode_capture("pravega", tmp_path / "cap" / sub)
@@ -249,32 +271,23 @@ async def _produce_then_read(
 
     cfg = ClientConfig(ping_interval=None, request_timeout=0.5)
     with trio.fail_after(30):
-        async with trio.open_nursery() as nursery:
-            listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-            await nursery.start(broker.serve, listeners)
-            upstream = ("127.0.0.1", listeners[0].socket.getsockname()[1])
-            schedule = rules_from(rules, "tank", 3)
-            async with open_chaos(
-                "tank", upstream=upstream, schedule=schedule, record=io.StringIO(), check=True, replay=replay
-            ) as proxy:
-                host, port = proxy.addresses[0].rsplit(":", 1)
-                async with TankClient.connect_tcp(host, int(port), config=cfg) as producer:
-                    assert await producer.create_topic("t", 1) == 0
-                    for i in range(5):
-                        for _ in range(5):
-                            try:
-                                result = await producer.produce("t", 0, [Message(b"m%d" % i, i, key=b"k" if i % 2 else None)])
-                            except ConnectionLost:
-                                continue  # the client reconnects at the next request
-                            assert result.error == 0
-                            break
-                async with TankClient.connect_tcp(host, int(port), config=cfg) as consumer:
-                    got = await _read_all(consumer, "t")
-            nursery.cancel_scope.cancel()
+        async with proxied("tank", broker.serve, rules, 3, check=True, replay=replay) as (proxy, connect):
+            async with TankClient(connect, config=cfg) as producer:
+                assert await producer.create_topic("t", 1) == 0
+                for i in range(5):
+                    for _ in range(5):
+                        try:
+                            result = await producer.produce("t", 0, [Message(b"m%d" % i, i, key=b"k" if i % 2 else None)])
+                        except ConnectionLost:
+                            continue  # the client reconnects at the next request
+                        assert result.error == 0
+                        break
+            async with TankClient(connect, config=cfg) as consumer:
+                got = await _read_all(consumer, "t")
     return proxy, got
 
 
-async def test_tank_check_is_clean_when_every_acked_message_is_read_back() -> None:
+async def test_tank_check_is_clean_when_every_acked_message_is_read_back(autojump_clock: trio.testing.MockClock) -> None:
     from refwire.tank.server import TankBroker
 
     rules = [
@@ -287,7 +300,7 @@ async def test_tank_check_is_clean_when_every_acked_message_is_read_back() -> No
     assert proxy.finish() == []
 
 
-async def test_tank_check_names_an_acked_message_the_broker_never_served() -> None:
+async def test_tank_check_names_an_acked_message_the_broker_never_served(autojump_clock: trio.testing.MockClock) -> None:
     """A broker that acknowledges the third produce without storing it (a planted
     bug): the consumer's read from seq 0 to the high-water mark lacks it."""
     from refwire.tank.server import TankBroker
@@ -344,14 +357,14 @@ def test_tank_check_tells_a_hidden_message_from_a_broker_bug() -> None:
     assert v.check == "acked-not-visible" and "an injected fault hid it" in v.detail and "read from seq 0" in v.detail
 
 
-async def test_tank_check_tells_a_rewritten_request_id_from_a_broker_bug() -> None:
+async def test_tank_check_tells_a_rewritten_request_id_from_a_broker_bug(autojump_clock: trio.testing.MockClock) -> None:
     from refwire.tank.client import ClientConfig, TankClient
     from refwire.tank.server import TankBroker
 
     rules = [{"name": "rid", "direction": "c2s", "type": "tk:Consume", "field": "request_id", "value": 7, "action": "rewrite"}]
     with trio.fail_after(30):
-        async with proxied("tank", TankBroker().serve, rules, check=True) as (proxy, host, port):
-            async with TankClient.connect_tcp(host, port, config=ClientConfig(ping_interval=None, request_timeout=0.5)) as c:
+        async with proxied("tank", TankBroker().serve, rules, check=True) as (proxy, connect):
+            async with TankClient(connect, config=ClientConfig(ping_interval=None, request_timeout=0.5)) as c:
                 assert await c.create_topic("t", 1) == 0
                 with pytest.raises((trio.TooSlowError, ConnectionLost)):
                     await c.consume("t", 0, 0)
@@ -359,7 +372,9 @@ async def test_tank_check_tells_a_rewritten_request_id_from_a_broker_bug() -> No
     assert v.check == "reply-without-request" and "request 7" in v.detail and "changed the request" in v.detail
 
 
-async def test_tank_faults_keep_every_acked_message_and_replay_takes_the_same_decisions() -> None:
+async def test_tank_faults_keep_every_acked_message_and_replay_takes_the_same_decisions(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     """A dropped produce ack (the producer times out and resends), a reset after
     a produce and a corrupted consume length (the consumer asks again): every acked message is
     read back, --check finds nothing the faults did not excuse, and the record

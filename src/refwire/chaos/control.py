@@ -197,7 +197,7 @@ class ControlServer:
         async with self._lock:
             if name in self.proxies:
                 raise ApiError("proxy already exists", 409)
-            upstream = "{}:{}".format(*proxy.upstream)
+            upstream = proxy.upstream_name
             managed = ManagedProxy(name, listen, upstream, proxy.protocol, proxy)
             proxy.on_entry = lambda entry: self._append(name, entry)
             if enabled:

@@ -22,6 +22,14 @@ they crossed that socket -- what a peer sent, on its own conversation, and
 what the proxy passed on after the faults, on the other peer's -- so Wireshark
 shows a fault as the difference between the two.
 
+Transport: by default the proxy listens on TCP and connects to the upstream
+over TCP.  A caller may give it any ``trio.abc.Listener`` to serve on and any
+``connect_upstream`` (an async callable returning a ``trio.abc.Stream``), e.g.
+memory streams under a virtual clock; what needs a socket then falls back: a
+peer without an address is ``?`` in the logs and the record, and a pcap
+conversation without one gets :meth:`~refwire.pcap.PcapWriter.connection`'s
+stand-in addresses.
+
 Memory: a direction holds at most one incomplete frame (bounded by
 ``max_frame_size``) and whatever a ``delay`` holds while it sleeps -- one
 frame, since a delayed frame holds back the frames after it, as TCP would --
@@ -41,7 +49,7 @@ import math
 import os
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -60,7 +68,7 @@ from .observe import Observed
 from .rules import Rule, Schedule
 from .toxics import FRAME, LinkClosed, Toxic, ToxicError, ToxicState, new_state, parse_toxic, pipe, update_toxic
 
-__all__ = ["ChaosProxy", "open_chaos", "replay_plan"]
+__all__ = ["ChaosProxy", "UpstreamConnector", "open_chaos", "replay_plan"]
 
 log = logging.getLogger("refwire.chaos")
 
@@ -68,17 +76,26 @@ log = logging.getLogger("refwire.chaos")
 RELAY_QUEUE = 16
 
 
+#: How the proxy opens a connection to its upstream: an async callable returning the stream.
+UpstreamConnector = Callable[[], Awaitable[trio.abc.Stream]]
+
+
 class _Closed(Exception):
     """The connection was closed by an action."""
 
 
 class ChaosProxy:
-    """See the module docstring.  ``await nursery.start(proxy.serve, listeners)``."""
+    """See the module docstring.  ``await nursery.start(proxy.serve, listeners)``.
+
+    ``upstream`` is the (host, port) each connection is relayed to over TCP; with
+    ``connect_upstream`` each connection's upstream is what it returns instead, and
+    ``upstream`` (may be None) only names it in the logs and the record.
+    """
 
     def __init__(
         self,
         protocol: str,
-        upstream: tuple[str, int],
+        upstream: tuple[str, int] | None,
         schedule: Schedule,
         *,
         record: IO[str] | None = None,
@@ -93,7 +110,10 @@ class ChaosProxy:
         upstream_hostname: str | None = None,
         handshake_timeout: float = 10.0,
         pcap: PcapWriter | None = None,
+        connect_upstream: UpstreamConnector | None = None,
     ) -> None:
+        if upstream is None and connect_upstream is None:
+            raise ValueError("ChaosProxy needs an upstream address or a connect_upstream")
         #: TLS: ``tls`` terminates the clients' TLS (the proxy's certificate),
         #: ``upstream_tls`` originates TLS to the upstream (checked against
         #: ``upstream_hostname``, default the upstream host), so a TLS deployment
@@ -118,6 +138,10 @@ class ChaosProxy:
         self.replay = replay
         self.protocol = protocol
         self.upstream = upstream
+        #: the upstream as the logs and the record name it: ``HOST:PORT``, ``?`` when only a connector is known
+        self.upstream_name = "?" if upstream is None else "{}:{}".format(*upstream)
+        #: opens one connection to the upstream (default: TCP to ``upstream``)
+        self.connect_upstream: UpstreamConnector = connect_upstream or self._open_tcp_upstream
         self.schedule = schedule
         self.record_to = record
         self.max_frame_size = max_frame_size
@@ -244,9 +268,14 @@ class ChaosProxy:
             )
         return st
 
+    async def _open_tcp_upstream(self) -> trio.abc.Stream:
+        """The default :attr:`connect_upstream`: a TCP connection to ``upstream``."""
+        assert self.upstream is not None
+        return await trio.open_tcp_stream(*self.upstream)
+
     async def serve(
         self,
-        listeners: Sequence[trio.SocketListener],
+        listeners: Sequence[trio.abc.Listener[trio.abc.Stream]],
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
@@ -257,7 +286,7 @@ class ChaosProxy:
                 "event": "start",
                 "protocol": self.protocol,
                 "seed": self.schedule.seed,
-                "upstream": f"{self.upstream[0]}:{self.upstream[1]}",
+                "upstream": self.upstream_name,
             }
         )
         async with trio.open_nursery() as nursery:
@@ -265,7 +294,7 @@ class ChaosProxy:
                 nursery.start_soon(self._accept_loop, lst, nursery)
             task_status.started()
 
-    async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+    async def _accept_loop(self, listener: trio.abc.Listener[trio.abc.Stream], nursery: trio.Nursery) -> None:
         while True:
             try:
                 stream = await listener.accept()
@@ -275,7 +304,8 @@ class ChaosProxy:
 
     # ------------------------------------------------------------------ one connection
 
-    async def _handle(self, tcp_client: trio.SocketStream) -> None:
+    async def _handle(self, tcp_client: trio.abc.Stream) -> None:
+        """One accepted connection (``tcp_client``: as accepted, under any TLS the proxy terminates)."""
         conn = next(self._ids)
         self.stats["connections"] += 1
         client: trio.abc.Stream = tcp_client
@@ -294,9 +324,10 @@ class ChaosProxy:
         upstream: trio.abc.Stream
         try:
             with trio.fail_after(self.connect_timeout):
-                upstream = await trio.open_tcp_stream(*self.upstream)
+                upstream = await self.connect_upstream()
                 if self.upstream_tls is not None:
-                    tls_up = trio.SSLStream(upstream, self.upstream_tls, server_hostname=self.upstream_hostname or self.upstream[0])
+                    hostname = self.upstream_hostname or (None if self.upstream is None else self.upstream[0])
+                    tls_up = trio.SSLStream(upstream, self.upstream_tls, server_hostname=hostname)
                     try:
                         await tls_up.do_handshake()
                     except BaseException:
@@ -307,9 +338,9 @@ class ChaosProxy:
             self.stats["upstream_down"] += 1
             why = "timed out" if isinstance(exc, trio.TooSlowError) else (getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
             log.warning(
-                "chaos: connection %d: the upstream %s:%d is down (%s); closing the client's connection",
+                "chaos: connection %d: the upstream %s is down (%s); closing the client's connection",
                 conn,
-                *self.upstream,
+                self.upstream_name,
                 why,
             )
             self._write({"event": "upstream-down", "conn": conn, "reason": why})
@@ -318,17 +349,15 @@ class ChaosProxy:
             return
         self._write({"event": "open", "conn": conn})
         ends: dict[str, str] = {}
-        try:
-            peer = "{}:{}".format(*tcp_client.socket.getpeername()[:2])
-        except OSError:
-            peer = "?"
+        address = socket_address(tcp_client, "peer")
+        peer = "?" if address is None else "{}:{}".format(*address)
         links = {
             "c2s": Link(conn, "c2s", client, upstream, peer),
             "s2c": Link(conn, "s2c", upstream, client, peer),
         }
         captures: dict[str, CaptureFiles] = {}
         if self.capture is not None:
-            meta = {"client": peer, "server": "{}:{}".format(*self.upstream), "started": time.time(), "protocol": self.protocol}
+            meta = {"client": peer, "server": self.upstream_name, "started": time.time(), "protocol": self.protocol}
             captures = {sub: CaptureFiles(self.capture / sub, f"conn{conn:05d}", meta) for sub in ("sent", "delivered")}
             self._captures[conn] = captures
         for d, link in links.items():
@@ -336,7 +365,9 @@ class ChaosProxy:
         if self.pcap is not None:
             tcp_up = upstream.transport_stream if isinstance(upstream, trio.SSLStream) else upstream
             self._wires[conn] = {
-                "client": self.pcap.connection(socket_address(tcp_client, "peer"), socket_address(tcp_client, "local"), time.time()),
+                "client": self.pcap.connection(
+                    socket_address(tcp_client, "peer"), socket_address(tcp_client, "local"), time.time()
+                ),
                 "upstream": self.pcap.connection(socket_address(tcp_up, "local"), socket_address(tcp_up, "peer"), time.time()),
             }
         try:
@@ -693,7 +724,7 @@ class ChaosProxy:
         if "upstream" in wires:
             wires["upstream"].reset("c2s", time.time())
 
-    def _wire_refused(self, tcp_client: trio.SocketStream) -> None:
+    def _wire_refused(self, tcp_client: trio.abc.Stream) -> None:
         """A client the proxy accepted and closed at once (its TLS failed, the upstream is down)."""
         if self.pcap is not None:
             wire = self.pcap.connection(socket_address(tcp_client, "peer"), socket_address(tcp_client, "local"), time.time())
@@ -719,7 +750,7 @@ class ChaosProxy:
 async def open_chaos(
     protocol: str,
     *,
-    upstream: tuple[str, int],
+    upstream: tuple[str, int] | None = None,
     schedule: Schedule | None = None,
     listen: tuple[str, int] = ("127.0.0.1", 0),
     record: IO[str] | None = None,
@@ -731,6 +762,8 @@ async def open_chaos(
     upstream_tls: ssl.SSLContext | None = None,
     upstream_hostname: str | None = None,
     pcap: PcapWriter | None = None,
+    listeners: Sequence[trio.abc.Listener[trio.abc.Stream]] | None = None,
+    connect: UpstreamConnector | None = None,
 ) -> AsyncIterator[ChaosProxy]:
     """A proxy on ``listen`` (port 0: any) for the ``async with`` block::
 
@@ -738,6 +771,12 @@ async def open_chaos(
         ...  # clients connect to proxy.addresses[0]
         async with proxy.rule(name="drop-acks", type="A", direction="s2c", action="drop"):
             ...
+
+    Another transport: ``listeners`` to serve on instead of TCP on ``listen``, ``connect`` to open each upstream
+    connection instead of TCP to ``upstream`` (see :class:`ChaosProxy`)::
+
+    async with open_chaos("lumberjack", listeners=[front], connect=back.connect) as proxy:
+        ...  # clients connect with front.connect (memory listeners, virtual time)
     """
     proxy = ChaosProxy(
         protocol,
@@ -752,8 +791,10 @@ async def open_chaos(
         upstream_tls=upstream_tls,
         upstream_hostname=upstream_hostname,
         pcap=pcap,
+        connect_upstream=connect,
     )
-    listeners = await trio.open_tcp_listeners(listen[1], host=listen[0])
+    if listeners is None:
+        listeners = await trio.open_tcp_listeners(listen[1], host=listen[0])
     async with trio.open_nursery() as nursery:
         await nursery.start(proxy.serve, listeners)
         try:
