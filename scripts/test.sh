@@ -20,6 +20,11 @@ if ! command -v java >/dev/null 2>&1 && [ -z "${JAVA_HOME:-}" ]; then
         export JAVA_HOME
     fi
 fi
+# tshark runs the generated Wireshark dissectors (tests/test_dissector.py; they skip without it).
+if ! command -v tshark >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tshark >/dev/null; } \
+        || echo "tshark could not be installed: tests/test_dissector.py will skip" >&2
+fi
 # Third-party Lumberjack peer(s) from npm, versions pinned by the lock file.
 npm ci --prefix tests/interop/node --no-audit --no-fund --loglevel=error
 

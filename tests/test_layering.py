@@ -46,9 +46,12 @@ GROUND = {
     "refwire._mypyc", "refwire.speed",
 }
 DRIVERS = {"refwire.drivers", "refwire.transport", "refwire.logs", "refwire.tap", "refwire.pcap", "refwire.reference", "refwire.cliutil", "refwire.argtypes"}
-TOOLS = ("refwire.conform", "refwire.chaos", "refwire.pipeline")
-#: Each tool's (and the simulator's) one folder of per-protocol parts.
+TOOLS = ("refwire.conform", "refwire.chaos", "refwire.pipeline", "refwire.dissector")
+#: Each tool's (and the simulator's) one folder of per-protocol parts.  A tool whose parts
+#: lie in its own folder (the dissector's ``refwire/dissector/<protocol>.py``): its parts are
+#: the modules descriptors name there, and its other modules are its generic part.
 PART_FOLDERS = {
+    "refwire.dissector": "refwire.dissector",
     "refwire.conform": "refwire.conform.cases",
     "refwire.chaos": "refwire.chaos.adapters",
     "refwire.pipeline": "refwire.pipeline.dialects",
@@ -65,6 +68,7 @@ PIECE_FOLDERS = {
     "rules": "refwire.pipeline.dialects",
     "conform": "refwire.conform.cases",
     "chaos": "refwire.chaos.adapters",
+    "dissector": "refwire.dissector",
 }
 #: The protocol families: a subpackage (the 2017 Pravega draft) belongs to its parent's family.
 FAMILIES = tuple(sorted({".".join(p.split(".")[:2]) for p in PACKAGES}))
@@ -198,8 +202,24 @@ def _where(name: str, line: int) -> str:
     return f"{_modules()[name].relative_to(SRC.parent.parent)}:{line}"
 
 
+@functools.cache
+def _named_parts() -> frozenset[str]:
+    """The modules a descriptor names as a piece that lives in a tool's folder."""
+    return frozenset(
+        ref.partition(":")[0]
+        for d in registry().values()
+        for piece, folder in PIECE_FOLDERS.items()
+        if folder is not None and (ref := getattr(d, piece)) is not None
+    )
+
+
 def _part_folder(name: str) -> str | None:
-    return next((f for f in PART_FOLDERS.values() if name == f or name.startswith(f + ".")), None)
+    for f in PART_FOLDERS.values():
+        if name == f or name.startswith(f + "."):
+            if f in TOOLS:  # the tool's own folder: only what a descriptor names is a part
+                return f if any(name == m or name.startswith(m + ".") for m in _named_parts()) else None
+            return f
+    return None
 
 
 # --------------------------------------------------------------------------- the rules

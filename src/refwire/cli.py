@@ -37,7 +37,12 @@ __all__ = ["INTERRUPTED", "TOOL_CLIS", "main", "run_interruptibly"]
 _log = logging.getLogger("refwire.cli")
 
 #: ``register(Commands)`` functions beside the protocols' own (which their descriptors name).
-TOOL_CLIS = ("refwire.pipeline.cli:register", "refwire.conform.cli:register", "refwire.chaos.cli:register")
+TOOL_CLIS = (
+    "refwire.pipeline.cli:register",
+    "refwire.conform.cli:register",
+    "refwire.chaos.cli:register",
+    "refwire.dissector.cli:register",
+)
 
 
 def _sim_protocols() -> tuple[str, ...]:

@@ -35,7 +35,7 @@ PACKAGES: tuple[str, ...] = (
 )
 
 #: The pieces a descriptor may name.
-Piece = Literal["cli", "scenario", "decoder", "rules", "conform", "chaos", "reference_server", "describer", "layout"]
+Piece = Literal["cli", "scenario", "decoder", "rules", "conform", "chaos", "reference_server", "describer", "layout", "dissector"]
 
 
 def load(ref: str) -> Any:
@@ -73,6 +73,10 @@ class Descriptor:
     describer: str | None = None
     #: Its frames as data, a :class:`refwire.describe.Layout` (fixed-position fields per frame type).
     layout: str | None = None
+    #: Its Wireshark dissector part (a :class:`refwire.dissector.generate.Part`): what of the
+    #: Lua ``refwire dissector`` generates from :attr:`layout` is its own (ports, heuristic,
+    #: the hand-written Lua for what a table cannot say).
+    dissector: str | None = None
     #: Its simulator scenario (a :class:`refwire.sim.scenarios.Scenario`).
     scenario: str | None = None
     #: Its capture decoder (a :class:`refwire.pipeline.decoders.Decoder`).
@@ -148,6 +152,7 @@ def descriptor(name: str, piece: Piece | None = None) -> Descriptor:
             "reference_server": "reference server",
             "describer": "describer",
             "layout": "frame layout",
+            "dissector": "Wireshark dissector",
             "machines": "state machines",
             None: "protocol",
         }.get(piece, str(piece))

@@ -14,6 +14,7 @@ DESCRIPTOR = Descriptor(
     package="refwire.lumberjack",
     describer="refwire.lumberjack.describe:describer",
     layout="refwire.lumberjack.describe:LAYOUT",
+    dissector="refwire.dissector.lumberjack:PART",
     cli="refwire.lumberjack.cli:register",
     scenario="refwire.sim.scenarios.lumberjack:SCENARIO",
     decoder="refwire.pipeline.dialects.lumberjack:decode",

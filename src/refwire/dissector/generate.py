@@ -1,0 +1,444 @@
+"""Lua for Wireshark from a :class:`~refwire.describe.Layout` (the generic part of ``refwire dissector``).
+
+:func:`generate` writes one protocol's dissector: the layout becomes a Lua
+table (per frame type its fixed fields and its smallest size) and a
+``ProtoField`` per field (``uint8/16/32/64`` by size, ``UInt64`` values for
+8-byte fields, characters as strings); a generic frame loop reads the frame
+type, sizes each frame (its fixed size, or the protocol's size function), asks
+TCP for more bytes when a frame is incomplete (``desegment_offset`` /
+``desegment_len``), and adds an expert-info warning where refwire would reject
+the bytes (a first byte no frame starts with, an unknown frame type, a frame
+over ``max_frame_size``, a :class:`Check` that fails) -- after a byte that is
+no frame, the rest of that direction is undecoded, as refwire's describers say
+it (:mod:`refwire.describe`).
+
+What a table cannot say -- variable sizes, payloads, nested frames, matching
+requests with responses -- is hand-written Lua in the protocol's :class:`Part`,
+inserted verbatim between comment lines naming it.  The output is
+deterministic: the same layout and part give the same bytes.
+
+This module names no protocol and does no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from string import Template
+from typing import Final, Literal
+
+import attrs
+
+from ..describe import Field, Layout
+from ..protocols import Descriptor
+
+__all__ = ["Check", "Part", "generate", "generate_many", "lua_string"]
+
+Expert = Literal["malformed", "limit", "note"]
+
+
+@attrs.frozen
+class Check:
+    """A condition on a whole frame's fixed fields that refwire rejects.
+
+    ``when`` is a Lua expression over ``v`` (the frame's fixed fields by name:
+    integers as numbers, characters as strings) and ``LIMIT`` (the part's
+    limits); when it holds, the frame gets an expert-info ``expert`` with ``text``
+    citing the spec's file and ``section``)."""
+
+    frame: str
+    when: str
+    text: str
+    #: the spec sections that say so (``"§2.3, §4"``)
+    section: str = ""
+    expert: Expert = "malformed"
+
+
+@attrs.frozen(kw_only=True)
+class Part:
+    """What of a protocol's dissector is its own (its descriptor's ``dissector`` piece)."""
+
+    #: the Lua ``Proto`` name and display-filter prefix (lower case)
+    name: str
+    #: its title in Wireshark's protocol list
+    title: str
+    #: the short name in the packet list's Protocol column
+    short: str
+    #: the TCP ports it is registered on
+    ports: tuple[int, ...] = ()
+    #: whether it registers as a heuristic dissector on TCP (the part defines ``PART.heuristic``)
+    heuristic: bool = False
+    #: the layout's field that names the frame type (read from every frame)
+    type_field: str = "type"
+    #: refwire's limits the Lua checks (``max_frame_size`` at least), by name
+    limits: Mapping[str, int] = attrs.field(factory=dict)
+    #: the spec's file, cited by every expert-info text
+    spec: str = ""
+    #: the spec sections an unknown frame type and a frame over ``max_frame_size`` break
+    unknown_type_section: str = ""
+    limit_section: str = ""
+    #: conditions on fixed fields refwire rejects
+    checks: tuple[Check, ...] = ()
+    #: extra ProtoField declarations (Lua statements assigning ``hf.<key>``)
+    fields_lua: str = ""
+    #: the hand-written Lua: fills ``PART.start``, ``PART.size``, ``PART.body``,
+    #: ``PART.summary`` and ``PART.heuristic`` (see the generated file's comments)
+    lua: str = ""
+
+
+def lua_string(text: str) -> str:
+    """``text`` as a Lua string literal (double quotes, escapes for the rest)."""
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif 32 <= ord(ch) < 127:
+            out.append(ch)
+        else:
+            out.extend(f"\\{b}" for b in ch.encode("utf-8"))
+    return '"' + "".join(out) + '"'
+
+
+_UINT_TYPES: Final = {1: "uint8", 2: "uint16", 3: "uint24", 4: "uint32", 8: "uint64"}
+_INT_TYPES: Final = {1: "int8", 2: "int16", 3: "int24", 4: "int32", 8: "int64"}
+
+
+def _protofield(abbrev: str, f: Field) -> str:
+    if f.kind == "char":
+        return f"ProtoField.string({lua_string(abbrev)}, {lua_string(f.name)})"
+    if f.kind == "bytes":
+        return f"ProtoField.bytes({lua_string(abbrev)}, {lua_string(f.name)})"
+    table = _UINT_TYPES if f.kind == "uint" else _INT_TYPES
+    kind = table.get(f.size)
+    if kind is None:
+        raise ValueError(f"field {f.name!r}: no Wireshark integer type of {f.size} bytes")
+    return f"ProtoField.{kind}({lua_string(abbrev)}, {lua_string(f.name)}, base.DEC)"
+
+
+def _field_keys(layout: Layout, prefix: str) -> dict[tuple[str, str], tuple[str, str]]:
+    """(frame type, field name) -> (Lua key, filter abbreviation): one ProtoField per field
+    name, unless frame types disagree on its kind or size (then one per frame type)."""
+    shapes: dict[str, set[tuple[str, int]]] = {}
+    for fl in layout.frames.values():
+        for f in fl.fields:
+            shapes.setdefault(f.name, set()).add((f.kind, f.size))
+    out = {}
+    for t, fl in sorted(layout.frames.items()):
+        for f in fl.fields:
+            if len(shapes[f.name]) == 1:
+                out[(t, f.name)] = (f.name, f"{prefix}.{f.name}")
+            else:
+                out[(t, f.name)] = (f"{t}.{f.name}", f"{prefix}.{t}.{f.name}")
+    return out
+
+
+def _layout_lua(layout: Layout, keys: Mapping[tuple[str, str], tuple[str, str]]) -> str:
+    lines = ["local LAYOUT = {"]
+    for t, fl in sorted(layout.frames.items()):
+        lines.append(f"  [{lua_string(t)}] = {{min_size = {fl.min_size}, fields = {{")
+        for f in fl.fields:
+            key = keys[(t, f.name)][0]
+            lines.append(
+                f"    {{name = {lua_string(f.name)}, hf = {lua_string(key)}, offset = {f.offset}, size = {f.size}, kind = {lua_string(f.kind)}}},"
+            )
+        lines.append("  }},")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _fields_lua(layout: Layout, keys: Mapping[tuple[str, str], tuple[str, str]]) -> str:
+    seen: dict[str, str] = {}
+    for t, fl in sorted(layout.frames.items()):
+        for f in fl.fields:
+            key, abbrev = keys[(t, f.name)]
+            seen.setdefault(key, f"hf[{lua_string(key)}] = {_protofield(abbrev, f)}")
+    return "\n".join(seen[k] for k in sorted(seen))
+
+
+def _checks_lua(checks: Iterable[Check], spec: str) -> str:
+    by_frame: dict[str, list[Check]] = {}
+    for c in checks:
+        by_frame.setdefault(c.frame, []).append(c)
+    lines = []
+    for t in sorted(by_frame):
+        lines.append(f"CHECKS[{lua_string(t)}] = function(v)")
+        lines.append("  local out = {}")
+        for c in by_frame[t]:
+            text = f"{c.text} ({' '.join(x for x in (spec, c.section) if x)})"
+            lines.append(f"  if {c.when} then out[#out + 1] = {{{lua_string(c.expert)}, {lua_string(text)}}} end")
+        lines.append("  return out")
+        lines.append("end")
+    return "\n".join(lines)
+
+
+def _type_field(layout: Layout, name: str) -> Field:
+    found = {f for fl in layout.frames.values() for f in fl.fields if f.name == name}
+    if len(found) != 1:
+        raise ValueError(f"the type field {name!r} is not at one place in every frame type")
+    return found.pop()
+
+
+_TEMPLATE: Final = Template(r"""
+-- ${title}: a Wireshark dissector (Lua, Wireshark 4.0 or later).
+--
+-- GENERATED by `refwire dissector ${name}` from ${layout_ref} (the frame layout
+-- refwire's describer and codec follow) and the hand-written part ${part_ref}.
+-- Do not edit: generate it again.  Spec: ${spec}.
+--
+-- Install: tshark -X lua_script:THIS_FILE ..., or copy it into Wireshark's personal
+-- Lua plugins folder (Help > About Wireshark > Folders).
+do
+local P = Proto(${name_lua}, ${title_lua})
+local NAME = ${name_lua}
+
+-- refwire's limits (its defaults); a value above one is what refwire rejects.
+local LIMIT = {${limits}}
+
+-- ----------------------------------------------------------------- the layout
+-- Per frame type: its smallest size and its fixed fields (offset from the frame's
+-- first byte, size in bytes, kind).  Integers are ${order}-endian.
+${layout}
+local BIG_ENDIAN = ${big}
+local TYPE_FIELD = {name = ${type_name}, offset = ${type_offset}, size = ${type_size}, kind = ${type_kind}}
+local TYPE_END = ${type_end}  -- bytes needed before the frame type is known
+
+-- ----------------------------------------------------------------- fields
+local hf = {}
+${fields}
+-- generic ones
+hf["_size"] = ProtoField.uint32(NAME .. ".size", "frame size", base.DEC)
+hf["_undecoded"] = ProtoField.bytes(NAME .. ".undecoded", "undecoded bytes")
+
+-- ----------------------------------------------------------------- expert infos
+local ef = {
+  malformed = ProtoExpert.new(NAME .. ".malformed", "refwire rejects this", expert.group.MALFORMED, expert.severity.WARN),
+  limit = ProtoExpert.new(NAME .. ".limit", "over a refwire limit", expert.group.PROTOCOL, expert.severity.WARN),
+  note = ProtoExpert.new(NAME .. ".note", "note", expert.group.SEQUENCE, expert.severity.CHAT),
+}
+
+-- ----------------------------------------------------------------- helpers
+-- The value of fixed field f of the frame at off (integers as numbers, or UInt64
+-- for 8-byte ones; characters as a string).
+local function field_value(tvb, off, f)
+  local r = tvb:range(off + f.offset, f.size)
+  if f.kind == "char" then return r:raw() end
+  if f.kind == "bytes" then return r:bytes() end
+  if f.kind == "int" then
+    if f.size == 8 then return BIG_ENDIAN and r:int64() or r:le_int64() end
+    return BIG_ENDIAN and r:int() or r:le_int()
+  end
+  if f.size == 8 then return BIG_ENDIAN and r:uint64() or r:le_uint64() end
+  return BIG_ENDIAN and r:uint() or r:le_uint()
+end
+
+-- Every fixed field of the frame at off, by name.
+local function read_fixed(tvb, off, lay)
+  local v = {}
+  for _, f in ipairs(lay.fields) do v[f.name] = field_value(tvb, off, f) end
+  return v
+end
+
+-- Per direction of a connection: what the first pass learnt (a break, matches).
+local f_stream = Field.new("tcp.stream")
+local conversations = {}
+local function conversation(pinfo)
+  local fi = f_stream()
+  local key = fi and tostring(fi.value) or "?"
+  local c = conversations[key]
+  if c == nil then
+    c = {broken = {}, state = {}}
+    conversations[key] = c
+  end
+  return c
+end
+
+-- Bytes that are no frame (from off to the end): shown as such, with why.
+local function undecoded(tvb, tree, off, expert_key, text)
+  local r = tvb:range(off)
+  local item = tree:add(P, r, "undecoded: " .. text)
+  item:add(hf._undecoded, r)
+  item:add_proto_expert_info(ef[expert_key], text)
+end
+
+-- The hand-written part (below) fills these:
+--   PART.start(tvb, off, avail)             -> nil, or {expert, text}: no frame starts here
+--   PART.size[T](tvb, off, avail, v)        -> the whole frame's size (and the field that sized it),
+--                                              or nil: more bytes are needed to know it
+--   PART.body[T](tvb, off, size, item, pinfo, v, ctx) -> what follows the fixed fields
+--   PART.summary[T](v)                      -> the frame's one-line text
+--   PART.heuristic(tvb, pinfo)              -> whether a connection's first bytes are this protocol
+-- CHECKS[T](v) -> {{expert, text}, ...}: the generated checks of the fixed fields.
+local PART = {size = {}, body = {}, summary = {}}
+local CHECKS = {}
+local dissect_stream  -- (tvb, pinfo, tree, off, ctx) -> stop offset, bytes needed (or nil), broken
+
+${checks}
+
+-- ----------------------------------------------------------------- hand-written: ${part_ref}
+${part_fields}
+${part_lua}
+-- ----------------------------------------------------------------- end of ${part_ref}
+
+local fields = {}
+local names = {}
+for k in pairs(hf) do names[#names + 1] = k end
+table.sort(names)
+for _, k in ipairs(names) do fields[#fields + 1] = hf[k] end
+P.fields = fields
+local experts = {}
+local enames = {}
+for k in pairs(ef) do enames[#enames + 1] = k end
+table.sort(enames)
+for _, k in ipairs(enames) do experts[#experts + 1] = ef[k] end
+P.experts = experts
+
+-- ----------------------------------------------------------------- the frame loop
+-- One frame at off: its size; or nil and how many more bytes it needs; or false
+-- when these bytes are no frame (they are shown undecoded, with why).
+local function frame_at(tvb, pinfo, tree, off, ctx)
+  local avail = tvb:len() - off
+  if PART.start then
+    local bad = PART.start(tvb, off, avail)
+    if bad then undecoded(tvb, tree, off, bad[1], bad[2]); return false end
+  end
+  if avail < TYPE_END then return nil, TYPE_END - avail end
+  local t = field_value(tvb, off, TYPE_FIELD)
+  local lay = LAYOUT[t]
+  if lay == nil then
+    undecoded(tvb, tree, off, "malformed", string.format(${unknown_type_fmt}, tostring(t)))
+    return false
+  end
+  if avail < lay.min_size then return nil, lay.min_size - avail end
+  local v = read_fixed(tvb, off, lay)
+  local size, by = lay.min_size, nil
+  if PART.size[t] then
+    size, by = PART.size[t](tvb, off, avail, v)
+    if size == nil then return nil, DESEGMENT_ONE_MORE_SEGMENT end
+  end
+  if size > LIMIT.max_frame_size then
+    undecoded(tvb, tree, off, "limit", string.format(${limit_fmt}, t, size, LIMIT.max_frame_size, by or "size"))
+    return false
+  end
+  if avail < size then return nil, size - avail end
+  -- a whole frame
+  ctx.count.n = ctx.count.n + 1
+  ctx.key = pinfo.number .. "." .. ctx.count.n
+  local item = tree:add(P, tvb:range(off, size))
+  for _, f in ipairs(lay.fields) do
+    local r = tvb:range(off + f.offset, f.size)
+    if BIG_ENDIAN or f.kind == "char" or f.kind == "bytes" then item:add(hf[f.hf], r) else item:add_le(hf[f.hf], r) end
+  end
+  item:add(hf._size, size):set_generated()
+  if CHECKS[t] then
+    for _, c in ipairs(CHECKS[t](v)) do item:add_proto_expert_info(ef[c[1]], c[2]) end
+  end
+  if PART.body[t] then PART.body[t](tvb, off, size, item, pinfo, v, ctx) end
+  local text = PART.summary[t] and PART.summary[t](v) or t
+  item:set_text(${short_lua} .. " " .. text)
+  if ctx.depth == 0 then pinfo.cols.info:append((ctx.shown and " " or "") .. text); ctx.shown = true end
+  return size
+end
+
+dissect_stream = function(tvb, pinfo, tree, off, ctx)
+  local len = tvb:len()
+  while off < len do
+    local size, need = frame_at(tvb, pinfo, tree, off, ctx)
+    if size == false then return len, nil, true end
+    if size == nil then return off, need, false end
+    off = off + size
+  end
+  return off, nil, false
+end
+
+function P.dissector(tvb, pinfo, tree)
+  local len = tvb:len()
+  if len == 0 then return 0 end
+  local conv = conversation(pinfo)
+  local dir = tostring(pinfo.src) .. ":" .. tostring(pinfo.src_port)
+  pinfo.cols.protocol = ${short_lua}
+  -- after a byte that is no frame, refwire reads the rest of the direction as undecoded bytes
+  local broke = conv.broken[dir]
+  if broke ~= nil and pinfo.number > broke then
+    local r = tvb:range(0)
+    tree:add(P, r, "undecoded: after the error in frame " .. broke):add(hf._undecoded, r)
+    return len
+  end
+  pinfo.cols.info:clear()
+  local ctx = {depth = 0, conv = conv, dir = dir, count = {n = 0}}
+  local off, need, broken = dissect_stream(tvb, pinfo, tree, 0, ctx)
+  if broken then
+    if not pinfo.visited and broke == nil then conv.broken[dir] = pinfo.number end
+    return len
+  end
+  if need ~= nil then  -- ask TCP for the rest of the frame
+    pinfo.desegment_offset = off
+    pinfo.desegment_len = need
+  end
+  return len
+end
+
+-- ----------------------------------------------------------------- registration
+local tcp_port = DissectorTable.get("tcp.port")
+for _, port in ipairs({${ports}}) do tcp_port:add(port, P) end
+${heuristic}
+end
+""")
+
+_HEURISTIC: Final = r"""local function heuristic(tvb, pinfo, tree)
+  if not PART.heuristic(tvb, pinfo) then return false end
+  pinfo.conversation = P  -- the connection's later packets come here directly
+  P.dissector(tvb, pinfo, tree)
+  return true
+end
+P:register_heuristic("tcp", heuristic)"""
+
+
+def generate(desc: Descriptor, part: Part | None = None, layout: Layout | None = None) -> str:
+    """The Lua dissector of the protocol ``desc`` describes, from its layout and its
+    dissector part (both loaded through the descriptor unless given)."""
+    part = part if part is not None else desc.load("dissector")
+    layout = layout if layout is not None else desc.load("layout")
+    if not isinstance(part, Part) or not isinstance(layout, Layout):
+        raise TypeError(f"{desc.name}: the dissector piece must be a Part and the layout a Layout")
+    if "max_frame_size" not in part.limits:
+        raise ValueError(f"{desc.name}: the dissector part names no max_frame_size")
+    keys = _field_keys(layout, part.name)
+    tf = _type_field(layout, part.type_field)
+    spec = part.spec
+    unknown = f"unknown frame type %q ({spec} {part.unknown_type_section})"
+    over = f"%s of %d bytes is over max_frame_size=%d (field %s) ({spec} {part.limit_section})"
+    text = _TEMPLATE.substitute(
+        name=part.name,
+        name_lua=lua_string(part.name),
+        title=part.title,
+        title_lua=lua_string(part.title),
+        short_lua=lua_string(part.short),
+        layout_ref=str(desc.layout),
+        part_ref=str(desc.dissector),
+        spec=spec,
+        limits=", ".join(f"{k} = {v}" for k, v in sorted(part.limits.items())),
+        order=layout.byte_order,
+        layout=_layout_lua(layout, keys),
+        big="true" if layout.byte_order == "big" else "false",
+        type_name=lua_string(tf.name),
+        type_offset=tf.offset,
+        type_size=tf.size,
+        type_kind=lua_string(tf.kind),
+        type_end=tf.offset + tf.size,
+        fields=_fields_lua(layout, keys),
+        checks=_checks_lua(part.checks, spec),
+        part_fields=part.fields_lua.strip(),
+        part_lua=part.lua.strip(),
+        unknown_type_fmt=lua_string(unknown),
+        limit_fmt=lua_string(over),
+        ports=", ".join(str(p) for p in part.ports),
+        heuristic=_HEURISTIC if part.heuristic else "",
+    )
+    return re.sub(r"\n{3,}", "\n\n", text).lstrip("\n")
+
+
+def generate_many(descs: Iterable[Descriptor]) -> str:
+    """One Lua file holding the dissectors of several protocols (each in its own block)."""
+    return "\n".join(generate(d) for d in descs)

@@ -1,0 +1,260 @@
+"""The generated Wireshark dissector (``refwire dissector``) against refwire's own reading.
+
+Every Lumberjack wire vector (specs/lumberjack/vectors/: frames, conversations,
+errors) and a session with acks become TCP connections in one pcapng
+(:mod:`refwire.pcap`): each stream once in one segment, once cut into 3-byte
+segments (frames split across segments), and the valid client streams once more
+on a port that is not Lumberjack's (the heuristic dissector).  One tshark run
+with the generated Lua reads them all; every frame and field it shows is
+compared with the describer ``refwire decode`` reads with (strict, as the
+capture pipeline reads it: specs/lumberjack/README.md §2, §4).  Where refwire
+rejects a stream, the dissector's frame at that place carries an expert-info
+warning citing §4 of the spec (its table of every error refwire detects).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from refwire.cli import main
+from refwire.describe import UNDECODED, Described
+from refwire.lumberjack.frames import DEFAULT_LIMITS, Ack, Compressed, JsonFrame, Window
+from refwire.pcap import PcapWriter
+from refwire.protocols import descriptor
+
+TSHARK = shutil.which("tshark")
+pytestmark = pytest.mark.skipif(TSHARK is None, reason="tshark is not installed (apt-get install tshark): the Lua dissector cannot run")
+
+VECTORS = Path(__file__).resolve().parent.parent / "specs" / "lumberjack" / "vectors"
+PORT = 5044
+OTHER_PORT = 15044  # no dissector registered: the heuristic must find these
+FIELDS = ("version", "count", "seq", "len", "pairs")
+#: expert severity "warning" in tshark's JSON
+WARN = str(0x00600000)
+
+
+def _vectors() -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (kind, v)
+        for kind in ("frames", "conversations", "errors")
+        for v in json.loads((VECTORS / f"{kind}.json").read_text())["vectors"]
+    ]
+
+
+def _chunks(data: bytes, size: int) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)] or [b""]
+
+
+def _session() -> list[tuple[str, bytes]]:
+    """A client and a server: three windows (plain, in a C, plain) of running seqs, a keepalive, the acks (§3.1-§3.4)."""
+    out: list[tuple[str, bytes]] = []
+    seq = 1
+    for w in range(3):
+        seqs = list(range(seq, seq + 3))
+        seq += 3
+        events = b"".join(JsonFrame(s, json.dumps({"w": w, "seq": s}).encode()).encode() for s in seqs)
+        out.append(("c2s", Window(3).encode()))
+        out.append(("c2s", Compressed.wrap(events).encode() if w == 1 else events))
+        if w == 0:
+            out.append(("s2c", Ack(0).encode()))
+        out.append(("s2c", Ack(seqs[-1]).encode()))
+    return out
+
+
+# --------------------------------------------------------------------------- what refwire reads
+
+
+def _expected(d: Described) -> dict[str, Any]:
+    if d.type == UNDECODED:
+        return {"undecoded": True, "error": d.error}
+    out: dict[str, Any] = {"type": d.type, **{k: str(d.fields[k]) for k in FIELDS if k in d.fields}}
+    if d.type == "C" and "inner_error" not in d.fields:
+        out["inner"] = [_expected(i) for i in d.inner]
+    if "inner_error" in d.fields:
+        out["error"] = d.fields["inner_error"]
+    return out
+
+
+def _refwire(chunks: list[bytes]) -> list[dict[str, Any]]:
+    des = descriptor("lumberjack").load("describer")(DEFAULT_LIMITS.max_frame_size, strict=True)
+    frames = [_expected(d) for c in chunks for d in des.feed(c)]
+    return frames + [{"undecoded": True, "eof": True, "error": d.error} for d in des.end()]
+
+
+def _error(e: dict[str, Any]) -> bool:
+    """Whether refwire rejects this frame or one inside it."""
+    return e.get("error") is not None or any(_error(i) for i in e.get("inner", ()))
+
+
+# --------------------------------------------------------------------------- what tshark shows
+
+
+def _pairs(items: list[tuple[str, Any]]) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for k, v in items:
+        out.setdefault(k, []).append(v)
+    return out
+
+
+def _experts(node: Any) -> Iterator[tuple[str, str]]:
+    """(severity, message) of every expert info in a tshark JSON subtree."""
+    if isinstance(node, list):
+        for n in node:
+            yield from _experts(n)
+    elif isinstance(node, dict):
+        for k, vs in node.items():
+            for v in vs:
+                if k == "_ws.expert":
+                    yield v["_ws.expert.severity"][0], v["_ws.expert.message"][0]
+                else:
+                    yield from _experts(v)
+
+
+def _shown(item: dict[str, list[Any]], inner: bool = True) -> dict[str, Any]:
+    if "lumberjack.undecoded" in item:
+        return {"undecoded": True}
+    out: dict[str, Any] = {"type": item["lumberjack.type"][0]}
+    out.update({k: item[f"lumberjack.{k}"][0] for k in FIELDS if f"lumberjack.{k}" in item})
+    if out["type"] == "C" and "lumberjack.inner_frames" in item:
+        out["inner"] = [_shown(i) for i in item.get("lumberjack", [])]
+    return out
+
+
+@pytest.fixture(scope="module")
+def lua(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("lua") / "refwire-lumberjack.lua"
+    assert main(["dissector", "lumberjack", "-o", str(path)]) == 0
+    return path
+
+
+@pytest.fixture(scope="module")
+def capture(lua: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One pcapng of every case, one tshark run: per case, what refwire reads and what tshark shows."""
+    cap = tmp_path_factory.mktemp("cap") / "lumberjack.pcapng"
+    cases: dict[int, dict[str, Any]] = {}  # tcp.stream -> case
+    ts = 1_700_000_000.0
+    with PcapWriter(cap) as w:
+
+        def connection(name: str, port: int, sends: list[tuple[str, bytes]], kind: str, vector: dict[str, Any]) -> None:
+            nonlocal ts
+            conv = w.connection(("10.0.0.1", 0), ("10.0.0.2", port), ts)
+            for direction, data in sends:
+                ts += 0.001
+                conv.send(direction, data, ts)
+            ts += 0.001
+            conv.close(ts)
+            per_dir: dict[str, list[bytes]] = {}
+            for direction, data in sends:
+                per_dir.setdefault(direction, []).append(data)
+            cases[len(cases)] = {"name": name, "kind": kind, "vector": vector, "chunks": per_dir, "shown": {}}
+
+        for kind, v in _vectors():
+            direction = "c2s" if v["direction"] == "client->server" else "s2c"
+            data = bytes.fromhex(v["hex"])
+            connection(v["name"], PORT, [(direction, data)], kind, v)
+            connection(v["name"] + " (3-byte segments)", PORT, [(direction, c) for c in _chunks(data, 3)], kind, v)
+            if kind != "errors" and direction == "c2s":
+                connection(v["name"] + " (heuristic)", OTHER_PORT, [(direction, data)], kind, v)
+        session = _session()
+        connection("session", PORT, session, "session", {})
+        connection("session (5-byte segments)", PORT, [(d, c) for d, data in session for c in _chunks(data, 5)], "session", {})
+    assert TSHARK is not None
+    run = subprocess.run(
+        [TSHARK, "-X", f"lua_script:{lua}", "-r", str(cap), "-T", "json", "-J", "frame tcp lumberjack", "-Y", "lumberjack"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "Lua" not in run.stderr, run.stderr  # a Lua error in the dissector
+    for packet in json.loads(run.stdout, object_pairs_hook=_pairs):
+        layers = packet["_source"][0]["layers"][0]
+        tcp = layers["tcp"][0]
+        direction = "c2s" if tcp["tcp.dstport"][0] in (str(PORT), str(OTHER_PORT)) else "s2c"
+        shown = cases[int(tcp["tcp.stream"][0])]["shown"].setdefault(direction, [])
+        for item in layers["lumberjack"]:
+            assert not [m for _, m in _experts(item) if "Lua Error" in m], (cases[int(tcp["tcp.stream"][0])]["name"], item)
+            shown.append({"frame": int(layers["frame"][0]["frame.number"][0]), "item": item})
+    return {"cases": cases, "cap": cap}
+
+
+def _ids() -> list[str]:
+    return [f"{kind}:{v['name']}" for kind, v in _vectors()]
+
+
+def test_every_case_is_in_the_capture(capture: dict[str, Any]) -> None:
+    assert len(capture["cases"]) == 2 * len(_vectors()) + sum(
+        k != "errors" and v["direction"] == "client->server" for k, v in _vectors()
+    ) + 2
+
+
+@pytest.mark.parametrize("case_name", _ids())
+def test_the_dissector_shows_what_refwire_reads(capture: dict[str, Any], case_name: str) -> None:
+    """Every frame and field, whole, split across segments and found by the heuristic; where
+    refwire rejects the stream, a warning there naming §4 (specs/lumberjack/README.md §4)."""
+    name = case_name.split(":", 1)[1]
+    cases = [c for c in capture["cases"].values() if c["vector"].get("name") == name]
+    assert len(cases) >= 2
+    for case in cases:
+        for direction, chunks in case["chunks"].items():
+            expected = _refwire(chunks)
+            shown = case["shown"].get(direction, [])
+            bad = next((k for k, e in enumerate(expected) if _error(e)), None)
+            if bad is None:
+                assert [_shown(s["item"]) for s in shown] == expected, case["name"]
+                warnings = [m for s in shown for sev, m in _experts(s["item"]) if sev == WARN]
+                if name == "window-over-limit":  # refwire's machine rejects it (max_window, §4)
+                    assert any("max_window" in m and "§4" in m for m in warnings), warnings
+                else:
+                    assert not warnings, (case["name"], warnings)
+                continue
+            # the frames before the error, as refwire reads them, with no warning
+            assert [_shown(s["item"]) for s in shown[:bad]] == expected[:bad], case["name"]
+            assert not [m for s in shown[:bad] for sev, m in _experts(s["item"]) if sev == WARN], case["name"]
+            if expected[bad].get("eof"):
+                # the stream ends inside a frame: TCP reassembly waits for bytes that never
+                # come, so tshark shows nothing there (nothing to check: the capture ends)
+                assert len(shown) == bad, case["name"]
+                continue
+            warnings = [m for sev, m in _experts(shown[bad]["item"]) if sev == WARN]
+            assert any("specs/lumberjack/README.md" in m and "§4" in m for m in warnings), (case["name"], expected[bad], warnings)
+
+
+def test_the_session_matches_acks_with_windows(capture: dict[str, Any]) -> None:
+    """Each ``A n`` names the frame of the window whose last seq is n, and the latency (§3.3);
+    ``A 0`` is a keepalive (§3.4)."""
+    sessions = [c for c in capture["cases"].values() if c["kind"] == "session"]
+    assert len(sessions) == 2
+    for case in sessions:
+        windows = [s["frame"] for s in case["shown"]["c2s"] if s["item"]["lumberjack.type"][0] == "W"]
+        acks = [s["item"] for s in case["shown"]["s2c"]]
+        assert [a["lumberjack.seq"][0] for a in acks] == ["0", "3", "6", "9"]
+        assert acks[0]["lumberjack.keepalive"][0] == "1"
+        assert [int(a["lumberjack.ack.window"][0]) for a in acks[1:]] == windows
+        assert all(float(a["lumberjack.ack.time"][0]) > 0 for a in acks[1:])
+        assert [_shown(s["item"]) for s in case["shown"]["c2s"]] == _refwire(case["chunks"]["c2s"])
+
+
+def test_the_lua_is_deterministic_and_names_its_sources(lua: Path, tmp_path: Path) -> None:
+    again = tmp_path / "again.lua"
+    assert main(["dissector", "lumberjack", "-o", str(again)]) == 0
+    text = lua.read_text()
+    assert again.read_text() == text
+    assert "refwire.lumberjack.describe:LAYOUT" in text and "refwire.dissector.lumberjack:PART" in text
+    assert 'ProtoField.uint32("lumberjack.count", "count", base.DEC)' in text
+
+
+def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["dissector", "tank", "-o", str(tmp_path / "x.lua")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "no Wireshark dissector for 'tank'" in err and "lumberjack" in err
+    assert main(["dissector", "lumberjack", "-o", str(tmp_path / "missing" / "x.lua")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "cannot write" in err and "Traceback" not in err
