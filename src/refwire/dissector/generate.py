@@ -12,6 +12,15 @@ over ``max_frame_size``, a :class:`Check` that fails) -- after a byte that is
 no frame, the rest of that direction is undecoded, as refwire's describers say
 it (:mod:`refwire.describe`).
 
+A part may also say, as data, three things the loop then does itself: the frame
+type's integer codes (``Part.type_codes``: a code -> type name map, for a type
+field that is a number), a size from the header (``Part.length_rule``: a fixed
+header plus a length field, checked against ``max_frame_size`` from the header
+alone; fixed fields past a short frame's end are not read), and a second layout
+for the frames the server sends (``Part.server_layout``: the part's
+``PART.from_server`` says which side sent a packet, and each frame is read with its
+side's layout).  Integers follow the layout's byte order (``add_le`` for little-endian).
+
 What a table cannot say -- variable sizes, payloads, nested frames, matching
 requests with responses -- is hand-written Lua in the protocol's :class:`Part`,
 inserted verbatim between comment lines naming it.  The output is
@@ -70,10 +79,22 @@ class Part:
     heuristic: bool = False
     #: the layout's field that names the frame type (read from every frame)
     type_field: str = "type"
+    #: integer frame-type codes: the type field's value -> the layout's frame type (empty: the
+    #: type field holds the frame type itself, as characters); a code not here is an unknown type
+    type_codes: Mapping[int, str] = attrs.field(factory=dict)
+    #: every frame's size from its header: ``(header, field)`` -- ``header`` bytes plus the value of
+    #: the fixed field ``field`` (a length every frame type has at one place); a frame type's fixed
+    #: fields past the frame's end are then not read.  None: a type's ``min_size``, or ``PART.size``
+    length_rule: tuple[int, str] | None = None
+    #: the frames the server sends, where their layout differs from the client's (None: one
+    #: layout both ways); the part then defines ``PART.from_server`` (which side sent these bytes)
+    server_layout: Layout | None = None
     #: refwire's limits the Lua checks (``max_frame_size`` at least), by name
     limits: Mapping[str, int] = attrs.field(factory=dict)
     #: the spec's file, cited by every expert-info text
     spec: str = ""
+    #: the text of an unknown frame type (``%q``: the type, or its code as ``0x..``)
+    unknown_type_text: str = "unknown frame type %q"
     #: the spec sections an unknown frame type and a frame over ``max_frame_size`` break
     unknown_type_section: str = ""
     limit_section: str = ""
@@ -117,25 +138,28 @@ def _protofield(abbrev: str, f: Field) -> str:
     return f"ProtoField.{kind}({lua_string(abbrev)}, {lua_string(f.name)}, base.DEC)"
 
 
-def _field_keys(layout: Layout, prefix: str) -> dict[tuple[str, str], tuple[str, str]]:
+def _field_keys(layouts: Iterable[Layout], prefix: str) -> dict[tuple[str, str], tuple[str, str]]:
     """(frame type, field name) -> (Lua key, filter abbreviation): one ProtoField per field
     name, unless frame types disagree on its kind or size (then one per frame type)."""
     shapes: dict[str, set[tuple[str, int]]] = {}
-    for fl in layout.frames.values():
-        for f in fl.fields:
-            shapes.setdefault(f.name, set()).add((f.kind, f.size))
-    out = {}
-    for t, fl in sorted(layout.frames.items()):
-        for f in fl.fields:
-            if len(shapes[f.name]) == 1:
-                out[(t, f.name)] = (f.name, f"{prefix}.{f.name}")
-            else:
-                out[(t, f.name)] = (f"{t}.{f.name}", f"{prefix}.{t}.{f.name}")
+    layouts = tuple(layouts)
+    for layout in layouts:
+        for fl in layout.frames.values():
+            for f in fl.fields:
+                shapes.setdefault(f.name, set()).add((f.kind, f.size))
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    for layout in layouts:
+        for t, fl in sorted(layout.frames.items()):
+            for f in fl.fields:
+                if len(shapes[f.name]) == 1:
+                    out.setdefault((t, f.name), (f.name, f"{prefix}.{f.name}"))
+                else:
+                    out.setdefault((t, f.name), (f"{t}.{f.name}", f"{prefix}.{t}.{f.name}"))
     return out
 
 
-def _layout_lua(layout: Layout, keys: Mapping[tuple[str, str], tuple[str, str]]) -> str:
-    lines = ["local LAYOUT = {"]
+def _layout_lua(layout: Layout, keys: Mapping[tuple[str, str], tuple[str, str]], var: str = "LAYOUT") -> str:
+    lines = [f"local {var} = {{"]
     for t, fl in sorted(layout.frames.items()):
         lines.append(f"  [{lua_string(t)}] = {{min_size = {fl.min_size}, fields = {{")
         for f in fl.fields:
@@ -148,12 +172,13 @@ def _layout_lua(layout: Layout, keys: Mapping[tuple[str, str], tuple[str, str]])
     return "\n".join(lines)
 
 
-def _fields_lua(layout: Layout, keys: Mapping[tuple[str, str], tuple[str, str]]) -> str:
+def _fields_lua(layouts: Iterable[Layout], keys: Mapping[tuple[str, str], tuple[str, str]]) -> str:
     seen: dict[str, str] = {}
-    for t, fl in sorted(layout.frames.items()):
-        for f in fl.fields:
-            key, abbrev = keys[(t, f.name)]
-            seen.setdefault(key, f"hf[{lua_string(key)}] = {_protofield(abbrev, f)}")
+    for layout in layouts:
+        for t, fl in sorted(layout.frames.items()):
+            for f in fl.fields:
+                key, abbrev = keys[(t, f.name)]
+                seen.setdefault(key, f"hf[{lua_string(key)}] = {_protofield(abbrev, f)}")
     return "\n".join(seen[k] for k in sorted(seen))
 
 
@@ -173,10 +198,12 @@ def _checks_lua(checks: Iterable[Check], spec: str) -> str:
     return "\n".join(lines)
 
 
-def _type_field(layout: Layout, name: str) -> Field:
-    found = {f for fl in layout.frames.values() for f in fl.fields if f.name == name}
-    if len(found) != 1:
-        raise ValueError(f"the type field {name!r} is not at one place in every frame type")
+def _type_field(layouts: Iterable[Layout], name: str, what: str = "type") -> Field:
+    layouts = tuple(layouts)
+    found = {f for layout in layouts for fl in layout.frames.values() for f in fl.fields if f.name == name}
+    everywhere = all(any(f.name == name for f in fl.fields) for layout in layouts for fl in layout.frames.values())
+    if len(found) != 1 or not everywhere:
+        raise ValueError(f"the {what} field {name!r} is not at one place in every frame type")
     return found.pop()
 
 
@@ -202,7 +229,7 @@ local LIMIT = {${limits}}
 ${layout}
 local BIG_ENDIAN = ${big}
 local TYPE_FIELD = {name = ${type_name}, offset = ${type_offset}, size = ${type_size}, kind = ${type_kind}}
-local TYPE_END = ${type_end}  -- bytes needed before the frame type is known
+local TYPE_END = ${type_end}  -- bytes needed before the frame type is known${type_extra}
 
 -- ----------------------------------------------------------------- fields
 local hf = {}
@@ -304,24 +331,13 @@ local function frame_at(tvb, pinfo, tree, off, ctx)
     if bad then undecoded(tvb, tree, off, bad[1], bad[2]); return false end
   end
   if avail < TYPE_END then return nil, TYPE_END - avail end
-  local t = field_value(tvb, off, TYPE_FIELD)
-  local lay = LAYOUT[t]
+  local t = field_value(tvb, off, TYPE_FIELD)${type_lookup}
+  local lay = ${layout_of}[t]
   if lay == nil then
     undecoded(tvb, tree, off, "malformed", string.format(${unknown_type_fmt}, tostring(t)))
     return false
   end
-  if avail < lay.min_size then return nil, lay.min_size - avail end
-  local v = read_fixed(tvb, off, lay)
-  local size, by = lay.min_size, nil
-  if PART.size[t] then
-    size, by = PART.size[t](tvb, off, avail, v)
-    if size == nil then return nil, DESEGMENT_ONE_MORE_SEGMENT end
-  end
-  if size > LIMIT.max_frame_size then
-    undecoded(tvb, tree, off, "limit", string.format(${limit_fmt}, t, size, LIMIT.max_frame_size, by or "size"))
-    return false
-  end
-  if avail < size then return nil, size - avail end
+${sizing}
   -- a whole frame
   ctx.count.n = ctx.count.n + 1
   ctx.key = pinfo.number .. "." .. ctx.count.n
@@ -366,7 +382,7 @@ function P.dissector(tvb, pinfo, tree)
     return len
   end
   pinfo.cols.info:clear()
-  local ctx = {depth = 0, conv = conv, dir = dir, count = {n = 0}}
+  local ctx = {depth = 0, conv = conv, dir = dir, count = {n = 0}${ctx_extra}}
   local off, need, broken = dissect_stream(tvb, pinfo, tree, 0, ctx)
   if broken then
     if not pinfo.visited and broke == nil then conv.broken[dir] = pinfo.number end
@@ -386,6 +402,37 @@ ${heuristic}
 end
 """)
 
+#: Sizing a frame by its type's fixed part or the part's size function.
+_SIZING_BY_TYPE: Final = r"""  if avail < lay.min_size then return nil, lay.min_size - avail end
+  local v = read_fixed(tvb, off, lay)
+  local size, by = lay.min_size, nil
+  if PART.size[t] then
+    size, by = PART.size[t](tvb, off, avail, v)
+    if size == nil then return nil, DESEGMENT_ONE_MORE_SEGMENT end
+  end
+  if size > LIMIT.max_frame_size then
+    undecoded(tvb, tree, off, "limit", string.format(${limit_fmt}, t, size, LIMIT.max_frame_size, by or "size"))
+    return false
+  end
+  if avail < size then return nil, size - avail end"""
+
+#: Sizing every frame by its header: a fixed part plus a length field (``Part.length_rule``).
+_SIZING_BY_LENGTH: Final = r"""  -- every frame is HEADER bytes plus its length field (the header alone sizes it)
+  local size, by = HEADER + field_value(tvb, off, LENGTH_FIELD), LENGTH_FIELD.name
+  if size > LIMIT.max_frame_size then
+    undecoded(tvb, tree, off, "limit", string.format(${limit_fmt}, t, size, LIMIT.max_frame_size, by))
+    return false
+  end
+  if avail < size then return nil, size - avail end
+  if size < lay.min_size then  -- shorter than its type's fixed part: only the fields inside it
+    local fit = {min_size = lay.min_size, fields = {}}
+    for _, f in ipairs(lay.fields) do
+      if f.offset + f.size <= size then fit.fields[#fit.fields + 1] = f end
+    end
+    lay = fit
+  end
+  local v = read_fixed(tvb, off, lay)"""
+
 _HEURISTIC: Final = r"""local function heuristic(tvb, pinfo, tree)
   if not PART.heuristic(tvb, pinfo) then return false end
   pinfo.conversation = P  -- the connection's later packets come here directly
@@ -404,11 +451,31 @@ def generate(desc: Descriptor, part: Part | None = None, layout: Layout | None =
         raise TypeError(f"{desc.name}: the dissector piece must be a Part and the layout a Layout")
     if "max_frame_size" not in part.limits:
         raise ValueError(f"{desc.name}: the dissector part names no max_frame_size")
-    keys = _field_keys(layout, part.name)
-    tf = _type_field(layout, part.type_field)
+    layouts = (layout,) if part.server_layout is None else (layout, part.server_layout)
+    keys = _field_keys(layouts, part.name)
+    tf = _type_field(layouts, part.type_field)
     spec = part.spec
-    unknown = f"unknown frame type %q ({spec} {part.unknown_type_section})"
+    unknown = f"{part.unknown_type_text} ({spec} {part.unknown_type_section})"
     over = f"%s of %d bytes is over max_frame_size=%d (field %s) ({spec} {part.limit_section})"
+    extra = []
+    type_end = tf.offset + tf.size
+    if part.type_codes:
+        codes = ", ".join(f"[{c}] = {lua_string(t)}" for c, t in sorted(part.type_codes.items()))
+        extra.append(f"-- the frame types by their code (the {tf.name} field)\nlocal TYPE_CODES = {{{codes}}}")
+    if part.length_rule is not None:
+        header, name = part.length_rule
+        lf = _type_field(layouts, name, "length")
+        type_end = max(type_end, lf.offset + lf.size)
+        extra.append(
+            f"local HEADER = {header}  -- a frame is HEADER bytes plus its {name} field\n"
+            f"local LENGTH_FIELD = {{name = {lua_string(lf.name)}, offset = {lf.offset}, size = {lf.size}, kind = {lua_string(lf.kind)}}}"
+        )
+    if part.server_layout is not None:
+        extra.append(
+            "-- the frames the server sends: PART.from_server(tvb, pinfo, conv) -> whether the server sent these bytes\n"
+            + _layout_lua(part.server_layout, keys, "SERVER_LAYOUT")
+        )
+    sizing = Template(_SIZING_BY_TYPE if part.length_rule is None else _SIZING_BY_LENGTH).substitute(limit_fmt=lua_string(over))
     text = _TEMPLATE.substitute(
         name=part.name,
         name_lua=lua_string(part.name),
@@ -426,13 +493,17 @@ def generate(desc: Descriptor, part: Part | None = None, layout: Layout | None =
         type_offset=tf.offset,
         type_size=tf.size,
         type_kind=lua_string(tf.kind),
-        type_end=tf.offset + tf.size,
-        fields=_fields_lua(layout, keys),
+        type_end=type_end,
+        type_extra="".join("\n" + e for e in extra),
+        type_lookup='\n  t = TYPE_CODES[t] or string.format("0x%02x", t)' if part.type_codes else "",
+        layout_of="(ctx.server and SERVER_LAYOUT or LAYOUT)" if part.server_layout is not None else "LAYOUT",
+        sizing=sizing,
+        ctx_extra=", server = PART.from_server(tvb, pinfo, conv)" if part.server_layout is not None else "",
+        fields=_fields_lua(layouts, keys),
         checks=_checks_lua(part.checks, spec),
         part_fields=part.fields_lua.strip(),
         part_lua=part.lua.strip(),
         unknown_type_fmt=lua_string(unknown),
-        limit_fmt=lua_string(over),
         ports=", ".join(str(p) for p in part.ports),
         heuristic=_HEURISTIC if part.heuristic else "",
     )

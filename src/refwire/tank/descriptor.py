@@ -14,6 +14,7 @@ DESCRIPTOR = Descriptor(
     package="refwire.tank",
     describer="refwire.tank.describe:describer",
     layout="refwire.tank.describe:LAYOUT",
+    dissector="refwire.dissector.tank:PART",
     cli="refwire.tank.cli:register",
     scenario="refwire.sim.scenarios.tank:SCENARIO",
     decoder="refwire.pipeline.dialects.tank:decode",

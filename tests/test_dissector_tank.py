@@ -1,0 +1,447 @@
+"""The generated TANK Wireshark dissector (``refwire dissector tank``) against refwire's own reading.
+
+Every TANK wire vector (specs/tank/vectors/frames.json: whole frames, requests and
+responses) and a few hand-built streams refwire rejects become TCP connections in one
+pcapng (:mod:`refwire.pcap`): each stream once in one segment and once cut into 3-byte
+segments (frames split across segments), plus a conversation of vectors on the usual
+port and, found by the heuristic (the broker's Ping first, §6), on another port.  One
+tshark run (two passes) with the generated Lua reads them all; every frame's header
+fields, its topics, partitions, error codes, seqs, high-water marks and its bundles'
+message counts, seqs and contents are compared with the describer's reading of the
+same bytes (:mod:`refwire.tank.describe`, its codec's objects, and
+:func:`~refwire.tank.bundles.decode_bundle` for bundles).  Where refwire rejects, the
+dissector's frame carries an expert-info warning citing specs/tank/README.md; responses
+name their request's frame and the latency, requests their response's (§3, §8.16).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from refwire.cli import main
+from refwire.describe import UNDECODED, Described
+from refwire.errors import ProtocolError
+from refwire.pcap import PcapWriter
+from refwire.protocols import descriptor
+from refwire.tank.bundles import Message, decode_bundle, encode_bundle
+from refwire.tank.frames import (
+    DEFAULT_LIMITS,
+    ConsumeRequest,
+    CreateTopicRequest,
+    DiscoverPartitionsRequest,
+    ProducePartition,
+    ProduceRequest,
+    ProduceTopic,
+    ReloadConfRequest,
+    StatusRequest,
+    frame,
+)
+from refwire.tank.responses import (
+    ConsumeResponse,
+    CreateTopicResponse,
+    DiscoverPartitionsResponse,
+    DiscoverTopicsResponse,
+    RawProduceResponse,
+    ReloadConfResponse,
+)
+from refwire.wire import decode_uvarint
+
+TSHARK = shutil.which("tshark")
+pytestmark = pytest.mark.skipif(
+    TSHARK is None, reason="tshark is not installed (apt-get install tshark): the Lua dissector cannot run"
+)
+
+VECTORS = Path(__file__).resolve().parent.parent / "specs" / "tank" / "vectors" / "frames.json"
+PORT = 11011
+OTHER_PORT = 21011  # no dissector registered: the heuristic must find the session there
+HEAD = ("msg_id", "length", "request_id")
+#: what of a body is compared: result key -> the dissector's field
+BODY = {
+    "topics": "tank.topic", "partitions": "tank.partition", "errs": "tank.err", "hwmarks": "tank.hwmark",
+    "seqs": "tank.seq", "counts": "tank.bundle.count", "contents": "tank.msg.content", "msg_seqs": "tank.msg.seq",
+}  # fmt: skip
+#: expert severity "warning" in tshark's JSON
+WARN = str(0x00600000)
+
+_STATUS = StatusRequest(7).encode()
+
+
+def _vectors() -> list[dict[str, Any]]:
+    return list(json.loads(VECTORS.read_text())["vectors"])
+
+
+def _vector(name: str) -> bytes:
+    return bytes.fromhex(next(v["hex"] for v in _vectors() if v["name"] == name))
+
+
+def _produce(bundle: bytes, blen: bytes | None = None) -> bytes:
+    """A Produce request of one bundle; ``blen``: its bundleLen varint as written (else minimal)."""
+    ok = ProduceRequest(9, (ProduceTopic("t", (ProducePartition(0, bundle),)),)).encode()
+    if blen is None:
+        return ok
+    payload = ok[5:]
+    head = payload[: payload.index(b"\x01t\x01") + 5]  # ... topicsCnt name partitionsCnt partitionId
+    return frame(0x01, head + blen + bundle)
+
+
+def _consume_response(err: int) -> bytes:
+    """A Consume response of one partition entry with error code ``err`` and nothing after it."""
+    head = (7).to_bytes(4, "little") + b"\x01\x01t\x01\x00\x00" + bytes([err])
+    return frame(0x02, len(head).to_bytes(4, "little") + head)
+
+
+#: Streams refwire rejects (name, direction, bytes), each citing where (specs/tank/README.md).
+ERRORS: list[tuple[str, str, bytes]] = [
+    ("unknown-msg-id", "c2s", _STATUS + b"\x0d\x00\x00\x00\x00" + _STATUS),  # §3, §6
+    ("length-over-limit", "c2s", _STATUS + b"\x01\xff\xff\xff\xff"),  # §2
+    ("varint-6-bytes", "c2s", _produce(b"", b"\x80\x80\x80\x80\x80\x00") + _STATUS),  # §2
+    ("varint-over-u32", "c2s", _produce(b"", b"\xff\xff\xff\xff\x1f") + _STATUS),  # §2
+    ("trailing-byte", "c2s", frame(0x0A, (7).to_bytes(4, "little") + b"\x00") + _STATUS),  # §3, §6
+    ("replica-id", "c2s", frame(0x04, b"") + _STATUS),  # §3
+    ("bundle-count-0", "c2s", _produce(b"\x00\x00\x00") + _STATUS),  # §4
+    ("bundle-bit-7", "c2s", _produce(b"\x84" + bytes(10) + b"\x01x") + _STATUS),  # §4
+    ("bundle-empty", "c2s", _produce(b"") + _STATUS),  # §4
+    ("message-cut", "c2s", _produce(b"\x08\x00" + bytes(8) + b"\x01x") + _STATUS),  # §4
+    ("snappy-corrupt", "c2s", _produce(b"\x05\x10\xff\xff\xff") + _STATUS),  # §4
+    ("consume-unknown-err", "s2c", _consume_response(0x07) + frame(0x03, b"")),  # §3
+]
+
+#: Valid streams beside the vectors: empty keys and contents, and a Snappy bundle the Lua
+#: decoder must inflate through long literals and 2-byte copies (§4).
+VALID: list[tuple[str, str, bytes]] = [
+    ("empty-key-and-content", "c2s", _produce(encode_bundle([Message(b"", 5, b""), Message(b"x", 5), Message(b"", 6)]))),
+    (
+        "snappy-600-messages",
+        "c2s",
+        _produce(
+            encode_bundle(
+                [Message(f"m{i:03d}-".encode() + bytes(range(i % 97, i % 97 + 80)), 1000 + i // 7) for i in range(600)],
+                compress=True,
+            )
+        ),
+    ),
+]
+
+#: A conversation of vectors: the broker's Ping, requests and their responses, some pipelined
+#: and answered out of order (matching is by request id, §8.16).
+SESSION: list[tuple[str, str]] = [
+    ("s2c", "ping"),
+    ("c2s", "create-topic"), ("s2c", "create-topic-response"),
+    ("c2s", "produce-1-message"), ("s2c", "produce-1-message-response"),
+    ("c2s", "consume-from-0"), ("s2c", "consume-response-3-bundles"),
+    ("c2s", "produce-with-seqnum-sparse"), ("s2c", "produce-with-seqnum-response"),
+    ("c2s", "status"), ("c2s", "discover-topics"), ("c2s", "discover-topology"), ("c2s", "reload-conf"),
+    ("s2c", "reload-conf-response"), ("s2c", "discover-topology-response"), ("s2c", "discover-topics-response"),
+    ("s2c", "status-response"),
+]  # fmt: skip
+
+
+def _chunks(data: bytes, size: int) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)] or [b""]
+
+
+# --------------------------------------------------------------------------- what refwire reads
+
+
+def _bundle(bundle: bytes, base: int | None, out: dict[str, list[str]]) -> int | None:
+    """One bundle's count, contents and seqs onto ``out``; its last seq (raises where refwire refuses it)."""
+    header, messages = decode_bundle(bundle, base_seq=base, limits=DEFAULT_LIMITS, fast=False)
+    out["counts"].append(str(header.count))
+    out["contents"] += [m.content.hex() for m in messages]
+    out["msg_seqs"] += [str(m.seq) for m in messages if m.seq is not None]
+    return messages[-1].seq if messages else None
+
+
+def _chunk(chunk: bytes, base: int | None, out: dict[str, list[str]]) -> None:
+    """A consume chunk's entries (§5): non-sparse bundles numbered from ``base``, then the previous end."""
+    p = 0
+    while p < len(chunk):
+        blen, p = decode_uvarint(chunk, p, len(chunk), field="bundleLen")
+        last = _bundle(chunk[p : p + blen], base, out)
+        base = None if last is None else last + 1
+        p += blen
+
+
+def _body(f: Any) -> tuple[dict[str, list[str]], bool]:
+    """What the dissector shows of a decoded frame's body, and whether refwire's broker refuses it."""
+    out: dict[str, list[str]] = {k: [] for k in BODY}
+    try:
+        if isinstance(f, ProduceRequest):
+            for t in f.topics:
+                out["topics"].append(t.name)
+                for p in t.partitions:
+                    out["partitions"].append(str(p.partition))
+                    _bundle(p.bundle, p.base_seq, out)
+        elif isinstance(f, ConsumeRequest):
+            for ct in f.topics:
+                out["topics"].append(ct.name)
+                out["partitions"] += [str(p.partition) for p in ct.partitions]
+                out["seqs"] += [str(p.seq) for p in ct.partitions]
+        elif isinstance(f, RawProduceResponse):
+            out["errs"] = [f"0x{b:02x}" for b in f.body]
+        elif isinstance(f, ConsumeResponse):
+            for rt in f.topics:
+                out["topics"].append(rt.name)
+                for r in rt.partitions:
+                    out["partitions"].append(str(r.partition))
+                    out["errs"].append(f"0x{r.error:02x}")
+                    if r.error in (0x00, 0xFE, 0x01):
+                        out["hwmarks"].append(str(r.hwmark))
+                    if r.chunk:
+                        _chunk(r.chunk, r.base_seq, out)
+        elif isinstance(f, DiscoverPartitionsRequest):
+            out["topics"] = [f.topic]
+            out["partitions"] = [str(p) for p in f.partitions]
+        elif isinstance(f, DiscoverPartitionsResponse):
+            out["topics"] = [f.topic]
+            out["hwmarks"] = [str(p.hwmark) for p in f.partitions]
+        elif isinstance(f, CreateTopicRequest):
+            out["topics"] = [f.topic]
+        elif isinstance(f, CreateTopicResponse):
+            out["topics"], out["errs"] = [f.topic], [f"0x{f.error:02x}"]
+        elif isinstance(f, ReloadConfRequest):
+            out["topics"], out["partitions"] = [f.topic], [str(f.partition)]
+        elif isinstance(f, ReloadConfResponse):
+            out["topics"], out["partitions"], out["errs"] = [f.topic], [str(f.partition)], [f"0x{f.error:02x}"]
+        elif isinstance(f, DiscoverTopicsResponse):
+            out["topics"] = [t.name for t in f.topics]
+    except ProtocolError:
+        return out, True
+    return out, False
+
+
+def _expected(d: Described) -> dict[str, Any]:
+    if d.type == UNDECODED:
+        return {"undecoded": True, "error": d.error}
+    out: dict[str, Any] = {k: str(d.fields[k]) for k in HEAD if k in d.fields}
+    body, refused = _body(d.frame) if d.frame is not None else ({}, False)
+    out["reject"] = d.error is not None or refused
+    if not out["reject"]:
+        out.update(body)
+    return out
+
+
+def _refwire(direction: str, chunks: list[bytes]) -> list[dict[str, Any]]:
+    des = descriptor("tank").load("describer")(DEFAULT_LIMITS.max_frame_size, direction)
+    frames = [_expected(d) for c in chunks for d in des.feed(c)]
+    return frames + [{"undecoded": True, "eof": True, "error": d.error} for d in des.end()]
+
+
+# --------------------------------------------------------------------------- what tshark shows
+
+
+def _pairs(items: list[tuple[str, Any]]) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for k, v in items:
+        out.setdefault(k, []).append(v)
+    return out
+
+
+def _walk(node: Any) -> Iterator[tuple[str, Any]]:
+    """(key, value) of every field in a tshark JSON subtree, in tree order per key."""
+    if isinstance(node, list):
+        for n in node:
+            yield from _walk(n)
+    elif isinstance(node, dict):
+        for k, vs in node.items():
+            for v in vs:
+                if isinstance(v, (dict, list)):
+                    yield from _walk(v)
+                else:
+                    yield k, v
+
+
+def _experts(item: Any) -> list[tuple[str, str]]:
+    if isinstance(item, list):
+        return [e for i in item for e in _experts(i)]
+    if not isinstance(item, dict):
+        return []
+    out = []
+    for k, vs in item.items():
+        for v in vs:
+            if k == "_ws.expert":
+                out.append((v["_ws.expert.severity"][0], v["_ws.expert.message"][0]))
+            else:
+                out += _experts(v)
+    return out
+
+
+def _warnings(item: Any) -> list[str]:
+    return [m for sev, m in _experts(item) if sev == WARN]
+
+
+def _shown(item: dict[str, list[Any]]) -> dict[str, Any]:
+    if "tank.undecoded" in item:
+        return {"undecoded": True}
+    out: dict[str, Any] = {k: item[f"tank.{k}"][0] for k in HEAD if f"tank.{k}" in item}
+    out["reject"] = bool(_warnings(item))
+    if not out["reject"]:
+        fields = list(_walk(item))
+        for key, abbrev in BODY.items():
+            out[key] = [v.replace(":", "") for k, v in fields if k == abbrev]
+    return out
+
+
+@pytest.fixture(scope="module")
+def lua(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("lua") / "refwire-tank.lua"
+    assert main(["dissector", "tank", "-o", str(path)]) == 0
+    return path
+
+
+@pytest.fixture(scope="module")
+def capture(lua: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One pcapng of every case, one tshark run: per case, what tshark shows per direction."""
+    cap = tmp_path_factory.mktemp("cap") / "tank.pcapng"
+    cases: dict[int, dict[str, Any]] = {}  # tcp.stream -> case
+    ts = 1_700_000_000.0
+    with PcapWriter(cap) as w:
+
+        def connection(name: str, kind: str, port: int, sends: list[tuple[str, bytes]]) -> None:
+            nonlocal ts
+            conv = w.connection(("10.0.0.1", 0), ("10.0.0.2", port), ts)
+            for direction, data in sends:
+                ts += 0.001
+                conv.send(direction, data, ts)
+            ts += 0.001
+            conv.close(ts)
+            per_dir: dict[str, list[bytes]] = {}
+            for direction, data in sends:
+                per_dir.setdefault(direction, []).append(data)
+            cases[len(cases)] = {"name": name, "kind": kind, "port": port, "chunks": per_dir, "shown": {}}
+
+        for v in _vectors():
+            direction = "c2s" if v["direction"] == "c2b" else "s2c"
+            data = bytes.fromhex(v["hex"])
+            connection(v["name"], "vector", PORT, [(direction, data)])
+            connection(v["name"], "vector", PORT, [(direction, c) for c in _chunks(data, 3)])
+        for name, direction, data in VALID:
+            connection(name, "valid", PORT, [(direction, data)])
+            connection(name, "valid", PORT, [(direction, c) for c in _chunks(data, 1000)])
+        for name, direction, data in ERRORS:
+            connection(name, "error", PORT, [(direction, data)])
+            connection(name, "error", PORT, [(direction, c) for c in _chunks(data, 3)])
+        session = [(d, _vector(n)) for d, n in SESSION]
+        connection("session", "session", PORT, session)
+        connection("session", "session", PORT, [(d, c) for d, data in session for c in _chunks(data, 7)])
+        connection("session", "session", OTHER_PORT, session)
+    assert TSHARK is not None
+    run = subprocess.run(
+        [TSHARK, "-2", "-X", f"lua_script:{lua}", "-r", str(cap), "-T", "json", "-J", "frame tcp tank", "-Y", "tank"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "Lua" not in run.stderr, run.stderr
+    # a Lua error inside the dissector is a text item of the tree (not an expert info)
+    assert "Lua Error" not in run.stdout, [line for line in run.stdout.splitlines() if "Lua Error" in line][:3]
+    for packet in json.loads(run.stdout, object_pairs_hook=_pairs):
+        layers = packet["_source"][0]["layers"][0]
+        tcp = layers["tcp"][0]
+        case = cases[int(tcp["tcp.stream"][0])]
+        direction = "c2s" if tcp["tcp.dstport"][0] == str(case["port"]) else "s2c"
+        shown = case["shown"].setdefault(direction, [])
+        for item in layers["tank"]:
+            assert not [m for _, m in _experts(item) if "Lua Error" in m], (case["name"], item)
+            shown.append({"frame": int(layers["frame"][0]["frame.number"][0]), "item": item})
+    return {"cases": cases}
+
+
+def _check(case: dict[str, Any]) -> None:
+    for direction, chunks in case["chunks"].items():
+        expected = _refwire(direction, chunks)
+        shown = case["shown"].get(direction, [])
+        for s in shown:
+            if "tank.response" in s["item"]:
+                assert s["item"]["tank.response"][0] == ("1" if direction == "s2c" else "0"), case["name"]
+        bad = next((k for k, e in enumerate(expected) if e.get("undecoded")), None)
+        upto = len(expected) if bad is None else bad
+        assert [_shown(s["item"]) for s in shown[:upto]] == expected[:upto], case["name"]
+        for s, e in zip(shown, expected[:upto], strict=False):
+            if e["reject"]:
+                assert any("specs/tank/README.md §" in m for m in _warnings(s["item"])), (case["name"], e)
+        if bad is None:
+            assert len(shown) == len(expected), case["name"]
+        elif expected[bad].get("eof"):
+            assert len(shown) == bad, case["name"]  # TCP reassembly waits for bytes that never come
+        else:
+            warnings = _warnings(shown[bad]["item"])
+            assert any("specs/tank/README.md §" in m for m in warnings), (case["name"], expected[bad], warnings)
+
+
+@pytest.mark.parametrize("name", [v["name"] for v in _vectors()])
+def test_every_vector_shows_what_refwire_reads(capture: dict[str, Any], name: str) -> None:
+    """Whole and in 3-byte segments: every header field, topic, partition, error code, seq,
+    high-water mark, bundle count, message seq and content, with no warning (§2-§5)."""
+    cases = [c for c in capture["cases"].values() if c["kind"] == "vector" and c["name"] == name]
+    assert len(cases) == 2
+    for case in cases:
+        assert case["shown"], case["name"]
+        _check(case)
+
+
+@pytest.mark.parametrize("name", [e[0] for e in VALID])
+def test_valid_streams_show_what_refwire_reads(capture: dict[str, Any], name: str) -> None:
+    cases = [c for c in capture["cases"].values() if c["kind"] == "valid" and c["name"] == name]
+    assert len(cases) == 2
+    for case in cases:
+        direction = next(iter(case["chunks"]))
+        assert not any(e.get("reject") or e.get("undecoded") for e in _refwire(direction, case["chunks"][direction]))
+        _check(case)
+
+
+@pytest.mark.parametrize("name", [e[0] for e in ERRORS])
+def test_a_warning_where_refwire_rejects(capture: dict[str, Any], name: str) -> None:
+    """The frame refwire rejects carries a warning citing specs/tank/README.md; the frames
+    before it (and after it, where the header still cuts the stream) show as refwire reads them."""
+    cases = [c for c in capture["cases"].values() if c["kind"] == "error" and c["name"] == name]
+    assert len(cases) == 2
+    for case in cases:
+        direction = next(iter(case["chunks"]))
+        assert any(e.get("reject") or e.get("undecoded") for e in _refwire(direction, case["chunks"][direction]))
+        _check(case)
+
+
+def test_the_session_matches_responses_with_requests(capture: dict[str, Any]) -> None:
+    """Each response names the frame of the oldest request of its id and kind, with the latency;
+    with two passes each request names its response's frame (§3, §8.16); on another port the
+    heuristic finds the connection by the broker's Ping and the direction by who sent it (§6)."""
+    sessions = [c for c in capture["cases"].values() if c["kind"] == "session"]
+    assert len(sessions) == 3
+    for case in sessions:
+        _check(case)
+        requests = [(s["frame"], s["item"]) for s in case["shown"]["c2s"]]
+        responses = [(s["frame"], s["item"]) for s in case["shown"]["s2c"] if "tank.request_id" in s["item"]]
+        pending: dict[str, list[tuple[int, str]]] = {}
+        for number, item in requests:
+            pending.setdefault(item["tank.request_id"][0], []).append((number, item["tank.msg_id"][0]))
+        matched = 0
+        for number, item in responses:
+            rid, kind = item["tank.request_id"][0], item["tank.msg_id"][0]
+            queue = pending[rid]
+            req = next(r for r in queue if r[1] == kind or (kind == "1" and r[1] == "5"))
+            queue.remove(req)
+            assert int(item["tank.request_in"][0]) == req[0], (case["port"], rid)
+            assert float(item["tank.time"][0]) > 0
+            answered = next(i for n, i in requests if n == req[0] and i["tank.request_id"][0] == rid)
+            assert int(answered["tank.response_in"][0]) == number
+            matched += 1
+        assert matched == len(requests) == 8
+
+
+def test_the_lua_is_deterministic_and_names_its_sources(lua: Path, tmp_path: Path) -> None:
+    again = tmp_path / "again.lua"
+    assert main(["dissector", "tank", "-o", str(again)]) == 0
+    text = lua.read_text()
+    assert again.read_text() == text
+    assert "refwire.tank.describe:LAYOUT" in text and "refwire.dissector.tank:PART" in text
+    assert 'ProtoField.uint32("tank.request_id", "request_id", base.DEC)' in text
+    assert "local SERVER_LAYOUT = {" in text and '[1] = "Produce"' in text
