@@ -43,18 +43,19 @@ def assert_clean_failure(proc: subprocess.CompletedProcess[str], code: int, mess
 class Serve:
     """A running ``refwire serve lumberjack`` (stdout goes to a file, stderr is collected)."""
 
-    def __init__(self, tmp_path: Path, *args: str) -> None:
+    def __init__(self, tmp_path: Path, *args: str, verbose: int = 0) -> None:
         self.stdout_path = tmp_path / f"serve-stdout-{time.monotonic_ns()}.txt"
         self._stdout = open(self.stdout_path, "w")
         self.proc = subprocess.Popen(
-            [*REFWIRE, "serve", "lumberjack", "--listen", f"{LOCAL}:0", *args],
+            [*REFWIRE, *["-v"] * verbose, "serve", "lumberjack", "--listen", f"{LOCAL}:0", *args],
             stdout=self._stdout,
             stderr=subprocess.PIPE,
             text=True,
         )
         self._lines: queue.Queue[str | None] = queue.Queue()
         self.stderr_lines: list[str] = []
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
         deadline = time.monotonic() + TIMEOUT
         while True:
             try:
@@ -83,8 +84,21 @@ class Serve:
     def wait(self, timeout: float = TIMEOUT) -> int:
         rc = self.proc.wait(timeout=timeout)
         self._stdout.close()
-        time.sleep(0.05)  # let the drain thread take the last lines
+        self._drainer.join(timeout)  # it ends at stderr's EOF: every line is in stderr_lines
         return rc
+
+    def wait_for_line(self, part: str, timeout: float = TIMEOUT) -> str:
+        """The next stderr line holding ``part`` (lines before it are skipped)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"serve printed no line with {part!r}: {self.stderr}") from None
+            if line is None:
+                raise AssertionError(f"serve ended before a line with {part!r}: {self.stderr}")
+            if part in line:
+                return line
 
     def stdout_docs(self) -> list[Any]:
         # split on "\n" only: JSON strings may hold U+2028 & co, which str.splitlines() would cut
@@ -102,8 +116,8 @@ class Serve:
 def serve(tmp_path: Path) -> Iterator[Any]:
     started: list[Serve] = []
 
-    def start(*args: str) -> Serve:
-        s = Serve(tmp_path, *args)
+    def start(*args: str, verbose: int = 0) -> Serve:
+        s = Serve(tmp_path, *args, verbose=verbose)
         started.append(s)
         return s
 
@@ -262,19 +276,15 @@ def test_serve_handles_sigterm_right_after_announcing_its_address() -> None:
             pass
     assert filled >= capacity
     os.set_blocking(w, True)  # O_NONBLOCK is shared with the child: its write must block, not fail
-    port = free_port()
-    proc = subprocess.Popen([*REFWIRE, "serve", "lumberjack", "--listen", f"{LOCAL}:{port}"], stdout=subprocess.DEVNULL, stderr=w)
+    proc = subprocess.Popen([*REFWIRE, "serve", "lumberjack", "--listen", f"{LOCAL}:0"], stdout=subprocess.DEVNULL, stderr=w)
     os.close(w)
     try:
+        # Signal once serve is stuck in that print: read from /proc, not guessed from a sleep.
         deadline = time.monotonic() + TIMEOUT
-        while True:  # the listener is bound just before the announcement
-            assert proc.poll() is None and time.monotonic() < deadline
-            try:
-                socket.create_connection((LOCAL, port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        time.sleep(0.5)
+        while not _blocked_writing_stderr_with_sigterm_caught(proc.pid):
+            assert proc.poll() is None, proc.returncode
+            assert time.monotonic() < deadline, "serve never blocked in its announcement with its SIGTERM handler in place"
+            time.sleep(0.02)
         proc.send_signal(signal.SIGTERM)
         chunks = []
         while chunk := os.read(r, 65536):
@@ -288,6 +298,18 @@ def test_serve_handles_sigterm_right_after_announcing_its_address() -> None:
     stderr = b"".join(chunks).decode(errors="replace").lstrip("#")
     assert rc == 0, (rc, stderr)
     assert "received 0 events" in stderr
+
+
+def _blocked_writing_stderr_with_sigterm_caught(pid: int) -> bool:
+    """Whether process ``pid`` catches SIGTERM (trio's handler, installed just before
+    the announcement) and its main thread sleeps in a write to a full pipe."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    m = re.search(r"^SigCgt:\s*([0-9a-fA-F]+)$", status, re.MULTILINE)
+    if m is None or not int(m.group(1), 16) >> (signal.SIGTERM - 1) & 1:
+        return False
+    wchan = Path(f"/proc/{pid}/wchan").read_text().strip()
+    # a kernel that hides wchan ("0" or empty): the handler alone decides the outcome
+    return "pipe_write" in wchan or wchan in ("", "0")
 
 
 # --------------------------------------------------------------------------- failures
@@ -465,9 +487,11 @@ def test_send_ack_mode_count_reads_go_lumbers_acks(serve: Any) -> None:
     srv = serve("--ack-mode", "count")
     # running sequence numbers from 101: a count-style ack (A 5) is not the last seq (A 105)
     args = ["send", "lumberjack", srv.address, "--count", "5", "--sequence", "running", "--first-seq", "101"]
-    sent = refwire(*args, "--ack-mode", "count", "--ack-timeout", "2", "--max-attempts", "1")
+    # the ack comes in ms: 20 s is only a cap, so load cannot turn it into a give-up
+    sent = refwire(*args, "--ack-mode", "count", "--ack-timeout", "20", "--max-attempts", "1")
     assert sent.returncode == 0, sent.stderr
-    wrong = refwire(*args, "--ack-timeout", "1", "--max-attempts", "1")
+    # "A 5" never acks seq 105: this one is meant to expire, however long the wait
+    wrong = refwire(*args, "--ack-timeout", "0.5", "--max-attempts", "1")
     assert wrong.returncode == 1 and "gave up" in wrong.stderr, wrong.stderr
 
 
@@ -515,18 +539,19 @@ def test_serve_metadata_as_logstash_names_it(serve: Any, tls_files: dict[str, st
 
 
 def test_serve_max_connections(serve: Any) -> None:
-    srv = serve("--max-connections", "1")
-    first = socket.create_connection((srv.host, srv.port), timeout=5)
+    srv = serve("--max-connections", "1", verbose=2)  # -vv: the server's debug lines say what it counted
+    first = socket.create_connection((srv.host, srv.port), timeout=TIMEOUT)
+    peer = "{}:{}".format(*first.getsockname())
     try:
-        time.sleep(0.3)  # the server has it
-        second = socket.create_connection((srv.host, srv.port), timeout=5)
+        srv.wait_for_line(f"connection from {peer} accepted (1 open)")  # the server holds it
+        second = socket.create_connection((srv.host, srv.port), timeout=TIMEOUT)
         with second:
             assert second.recv(10) == b""  # closed at once: the limit is 1
         sent = refwire("send", "lumberjack", srv.address, "--count", "1", "--max-attempts", "1")
         assert sent.returncode == 1
     finally:
         first.close()
-    time.sleep(0.3)
+    srv.wait_for_line(f"connection from {peer} closed")  # its slot is free
     sent = refwire("send", "lumberjack", srv.address, "--count", "1")
     assert sent.returncode == 0, sent.stderr
     srv.proc.send_signal(signal.SIGINT)

@@ -291,10 +291,11 @@ def test_machine_contract_requires_now() -> None:
     assert m.next_event() is NEED_DATA
 
 
-async def test_a_peer_that_does_not_read_stops_the_reading() -> None:
+async def test_a_peer_that_does_not_read_stops_the_reading(autojump_clock: trio.testing.MockClock) -> None:
     """Each line asks for a 100 kB answer; the peer sends 200 lines and reads
     nothing: the pump reads no more once more than max_unwritten bytes are
-    owed, and reads on once the peer has taken them."""
+    owed, and reads on once the peer has taken them.  Virtual time: the sleep
+    ends only once every task is blocked, so the pump has surely stalled."""
     a, b = trio.testing.lockstep_stream_pair()  # a write completes only as the peer reads
     m = Line()
     seen: list[bytes] = []
@@ -315,7 +316,8 @@ async def test_a_peer_that_does_not_read_stops_the_reading() -> None:
 
             n.start_soon(ask)
             await trio.sleep(0.5)
-            assert p.unwritten <= 300_000 + 100_000 + 1 and len(seen) <= 5, (p.unwritten, len(seen))
+            # stalled by the limit (more than max_unwritten owed), not by a slow scheduler
+            assert 300_000 < p.unwritten <= 300_000 + 100_000 + 1 and 3 <= len(seen) <= 5, (p.unwritten, len(seen))
             got = 0
             while got < 200 * 100_001:  # now read everything: the pump reads on
                 got += len(await a.receive_some(1 << 20))

@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+from support.confirm_alone import confirm_alone
 
 import refwire.pravega.draft2017.client as client_mod
 from refwire.cli import main
@@ -43,12 +44,24 @@ CLIENT = sorted(c.id for c in CATALOGUE.cases if c.role == "client")
 RUN_ID = "0d2a0f17"
 
 
-async def _run(broken: Broken | None, include: list[str]) -> RunResult:
+async def _run(broken: Broken | None, include: list[str], *, alone: bool = False) -> RunResult:
+    """``alone``: one job at time scale 1 (a verdict confirmed, see support.confirm_alone)."""
     async with draft_store(broken, [RUN_ID]) as (host, port):
         cfg = RunConfig(
-            host=host, port=port, agent=broken.name if broken else "refwire", seed=3, run_id=RUN_ID, jobs=8, time_scale=0.7
+            host=host,
+            port=port,
+            agent=broken.name if broken else "refwire",
+            seed=3,
+            run_id=RUN_ID,
+            jobs=1 if alone else 8,
+            time_scale=1.0 if alone else 0.7,
         )
         return await run_cases(CATALOGUE, cfg, include=include)
+
+
+async def _confirmed(broken: Broken | None, include: list[str], want: Verdict) -> RunResult:
+    """The run, each verdict other than ``want`` confirmed by that case alone at time scale 1."""
+    return await confirm_alone(await _run(broken, include), lambda _: want, lambda cid: _run(broken, [cid], alone=True))
 
 
 def verdicts(run: RunResult) -> dict[str, Verdict]:
@@ -72,7 +85,7 @@ def test_cases_name_real_vectors() -> None:
 
 
 async def test_every_fast_case_passes_against_refwire() -> None:
-    run = await _run(None, FAST)
+    run = await _confirmed(None, FAST, Verdict.PASS)
     bad = {r.case.id: (r.expected, r.observed, r.reason) for r in run.results if r.verdict is not Verdict.PASS}
     assert not bad, bad
     assert len(run.results) == len(FAST)
@@ -82,7 +95,7 @@ async def test_kill_matrix() -> None:
     runs: dict[str, RunResult] = {}
 
     async def one(b: Broken) -> None:
-        runs[b.name] = await _run(b, list(b.aimed_at))
+        runs[b.name] = await _confirmed(b, list(b.aimed_at), Verdict.FAIL)
 
     async with trio.open_nursery() as nursery:  # every broken store at once, each on its own port
         for b in BROKEN:

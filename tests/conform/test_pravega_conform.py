@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from support.confirm_alone import confirm_alone
 
 from refwire.cli import main
 from refwire.conform.cases.pravega import CATALOGUE
@@ -26,10 +27,24 @@ pytestmark = pytest.mark.timeout(120)
 SERVER = sorted(c.id for c in CATALOGUE.cases if c.role == "server" and "slow" not in c.tags)
 
 
-async def _run(broken: Broken | None, include: list[str], seed: int = 3) -> RunResult:
+async def _run(broken: Broken | None, include: list[str], seed: int = 3, *, alone: bool = False) -> RunResult:
+    """``alone``: one job at time scale 1 (a verdict confirmed, see support.confirm_alone)."""
     async with store(broken) as (host, port):
-        cfg = RunConfig(host=host, port=port, agent=broken.name if broken else "refwire", seed=seed, jobs=8, time_scale=0.7)
+        cfg = RunConfig(
+            host=host,
+            port=port,
+            agent=broken.name if broken else "refwire",
+            seed=seed,
+            jobs=1 if alone else 8,
+            time_scale=1.0 if alone else 0.7,
+        )
         return await run_cases(CATALOGUE, cfg, include=include)
+
+
+async def _confirmed(broken: Broken | None, include: list[str], want: Verdict, seed: int = 3) -> RunResult:
+    """The run, each verdict other than ``want`` confirmed by that case alone at time scale 1."""
+    run = await _run(broken, include, seed)
+    return await confirm_alone(run, lambda _: want, lambda cid: _run(broken, [cid], seed, alone=True))
 
 
 def verdicts(run: RunResult) -> dict[str, Verdict]:
@@ -46,7 +61,7 @@ def test_catalogue() -> None:
 
 @pytest.mark.parametrize("seed", [3, 11])
 async def test_every_case_passes_against_refwire(seed: int) -> None:
-    run = await _run(None, SERVER, seed)
+    run = await _confirmed(None, SERVER, Verdict.PASS, seed)
     bad = {r.case.id: (r.expected, r.observed, r.reason) for r in run.results if r.verdict is not Verdict.PASS}
     assert not bad, bad
 
@@ -55,7 +70,7 @@ async def test_kill_matrix() -> None:
     runs: dict[str, RunResult] = {}
 
     async def one(b: Broken) -> None:
-        runs[b.name] = await _run(b, list(b.aimed_at))
+        runs[b.name] = await _confirmed(b, list(b.aimed_at), Verdict.FAIL)
 
     async with trio.open_nursery() as nursery:  # every broken store at once, each on its own port
         for b in BROKEN:
