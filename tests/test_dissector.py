@@ -252,9 +252,9 @@ def test_the_lua_is_deterministic_and_names_its_sources(lua: Path, tmp_path: Pat
 
 
 def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["dissector", "pravega", "-o", str(tmp_path / "x.lua")]) == 2
+    assert main(["dissector", "seastar-rpc", "-o", str(tmp_path / "x.lua")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "no Wireshark dissector for 'pravega'" in err and "lumberjack, tank" in err
+    assert err.count("\n") == 0 and "no Wireshark dissector for 'seastar-rpc'" in err and "lumberjack, pravega" in err
     assert main(["dissector", "lumberjack", "-o", str(tmp_path / "missing" / "x.lua")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "cannot write" in err and "Traceback" not in err

@@ -20,6 +20,10 @@ alone; fixed fields past a short frame's end are not read), and a second layout
 for the frames the server sends (``Part.server_layout``: the part's
 ``PART.from_server`` says which side sent a packet, and each frame is read with its
 side's layout).  Integers follow the layout's byte order (``add_le`` for little-endian).
+Three switches serve a part's Lua: ``Part.start_ctx`` (``PART.start`` also gets ``pinfo`` and the
+context, for a check that depends on the side), ``Part.dispatch`` (``PART.dispatch`` may hand a
+connection over to another dissector: a dialect chosen per connection) and
+``Part.header_by_segment`` (an incomplete header asks TCP for one more segment).
 
 What a table cannot say -- variable sizes, payloads, nested frames, matching
 requests with responses -- is hand-written Lua in the protocol's :class:`Part`,
@@ -102,6 +106,18 @@ class Part:
     checks: tuple[Check, ...] = ()
     #: extra ProtoField declarations (Lua statements assigning ``hf.<key>``)
     fields_lua: str = ""
+    #: an incomplete header asks TCP for one more segment, not for the header's missing bytes: the
+    #: bytes then never end inside a segment before the frame's size is known (a frame that ends in
+    #: the segment that completed its header is otherwise lost on tshark's second pass, ``-2``)
+    header_by_segment: bool = False
+    #: ``PART.start`` is also given ``pinfo`` and ``ctx`` (``PART.start(tvb, off, avail, pinfo, ctx)``):
+    #: for a start check that depends on the side that sent the bytes
+    start_ctx: bool = False
+    #: the part defines ``PART.dispatch(tvb, pinfo, tree, conv)``, called first on every packet: a
+    #: function ``(tvb, pinfo, tree)`` that reads this connection instead (another dialect's
+    #: dissector, in the same Lua state: the pass without a tree is then read too), ``true`` when the
+    #: bytes seen so far cannot tell yet (TCP is asked for one more segment), or nil: this one reads it
+    dispatch: bool = False
     #: the hand-written Lua: fills ``PART.start``, ``PART.size``, ``PART.body``,
     #: ``PART.summary`` and ``PART.heuristic`` (see the generated file's comments)
     lua: str = ""
@@ -199,10 +215,11 @@ def _checks_lua(checks: Iterable[Check], spec: str) -> str:
 
 
 def _type_field(layouts: Iterable[Layout], name: str, what: str = "type") -> Field:
-    layouts = tuple(layouts)
-    found = {f for layout in layouts for fl in layout.frames.values() for f in fl.fields if f.name == name}
-    everywhere = all(any(f.name == name for f in fl.fields) for layout in layouts for fl in layout.frames.values())
-    if len(found) != 1 or not everywhere:
+    # the one field of that name every frame type has at the same place (a frame type may have
+    # another field of the same name elsewhere: the 2017 Pravega draft's BeginAppendBlock.length)
+    per_type = [{f for f in fl.fields if f.name == name} for layout in layouts for fl in layout.frames.values()]
+    found = set.intersection(*per_type) if per_type else set()
+    if len(found) != 1:
         raise ValueError(f"the {what} field {name!r} is not at one place in every frame type")
     return found.pop()
 
@@ -327,10 +344,10 @@ P.experts = experts
 local function frame_at(tvb, pinfo, tree, off, ctx)
   local avail = tvb:len() - off
   if PART.start then
-    local bad = PART.start(tvb, off, avail)
+    local bad = PART.start(tvb, off, avail${start_extra})
     if bad then undecoded(tvb, tree, off, bad[1], bad[2]); return false end
   end
-  if avail < TYPE_END then return nil, TYPE_END - avail end
+  if avail < TYPE_END then return nil, ${header_need} end
   local t = field_value(tvb, off, TYPE_FIELD)${type_lookup}
   local lay = ${layout_of}[t]
   if lay == nil then
@@ -371,7 +388,7 @@ end
 function P.dissector(tvb, pinfo, tree)
   local len = tvb:len()
   if len == 0 then return 0 end
-  local conv = conversation(pinfo)
+  local conv = conversation(pinfo)${dispatch}
   local dir = tostring(pinfo.src) .. ":" .. tostring(pinfo.src_port)
   pinfo.cols.protocol = ${short_lua}
   -- after a byte that is no frame, refwire reads the rest of the direction as undecoded bytes
@@ -432,6 +449,16 @@ _SIZING_BY_LENGTH: Final = r"""  -- every frame is HEADER bytes plus its length 
     lay = fit
   end
   local v = read_fixed(tvb, off, lay)"""
+
+#: Handing a connection over to another dissector (``Part.dispatch``).
+_DISPATCH: Final = r"""
+  local other = PART.dispatch(tvb, pinfo, tree, conv)
+  if other == true then  -- not known yet: one more segment
+    pinfo.desegment_offset = 0
+    pinfo.desegment_len = DESEGMENT_ONE_MORE_SEGMENT
+    return len
+  end
+  if other then other(tvb, pinfo, tree); return len end"""
 
 _HEURISTIC: Final = r"""local function heuristic(tvb, pinfo, tree)
   if not PART.heuristic(tvb, pinfo) then return false end
@@ -498,6 +525,9 @@ def generate(desc: Descriptor, part: Part | None = None, layout: Layout | None =
         type_lookup='\n  t = TYPE_CODES[t] or string.format("0x%02x", t)' if part.type_codes else "",
         layout_of="(ctx.server and SERVER_LAYOUT or LAYOUT)" if part.server_layout is not None else "LAYOUT",
         sizing=sizing,
+        header_need="DESEGMENT_ONE_MORE_SEGMENT" if part.header_by_segment else "TYPE_END - avail",
+        start_extra=", pinfo, ctx" if part.start_ctx else "",
+        dispatch=_DISPATCH if part.dispatch else "",
         ctx_extra=", server = PART.from_server(tvb, pinfo, conv)" if part.server_layout is not None else "",
         fields=_fields_lua(layouts, keys),
         checks=_checks_lua(part.checks, spec),

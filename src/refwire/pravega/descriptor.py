@@ -13,6 +13,7 @@ DESCRIPTOR = Descriptor(
     spec="pravega",
     package="refwire.pravega",
     describer="refwire.pravega.describe:describer",
+    dissector="refwire.dissector.pravega:PART",
     layout="refwire.pravega.describe:LAYOUT",
     cli="refwire.pravega.cli:register",
     scenario="refwire.sim.scenarios.pravega:SCENARIO",

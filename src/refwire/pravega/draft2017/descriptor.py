@@ -13,6 +13,7 @@ DESCRIPTOR = Descriptor(
     spec="pravega-draft-2017",
     package="refwire.pravega.draft2017",
     describer="refwire.pravega.draft2017.describe:describer",
+    dissector="refwire.dissector.pravega_draft:PART",
     layout="refwire.pravega.draft2017.describe:LAYOUT",
     scenario="refwire.sim.scenarios.pravega_draft:SCENARIO",
     decoder="refwire.pipeline.dialects.pravega_draft:decode",
