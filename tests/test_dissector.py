@@ -15,29 +15,23 @@ warning citing §4 of the spec (its table of every error refwire detects).
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.tshark import WARN, Capture, experts, needs_tshark, run_tshark, segments
 
 from refwire.cli import main
 from refwire.describe import UNDECODED, Described
 from refwire.lumberjack.frames import DEFAULT_LIMITS, Ack, Compressed, JsonFrame, Window
-from refwire.pcap import PcapWriter
 from refwire.protocols import descriptor
 
-TSHARK = shutil.which("tshark")
-pytestmark = pytest.mark.skipif(TSHARK is None, reason="tshark is not installed (apt-get install tshark): the Lua dissector cannot run")
+pytestmark = needs_tshark
 
 VECTORS = Path(__file__).resolve().parent.parent / "specs" / "lumberjack" / "vectors"
 PORT = 5044
 OTHER_PORT = 15044  # no dissector registered: the heuristic must find these
 FIELDS = ("version", "count", "seq", "len", "pairs")
-#: expert severity "warning" in tshark's JSON
-WARN = str(0x00600000)
 
 
 def _vectors() -> list[tuple[str, dict[str, Any]]]:
@@ -46,10 +40,6 @@ def _vectors() -> list[tuple[str, dict[str, Any]]]:
         for kind in ("frames", "conversations", "errors")
         for v in json.loads((VECTORS / f"{kind}.json").read_text())["vectors"]
     ]
-
-
-def _chunks(data: bytes, size: int) -> list[bytes]:
-    return [data[i : i + size] for i in range(0, len(data), size)] or [b""]
 
 
 def _session() -> list[tuple[str, bytes]]:
@@ -96,27 +86,6 @@ def _error(e: dict[str, Any]) -> bool:
 # --------------------------------------------------------------------------- what tshark shows
 
 
-def _pairs(items: list[tuple[str, Any]]) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {}
-    for k, v in items:
-        out.setdefault(k, []).append(v)
-    return out
-
-
-def _experts(node: Any) -> Iterator[tuple[str, str]]:
-    """(severity, message) of every expert info in a tshark JSON subtree."""
-    if isinstance(node, list):
-        for n in node:
-            yield from _experts(n)
-    elif isinstance(node, dict):
-        for k, vs in node.items():
-            for v in vs:
-                if k == "_ws.expert":
-                    yield v["_ws.expert.severity"][0], v["_ws.expert.message"][0]
-                else:
-                    yield from _experts(v)
-
-
 def _shown(item: dict[str, list[Any]], inner: bool = True) -> dict[str, Any]:
     if "lumberjack.undecoded" in item:
         return {"undecoded": True}
@@ -138,49 +107,24 @@ def lua(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def capture(lua: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One pcapng of every case, one tshark run: per case, what refwire reads and what tshark shows."""
     cap = tmp_path_factory.mktemp("cap") / "lumberjack.pcapng"
-    cases: dict[int, dict[str, Any]] = {}  # tcp.stream -> case
-    ts = 1_700_000_000.0
-    with PcapWriter(cap) as w:
-
-        def connection(name: str, port: int, sends: list[tuple[str, bytes]], kind: str, vector: dict[str, Any]) -> None:
-            nonlocal ts
-            conv = w.connection(("10.0.0.1", 0), ("10.0.0.2", port), ts)
-            for direction, data in sends:
-                ts += 0.001
-                conv.send(direction, data, ts)
-            ts += 0.001
-            conv.close(ts)
-            per_dir: dict[str, list[bytes]] = {}
-            for direction, data in sends:
-                per_dir.setdefault(direction, []).append(data)
-            cases[len(cases)] = {"name": name, "kind": kind, "vector": vector, "chunks": per_dir, "shown": {}}
-
+    with Capture(cap) as w:
         for kind, v in _vectors():
             direction = "c2s" if v["direction"] == "client->server" else "s2c"
             data = bytes.fromhex(v["hex"])
-            connection(v["name"], PORT, [(direction, data)], kind, v)
-            connection(v["name"] + " (3-byte segments)", PORT, [(direction, c) for c in _chunks(data, 3)], kind, v)
+            w.connection(v["name"], PORT, [(direction, data)], kind=kind, vector=v)
+            w.connection(v["name"] + " (3-byte segments)", PORT, [(direction, c) for c in segments(data, 3)], kind=kind, vector=v)
             if kind != "errors" and direction == "c2s":
-                connection(v["name"] + " (heuristic)", OTHER_PORT, [(direction, data)], kind, v)
+                w.connection(v["name"] + " (heuristic)", OTHER_PORT, [(direction, data)], kind=kind, vector=v)
         session = _session()
-        connection("session", PORT, session, "session", {})
-        connection("session (5-byte segments)", PORT, [(d, c) for d, data in session for c in _chunks(data, 5)], "session", {})
-    assert TSHARK is not None
-    run = subprocess.run(
-        [TSHARK, "-X", f"lua_script:{lua}", "-r", str(cap), "-T", "json", "-J", "frame tcp lumberjack", "-Y", "lumberjack"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert run.returncode == 0, run.stderr
-    assert "Lua" not in run.stderr, run.stderr  # a Lua error in the dissector
-    for packet in json.loads(run.stdout, object_pairs_hook=_pairs):
-        layers = packet["_source"][0]["layers"][0]
+        w.connection("session", PORT, session, kind="session", vector={})
+        w.connection("session (5-byte segments)", PORT, [(d, c) for d, data in session for c in segments(data, 5)], kind="session", vector={})
+    cases = w.cases
+    for layers in run_tshark(lua, cap, "lumberjack", "lumberjack", two_pass=False, lua_error_items=False):
         tcp = layers["tcp"][0]
         direction = "c2s" if tcp["tcp.dstport"][0] in (str(PORT), str(OTHER_PORT)) else "s2c"
         shown = cases[int(tcp["tcp.stream"][0])]["shown"].setdefault(direction, [])
         for item in layers["lumberjack"]:
-            assert not [m for _, m in _experts(item) if "Lua Error" in m], (cases[int(tcp["tcp.stream"][0])]["name"], item)
+            assert not [m for _, m in experts(item) if "Lua Error" in m], (cases[int(tcp["tcp.stream"][0])]["name"], item)
             shown.append({"frame": int(layers["frame"][0]["frame.number"][0]), "item": item})
     return {"cases": cases, "cap": cap}
 
@@ -209,7 +153,7 @@ def test_the_dissector_shows_what_refwire_reads(capture: dict[str, Any], case_na
             bad = next((k for k, e in enumerate(expected) if _error(e)), None)
             if bad is None:
                 assert [_shown(s["item"]) for s in shown] == expected, case["name"]
-                warnings = [m for s in shown for sev, m in _experts(s["item"]) if sev == WARN]
+                warnings = [m for s in shown for sev, m in experts(s["item"]) if sev == WARN]
                 if name == "window-over-limit":  # refwire's machine rejects it (max_window, §4)
                     assert any("max_window" in m and "§4" in m for m in warnings), warnings
                 else:
@@ -217,13 +161,13 @@ def test_the_dissector_shows_what_refwire_reads(capture: dict[str, Any], case_na
                 continue
             # the frames before the error, as refwire reads them, with no warning
             assert [_shown(s["item"]) for s in shown[:bad]] == expected[:bad], case["name"]
-            assert not [m for s in shown[:bad] for sev, m in _experts(s["item"]) if sev == WARN], case["name"]
+            assert not [m for s in shown[:bad] for sev, m in experts(s["item"]) if sev == WARN], case["name"]
             if expected[bad].get("eof"):
                 # the stream ends inside a frame: TCP reassembly waits for bytes that never
                 # come, so tshark shows nothing there (nothing to check: the capture ends)
                 assert len(shown) == bad, case["name"]
                 continue
-            warnings = [m for sev, m in _experts(shown[bad]["item"]) if sev == WARN]
+            warnings = [m for sev, m in experts(shown[bad]["item"]) if sev == WARN]
             assert any("specs/lumberjack/README.md" in m and "§4" in m for m in warnings), (case["name"], expected[bad], warnings)
 
 
@@ -252,9 +196,9 @@ def test_the_lua_is_deterministic_and_names_its_sources(lua: Path, tmp_path: Pat
 
 
 def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["dissector", "seastar-rpc", "-o", str(tmp_path / "x.lua")]) == 2
+    assert main(["dissector", "no-such-protocol", "-o", str(tmp_path / "x.lua")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "no Wireshark dissector for 'seastar-rpc'" in err and "lumberjack, pravega" in err
+    assert err.count("\n") == 0 and "no Wireshark dissector for 'no-such-protocol'" in err and "lumberjack, pravega" in err
     assert main(["dissector", "lumberjack", "-o", str(tmp_path / "missing" / "x.lua")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "cannot write" in err and "Traceback" not in err

@@ -18,18 +18,15 @@ and are not sent.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.tshark import Capture, needs_tshark, packets, segments, start_tshark, walk, warns
 
 from refwire.cli import main
 from refwire.describe import UNDECODED, Described
 from refwire.errors import ProtocolError
-from refwire.pcap import PcapWriter
 from refwire.pravega.client import parse_events
 from refwire.pravega.commands import CLIENT_LIMITS, DEFAULT_LIMITS
 from refwire.pravega.describe import describer as pravega_describer
@@ -37,25 +34,17 @@ from refwire.pravega.draft2017.connection import DEFAULT_LIMITS as DRAFT_LIMITS
 from refwire.pravega.draft2017.describe import describer as draft_describer
 from refwire.pravega.frames_codec import CURRENT
 
-TSHARK = shutil.which("tshark")
-pytestmark = pytest.mark.skipif(
-    TSHARK is None, reason="tshark is not installed (apt-get install tshark): the Lua dissector cannot run"
-)
+pytestmark = needs_tshark
 
 ROOT = Path(__file__).resolve().parent.parent / "specs"
 PORT = 12345
 OTHER_PORT = 22345  # no dissector registered: the Hello heuristic must find the connection there
-WARN = str(0x00600000)
 HELLO = bytes.fromhex("ffffff81000000080000001100000005")
 SPECS = {"pravega": "specs/pravega/README.md §", "pravega_draft": "specs/pravega-draft-2017/README.md §"}
 
 
 def _vectors(spec: str, name: str) -> list[dict[str, Any]]:
     return list(json.loads((ROOT / spec / "vectors" / name).read_text())["vectors"])
-
-
-def _chunks(data: bytes, size: int) -> list[bytes]:
-    return [data[i : i + size] for i in range(0, len(data), size)] or [b""]
 
 
 def _dir(direction: str | None, command: str | None = None) -> str:
@@ -123,50 +112,11 @@ def _refwire(dialect: str, direction: str, chunks: list[bytes]) -> list[dict[str
 # --------------------------------------------------------------------------- what tshark shows
 
 
-def _pairs(items: list[tuple[str, Any]]) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {}
-    for k, v in items:
-        out.setdefault(k, []).append(v)
-    return out
-
-
-def _experts(item: Any) -> list[tuple[str, str]]:
-    if isinstance(item, list):
-        return [e for i in item for e in _experts(i)]
-    if not isinstance(item, dict):
-        return []
-    out = []
-    for k, vs in item.items():
-        for v in vs:
-            if k == "_ws.expert":
-                out.append((v["_ws.expert.severity"][0], v["_ws.expert.message"][0]))
-            else:
-                out += _experts(v)
-    return out
-
-
-def _walk(node: Any) -> Iterator[tuple[str, Any]]:
-    if isinstance(node, list):
-        for n in node:
-            yield from _walk(n)
-    elif isinstance(node, dict):
-        for k, vs in node.items():
-            for v in vs:
-                if isinstance(v, (dict, list)):
-                    yield from _walk(v)
-                else:
-                    yield k, v
-
-
-def _warnings(item: Any) -> list[str]:
-    return [m for sev, m in _experts(item) if sev == WARN]
-
-
 def _shown(proto: str, item: dict[str, list[Any]], expected: dict[str, Any]) -> dict[str, Any]:
     """What the dissector shows of the fields refwire's describer names."""
     if f"{proto}.undecoded" in item:
         return {"undecoded": True}
-    if _warnings(item):
+    if warns(item):
         return {"type": item[f"{proto}.type"][0], "length": item[f"{proto}.length"][0], "reject": True}
     out: dict[str, Any] = {"reject": False}
     for k, v in expected.items():
@@ -180,22 +130,10 @@ def _shown(proto: str, item: dict[str, list[Any]], expected: dict[str, Any]) -> 
     return out
 
 
-def _start(lua: Path, cap: Path, prefs: list[str]) -> subprocess.Popen[str]:
-    """tshark (two passes) over ``cap``, started: both dialects' runs go side by side."""
-    assert TSHARK is not None
-    cmd = [TSHARK, "-2", "-X", f"lua_script:{lua}", *prefs, "-r", str(cap), "-T", "json", "-J", "frame tcp pravega pravega_draft"]
-    return subprocess.Popen([*cmd, "-Y", "pravega or pravega_draft"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _capture(run: subprocess.Popen[str]) -> list[tuple[int, int, str, dict[str, Any]]]:
+def _capture(run: Any) -> list[tuple[int, int, str, dict[str, Any]]]:
     """(tcp.stream, destination port, the protocol, its item) of every frame tshark shows."""
-    stdout, stderr = run.communicate(timeout=60)
-    assert run.returncode == 0, stderr
-    assert "Lua" not in stderr, stderr
-    assert "Lua Error" not in stdout, [line for line in stdout.splitlines() if "Lua Error" in line][:3]
     out = []
-    for packet in json.loads(stdout, object_pairs_hook=_pairs):
-        layers = packet["_source"][0]["layers"][0]
+    for layers in packets(run):
         tcp = layers["tcp"][0]
         for proto in ("pravega", "pravega_draft"):
             for item in layers.get(proto, []):
@@ -213,28 +151,13 @@ def lua(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _write(tmp: Path, dialect: str, extra: list[tuple[str, str, int, list[tuple[str, bytes]]]]) -> tuple[Path, dict[int, dict[str, Any]]]:
     """The pcapng of every case of ``dialect`` (and ``extra``), and the cases by tcp.stream."""
     cap = tmp / f"{dialect}.pcapng"
-    cases: dict[int, dict[str, Any]] = {}
-    ts = 1_700_000_000.0
-    with PcapWriter(cap) as w:
-
-        def connection(name: str, kind: str, port: int, sends: list[tuple[str, bytes]]) -> None:
-            nonlocal ts
-            conv = w.connection(("10.0.0.1", 40000), ("10.0.0.2", port), ts)
-            for direction, data in sends:
-                ts += 0.001
-                conv.send(direction, data, ts)
-            ts += 0.001
-            conv.close(ts)
-            per_dir: dict[str, list[bytes]] = {}
-            for direction, data in sends:
-                per_dir.setdefault(direction, []).append(data)
-            cases[len(cases)] = {"name": name, "kind": kind, "port": port, "chunks": per_dir, "shown": {}, "dialect": dialect}
-
+    with Capture(cap, ("10.0.0.1", 40000)) as w:
         for name, kind, sends in _cases(dialect):
-            connection(name, kind, PORT, sends)
-            connection(name, kind, PORT, [(d, c) for d, data in sends for c in _chunks(data, 3)])
+            w.connection(name, PORT, sends, kind=kind, dialect=dialect)
+            w.connection(name, PORT, [(d, c) for d, data in sends for c in segments(data, 3)], kind=kind, dialect=dialect)
         for name, kind, port, sends in extra:
-            connection(name, kind, port, sends)
+            w.connection(name, port, sends, kind=kind, dialect=dialect)
+    cases = w.cases
     return cap, cases
 
 
@@ -242,7 +165,7 @@ def _write(tmp: Path, dialect: str, extra: list[tuple[str, str, int, list[tuple[
 _SETUP = bytes.fromhex(next(v["hex"] for v in _vectors("pravega", "commands.json") if v["command"] == "SetupAppend"))
 CHOICE: list[tuple[str, str, int, list[tuple[str, bytes]]]] = [
     ("hello-first", "choice", PORT, [("c2s", HELLO + _SETUP), ("s2c", HELLO)]),
-    ("hello-first-3-byte-segments", "choice", PORT, [("c2s", c) for c in _chunks(HELLO + _SETUP, 3)]),
+    ("hello-first-3-byte-segments", "choice", PORT, [("c2s", c) for c in segments(HELLO + _SETUP, 3)]),
     ("hello-first-heuristic", "choice", OTHER_PORT, [("c2s", HELLO + _SETUP), ("s2c", HELLO)]),
 ]
 
@@ -254,7 +177,7 @@ def runs(lua: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[
     started = []
     for dialect, prefs, extra in (("pravega", ["-o", "pravega.dialect:pravega"], []), ("pravega_draft", [], CHOICE)):
         cap, cases = _write(tmp, dialect, extra)
-        started.append((_start(lua, cap, prefs), cases))
+        started.append((start_tshark(lua, cap, "pravega pravega_draft", "pravega or pravega_draft", prefs=prefs), cases))
         out[dialect] = cases
     for run, cases in started:
         for stream, dport, proto, item in _capture(run):
@@ -276,13 +199,13 @@ def _check(case: dict[str, Any]) -> None:
         assert got == expected[:upto], case["name"]
         for (_, item), e in zip(shown, expected[:upto], strict=False):
             if e["reject"]:
-                assert any(SPECS[proto] in m for m in _warnings(item)), (case["name"], e)
+                assert any(SPECS[proto] in m for m in warns(item)), (case["name"], e)
         if bad is None:
             assert len(shown) == len(expected), case["name"]
         elif expected[bad].get("eof"):
             assert len(shown) == bad, case["name"]  # TCP reassembly waits for bytes that never come
         else:
-            warnings = _warnings(shown[bad][1])
+            warnings = warns(shown[bad][1])
             assert any(SPECS[proto] in m for m in warnings), (case["name"], expected[bad], warnings)
 
 
@@ -311,7 +234,7 @@ def test_error_vectors_get_a_warning(runs: dict[str, dict[int, dict[str, Any]]],
         direction = next(iter(case["chunks"]))
         expected = _refwire("pravega" if dialect == "pravega" else "draft", direction, case["chunks"][direction])
         if any(e.get("reject") or (e.get("undecoded") and not e.get("eof")) for e in expected):
-            assert any(SPECS[dialect] in m for _, item in case["shown"].get(direction, []) for m in _warnings(item)), case["name"]
+            assert any(SPECS[dialect] in m for _, item in case["shown"].get(direction, []) for m in warns(item)), case["name"]
             seen += 1
     assert seen >= 20
 
@@ -354,7 +277,7 @@ def test_events_inside_append_data(runs: dict[str, dict[int, dict[str, Any]]]) -
                 continue  # a trailing Padding or PartialEvent (AppendBlock): not compared here
             if used != len(data) or not events:
                 continue  # the rest of a split event (Java's AppendBlockEnd): no events shown
-            fields = list(_walk(item))
+            fields = list(walk(item))
             assert [v for k, v in fields if k == "pravega.events"] == [str(len(events))], case["name"]
             assert [v for k, v in fields if k == "pravega.event.length"] == [str(len(e)) for _, e in events], case["name"]
             checked += 1
@@ -375,7 +298,7 @@ def test_the_dialect_is_chosen_by_the_hello(runs: dict[str, dict[int, dict[str, 
         shown = case["shown"]["c2s"]
         assert [p for p, _ in shown] == ["pravega", "pravega"], case["name"]
         assert [item["pravega.type"][0] for _, item in shown] == ["-127", "1"], case["name"]
-        assert not any(_warnings(item) for _, item in shown)
+        assert not any(warns(item) for _, item in shown)
     drafts = [c for c in runs["pravega_draft"].values() if c["kind"] == "vector"]
     assert drafts and all(p == "pravega_draft" for c in drafts for s in c["shown"].values() for p, _ in s)
     overridden = [c for c in runs["pravega"].values() if c["kind"] == "vector" and c["name"] != "hello-17-5"]

@@ -17,18 +17,15 @@ name their request's frame and the latency, requests their response's (§3, §8.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.tshark import Capture, needs_tshark, run_tshark, segments, walk, warns
 
 from refwire.cli import main
 from refwire.describe import UNDECODED, Described
 from refwire.errors import ProtocolError
-from refwire.pcap import PcapWriter
 from refwire.protocols import descriptor
 from refwire.tank.bundles import Message, decode_bundle, encode_bundle
 from refwire.tank.frames import (
@@ -53,10 +50,7 @@ from refwire.tank.responses import (
 )
 from refwire.wire import decode_uvarint
 
-TSHARK = shutil.which("tshark")
-pytestmark = pytest.mark.skipif(
-    TSHARK is None, reason="tshark is not installed (apt-get install tshark): the Lua dissector cannot run"
-)
+pytestmark = needs_tshark
 
 VECTORS = Path(__file__).resolve().parent.parent / "specs" / "tank" / "vectors" / "frames.json"
 PORT = 11011
@@ -67,8 +61,6 @@ BODY = {
     "topics": "tank.topic", "partitions": "tank.partition", "errs": "tank.err", "hwmarks": "tank.hwmark",
     "seqs": "tank.seq", "counts": "tank.bundle.count", "contents": "tank.msg.content", "msg_seqs": "tank.msg.seq",
 }  # fmt: skip
-#: expert severity "warning" in tshark's JSON
-WARN = str(0x00600000)
 
 _STATUS = StatusRequest(7).encode()
 
@@ -141,10 +133,6 @@ SESSION: list[tuple[str, str]] = [
     ("s2c", "reload-conf-response"), ("s2c", "discover-topology-response"), ("s2c", "discover-topics-response"),
     ("s2c", "status-response"),
 ]  # fmt: skip
-
-
-def _chunks(data: bytes, size: int) -> list[bytes]:
-    return [data[i : i + size] for i in range(0, len(data), size)] or [b""]
 
 
 # --------------------------------------------------------------------------- what refwire reads
@@ -237,53 +225,13 @@ def _refwire(direction: str, chunks: list[bytes]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- what tshark shows
 
 
-def _pairs(items: list[tuple[str, Any]]) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {}
-    for k, v in items:
-        out.setdefault(k, []).append(v)
-    return out
-
-
-def _walk(node: Any) -> Iterator[tuple[str, Any]]:
-    """(key, value) of every field in a tshark JSON subtree, in tree order per key."""
-    if isinstance(node, list):
-        for n in node:
-            yield from _walk(n)
-    elif isinstance(node, dict):
-        for k, vs in node.items():
-            for v in vs:
-                if isinstance(v, (dict, list)):
-                    yield from _walk(v)
-                else:
-                    yield k, v
-
-
-def _experts(item: Any) -> list[tuple[str, str]]:
-    if isinstance(item, list):
-        return [e for i in item for e in _experts(i)]
-    if not isinstance(item, dict):
-        return []
-    out = []
-    for k, vs in item.items():
-        for v in vs:
-            if k == "_ws.expert":
-                out.append((v["_ws.expert.severity"][0], v["_ws.expert.message"][0]))
-            else:
-                out += _experts(v)
-    return out
-
-
-def _warnings(item: Any) -> list[str]:
-    return [m for sev, m in _experts(item) if sev == WARN]
-
-
 def _shown(item: dict[str, list[Any]]) -> dict[str, Any]:
     if "tank.undecoded" in item:
         return {"undecoded": True}
     out: dict[str, Any] = {k: item[f"tank.{k}"][0] for k in HEAD if f"tank.{k}" in item}
-    out["reject"] = bool(_warnings(item))
+    out["reject"] = bool(warns(item))
     if not out["reject"]:
-        fields = list(_walk(item))
+        fields = list(walk(item))
         for key, abbrev in BODY.items():
             out[key] = [v.replace(":", "") for k, v in fields if k == abbrev]
     return out
@@ -300,57 +248,29 @@ def lua(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def capture(lua: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One pcapng of every case, one tshark run: per case, what tshark shows per direction."""
     cap = tmp_path_factory.mktemp("cap") / "tank.pcapng"
-    cases: dict[int, dict[str, Any]] = {}  # tcp.stream -> case
-    ts = 1_700_000_000.0
-    with PcapWriter(cap) as w:
-
-        def connection(name: str, kind: str, port: int, sends: list[tuple[str, bytes]]) -> None:
-            nonlocal ts
-            conv = w.connection(("10.0.0.1", 0), ("10.0.0.2", port), ts)
-            for direction, data in sends:
-                ts += 0.001
-                conv.send(direction, data, ts)
-            ts += 0.001
-            conv.close(ts)
-            per_dir: dict[str, list[bytes]] = {}
-            for direction, data in sends:
-                per_dir.setdefault(direction, []).append(data)
-            cases[len(cases)] = {"name": name, "kind": kind, "port": port, "chunks": per_dir, "shown": {}}
-
+    with Capture(cap) as w:
         for v in _vectors():
             direction = "c2s" if v["direction"] == "c2b" else "s2c"
             data = bytes.fromhex(v["hex"])
-            connection(v["name"], "vector", PORT, [(direction, data)])
-            connection(v["name"], "vector", PORT, [(direction, c) for c in _chunks(data, 3)])
+            w.connection(v["name"], PORT, [(direction, data)], kind="vector")
+            w.connection(v["name"], PORT, [(direction, c) for c in segments(data, 3)], kind="vector")
         for name, direction, data in VALID:
-            connection(name, "valid", PORT, [(direction, data)])
-            connection(name, "valid", PORT, [(direction, c) for c in _chunks(data, 1000)])
+            w.connection(name, PORT, [(direction, data)], kind="valid")
+            w.connection(name, PORT, [(direction, c) for c in segments(data, 1000)], kind="valid")
         for name, direction, data in ERRORS:
-            connection(name, "error", PORT, [(direction, data)])
-            connection(name, "error", PORT, [(direction, c) for c in _chunks(data, 3)])
+            w.connection(name, PORT, [(direction, data)], kind="error")
+            w.connection(name, PORT, [(direction, c) for c in segments(data, 3)], kind="error")
         session = [(d, _vector(n)) for d, n in SESSION]
-        connection("session", "session", PORT, session)
-        connection("session", "session", PORT, [(d, c) for d, data in session for c in _chunks(data, 7)])
-        connection("session", "session", OTHER_PORT, session)
-    assert TSHARK is not None
-    run = subprocess.run(
-        [TSHARK, "-2", "-X", f"lua_script:{lua}", "-r", str(cap), "-T", "json", "-J", "frame tcp tank", "-Y", "tank"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert run.returncode == 0, run.stderr
-    assert "Lua" not in run.stderr, run.stderr
-    # a Lua error inside the dissector is a text item of the tree (not an expert info)
-    assert "Lua Error" not in run.stdout, [line for line in run.stdout.splitlines() if "Lua Error" in line][:3]
-    for packet in json.loads(run.stdout, object_pairs_hook=_pairs):
-        layers = packet["_source"][0]["layers"][0]
+        w.connection("session", PORT, session, kind="session")
+        w.connection("session", PORT, [(d, c) for d, data in session for c in segments(data, 7)], kind="session")
+        w.connection("session", OTHER_PORT, session, kind="session")
+    cases = w.cases
+    for layers in run_tshark(lua, cap, "tank", "tank"):
         tcp = layers["tcp"][0]
         case = cases[int(tcp["tcp.stream"][0])]
         direction = "c2s" if tcp["tcp.dstport"][0] == str(case["port"]) else "s2c"
         shown = case["shown"].setdefault(direction, [])
         for item in layers["tank"]:
-            assert not [m for _, m in _experts(item) if "Lua Error" in m], (case["name"], item)
             shown.append({"frame": int(layers["frame"][0]["frame.number"][0]), "item": item})
     return {"cases": cases}
 
@@ -367,13 +287,13 @@ def _check(case: dict[str, Any]) -> None:
         assert [_shown(s["item"]) for s in shown[:upto]] == expected[:upto], case["name"]
         for s, e in zip(shown, expected[:upto], strict=False):
             if e["reject"]:
-                assert any("specs/tank/README.md §" in m for m in _warnings(s["item"])), (case["name"], e)
+                assert any("specs/tank/README.md §" in m for m in warns(s["item"])), (case["name"], e)
         if bad is None:
             assert len(shown) == len(expected), case["name"]
         elif expected[bad].get("eof"):
             assert len(shown) == bad, case["name"]  # TCP reassembly waits for bytes that never come
         else:
-            warnings = _warnings(shown[bad]["item"])
+            warnings = warns(shown[bad]["item"])
             assert any("specs/tank/README.md §" in m for m in warnings), (case["name"], expected[bad], warnings)
 
 

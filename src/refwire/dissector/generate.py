@@ -23,7 +23,9 @@ side's layout).  Integers follow the layout's byte order (``add_le`` for little-
 Three switches serve a part's Lua: ``Part.start_ctx`` (``PART.start`` also gets ``pinfo`` and the
 context, for a check that depends on the side), ``Part.dispatch`` (``PART.dispatch`` may hand a
 connection over to another dissector: a dialect chosen per connection) and
-``Part.header_by_segment`` (an incomplete header asks TCP for one more segment).
+``Part.header_by_segment`` (an incomplete header asks TCP for one more segment).  A protocol
+whose frames carry no type field (what a frame is follows from what the connection negotiated)
+sets ``Part.frame_type``: ``PART.frame_type`` then names each frame's type instead.
 
 What a table cannot say -- variable sizes, payloads, nested frames, matching
 requests with responses -- is hand-written Lua in the protocol's :class:`Part`,
@@ -118,6 +120,10 @@ class Part:
     #: dissector, in the same Lua state: the pass without a tree is then read too), ``true`` when the
     #: bytes seen so far cannot tell yet (TCP is asked for one more segment), or nil: this one reads it
     dispatch: bool = False
+    #: the frames have no type field: the part defines ``PART.frame_type(tvb, off, avail, pinfo, ctx)``
+    #: -> the frame's type (a layout's key), or nil and the bytes it needs to know it (the type follows
+    #: from the connection's state: what a negotiation said); ``type_field`` is then unused
+    frame_type: bool = False
     #: the hand-written Lua: fills ``PART.start``, ``PART.size``, ``PART.body``,
     #: ``PART.summary`` and ``PART.heuristic`` (see the generated file's comments)
     lua: str = ""
@@ -245,8 +251,7 @@ local LIMIT = {${limits}}
 -- first byte, size in bytes, kind).  Integers are ${order}-endian.
 ${layout}
 local BIG_ENDIAN = ${big}
-local TYPE_FIELD = {name = ${type_name}, offset = ${type_offset}, size = ${type_size}, kind = ${type_kind}}
-local TYPE_END = ${type_end}  -- bytes needed before the frame type is known${type_extra}
+${type_decl}${type_extra}
 
 -- ----------------------------------------------------------------- fields
 local hf = {}
@@ -312,7 +317,7 @@ end
 --                                              or nil: more bytes are needed to know it
 --   PART.body[T](tvb, off, size, item, pinfo, v, ctx) -> what follows the fixed fields
 --   PART.summary[T](v)                      -> the frame's one-line text
---   PART.heuristic(tvb, pinfo)              -> whether a connection's first bytes are this protocol
+--   PART.heuristic(tvb, pinfo)              -> whether a connection's first bytes are this protocol${frame_type_doc}
 -- CHECKS[T](v) -> {{expert, text}, ...}: the generated checks of the fixed fields.
 local PART = {size = {}, body = {}, summary = {}}
 local CHECKS = {}
@@ -347,8 +352,7 @@ local function frame_at(tvb, pinfo, tree, off, ctx)
     local bad = PART.start(tvb, off, avail${start_extra})
     if bad then undecoded(tvb, tree, off, bad[1], bad[2]); return false end
   end
-  if avail < TYPE_END then return nil, ${header_need} end
-  local t = field_value(tvb, off, TYPE_FIELD)${type_lookup}
+${type_read}
   local lay = ${layout_of}[t]
   if lay == nil then
     undecoded(tvb, tree, off, "malformed", string.format(${unknown_type_fmt}, tostring(t)))
@@ -480,12 +484,14 @@ def generate(desc: Descriptor, part: Part | None = None, layout: Layout | None =
         raise ValueError(f"{desc.name}: the dissector part names no max_frame_size")
     layouts = (layout,) if part.server_layout is None else (layout, part.server_layout)
     keys = _field_keys(layouts, part.name)
-    tf = _type_field(layouts, part.type_field)
+    tf = Field("(state)", 0, 0, "uint") if part.frame_type else _type_field(layouts, part.type_field)
     spec = part.spec
     unknown = f"{part.unknown_type_text} ({spec} {part.unknown_type_section})"
     over = f"%s of %d bytes is over max_frame_size=%d (field %s) ({spec} {part.limit_section})"
-    extra = []
+    extra: list[str] = []
     type_end = tf.offset + tf.size
+    if part.frame_type and (part.type_codes or part.length_rule is not None):
+        raise ValueError(f"{desc.name}: a part that types frames by state has no type codes or length rule")
     if part.type_codes:
         codes = ", ".join(f"[{c}] = {lua_string(t)}" for c, t in sorted(part.type_codes.items()))
         extra.append(f"-- the frame types by their code (the {tf.name} field)\nlocal TYPE_CODES = {{{codes}}}")
@@ -502,6 +508,17 @@ def generate(desc: Descriptor, part: Part | None = None, layout: Layout | None =
             "-- the frames the server sends: PART.from_server(tvb, pinfo, conv) -> whether the server sent these bytes\n"
             + _layout_lua(part.server_layout, keys, "SERVER_LAYOUT")
         )
+    if part.frame_type:
+        type_decl = "-- no type field: PART.frame_type names each frame's type from the connection's state"
+        type_read = "  local t, t_need = PART.frame_type(tvb, off, avail, pinfo, ctx)\n  if t == nil then return nil, t_need end"
+    else:
+        type_decl = (
+            f"local TYPE_FIELD = {{name = {lua_string(tf.name)}, offset = {tf.offset}, size = {tf.size}, kind = {lua_string(tf.kind)}}}\n"
+            f"local TYPE_END = {type_end}  -- bytes needed before the frame type is known"
+        )
+        header_need = "DESEGMENT_ONE_MORE_SEGMENT" if part.header_by_segment else "TYPE_END - avail"
+        type_lookup = '\n  t = TYPE_CODES[t] or string.format("0x%02x", t)' if part.type_codes else ""
+        type_read = f"  if avail < TYPE_END then return nil, {header_need} end\n  local t = field_value(tvb, off, TYPE_FIELD){type_lookup}"
     sizing = Template(_SIZING_BY_TYPE if part.length_rule is None else _SIZING_BY_LENGTH).substitute(limit_fmt=lua_string(over))
     text = _TEMPLATE.substitute(
         name=part.name,
@@ -516,16 +533,16 @@ def generate(desc: Descriptor, part: Part | None = None, layout: Layout | None =
         order=layout.byte_order,
         layout=_layout_lua(layout, keys),
         big="true" if layout.byte_order == "big" else "false",
-        type_name=lua_string(tf.name),
-        type_offset=tf.offset,
-        type_size=tf.size,
-        type_kind=lua_string(tf.kind),
-        type_end=type_end,
+        type_decl=type_decl,
+        type_read=type_read,
+        frame_type_doc=(
+            "\n--   PART.frame_type(tvb, off, avail, pinfo, ctx) -> the frame's type, or nil and the bytes needed"
+            if part.frame_type
+            else ""
+        ),
         type_extra="".join("\n" + e for e in extra),
-        type_lookup='\n  t = TYPE_CODES[t] or string.format("0x%02x", t)' if part.type_codes else "",
         layout_of="(ctx.server and SERVER_LAYOUT or LAYOUT)" if part.server_layout is not None else "LAYOUT",
         sizing=sizing,
-        header_need="DESEGMENT_ONE_MORE_SEGMENT" if part.header_by_segment else "TYPE_END - avail",
         start_extra=", pinfo, ctx" if part.start_ctx else "",
         dispatch=_DISPATCH if part.dispatch else "",
         ctx_extra=", server = PART.from_server(tvb, pinfo, conv)" if part.server_layout is not None else "",

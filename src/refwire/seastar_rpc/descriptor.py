@@ -14,6 +14,7 @@ DESCRIPTOR = Descriptor(
     package="refwire.seastar_rpc",
     describer="refwire.seastar_rpc.describe:describer",
     layout="refwire.seastar_rpc.describe:LAYOUT",
+    dissector="refwire.dissector.seastar_rpc:PART",
     cli="refwire.seastar_rpc.cli:register",
     scenario="refwire.sim.scenarios.seastar_rpc:SCENARIO",
     decoder="refwire.pipeline.dialects.seastar_rpc:decode",

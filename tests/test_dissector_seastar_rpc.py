@@ -1,0 +1,316 @@
+"""The generated Seastar RPC Wireshark dissector (``refwire dissector seastar-rpc``) against refwire's own reading.
+
+Every Seastar RPC wire vector (specs/seastar-rpc/vectors/: negotiation.json with its server
+decisions, frames.json, compressed.json, errors.json) becomes a TCP connection in one pcapng
+(:mod:`refwire.pcap`), once whole and once cut into 3-byte segments.  A frame vector's layout
+depends on the negotiation (§2), so its connection opens with the two negotiation frames its
+``context`` names (the client's offer, the server's reply), then sends the vector.  Beside them
+a conversation with TIMEOUT, HANDLER_DURATION and LZ4 negotiated (requests and responses in
+envelopes, an exception, replies out of order) and one with LZ4_FRAGMENTED (a message of
+several 32 KiB chunks).  Seastar has no port (§8 names none): the connections are found by the
+heuristic (the magic), the error vectors read through *Decode As* (a wrong magic is no
+Seastar connection to the heuristic).  One tshark run (two passes) reads them all; every
+frame's fields (the negotiation's features, a request's ``timeout_ms``, verb, ``msg_id`` and
+``len``, a response's ``msg_id``, ``handler_duration``, ``len`` and decoded exception, an
+envelope's compressor, lengths and the frame inside) are compared with the describer's
+reading of the same bytes (:mod:`refwire.seastar_rpc.describe`); where refwire rejects, the
+frame carries an expert-info warning citing specs/seastar-rpc/README.md; responses name
+their request's frame and the latency, requests their response's (§3).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.tshark import Capture, needs_tshark, run_tshark, segments, walk, warns
+
+from refwire.cli import main
+from refwire.describe import UNDECODED, Described
+from refwire.errors import ProtocolError
+from refwire.protocols import descriptor
+from refwire.seastar_rpc.compression import make_compressor
+from refwire.seastar_rpc.frames import (
+    DEFAULT_LIMITS,
+    Features,
+    Request,
+    Response,
+    UnknownVerb,
+    UserError,
+    decode_exception,
+)
+
+pytestmark = needs_tshark
+
+VECTORS = Path(__file__).resolve().parent.parent / "specs" / "seastar-rpc" / "vectors"
+PORT = 7000  # Decode As: Seastar has no port of its own
+OTHER_PORT = 17000  # the heuristic finds these
+SPEC = "specs/seastar-rpc/README.md §"
+P = "seastar_rpc"
+
+
+def _load(name: str) -> dict[str, Any]:
+    return dict(json.loads((VECTORS / f"{name}.json").read_text()))
+
+
+def _neg(**kw: Any) -> bytes:
+    return Features(**kw).encode()
+
+
+def _context_prefix(ctx: dict[str, Any]) -> list[tuple[str, bytes]]:
+    """The two negotiation frames that give a frame vector its ``context`` (§2, §4, §5)."""
+    stream = ctx.get("kind") == "stream"
+    comp = ctx.get("compressor")
+    timeout, duration = bool(ctx.get("timeout")), bool(ctx.get("duration"))
+    offer = _neg(compress=comp, timeout=timeout and not stream, handler_duration=duration, stream_parent=(1 << 16) if stream else None)
+    reply = _neg(compress=comp, timeout=timeout and not stream, handler_duration=duration, connection_id=2 << 16)
+    return [("c2s", offer), ("s2c", reply)]
+
+
+def _dir(direction: str) -> list[str]:
+    return {"client->server": ["c2s"], "server->client": ["s2c"], "both": ["c2s", "s2c"]}[direction]
+
+
+def _cases() -> list[tuple[str, str, int, list[tuple[str, bytes]]]]:
+    """(name, kind, port, sends) of every vector."""
+    out: list[tuple[str, str, int, list[tuple[str, bytes]]]] = []
+    neg = _load("negotiation")
+    by_name = {v["name"]: bytes.fromhex(v["hex"]) for v in neg["vectors"]}
+    nothing = by_name["D1b-client-nothing"]
+    for v in neg["vectors"]:
+        data = bytes.fromhex(v["hex"])
+        sends = [("c2s", data)] if v["direction"] == "client->server" else [("c2s", nothing), ("s2c", data)]
+        out.append((v["name"], "vector", OTHER_PORT, sends))
+    for d in neg["server_decisions"]:
+        out.append((d["name"], "vector", OTHER_PORT, [("c2s", by_name[d["offer"]]), ("s2c", by_name[d["reply"]])]))
+    for f in ("frames", "compressed"):
+        for v in _load(f)["vectors"]:
+            data = bytes.fromhex(v["hex"])
+            out.append((v["name"], "vector", OTHER_PORT, _context_prefix(v["context"]) + [(d, data) for d in _dir(v["direction"])]))
+    for v in _load("errors")["vectors"]:
+        ctx, data = v["context"], bytes.fromhex(v["hex"])
+        if ctx["phase"] == "negotiation":
+            out.append((v["name"], "error", PORT, [("c2s", data)]))
+        else:
+            direction = "s2c" if ctx["kind"] == "response" else "c2s"
+            out.append((v["name"], "error", PORT, [*_context_prefix(ctx), (direction, data)]))
+    return out
+
+
+def _conversation(comp: str) -> list[tuple[str, bytes]]:
+    """A client and a server with TIMEOUT, HANDLER_DURATION and ``comp`` negotiated: calls (one of
+    several 32 KiB chunks), replies out of order, a USER exception and an UNKNOWN_VERB (§2-§4)."""
+    c = make_compressor(comp)
+
+    def wrap(frame: bytes) -> bytes:
+        payload = c.compress(frame)
+        return len(payload).to_bytes(4, "little") + payload
+
+    big = bytes(range(256)) * 200 + b"seastar" * 3000  # 72 KiB: three LZ4_FRAGMENTED chunks
+    reqs = [Request(1, 1, b"\x02\x00\x00\x00\x03\x00\x00\x00", 1000), Request(3, 2, b"boom", 0),
+            Request(999, 3, b"", 250), Request(100, 4, big, 5000)]  # fmt: skip
+    resps = [Response(-2, UserError(b"boom").encode(), 3), Response(1, b"\x05\x00\x00\x00", 17),
+             Response(-3, UnknownVerb(999).encode(), 0xFFFFFFFF), Response(4, big, 120)]  # fmt: skip
+    sends = [("c2s", _neg(compress="LZ4,LZ4_FRAGMENTED" if comp == "LZ4" else comp, timeout=True, handler_duration=True)),
+             ("s2c", _neg(compress=comp, timeout=True, handler_duration=True, connection_id=1 << 16))]  # fmt: skip
+    sends += [("c2s", wrap(r.encode(with_timeout=True))) for r in reqs[:3]]
+    sends += [("s2c", wrap(r.encode(with_duration=True))) for r in resps[:2]]
+    sends += [("c2s", wrap(reqs[3].encode(with_timeout=True)))]
+    sends += [("s2c", wrap(r.encode(with_duration=True))) for r in resps[2:]]
+    return sends
+
+
+# --------------------------------------------------------------------------- what refwire reads
+
+
+def _exception(payload: bytes) -> dict[str, str]:
+    try:
+        e = decode_exception(payload)
+    except ProtocolError:
+        return {"exception": "malformed"}
+    if isinstance(e, UserError):
+        return {"exception": "0", "message": e.message.decode()}
+    if isinstance(e, UnknownVerb):
+        return {"exception": "1", "verb": str(e.verb)}
+    return {"exception": str(e.type)}
+
+
+def _expected(d: Described) -> dict[str, Any]:
+    if d.type == UNDECODED:
+        return {"undecoded": True}
+    f = d.fields
+    out: dict[str, Any] = {"kind": d.type}
+    if d.type == "negotiation":
+        out.update(timeout=str(int(f["timeout"])), handler_duration=str(int(f["handler_duration"])))
+        out.update({k: str(f[k]) for k in ("compress", "connection_id", "stream_parent") if f[k] is not None})
+        if f["isolation"] is not None:
+            out["isolation"] = f["isolation"].hex()
+    elif d.type in ("request", "response", "stream"):
+        out.update({k: str(v) for k, v in f.items() if v is not None})
+        if d.type == "response" and f["msg_id"] < 0:
+            assert isinstance(d.frame, Response)
+            out.update(_exception(d.frame.payload))
+    elif d.type in ("compressed", "noop"):
+        out.update(compressor=f["compressor"], clen=str(f["clen"]))
+        if d.type == "compressed":
+            out["inflated_len"] = str(f["inflated_len"])
+            out["inner"] = [_expected(i) for i in d.inner]
+    return out
+
+
+def _refwire(sends: list[tuple[str, bytes]]) -> dict[str, list[dict[str, Any]]]:
+    """Per direction, what refwire's describers (sharing the connection's session) read."""
+    session: dict[str, Any] = {}
+    load = descriptor("seastar-rpc").load("describer")
+    des = {d: load(DEFAULT_LIMITS.max_frame_size, d, session) for d in ("c2s", "s2c")}
+    out: dict[str, list[dict[str, Any]]] = {"c2s": [], "s2c": []}
+    for direction, data in sends:
+        out[direction] += [_expected(x) for x in des[direction].feed(data)]
+        client = des["c2s"]
+        if getattr(client, "unblocked", False):
+            client.unblocked = False
+            out["c2s"] += [_expected(x) for x in client.feed(b"")]
+    for direction, d in des.items():
+        out[direction] += [{"undecoded": True, "eof": True} for _ in d.end()]
+    return out
+
+
+# --------------------------------------------------------------------------- what tshark shows
+
+_SHOWN = {
+    "negotiation": {"neg.compress": "compress", "neg.timeout": "timeout", "neg.connection_id": "connection_id",
+                    "neg.stream_parent": "stream_parent", "neg.isolation": "isolation", "neg.handler_duration": "handler_duration"},
+    "request": {"timeout_ms": "timeout_ms", "verb": "verb", "msg_id": "msg_id", "len": "len"},
+    "response": {"msg_id": "msg_id", "handler_duration": "handler_duration", "len": "len", "exception.type": "exception",
+                 "exception.message": "message", "exception.verb": "verb"},
+    "stream": {"len": "len"},
+    "stream-end": {},
+    "compressed": {"compressor": "compressor", "clen": "clen", "inflated_len": "inflated_len"},
+    "noop": {"compressor": "compressor", "clen": "clen"},
+}  # fmt: skip
+
+
+def _shown(item: dict[str, list[Any]]) -> dict[str, Any]:
+    if f"{P}.undecoded" in item:
+        return {"undecoded": True}
+    kind = item[f"{P}.kind"][0]
+    out: dict[str, Any] = {"kind": kind}
+    for field, key in _SHOWN[kind].items():
+        if f"{P}.{field}" in item:
+            value = str(item[f"{P}.{field}"][0])
+            out[key] = value.replace(":", "") if key == "isolation" else value
+    if kind == "compressed":
+        out["inner"] = [_shown(i) for i in item.get(P, [])]
+    return out
+
+
+@pytest.fixture(scope="module")
+def lua(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("lua") / "refwire-seastar.lua"
+    assert main(["dissector", "seastar-rpc", "-o", str(path)]) == 0
+    return path
+
+
+@pytest.fixture(scope="module")
+def capture(lua: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, Any]]:
+    """One pcapng of every case, one tshark run: per case, what tshark shows per direction."""
+    cap = tmp_path_factory.mktemp("cap") / "seastar.pcapng"
+    with Capture(cap, ("10.0.0.1", 40000)) as w:
+        for name, kind, port, sends in _cases():
+            w.connection(name, port, sends, kind=kind, wire=sends)
+            cut = [(d, c) for d, data in sends for c in segments(data, 3)]
+            w.connection(name, port, cut, kind=kind, wire=sends)
+        for comp in ("LZ4", "LZ4_FRAGMENTED"):
+            talk = _conversation(comp)
+            w.connection(comp, OTHER_PORT, talk, kind="conversation", wire=talk)
+            cut = [(d, c) for d, data in talk for c in segments(data, 1000)]
+            w.connection(comp, OTHER_PORT, cut, kind="conversation", wire=talk)
+    cases = w.cases
+    for layers in run_tshark(lua, cap, P, P, prefs=["-d", f"tcp.port=={PORT},{P}"]):
+        tcp = layers["tcp"][0]
+        case = cases[int(tcp["tcp.stream"][0])]
+        direction = "c2s" if tcp["tcp.dstport"][0] == str(case["port"]) else "s2c"
+        for item in layers[P]:
+            case["shown"].setdefault(direction, []).append({"frame": int(layers["frame"][0]["frame.number"][0]), "item": item})
+    return cases
+
+
+def _check(case: dict[str, Any]) -> None:
+    expected = _refwire(case["wire"])
+    for direction in ("c2s", "s2c"):
+        exp = expected[direction]
+        shown = case["shown"].get(direction, [])
+        bad = next((k for k, e in enumerate(exp) if e.get("undecoded")), None)
+        upto = len(exp) if bad is None else bad
+        assert [_shown(s["item"]) for s in shown[:upto]] == exp[:upto], (case["name"], direction)
+        assert not [m for s in shown[:upto] for m in warns(s["item"])], (case["name"], direction)
+        if bad is None:
+            assert len(shown) == len(exp), case["name"]
+        elif exp[bad].get("eof"):
+            assert len(shown) == bad, case["name"]  # TCP reassembly waits for bytes that never come
+        else:
+            assert any(SPEC in m for m in warns(shown[bad]["item"])), (case["name"], direction, shown[bad]["item"])
+
+
+def _named(capture: dict[int, dict[str, Any]], kind: str, name: str) -> list[dict[str, Any]]:
+    cases = [c for c in capture.values() if c["kind"] == kind and c["name"] == name]
+    assert len(cases) == 2
+    return cases
+
+
+@pytest.mark.parametrize("name", [c[0] for c in _cases() if c[1] == "vector"])
+def test_every_vector_shows_what_refwire_reads(capture: dict[int, dict[str, Any]], name: str) -> None:
+    """Whole and in 3-byte segments: the features, every header field, exceptions, envelopes
+    and the frame inside, with no warning (§2-§5)."""
+    for case in _named(capture, "vector", name):
+        assert case["shown"], case["name"]
+        assert not [e for d in _refwire(case["wire"]).values() for e in d if e.get("undecoded")], case["name"]
+        _check(case)
+
+
+@pytest.mark.parametrize("name", [c[0] for c in _cases() if c[1] == "error"])
+def test_a_warning_where_refwire_rejects(capture: dict[int, dict[str, Any]], name: str) -> None:
+    """The frame refwire rejects carries a warning citing the spec's section; the frames
+    before it show as refwire reads them (§2, §4, §6)."""
+    for case in _named(capture, "error", name):
+        expected = _refwire(case["wire"])
+        assert any(e.get("undecoded") for d in expected.values() for e in d), case["name"]
+        _check(case)
+
+
+@pytest.mark.parametrize("comp", ["LZ4", "LZ4_FRAGMENTED"])
+def test_a_compressed_conversation_matches_responses(capture: dict[int, dict[str, Any]], comp: str) -> None:
+    """Every envelope opened by the Lua LZ4 decoder (a message of three 32 KiB chunks under
+    LZ4_FRAGMENTED), the frames inside as refwire reads them; each response names its
+    request's frame and the latency, each request its response's (§3, §4)."""
+    for case in _named(capture, "conversation", comp):
+        expected = _refwire(case["wire"])
+        assert [len(expected[d]) for d in ("c2s", "s2c")] == [5, 5]
+        assert not [e for d in expected.values() for e in d if e.get("undecoded")]
+        _check(case)
+        requests = {}
+        for s in case["shown"]["c2s"][1:]:
+            inner = s["item"][P][0]
+            requests[inner[f"{P}.msg_id"][0]] = (s["frame"], inner)
+        assert len(requests) == 4
+        for s in case["shown"]["s2c"][1:]:
+            inner = s["item"][P][0]
+            msg_id = inner[f"{P}.msg_id"][0]
+            frame, req = requests[msg_id.lstrip("-")]
+            assert int(inner[f"{P}.request_in"][0]) == frame, (comp, msg_id)
+            assert float(inner[f"{P}.time"][0]) > 0
+            assert int(req[f"{P}.response_in"][0]) == s["frame"]
+        kinds = [v for k, v in walk([s["item"] for s in case["shown"]["s2c"]]) if k == f"{P}.exception.type"]
+        assert kinds == ["0", "1"]
+
+
+def test_the_lua_is_deterministic_and_names_its_sources(lua: Path, tmp_path: Path) -> None:
+    again = tmp_path / "again.lua"
+    assert main(["dissector", "seastar-rpc", "-o", str(again)]) == 0
+    text = lua.read_text()
+    assert again.read_text() == text
+    assert "refwire.seastar_rpc.describe:LAYOUT" in text and "refwire.dissector.seastar_rpc:PART" in text
+    assert 'ProtoField.int64("seastar_rpc.msg_id", "msg_id", base.DEC)' in text
+    assert "add_for_decode_as(P)" in text and "P:register_heuristic" in text
