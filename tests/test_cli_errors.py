@@ -115,6 +115,10 @@ def bad_invocations(peer: str, tmp: Path) -> dict[str, list[list[str]]]:
             ["chaos", "serve", "--control", "127.0.0.1:0", "--upstream", DOWN],
         ],
         "decode": [["decode", missing]],
+        "dissector": [
+            ["dissector", "nosuch", "-o", str(tmp / "d.lua")],
+            ["dissector", "lumberjack", "-o", str(tmp / "missing" / "dir" / "d.lua")],
+        ],
         "analyze": [["analyze", missing, "--out", str(tmp / "out")]],
         "conform lumberjack": [["conform", "lumberjack", "--server", DOWN], ["conform", "lumberjack"]],
         "conform list": [["conform", "list", "nosuch"]],
