@@ -18,7 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError
+from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError, RemoteLimitExceeded
+from refwire.lumberjack.connection import EVENT_COST, ServerConnection, memory_caps
+from refwire.lumberjack.events import Batch
 from refwire.lumberjack.frames import (
     DEFAULT_LIMITS,
     V1,
@@ -670,3 +672,93 @@ def test_an_error_after_a_consumed_frame_in_the_same_buffer_is_at_its_stream_off
     good, err = dec.frames_before_error(runs=runs)
     assert good == [] and err is not None
     assert (err.reason, err.frame, err.field, err.offset) == ("J payload must be a JSON object, got list", "J", "json", 28)
+
+
+# --------------------------------------------------------------------------- max_connection_memory (§4)
+
+
+def _server(budget: int, **kw: Any) -> ServerConnection:
+    return ServerConnection(limits=Limits(max_connection_memory=budget, **kw), now=0.0, idle_timeout=None, batch_timeout=None)
+
+
+def _events(conn: ServerConnection, data: bytes, step: int) -> list[Any]:
+    out: list[Any] = []
+    for i in range(0, len(data), step):
+        conn.receive_data(data[i : i + step], now=0.0)
+        while (ev := conn.next_event()).__class__.__name__ != "NeedData":
+            out.append(ev)
+    return out
+
+
+def test_memory_caps_take_the_tighter_limit() -> None:
+    """A frame may take a quarter of the budget, or max_frame_size if that is less."""
+    limits = Limits(max_connection_memory=4000, max_frame_size=2000)
+    capped, name = memory_caps(limits)
+    assert (capped.max_frame_size, name) == (1000, "max_connection_memory")
+    assert memory_caps(Limits(max_connection_memory=8000, max_frame_size=2000)) == (
+        Limits(max_connection_memory=8000, max_frame_size=2000),
+        "max_frame_size",
+    )
+    assert memory_caps(Limits(max_connection_memory=8003, max_frame_size=2000))[1] == "max_frame_size"
+    assert memory_caps(Limits(max_connection_memory=7999, max_frame_size=2000))[0].max_frame_size == 1999
+    assert EVENT_COST == 4
+
+
+@pytest.mark.parametrize("step", [1, 7, 1 << 20])
+def test_a_frame_at_a_quarter_of_the_budget_and_one_past(step: int) -> None:
+    """Budget 4000: a J frame of 1000 bytes is taken, one of 1001 is refused at its
+    length field (offset 6 + 6), naming max_connection_memory, however it is split."""
+    ok = Window(1).encode() + JsonFrame(1, b'{"a":"' + b"x" * (990 - 8) + b'"}').encode()
+    assert len(ok) == 6 + 1000
+    assert isinstance(_events(_server(4000), ok, step)[-1], Batch)
+    over = Window(1).encode() + JsonFrame(1, b'{"a":"' + b"x" * (991 - 8) + b'"}').encode()
+    with pytest.raises(RemoteLimitExceeded) as info:
+        _events(_server(4000), over, step)
+    e = info.value
+    assert (e.frame, e.field, e.offset) == ("J", "len", 12)
+    assert e.reason == "J frame of 1001 bytes exceeds the 1000 bytes the limit max_connection_memory=4000 allows a frame"
+
+
+def _j(payload_len: int, seq: int) -> bytes:
+    return JsonFrame(seq, b'{"a":"' + b"x" * (payload_len - 8) + b'"}').encode()
+
+
+@pytest.mark.parametrize("step", [1, 13, 1 << 20])
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_batch_at_a_quarter_of_the_budget_and_one_past(step: int, compressed: bool) -> None:
+    """Budget 8000: a batch's events may hold 2000 bytes -- at the line taken, one past refused
+    at the frame that went over, plain or inside a C."""
+    def window(last: int) -> bytes:
+        body = _j(1000, 1) + _j(last, 2)
+        return Window(2).encode() + (Compressed.wrap(body).encode() if compressed else body)
+
+    assert isinstance(_events(_server(8000), window(1000), step)[-1], Batch)
+    with pytest.raises(RemoteLimitExceeded) as info:
+        _events(_server(8000), window(1001), step)
+    e = info.value
+    assert "the batch's events exceed the 2000 bytes the limit max_connection_memory=8000 leaves them" in e.reason
+    if compressed:
+        assert (e.frame, e.field, e.offset) == ("C", "payload", 6)
+    else:
+        assert (e.frame, e.field, e.offset) == ("J", "payload", 6 + 1010 + 10)
+
+
+def test_batches_awaiting_their_ack_count_against_the_next_batch() -> None:
+    """A delivered, unacked batch of 1500 bytes leaves the next batch 500 (budget 8000);
+    once it is acked, the next gets 2000 again (its frame, 1990 + 10 bytes, at the frame cap)."""
+    conn = _server(8000)
+    first = _events(conn, Window(1).encode() + _j(1500, 1), 1 << 20)[-1]
+    assert isinstance(first, Batch)
+    with pytest.raises(RemoteLimitExceeded, match=r"exceed the 500 bytes .* 1500 bytes of events await their ack"):
+        _events(conn, Window(1).encode() + _j(501, 2), 1 << 20)
+    conn = _server(8000)
+    first = _events(conn, Window(1).encode() + _j(1500, 1), 1 << 20)[-1]
+    conn.accept(first, now=0.0)
+    assert isinstance(_events(conn, Window(1).encode() + _j(1990, 2), 1 << 20)[-1], Batch)
+
+
+def test_max_batch_bytes_still_binds_inside_the_budget() -> None:
+    """When max_batch_bytes is the tighter, it is the one named (the budget is a cap around it)."""
+    with pytest.raises(RemoteLimitExceeded) as info:
+        _events(_server(1 << 20, max_batch_bytes=1500), Window(2).encode() + _j(1000, 1) + _j(501, 2), 1 << 20)
+    assert info.value.reason == "the batch's events exceed the limit max_batch_bytes=1500"

@@ -73,6 +73,12 @@ class Limits:
     #: most bytes of events one connection holds for the batch it is receiving
     #: (Lumberjack: the payloads of its events, plain or inflated), bytes.
     max_batch_bytes: int = 128 * 1024 * 1024
+    #: most memory one connection may hold, bytes: a server counts against it
+    #: every byte it keeps for the connection (received bytes of an incomplete
+    #: frame, held events at what each really costs, batches awaiting their
+    #: ack); the limits above stay caps inside it.  A server that does not
+    #: count yet ignores it (each server's docs say whether it counts).
+    max_connection_memory: int = 256 * 1024 * 1024
 
     def __attrs_post_init__(self) -> None:
         for field in attrs.fields(type(self)):

@@ -80,9 +80,9 @@ def take_frames(conn: ServerConnection, frames: list[Any], depth: int, c_offset:
             else:
                 conn._cur.append(f)
             conn._cur_bytes += held_bytes(f)
-            if conn._cur_bytes > conn.limits.max_batch_bytes:
+            if conn._cur_bytes > conn._cap:
                 raise conn._error_at(
-                    f"the batch's events exceed the limit max_batch_bytes={conn.limits.max_batch_bytes}",
+                    conn._over_cap(),
                     frames,
                     i,
                     base,
@@ -116,7 +116,7 @@ def take_run(conn: ServerConnection, run: JsonRun, frames: list[Any], i: int, ba
     the same frame."""
     seqs, payloads, docs = run.seqs, run.payloads, run.docs
     n = len(seqs)
-    limit = conn.limits.max_batch_bytes
+    limit = conn._cap
     j = 0
     while j < n:
         if conn.state is not State.IN_BATCH:
@@ -159,7 +159,7 @@ def take_run(conn: ServerConnection, run: JsonRun, frames: list[Any], i: int, ba
                     if before == 0 and m > 0 and conn._cur_count > 1:
                         conn.transitions_seen.add(_IN_BATCH_DATA)  # as the frames before it did
                     raise conn._error_at(
-                        f"the batch's events exceed the limit max_batch_bytes={limit}",
+                        conn._over_cap(),
                         frames,
                         i,
                         base,

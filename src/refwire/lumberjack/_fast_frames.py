@@ -190,7 +190,7 @@ def _scan_inner(
                 raise _err("J payload length is 0", frame="J", field="len", offset=pos + 6 + base)
             if ln + 10 > max_frame:
                 raise _limit(
-                    f"J frame of {ln + 10} bytes exceeds the limit max_frame_size={max_frame}",
+                    f"J frame of {ln + 10} bytes exceeds {dec.frame_limit}",
                     frame="J",
                     field="len",
                     offset=pos + 6 + base,
@@ -213,7 +213,7 @@ def _scan_inner(
             (ln,) = unpack4(data, pos + 2)
             if ln + 6 > max_frame:
                 raise _limit(
-                    f"C frame of {ln + 6} bytes exceeds the limit max_frame_size={max_frame}",
+                    f"C frame of {ln + 6} bytes exceeds {dec.frame_limit}",
                     frame="C",
                     field="len",
                     offset=pos + 2 + base,

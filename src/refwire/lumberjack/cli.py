@@ -57,6 +57,14 @@ def register(cmds: Commands) -> None:
         metavar="N",
         help="most bytes of events a connection holds for the batch it receives (default 128 MiB)",
     )
+    s.add_argument(
+        "--connection-memory",
+        type=positive_int,
+        default=256 << 20,
+        metavar="N",
+        help="most bytes one connection may hold: a frame, and a batch's events with those of the batches awaiting "
+        "their ack, may take a quarter of it each (an event costs about 4x its bytes; default 256 MiB)",
+    )
     s.add_argument("--no-validate-json", action="store_true", help="pass J payloads on unparsed (faster; no JSON check)")
     s.add_argument("--accept-mixed-versions", action="store_true", help="accept frames whose version byte differs from the connection's (as Logstash)")
     s.add_argument(
@@ -199,7 +207,12 @@ async def _serve_lumberjack(args: argparse.Namespace) -> int:
 
     config = ServerConfig(
         max_connections=max_connections(args),
-        limits=attrs.evolve(DEFAULT_LIMITS, max_window=args.max_window, max_batch_bytes=args.max_batch_bytes),
+        limits=attrs.evolve(
+            DEFAULT_LIMITS,
+            max_window=args.max_window,
+            max_batch_bytes=args.max_batch_bytes,
+            max_connection_memory=args.connection_memory,
+        ),
         validate_json=not args.no_validate_json,
         ack_mode=args.ack_mode,
         keepalive_interval=args.keepalive or None,

@@ -34,6 +34,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
+import attrs
+
 from ..errors import LimitExceeded, LocalProtocolError
 from ..sansio import NEED_DATA, FrameMachine, NeedData, closed_inside, earliest
 from ..speed import use_fast
@@ -109,6 +111,22 @@ SERVER_TRANSITIONS: Final[dict[tuple[State, str], frozenset[State]]] = {
 }
 
 _IN_BATCH_DATA: Final = (State.IN_BATCH.value, "data", State.IN_BATCH.value)
+
+#: What a held event costs against ``max_connection_memory``, in bytes of its
+#: payload (§4): the received frame it is cut from (or its inflated bytes), the
+#: payload itself, the JSON check's parse and the line the application writes
+#: are each about as large, and live at once.
+EVENT_COST: Final = 4
+
+
+def memory_caps(limits: Limits) -> tuple[Limits, str]:
+    """The decoder's limits under ``max_connection_memory`` (§4): a frame may
+    be at most a quarter of it (:data:`EVENT_COST`), and the name of the limit
+    that bounds frames (``max_frame_size`` unless the budget is the tighter)."""
+    room = limits.max_connection_memory // EVENT_COST
+    if room < limits.max_frame_size:
+        return attrs.evolve(limits, max_frame_size=room), "max_connection_memory"
+    return limits, "max_frame_size"
 
 # --------------------------------------------------------------------------- helpers
 
@@ -217,8 +235,16 @@ class ServerConnection(FrameMachine):
         # the speed path asks the decoder for JsonRun columns and takes them whole
         self._runs = self.fast
         self._take_frames = FRAME_LOOPS[self.fast]
+        # A frame, and a batch's events, may take at most what the connection's
+        # memory budget leaves (§4): the decoder sees the tighter of the limits.
+        self._frame_limits, frame_limit = memory_caps(limits)
+        self._frame_limit = frame_limit
         self._decoder = FrameDecoder(
-            limits, validate_json=validate_json, strict_versions=not accept_mixed_versions, fast=self.fast
+            self._frame_limits,
+            validate_json=validate_json,
+            strict_versions=not accept_mixed_versions,
+            fast=self.fast,
+            frame_limit=frame_limit,
         )
         self._batch_version = V2
         self._cur: list[Event] = []  # the batch's events, as frames
@@ -227,6 +253,13 @@ class ServerConnection(FrameMachine):
         self._cur_count = 0
         #: bytes of events held for the batch being received (``max_batch_bytes``, §4)
         self._cur_bytes = 0
+        #: what the batch being received may hold, and the limit that says so
+        #: (fixed when its ``W`` arrives: see :meth:`_batch_cap`)
+        self._cap = limits.max_batch_bytes
+        self._cap_name = "max_batch_bytes"
+        #: bytes of events of the batches delivered and not yet acked, each
+        self._pending_bytes: deque[int] = deque()
+        self._held_bytes = 0
         self._batches = 0
         self._pending: deque[Batch] = deque()  # delivered, not yet acked
         # A 0 answers to W 0 frames that came after a pending batch: (that batch's
@@ -361,9 +394,9 @@ class ServerConnection(FrameMachine):
             )
         self._cur.append(f)
         self._cur_bytes += held_bytes(f)
-        if self._cur_bytes > self.limits.max_batch_bytes:
+        if self._cur_bytes > self._cap:
             raise self._error_at(
-                f"the batch's events exceed the limit max_batch_bytes={self.limits.max_batch_bytes}",
+                self._over_cap(),
                 frames,
                 i,
                 base,
@@ -421,6 +454,28 @@ class ServerConnection(FrameMachine):
             self._transition("W")
             self._cur_count = f.count
             self._batch_version = f.version
+            self._batch_cap()
+
+    def _batch_cap(self) -> None:
+        """What the batch a ``W`` begins may hold (§4): ``max_batch_bytes``, or
+        less when the connection's memory budget leaves less -- a quarter of it
+        (:data:`EVENT_COST`) less the events of the batches awaiting their ack."""
+        limits = self.limits
+        room = limits.max_connection_memory // EVENT_COST - self._held_bytes
+        if room < limits.max_batch_bytes:
+            self._cap, self._cap_name = max(room, 0), "max_connection_memory"
+        else:
+            self._cap, self._cap_name = limits.max_batch_bytes, "max_batch_bytes"
+
+    def _over_cap(self) -> str:
+        """Why the batch's events were refused (the limit :meth:`_batch_cap` chose)."""
+        if self._cap_name == "max_batch_bytes":
+            return f"the batch's events exceed the limit max_batch_bytes={self._cap}"
+        return (
+            f"the batch's events exceed the {self._cap} bytes the limit "
+            f"max_connection_memory={self.limits.max_connection_memory} leaves them "
+            f"(each byte counts {EVENT_COST}x; {self._held_bytes} bytes of events await their ack)"
+        )
 
     def _error_at(
         self,
@@ -471,11 +526,13 @@ class ServerConnection(FrameMachine):
             )
         frames = inflate_frames(
             f.payload,
-            limits,
+            self._frame_limits,
             validate_json=self._decoder.validate_json,
             strict_versions=self._decoder.strict_versions,
             offset=offset,
-            budget=limits.max_batch_bytes - self._cur_bytes,
+            budget=self._cap - self._cur_bytes,
+            budget_reason=None if self._cap_name == "max_batch_bytes" else self._over_cap(),
+            frame_limit=self._frame_limit,
             runs=self._runs,
             fast=self.fast,
         )
@@ -495,6 +552,8 @@ class ServerConnection(FrameMachine):
         self._batches += 1
         self._cur_n = 0
         self._cur_count = 0
+        self._pending_bytes.append(self._cur_bytes)
+        self._held_bytes += self._cur_bytes
         self._cur_bytes = 0
         self._transition("data", State.AWAIT_WINDOW)
         if not self._pending:
@@ -524,6 +583,7 @@ class ServerConnection(FrameMachine):
             raise LocalProtocolError("batches must be accepted in the order they were delivered", protocol=PROTOCOL, frame="A")
         self._now = now
         self._pending.popleft()
+        self._held_bytes -= self._pending_bytes.popleft()
         self._pending_since = now
         seq = batch.last_seq if self.ack_mode == "last-seq" else len(batch)
         self._last_activity = now

@@ -181,12 +181,15 @@ class FrameDecoder:
     (keeping the result in ``JsonFrame.data``) and require a JSON object, as
     Logstash does (§4); off, payloads are passed on unparsed.
 
+    ``frame_limit``: the limit that set ``limits.max_frame_size``, named in its
+    errors.
+
     ``fast``: take the speed path (:mod:`refwire.lumberjack._fast_frames`), the
     plain one (``False``), or as the process-wide switch says (``None``,
     :mod:`refwire.speed`); decided once, here.
     """
 
-    __slots__ = ("_buf", "_d_resume", "_need", "_scan", "fast", "limits", "strict_versions", "validate_json")
+    __slots__ = ("_buf", "_d_resume", "_need", "_scan", "fast", "frame_limit", "limits", "strict_versions", "validate_json")
 
     def __init__(
         self,
@@ -195,10 +198,19 @@ class FrameDecoder:
         validate_json: bool = True,
         strict_versions: bool = True,
         fast: bool | None = None,
+        frame_limit: str = "max_frame_size",
     ) -> None:
         self._buf = ReceiveBuffer()
         self._need = 2
         self.limits = limits
+        #: what bounds a frame, as its errors say: ``limits.max_frame_size``, or
+        #: (``frame_limit="max_connection_memory"``, a server machine's) the share
+        #: of the connection's memory budget it set ``max_frame_size`` to (§4).
+        self.frame_limit = (
+            f"the limit max_frame_size={limits.max_frame_size}"
+            if frame_limit == "max_frame_size"
+            else f"the {limits.max_frame_size} bytes the limit {frame_limit}={limits.max_connection_memory} allows a frame"
+        )
         self.validate_json = validate_json
         #: refuse ``J`` with version byte '1' and ``D`` with '2' (go-lumber); off,
         #: the type decides (J is always v2 data, D v1) and the connection checks
@@ -312,7 +324,7 @@ class FrameDecoder:
         max_frame = self.limits.max_frame_size
         if length + 10 > max_frame:
             raise _limit(
-                f"J frame of {length + 10} bytes exceeds the limit max_frame_size={max_frame}",
+                f"J frame of {length + 10} bytes exceeds {self.frame_limit}",
                 frame="J",
                 field="len",
                 offset=pos + 6 + base,
@@ -333,7 +345,7 @@ class FrameDecoder:
         max_frame = self.limits.max_frame_size
         if length + 6 > max_frame:
             raise _limit(
-                f"C frame of {length + 6} bytes exceeds the limit max_frame_size={max_frame}",
+                f"C frame of {length + 6} bytes exceeds {self.frame_limit}",
                 frame="C",
                 field="len",
                 offset=pos + 2 + base,
@@ -363,7 +375,7 @@ class FrameDecoder:
         max_frame = self.limits.max_frame_size
         if 10 + 8 * count > max_frame:
             raise _limit(
-                f"D frame with {count} pairs cannot fit the limit max_frame_size={max_frame}",
+                f"D frame with {count} pairs cannot fit {self.frame_limit}",
                 frame="D",
                 field="pairs",
                 offset=pos + 6 + base,
@@ -383,7 +395,7 @@ class FrameDecoder:
             klen: int = U32BE.unpack_from(data, p)[0]
             if p + 4 + klen - pos > max_frame:
                 raise _limit(
-                    f"D key of {klen} bytes exceeds the limit max_frame_size={max_frame}",
+                    f"D key of {klen} bytes exceeds {self.frame_limit}",
                     frame="D",
                     field="klen",
                     offset=p + base,
@@ -394,7 +406,7 @@ class FrameDecoder:
             vlen: int = U32BE.unpack_from(data, p + 4 + klen)[0]
             if p + 8 + klen + vlen - pos > max_frame:
                 raise _limit(
-                    f"D value of {vlen} bytes exceeds the limit max_frame_size={max_frame}",
+                    f"D value of {vlen} bytes exceeds {self.frame_limit}",
                     frame="D",
                     field="vlen",
                     offset=p + 4 + klen + base,
@@ -491,6 +503,8 @@ def inflate_frames(
     strict_versions: bool = True,
     offset: int = 0,
     budget: int | None = None,
+    budget_reason: str | None = None,
+    frame_limit: str = "max_frame_size",
     runs: bool = False,
     fast: bool | None = None,
 ) -> list[Any]:
@@ -504,10 +518,12 @@ def inflate_frames(
     bytes), or an incomplete frame at the end; what is wrong with the ``C``
     itself is reported first.  ``budget``: the most bytes of events
     (:func:`held_bytes`) the frames may hold, past which
-    :class:`~refwire.errors.LimitExceeded` names ``max_batch_bytes`` at once.
+    :class:`~refwire.errors.LimitExceeded` names ``max_batch_bytes`` at once
+    (or says ``budget_reason``, when another limit set the budget);
+    ``frame_limit``: as :class:`FrameDecoder` takes it.
     ``runs`` and ``fast``: as :class:`FrameDecoder` takes them.
     """
-    dec = FrameDecoder(limits, validate_json=validate_json, strict_versions=strict_versions, fast=fast)
+    dec = FrameDecoder(limits, validate_json=validate_json, strict_versions=strict_versions, fast=fast, frame_limit=frame_limit)
     frames: list[Any] = []
     inner_error: ProtocolError | None = None
     held = 0
@@ -523,9 +539,9 @@ def inflate_frames(
         if budget is not None:
             held += _held_total(new)
             if held > budget:
+                why = budget_reason or f"the C frame's events, with the batch's before it, exceed the limit max_batch_bytes={limits.max_batch_bytes}"
                 raise _limit(
-                    f"the C frame's events, with the batch's before it, exceed the limit max_batch_bytes={limits.max_batch_bytes}"
-                    " (a C frame's events are held together, even when they span windows)",
+                    f"{why} (a C frame's events are held together, even when they span windows)",
                     frame="C",
                     field="payload",
                     offset=offset,
