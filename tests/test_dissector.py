@@ -23,8 +23,12 @@ from support.tshark import WARN, Capture, experts, needs_tshark, run_tshark, seg
 
 from refwire.cli import main
 from refwire.describe import UNDECODED, Described
+from refwire.errors import ProtocolError
+from refwire.lumberjack.connection import ServerConnection
+from refwire.lumberjack.events import ConnectionClosed
 from refwire.lumberjack.frames import DEFAULT_LIMITS, Ack, Compressed, JsonFrame, Window
 from refwire.protocols import descriptor
+from refwire.sansio import NeedData
 
 pytestmark = needs_tshark
 
@@ -78,6 +82,19 @@ def _refwire(chunks: list[bytes]) -> list[dict[str, Any]]:
     return frames + [{"undecoded": True, "eof": True, "error": d.error} for d in des.end()]
 
 
+def _server_machine(chunks: list[bytes]) -> ProtocolError | None:
+    """What refwire's server machine raises on a client's stream, then its EOF (None: nothing)."""
+    conn = ServerConnection()
+    try:
+        for c in [*chunks, b""]:
+            conn.receive_data(c, now=0.0)
+            while not isinstance(conn.next_event(), (NeedData, ConnectionClosed)):
+                pass
+    except ProtocolError as exc:
+        return exc
+    return None
+
+
 def _error(e: dict[str, Any]) -> bool:
     """Whether refwire rejects this frame or one inside it."""
     return e.get("error") is not None or any(_error(i) for i in e.get("inner", ()))
@@ -115,6 +132,10 @@ def capture(lua: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
             w.connection(v["name"] + " (3-byte segments)", PORT, [(direction, c) for c in segments(data, 3)], kind=kind, vector=v)
             if kind != "errors" and direction == "c2s":
                 w.connection(v["name"] + " (heuristic)", OTHER_PORT, [(direction, data)], kind=kind, vector=v)
+        for v in _client_context():  # the server's acks after the client's window (§3.3, §3.7)
+            window = [("c2s", Window(len(v["client_context"]["seqs"])).encode())]
+            window += [("c2s", JsonFrame(s, b'{"a":1}').encode()) for s in v["client_context"]["seqs"]]
+            w.connection(v["name"] + " (after the window)", PORT, [*window, ("s2c", bytes.fromhex(v["hex"]))], kind="ack", vector=v)
         session = _session()
         w.connection("session", PORT, session, kind="session", vector={})
         w.connection("session (5-byte segments)", PORT, [(d, c) for d, data in session for c in segments(data, 5)], kind="session", vector={})
@@ -124,9 +145,29 @@ def capture(lua: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
         direction = "c2s" if tcp["tcp.dstport"][0] in (str(PORT), str(OTHER_PORT)) else "s2c"
         shown = cases[int(tcp["tcp.stream"][0])]["shown"].setdefault(direction, [])
         for item in layers["lumberjack"]:
+            if "lumberjack.eof" in item:  # the FIN of a direction closed inside a frame or a batch
+                cases[int(tcp["tcp.stream"][0])].setdefault("eof", {})[direction] = item
+                continue
             assert not [m for _, m in experts(item) if "Lua Error" in m], (cases[int(tcp["tcp.stream"][0])]["name"], item)
             shown.append({"frame": int(layers["frame"][0]["frame.number"][0]), "item": item})
     return {"cases": cases, "cap": cap}
+
+
+def _client_context() -> list[dict[str, Any]]:
+    """The server's machine-error vectors whose acks need the client's window (§4: "client: ...")."""
+    return [v for k, v in _vectors() if k == "errors" and "client_context" in v and v["error"]["layer"] == "machine" and v["error"]["field"] != "(eof)"]
+
+
+def _machine_error(direction: str, chunks: list[bytes], sizes: list[int]) -> int | None:
+    """The index of the frame (of ``sizes`` bytes each) where refwire's server machine rejects a
+    client's stream, at its default limits (None: it accepts it, or only at its EOF).  A server's
+    stream alone is not checked: its acks need the client's window (the ``(after the window)`` cases)."""
+    err = _server_machine(chunks) if direction == "c2s" else None
+    if err is None or err.field == "(eof)":
+        return None
+    assert err.offset is not None
+    ends = [sum(sizes[: k + 1]) for k in range(len(sizes))]
+    return next(k for k, end in enumerate(ends) if err.offset < end)
 
 
 def _ids() -> list[str]:
@@ -136,7 +177,7 @@ def _ids() -> list[str]:
 def test_every_case_is_in_the_capture(capture: dict[str, Any]) -> None:
     assert len(capture["cases"]) == 2 * len(_vectors()) + sum(
         k != "errors" and v["direction"] == "client->server" for k, v in _vectors()
-    ) + 2
+    ) + 2 + len(_client_context())
 
 
 @pytest.mark.parametrize("case_name", _ids())
@@ -144,7 +185,7 @@ def test_the_dissector_shows_what_refwire_reads(capture: dict[str, Any], case_na
     """Every frame and field, whole, split across segments and found by the heuristic; where
     refwire rejects the stream, a warning there naming §4 (specs/lumberjack/README.md §4)."""
     name = case_name.split(":", 1)[1]
-    cases = [c for c in capture["cases"].values() if c["vector"].get("name") == name]
+    cases = [c for c in capture["cases"].values() if c["vector"].get("name") == name and c["kind"] != "ack"]
     assert len(cases) >= 2
     for case in cases:
         for direction, chunks in case["chunks"].items():
@@ -154,21 +195,60 @@ def test_the_dissector_shows_what_refwire_reads(capture: dict[str, Any], case_na
             if bad is None:
                 assert [_shown(s["item"]) for s in shown] == expected, case["name"]
                 warnings = [m for s in shown for sev, m in experts(s["item"]) if sev == WARN]
+                at = _machine_error(direction, chunks, [int(s["item"]["lumberjack.size"][0]) for s in shown])
                 if name == "window-over-limit":  # refwire's machine rejects it (max_window, §4)
                     assert any("max_window" in m and "§4" in m for m in warnings), warnings
+                elif at is not None:  # refwire's machine rejects the frame at `at`, and only there
+                    for k, s in enumerate(shown):
+                        got = [m for sev, m in experts(s["item"]) if sev == WARN]
+                        if k == at:
+                            assert any("specs/lumberjack/README.md §" in m and "§4" in m for m in got), (case["name"], got)
+                        else:
+                            assert not got, (case["name"], k, got)
                 else:
                     assert not warnings, (case["name"], warnings)
+                eof = case.get("eof", {}).get(direction)
+                err = _server_machine(chunks) if direction == "c2s" else None
+                if err is not None and "closed inside a batch" in err.reason:  # the FIN between frames, inside a W's batch (§4)
+                    want = err.reason.split("(")[1].rstrip(")")  # "k of n events received"
+                    assert eof is not None and any(f"closed inside a batch ({want})" in m and "§4" in m for m in _warns(eof)), (eof, want)
+                else:
+                    assert eof is None, (case["name"], eof)
                 continue
             # the frames before the error, as refwire reads them, with no warning
             assert [_shown(s["item"]) for s in shown[:bad]] == expected[:bad], case["name"]
             assert not [m for s in shown[:bad] for sev, m in experts(s["item"]) if sev == WARN], case["name"]
             if expected[bad].get("eof"):
-                # the stream ends inside a frame: TCP reassembly waits for bytes that never
-                # come, so tshark shows nothing there (nothing to check: the capture ends)
+                # the stream ends inside a frame: TCP reassembly waits for bytes that never come;
+                # the FIN shows it, naming the frame and the bytes received (§4)
                 assert len(shown) == bad, case["name"]
+                eof = case["eof"][direction]
+                have = sum(map(len, chunks)) - sum(int(s["item"]["lumberjack.size"][0]) for s in shown)
+                assert int(eof["lumberjack.eof.received"][0]) == have, (case["name"], eof)
+                assert any(m.startswith("connection closed inside a") and "specs/lumberjack/README.md §4" in m for m in _warns(eof)), eof
                 continue
             warnings = [m for sev, m in experts(shown[bad]["item"]) if sev == WARN]
             assert any("specs/lumberjack/README.md" in m and "§4" in m for m in warnings), (case["name"], expected[bad], warnings)
+
+
+def _warns(item: dict[str, Any]) -> list[str]:
+    return [m for sev, m in experts(item) if sev == WARN]
+
+
+@pytest.mark.parametrize("name", [v["name"] for v in _client_context()])
+def test_a_bad_ack_after_the_window_gets_a_warning(capture: dict[str, Any], name: str) -> None:
+    """The client's window, then the server's ack refwire's client machine rejects: the warning
+    at that ack naming the spec's section (§3.3, §3.7, §4); the window shows none."""
+    (case,) = [c for c in capture["cases"].values() if c["kind"] == "ack" and c["vector"]["name"] == name]
+    v = case["vector"]
+    assert not [m for s in case["shown"]["c2s"] for m in _warns(s["item"])], case["name"]
+    acks = case["shown"]["s2c"]
+    at = len(v["frames_before_error"])
+    assert len(acks) == at + 1, acks
+    assert not [m for s in acks[:at] for m in _warns(s["item"])], case["name"]
+    got = _warns(acks[at]["item"])
+    assert any("specs/lumberjack/README.md §" in m and "§4" in m for m in got), got
+    assert not case.get("eof"), case["eof"]
 
 
 def test_the_session_matches_acks_with_windows(capture: dict[str, Any]) -> None:

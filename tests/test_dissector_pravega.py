@@ -18,21 +18,29 @@ and are not sent.
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
+from pravega_draft_harness import DraftHarness, populate
 from support.tshark import Capture, needs_tshark, packets, segments, start_tshark, walk, warns
 
 from refwire.cli import main
 from refwire.describe import UNDECODED, Described
 from refwire.errors import ProtocolError
+from refwire.pravega import frames as F
 from refwire.pravega.client import parse_events
 from refwire.pravega.commands import CLIENT_LIMITS, DEFAULT_LIMITS
+from refwire.pravega.connection import ClientConnection, ServerConnection
 from refwire.pravega.describe import describer as pravega_describer
 from refwire.pravega.draft2017.connection import DEFAULT_LIMITS as DRAFT_LIMITS
+from refwire.pravega.draft2017.connection import ClientConnection as DraftClient
 from refwire.pravega.draft2017.describe import describer as draft_describer
+from refwire.pravega.events import Append, ConnectionClosed, RequestReceived
+from refwire.pravega.frames import AppendSetup, SetupAppend
 from refwire.pravega.frames_codec import CURRENT
+from refwire.sansio import NeedData
 
 pytestmark = needs_tshark
 
@@ -109,14 +117,139 @@ def _refwire(dialect: str, direction: str, chunks: list[bytes]) -> list[dict[str
     return frames + [{"undecoded": True, "eof": True} for _ in des.end()]
 
 
+def _machine(direction: str, chunks: list[bytes], hello: tuple[int, int] | None) -> ProtocolError | None:
+    """What refwire's machine of the side reading ``chunks`` raises (None: nothing).  The server
+    answers each SetupAppend with a new writer's AppendSetup and stores every append (§5.4: what
+    the bytes cannot say); the client speaks the versions of its Hello (``hello``: high, low; none
+    sent: any version)."""
+    conn: ServerConnection | ClientConnection
+    if direction == "c2s":
+        conn = ServerConnection(fast=False)
+    else:
+        conn = ClientConnection(version=hello or (2**31 - 1, -(2**31)), fast=False)
+    try:
+        for c in [*chunks, b""]:
+            conn.receive_data(c, now=0.0)
+            while not isinstance(ev := conn.next_event(), NeedData):
+                if isinstance(conn, ServerConnection) and isinstance(ev, RequestReceived) and isinstance(ev.command, SetupAppend):
+                    cmd = ev.command
+                    conn.send(AppendSetup(request_id=cmd.request_id, segment=cmd.segment, writer_id=cmd.writer_id, last_event_number=-(2**63)), now=0.0)
+                elif isinstance(conn, ServerConnection) and isinstance(ev, Append):
+                    conn.append_stored(ev, 0, now=0.0)
+                elif isinstance(ev, ConnectionClosed):
+                    break
+    except ProtocolError as exc:
+        return exc
+    return None
+
+
+def _client_hello(case: dict[str, Any]) -> tuple[int, int] | None:
+    first = b"".join(case["chunks"].get("c2s", []))[:16]
+    if len(first) == 16 and first[:8] == HELLO[:8]:
+        return int.from_bytes(first[8:12], "big", signed=True), int.from_bytes(first[12:16], "big", signed=True)
+    return None
+
+
+def _machine_at(case: dict[str, Any], direction: str) -> tuple[int, ProtocolError] | None:
+    """The frame where refwire's Pravega machine rejects this direction, and its error, when the
+    codec accepts that frame (a codec error or an EOF inside a frame is the describer's: None)."""
+    chunks = case["chunks"][direction]
+    err = _machine(direction, chunks, _client_hello(case))
+    if err is None or err.offset is None or err.field == "(eof)":
+        return None
+    limit = (DEFAULT_LIMITS if direction == "c2s" else CLIENT_LIMITS).max_frame_size
+    for k, d in enumerate(_described(limit, direction, chunks)):
+        if d.offset <= err.offset < d.offset + len(d.data):
+            return None if d.type == UNDECODED or d.error is not None else (k, err)
+    return None
+
+
+def _described(limit: int, direction: str, chunks: list[bytes]) -> list[Described]:
+    des = pravega_describer(limit, direction)
+    return [d for c in chunks for d in des.feed(c)]
+
+
+def _draft_segments() -> dict[str, list[dict[str, Any]]]:
+    """The store each draft vector starts with, by name (its ``initial_segments``)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for f in ("errors.json", "conversations.json"):
+        for v in _vectors("pravega-draft-2017", f):
+            out.setdefault(v["name"], v.get("initial_segments", []))
+    for name, *_ in _draft_blocks():
+        out[name] = _DRAFT_BLOCK_SEGMENTS
+    return out
+
+
+#: refwire's draft errors the dissector does not flag (``_draft_machine_at`` returns them as such):
+#: what depends on the store's AppendSetup (a Begin before it, an offset other than the running
+#: one), a store refusing, and a reassembled message's fields the codec refuses
+DRAFT_UNSEEN: Final = ("used before its AppendSetup", "is not the running offset", "exceeds the limit max_window")
+
+
+def _draft_machine_at(case: dict[str, Any], direction: str) -> tuple[int | None, ProtocolError] | None:
+    """Where refwire's draft machine of the side reading ``direction`` rejects it (the frame index
+    among the describer's, or None for an error the dissector does not flag), and its error; None:
+    it accepts the direction.  The server answers from a store holding the vector's segments."""
+    chunks = case["chunks"][direction]
+    err: ProtocolError | None = None
+    if direction == "c2s":
+        h = DraftHarness()
+        populate(h.store, _draft_segments().get(case["name"], []))
+        for c in chunks:
+            h.feed(c)
+        h.eof()
+        err = h.error
+    else:
+        conn = DraftClient()
+        try:
+            for c in [*chunks, b""]:
+                conn.receive_data(c, now=0.0)
+                while not isinstance(conn.next_event(), NeedData):
+                    pass
+        except ProtocolError as exc:
+            err = exc
+    if err is None or err.offset is None or err.field == "(eof)":
+        return None
+    unseen = any(u in err.reason for u in DRAFT_UNSEEN) or (err.inner is not None and "reassembled" in err.reason and err.inner.field not in ("type", "length", "(trailing)", "(eof)"))
+    des = draft_describer(DRAFT_LIMITS.max_frame_size, direction)
+    frames = [d for c in chunks for d in des.feed(c)]
+    # the last frame starting at or before the offset (a part's data offset may be its frame's end)
+    k = max((i for i, d in enumerate(frames) if d.offset <= err.offset), default=None)
+    if k is None or frames[k].type == UNDECODED or frames[k].error is not None:
+        return None  # the codec's
+    return (None if unseen else k), err
+
+
 # --------------------------------------------------------------------------- what tshark shows
+
+
+def _machine_warns(proto: str, node: Any) -> list[str]:
+    """The messages of the warnings of refwire's connection machine (``<proto>.machine``) in a subtree."""
+    out: list[str] = []
+    if isinstance(node, list):
+        for n in node:
+            out += _machine_warns(proto, n)
+    elif isinstance(node, dict):
+        for k, vs in node.items():
+            for v in vs:
+                if k == "_ws.expert" and f"{proto}.machine" in v:
+                    out.append(v["_ws.expert.message"][0])
+                else:
+                    out += _machine_warns(proto, v)
+    return out
+
+
+def _codec_warns(proto: str, item: Any) -> list[str]:
+    machine = _machine_warns(proto, item)
+    return [m for m in warns(item) if m not in machine]
+
 
 
 def _shown(proto: str, item: dict[str, list[Any]], expected: dict[str, Any]) -> dict[str, Any]:
     """What the dissector shows of the fields refwire's describer names."""
     if f"{proto}.undecoded" in item:
         return {"undecoded": True}
-    if warns(item):
+    if _codec_warns(proto, item):
         return {"type": item[f"{proto}.type"][0], "length": item[f"{proto}.length"][0], "reject": True}
     out: dict[str, Any] = {"reject": False}
     for k, v in expected.items():
@@ -170,12 +303,85 @@ CHOICE: list[tuple[str, str, int, list[tuple[str, bytes]]]] = [
 ]
 
 
+_W1, _W2 = uuid.UUID(int=1), uuid.UUID(int=2)
+
+
+def _setup(w: uuid.UUID = _W1, rid: int = 1) -> bytes:
+    return F.SetupAppend(request_id=rid, writer_id=w, segment="s", delegation_token="").encode()
+
+
+def _end(w: uuid.UUID = _W1, *, size: int = 0, data: bytes = b"", n: int = 1, last: int = 1, rid: int = 2) -> bytes:
+    return F.AppendBlockEnd(writer_id=w, size_of_whole_events=size, data=data, num_events=n, last_event_number=last, request_id=rid).encode()
+
+
+def _cond(en: int, w: uuid.UUID = _W1) -> bytes:
+    return F.ConditionalAppend(writer_id=w, event_number=en, expected_offset=0, event=b"e", request_id=3).encode()
+
+
+_EVENT = F.Event(data=b"abcde").encode()
+#: connections each of which refwire's machine rejects at one frame (name, sends, what its error
+#: says, the spec sections the warning cites); and one it does not (an incompatible Hello: answered
+#: and closed, nothing after it is read, §7.1)
+MACHINE: list[tuple[str, list[tuple[str, bytes]], str, str]] = [
+    ("reply-sent-by-the-client", [("c2s", _setup() + F.AppendSetup(request_id=1, segment="s", writer_id=_W1, last_event_number=0).encode())], "AppendSetup is a reply, not a request", "§1.2, §3"),
+    ("request-sent-by-the-server", [("s2c", F.KeepAlive().encode() + F.ReadSegment(segment="s", offset=0, suggested_length=1, request_id=4).encode())], "ReadSegment is a request, not a reply", "§1.2, §3"),
+    ("partial-event-outside-a-block", [("c2s", _setup() + F.PartialEvent(data=b"abc").encode())], "PartialEvent is not a top-level command", "§5.3, §10.1"),
+    ("append-after-append-block", [("c2s", _setup() + F.AppendBlock(writer_id=_W1, data=_EVENT).encode() + _cond(1))], "unexpected ConditionalAppend following an append block", "§5.3"),
+    ("setup-after-append-block", [("c2s", _setup() + F.AppendBlock(writer_id=_W1, data=_EVENT).encode() + _setup(_W2))], "unexpected SetupAppend following an append block", "§5.3"),
+    ("block-before-setup", [("c2s", _setup(_W2) + F.AppendBlock(writer_id=_W1, data=_EVENT).encode())], "referenced before SetupAppend", "§5.3"),
+    ("block-end-before-setup", [("c2s", _end())], "referenced before SetupAppend", "§5.3"),
+    ("conditional-before-setup", [("c2s", _cond(1))], "referenced before SetupAppend", "§5.3"),
+    ("num-events-zero", [("c2s", _setup() + _end(data=_EVENT, n=0))], "numEvents must be positive, got 0", "§5.3"),
+    ("last-event-number-backwards", [("c2s", _setup() + _end(data=_EVENT, last=5) + _end(data=_EVENT, last=4))], "last event number went backwards: 4 after 5", "§5.3"),
+    ("event-number-backwards", [("c2s", _setup() + _cond(5) + _cond(4))], "event number went backwards: 4 after 5", "§5.3"),
+    ("block-end-of-another-writer", [("c2s", _setup() + _setup(_W2) + F.AppendBlock(writer_id=_W1, data=_EVENT).encode() + _end(_W2, size=len(_EVENT)))], "does not match its AppendBlock writer", "§5.3"),
+    ("size-of-whole-events-past-the-block", [("c2s", _setup() + F.AppendBlock(writer_id=_W1, data=_EVENT).encode() + _end(size=len(_EVENT) + 1))], "sizeOfWholeEvents 14 is outside the block's 13 bytes", "§5.3"),
+    ("block-remainder-too-short", [("c2s", _setup() + F.AppendBlock(writer_id=_W1, data=_EVENT + b"xyz").encode() + _end(size=len(_EVENT), data=b"z"))], "3 bytes after the whole events are not a command header", "§5.3"),
+    ("partial-event-longer-than-the-block", [("c2s", _setup() + F.AppendBlock(writer_id=_W1, data=_EVENT + bytes.fromhex("fffffffe00000009") + b"ab").encode() + _end(size=len(_EVENT), data=b"z"))], "the PartialEvent length 9 does not match the 2 bytes left in the block", "§5.3"),
+    ("too-many-writers", [("c2s", b"".join(_setup(uuid.UUID(int=k + 1), k) for k in range(DEFAULT_LIMITS.max_window + 1)))], f"exceeds the limit max_writers={DEFAULT_LIMITS.max_window}", "§11"),
+    ("server-hello-outside-the-client-versions", [("c2s", HELLO), ("s2c", F.Hello(high_version=4, low_version=2).encode())], "server speaks versions 2..4", "§7.1"),
+]
+#: refwire's server reads nothing after an incompatible Hello: no warning after it
+MACHINE_NONE: list[tuple[str, list[tuple[str, bytes]]]] = [
+    ("incompatible-hello-then-nothing-read", [("c2s", F.Hello(high_version=40, low_version=30).encode() + _end()), ("s2c", F.Hello().encode())]),
+]
+
+
+def _draft_blocks() -> list[tuple[str, str, int, list[tuple[str, bytes]]]]:
+    """Draft connections whose BeginAppendBlock comes as a partial message (§5, §6.3): one valid,
+    one whose Begin's wire length the block does not fill (refwire names the End part that
+    completed the Begin), one whose End's offset is not the Begin's plus its block length."""
+    from refwire.pravega.draft2017 import frames as D
+    from refwire.pravega.draft2017.partial import split_message
+
+    cid = uuid.UUID(int=7)
+    setup = D.SetupAppend(connection_id=cid, segment="seg").encode()
+    event = D.Event(data=b"hello").encode()
+
+    def begin(length: int) -> bytes:
+        return b"".join(split_message(D.BeginAppendBlock(connection_id=cid, connection_offset=0, length=length).encode(), [10]))
+
+    def end(offset: int) -> bytes:
+        return D.EndAppendBlock(connection_id=cid, connection_offset=offset, block_length=len(event)).encode()
+
+    return [
+        ("draft-partial-begin-and-end", "talk", PORT, [("c2s", setup + begin(len(event)) + event + end(len(event)))]),
+        ("draft-partial-begin-wire-length-short", "talk", PORT, [("c2s", setup + begin(len(event) + 7) + event + end(len(event)))]),
+        ("draft-partial-end-offset-lies", "talk", PORT, [("c2s", setup + begin(len(event)) + event + end(len(event) + 1))]),
+    ]
+
+
+#: the store of the connections of _draft_blocks (one empty segment)
+_DRAFT_BLOCK_SEGMENTS: Final = [{"name": "seg", "data": "", "sealed": False, "start_offset": 0, "connections": {}}]
+
+
 @pytest.fixture(scope="module")
 def runs(lua: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[int, dict[str, Any]]]:
     tmp = tmp_path_factory.mktemp("cap")
     out = {}
     started = []
-    for dialect, prefs, extra in (("pravega", ["-o", "pravega.dialect:pravega"], []), ("pravega_draft", [], CHOICE)):
+    machine = [(n, "machine", PORT, sends) for n, sends, _, _ in MACHINE] + [(n, "machine-none", PORT, sends) for n, sends in MACHINE_NONE]
+    for dialect, prefs, extra in (("pravega", ["-o", "pravega.dialect:pravega"], machine), ("pravega_draft", [], CHOICE + _draft_blocks())):
         cap, cases = _write(tmp, dialect, extra)
         started.append((start_tshark(lua, cap, "pravega pravega_draft", "pravega or pravega_draft", prefs=prefs), cases))
         out[dialect] = cases
@@ -183,6 +389,9 @@ def runs(lua: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[
         for stream, dport, proto, item in _capture(run):
             case = cases[stream]
             direction = "c2s" if dport == case["port"] else "s2c"
+            if f"{proto}.eof" in item:  # the FIN of a direction closed inside a frame
+                case.setdefault("eof", {})[direction] = (proto, item)
+                continue
             case["shown"].setdefault(direction, []).append((proto, item))
     return out
 
@@ -192,6 +401,10 @@ def _check(case: dict[str, Any]) -> None:
     for direction, chunks in case["chunks"].items():
         expected = _refwire("pravega" if proto == "pravega" else "draft", direction, chunks)
         shown = case["shown"].get(direction, [])
+        # refwire's machine: its warning on exactly the frame it rejects, none elsewhere
+        at = _machine_at(case, direction) if proto == "pravega" else _draft_machine_at(case, direction)
+        got_machine = [k for k, (_, item) in enumerate(shown) if _machine_warns(proto, item)]
+        assert got_machine == ([] if at is None or at[0] is None else [at[0]]), (case["name"], direction, at, got_machine)
         assert all(p == proto for p, _ in shown), (case["name"], [p for p, _ in shown])
         bad = next((k for k, e in enumerate(expected) if e.get("undecoded")), None)
         upto = len(expected) if bad is None else bad
@@ -200,10 +413,19 @@ def _check(case: dict[str, Any]) -> None:
         for (_, item), e in zip(shown, expected[:upto], strict=False):
             if e["reject"]:
                 assert any(SPECS[proto] in m for m in warns(item)), (case["name"], e)
+        if bad is None or not expected[bad].get("eof"):
+            assert direction not in case.get("eof", {}), (case["name"], case["eof"])
         if bad is None:
             assert len(shown) == len(expected), case["name"]
         elif expected[bad].get("eof"):
-            assert len(shown) == bad, case["name"]  # TCP reassembly waits for bytes that never come
+            # TCP reassembly waits for bytes that never come: the FIN shows how many
+            assert len(shown) == bad, case["name"]
+            eproto, eof = case["eof"][direction]
+            assert eproto == proto, (case["name"], eproto)
+            have = sum(map(len, chunks)) - sum(int(item[f"{proto}.size"][0]) for _, item in shown)
+            assert int(eof[f"{proto}.eof.received"][0]) == have, (case["name"], eof)
+            section = "§1.2" if proto == "pravega" else "§6.7"
+            assert any(m.startswith("connection closed inside a") and SPECS[proto] + section[1:] in m for m in warns(eof)), eof
         else:
             warnings = warns(shown[bad][1])
             assert any(SPECS[proto] in m for m in warnings), (case["name"], expected[bad], warnings)
@@ -237,6 +459,64 @@ def test_error_vectors_get_a_warning(runs: dict[str, dict[int, dict[str, Any]]],
             assert any(SPECS[dialect] in m for _, item in case["shown"].get(direction, []) for m in warns(item)), case["name"]
             seen += 1
     assert seen >= 20
+
+
+@pytest.mark.parametrize("name", [m[0] for m in MACHINE])
+def test_a_warning_where_the_machine_rejects(runs: dict[str, dict[int, dict[str, Any]]], name: str) -> None:
+    """refwire's machine (the server's on what the client sends, the client's on what the server
+    sends) rejects the connection at one frame the codec accepts: the warning there, with what
+    refwire's error says and the section; no warning on any other frame, either way."""
+    (case,) = [c for c in runs["pravega"].values() if c["name"] == name and c["kind"] == "machine"]
+    _, sends, says, section = next(m for m in MACHINE if m[0] == name)
+    direction = sends[-1][0]
+    found = _machine_at(case, direction)
+    assert found is not None, name
+    at, err = found
+    assert says in err.reason, (says, err.reason)
+    _check(case)  # the warning on exactly frame `at`, none elsewhere, every frame as refwire reads it
+    got = _machine_warns("pravega", case["shown"][direction][at][1])
+    assert any(says in m and f"specs/pravega/README.md {section})" in m for m in got), got
+
+
+def test_no_warning_after_an_incompatible_hello(runs: dict[str, dict[int, dict[str, Any]]]) -> None:
+    """refwire's server answers an incompatible Hello and closes: nothing after it is checked (§7.1);
+    the client refuses the server's Hello (§7.1), at that Hello."""
+    cases = [c for c in runs["pravega"].values() if c["kind"] == "machine-none"]
+    assert len(cases) == len(MACHINE_NONE)
+    for case in cases:
+        assert _machine_at(case, "c2s") is None, case["name"]
+        assert not [m for _, item in case["shown"]["c2s"] for m in warns(item)], case["name"]
+        assert _machine_at(case, "s2c") is not None, case["name"]
+        _check(case)
+
+
+def test_the_draft_machine_errors_get_a_warning(runs: dict[str, dict[int, dict[str, Any]]]) -> None:
+    """Every draft connection refwire's draft machine rejects at a frame the codec reads (the
+    directions §3, the states §3/§6.3/§6.4, partial messages §5, blocks §6.3) carries the warning
+    there, saying what refwire's error says and citing the draft's spec; the errors that depend on
+    the store (DRAFT_UNSEEN) get none (``_check``: none on any other frame)."""
+    seen = unseen = 0
+    for case in runs["pravega_draft"].values():
+        if case["kind"] not in ("vector", "error", "talk"):
+            continue
+        for direction in case["chunks"]:
+            at = _draft_machine_at(case, direction)
+            if at is None:
+                continue
+            if at[0] is None:
+                unseen += 1
+                assert not [m for _, item in case["shown"].get(direction, []) for m in _machine_warns("pravega_draft", item)]
+                continue
+            got = _machine_warns("pravega_draft", case["shown"][direction][at[0]][1])
+            words = " ".join(at[1].reason.split()[:2])  # (ids and offsets are written otherwise)
+            assert any(words in m and SPECS["pravega_draft"] in m for m in got), (case["name"], at[1].reason, got)
+            seen += 1
+    assert seen >= 80 and unseen >= 10, (seen, unseen)
+    blocks = {c["name"]: _draft_machine_at(c, "c2s") for c in runs["pravega_draft"].values() if c["name"].startswith("draft-partial-")}
+    assert blocks["draft-partial-begin-and-end"] is None
+    short, lies = blocks["draft-partial-begin-wire-length-short"], blocks["draft-partial-end-offset-lies"]
+    assert short is not None and short[0] == 2 and "wire bytes between Begin and End" in short[1].reason, short
+    assert lies is not None and lies[0] == 4 and "is not Begin's" in lies[1].reason, lies
 
 
 def test_replies_name_their_request(runs: dict[str, dict[int, dict[str, Any]]]) -> None:

@@ -31,12 +31,17 @@ from refwire.cli import main
 from refwire.describe import UNDECODED, Described
 from refwire.errors import ProtocolError
 from refwire.protocols import descriptor
-from refwire.seastar_rpc.compression import make_compressor
+from refwire.sansio import NeedData
+from refwire.seastar_rpc.compression import COMPRESSOR_NAMES, make_compressor
+from refwire.seastar_rpc.connection import ClientConnection, ServerConnection
+from refwire.seastar_rpc.events import NegotiationRequested
 from refwire.seastar_rpc.frames import (
     DEFAULT_LIMITS,
     Features,
     Request,
     Response,
+    StreamEnd,
+    StreamMessage,
     UnknownVerb,
     UserError,
     decode_exception,
@@ -122,7 +127,97 @@ def _conversation(comp: str) -> list[tuple[str, bytes]]:
     return sends
 
 
+#: connections refwire's machine rejects at one frame the codec reads (name, sends, the direction
+#: and the frame index it rejects, what its error says, the section the warning cites)
+_STREAM = [("c2s", _neg(handler_duration=True, stream_parent=1 << 16)), ("s2c", _neg(handler_duration=True, connection_id=2 << 16))]
+_LZ4 = make_compressor("LZ4")
+
+
+def _lz4(frame: bytes) -> bytes:
+    payload = _LZ4.compress(frame)
+    return len(payload).to_bytes(4, "little") + payload
+
+
+_EOS, _MSG = StreamEnd().encode(), StreamMessage(b"abc").encode()
+MACHINE: list[tuple[str, list[tuple[str, bytes]], str, int, str, str]] = [
+    ("stream-message-after-end-of-stream", [*_STREAM, ("c2s", _MSG + _EOS), ("c2s", _MSG)], "c2s", 3, "stream message after end-of-stream", "§5"),
+    ("second-end-of-stream", [*_STREAM, ("s2c", _MSG + _EOS + _EOS)], "s2c", 3, "a second end-of-stream", "§5"),
+    ("stream-message-after-end-of-stream-in-lz4", [
+        ("c2s", _neg(compress="LZ4", handler_duration=True, stream_parent=1 << 16)),
+        ("s2c", _neg(compress="LZ4", handler_duration=True, connection_id=2 << 16)),
+        ("s2c", _lz4(_EOS) + _lz4(_MSG)),
+    ], "s2c", 2, "stream message after end-of-stream", "§5"),
+    ("compressor-not-offered", [("c2s", _neg(timeout=True)), ("s2c", _neg(compress="LZ4", timeout=True))], "s2c", 0,
+     "RPC server responded with compression LZ4 - unsupported", "§2"),
+    ("compressor-other-than-offered", [("c2s", _neg(compress="LZ4_FRAGMENTED")), ("s2c", _neg(compress="LZ4"))], "s2c", 0,
+     "RPC server responded with compression LZ4 - unsupported", "§2"),
+]
+
+
 # --------------------------------------------------------------------------- what refwire reads
+
+
+def _described(sends: list[tuple[str, bytes]]) -> dict[str, list[Described]]:
+    """Per direction, the frames refwire's describers (sharing the connection's session) read."""
+    session: dict[str, Any] = {}
+    load = descriptor("seastar-rpc").load("describer")
+    des = {d: load(DEFAULT_LIMITS.max_frame_size, d, session) for d in ("c2s", "s2c")}
+    out: dict[str, list[Described]] = {"c2s": [], "s2c": []}
+    for direction, data in sends:
+        out[direction] += des[direction].feed(data)
+        client = des["c2s"]
+        if getattr(client, "unblocked", False):
+            client.unblocked = False
+            out["c2s"] += client.feed(b"")
+    return out
+
+
+def _machine_at(sends: list[tuple[str, bytes]], direction: str) -> tuple[int, ProtocolError] | None:
+    """The frame (index among the direction's frames) where refwire's machine of the side reading
+    ``direction`` rejects it, fed one frame at a time, and its error: the server accepting the
+    client's offer (the connection id of the server's reply), the client offering what its offer
+    on the wire names.  None: it accepts every frame the codec reads."""
+    frames = _described(sends)
+    first = {d: next((f for f in frames[d] if f.type == "negotiation" and f.error is None), None) for d in ("c2s", "s2c")}
+    offer = first["c2s"].fields if first["c2s"] is not None else None
+    conn: ServerConnection | ClientConnection
+    if direction == "c2s":
+        conn = ServerConnection(fast=False)
+    elif offer is None:
+        return None  # the client's offer unseen: the dissector checks nothing against it
+    else:
+        names = [n for n in (offer["compress"] or "").split(",") if n in COMPRESSOR_NAMES]
+        conn = ClientConnection(compressors=names, timeout=offer["timeout"], handler_duration=offer["handler_duration"], stream_parent=offer["stream_parent"], fast=False)
+        conn.initiate(now=0.0)
+    for k, d in enumerate(frames[direction]):
+        if d.type == UNDECODED or d.error is not None:
+            return None
+        try:
+            conn.receive_data(d.data, now=0.0)
+            while not isinstance(ev := conn.next_event(), NeedData):
+                if isinstance(ev, NegotiationRequested) and isinstance(conn, ServerConnection):
+                    reply = first["s2c"].fields if first["s2c"] is not None else {}
+                    conn.accept(connection_id=reply.get("connection_id"), now=0.0)
+        except ProtocolError as exc:
+            return k, exc
+    return None
+
+
+def _machine_warns(node: Any) -> list[str]:
+    """The warnings of refwire's connection machine (``seastar_rpc.machine``) in a subtree."""
+    out: list[str] = []
+    if isinstance(node, list):
+        for n in node:
+            out += _machine_warns(n)
+    elif isinstance(node, dict):
+        for k, vs in node.items():
+            for v in vs:
+                if k == "_ws.expert" and f"{P}.machine" in v:
+                    out.append(v["_ws.expert.message"][0])
+                else:
+                    out += _machine_warns(v)
+    return out
+
 
 
 def _exception(payload: bytes) -> dict[str, str]:
@@ -227,12 +322,18 @@ def capture(lua: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[int, di
             w.connection(comp, OTHER_PORT, talk, kind="conversation", wire=talk)
             cut = [(d, c) for d, data in talk for c in segments(data, 1000)]
             w.connection(comp, OTHER_PORT, cut, kind="conversation", wire=talk)
+        for name, sends, *_ in MACHINE:
+            w.connection(name, OTHER_PORT, sends, kind="machine", wire=sends)
+            w.connection(name, OTHER_PORT, [(d, c) for d, data in sends for c in segments(data, 3)], kind="machine", wire=sends)
     cases = w.cases
     for layers in run_tshark(lua, cap, P, P, prefs=["-d", f"tcp.port=={PORT},{P}"]):
         tcp = layers["tcp"][0]
         case = cases[int(tcp["tcp.stream"][0])]
         direction = "c2s" if tcp["tcp.dstport"][0] == str(case["port"]) else "s2c"
         for item in layers[P]:
+            if f"{P}.eof" in item:  # the FIN of a direction closed inside a frame (§1)
+                case.setdefault("eof", {})[direction] = item
+                continue
             case["shown"].setdefault(direction, []).append({"frame": int(layers["frame"][0]["frame.number"][0]), "item": item})
     return cases
 
@@ -245,11 +346,22 @@ def _check(case: dict[str, Any]) -> None:
         bad = next((k for k, e in enumerate(exp) if e.get("undecoded")), None)
         upto = len(exp) if bad is None else bad
         assert [_shown(s["item"]) for s in shown[:upto]] == exp[:upto], (case["name"], direction)
-        assert not [m for s in shown[:upto] for m in warns(s["item"])], (case["name"], direction)
+        # refwire's machine: a warning on exactly the frame it rejects, none elsewhere
+        at = _machine_at(case["wire"], direction)
+        machine = [k for k, s in enumerate(shown) if _machine_warns(s["item"])]
+        assert machine == ([] if at is None else [at[0]]), (case["name"], direction, at, machine)
+        assert not [m for s in shown[:upto] for m in warns(s["item"]) if m not in _machine_warns(s["item"])], (case["name"], direction)
+        if bad is None or not exp[bad].get("eof"):
+            assert direction not in case.get("eof", {}), (case["name"], case["eof"])
         if bad is None:
             assert len(shown) == len(exp), case["name"]
         elif exp[bad].get("eof"):
-            assert len(shown) == bad, case["name"]  # TCP reassembly waits for bytes that never come
+            # TCP reassembly waits for bytes that never come: the FIN shows how many (§1)
+            assert len(shown) == bad, case["name"]
+            eof = case["eof"][direction]
+            sent = sum(len(data) for d, data in case["wire"] if d == direction)
+            assert int(eof[f"{P}.eof.received"][0]) == sent - sum(int(s["item"][f"{P}.size"][0]) for s in shown), eof
+            assert any(m.startswith("connection closed inside a") and f"{SPEC}1" in m for m in warns(eof)), eof
         else:
             assert any(SPEC in m for m in warns(shown[bad]["item"])), (case["name"], direction, shown[bad]["item"])
 
@@ -304,6 +416,21 @@ def test_a_compressed_conversation_matches_responses(capture: dict[int, dict[str
             assert int(req[f"{P}.response_in"][0]) == s["frame"]
         kinds = [v for k, v in walk([s["item"] for s in case["shown"]["s2c"]]) if k == f"{P}.exception.type"]
         assert kinds == ["0", "1"]
+
+
+@pytest.mark.parametrize("name", [m[0] for m in MACHINE])
+def test_a_warning_where_the_machine_rejects(capture: dict[int, dict[str, Any]], name: str) -> None:
+    """Whole and in 3-byte segments: refwire's machine rejects the connection at one frame the codec
+    reads; the warning there (inside its envelope, for a compressed one) says what refwire's error
+    says and cites the section; no other frame has one, either way."""
+    _, sends, direction, index, says, section = next(m for m in MACHINE if m[0] == name)
+    found = _machine_at(sends, direction)
+    assert found is not None and found[0] == index, (name, found)
+    assert says in found[1].reason, (says, found[1].reason)
+    for case in _named(capture, "machine", name):
+        _check(case)
+        got = _machine_warns(case["shown"][direction][index]["item"])
+        assert any(says in m and f"{SPEC}{section[1:]})" in m for m in got), (case["name"], got)
 
 
 def test_the_lua_is_deterministic_and_names_its_sources(lua: Path, tmp_path: Path) -> None:

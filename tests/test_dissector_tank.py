@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from support.tshark import Capture, needs_tshark, run_tshark, segments, walk, warns
 
@@ -27,7 +28,9 @@ from refwire.cli import main
 from refwire.describe import UNDECODED, Described
 from refwire.errors import ProtocolError
 from refwire.protocols import descriptor
+from refwire.sansio import NeedData
 from refwire.tank.bundles import Message, decode_bundle, encode_bundle
+from refwire.tank.connection import ClientConnection
 from refwire.tank.frames import (
     DEFAULT_LIMITS,
     ConsumeRequest,
@@ -133,6 +136,70 @@ SESSION: list[tuple[str, str]] = [
     ("s2c", "reload-conf-response"), ("s2c", "discover-topology-response"), ("s2c", "discover-topics-response"),
     ("s2c", "status-response"),
 ]  # fmt: skip
+
+
+def _consume_of_partition(name: str, partition: int) -> bytes:
+    """The vector ``name`` (a Consume request) asking for ``partition`` instead of its own."""
+    (d,) = descriptor("tank").load("describer")(DEFAULT_LIMITS.max_frame_size, "c2s").feed(_vector(name))
+    req = d.frame
+    assert isinstance(req, ConsumeRequest)
+    topics = tuple(attrs.evolve(t, partitions=tuple(attrs.evolve(p, partition=partition) for p in t.partitions)) for t in req.topics)
+    return attrs.evolve(req, topics=topics).encode()
+
+
+#: connections refwire's client machine rejects at one response the codec reads (name, sends, the
+#: index of that response, what refwire's error says, what the warning says); the section is §3
+MACHINE: list[tuple[str, list[tuple[str, bytes]], int, str, str]] = [
+    ("answered-twice", [("c2s", _vector("create-topic")), ("s2c", _vector("create-topic-response")), ("s2c", _vector("create-topic-response"))],
+     1, "response to unknown request id 1", "response to unknown request id 1"),
+    ("answer-of-the-wrong-kind", [("c2s", _vector("create-topic")), ("s2c", _vector("discover-partitions-response"))],
+     0, "DiscoverPartitionsResponse answers a CreateTopicRequest", "a DiscoverPartitions response answers a CreateTopic request"),
+    ("response-to-an-id-never-sent", [("c2s", _vector("status")), ("s2c", _vector("status-response")), ("s2c", _vector("discover-topics-response"))],
+     1, "response to unknown request id 36", "response to unknown request id 36"),
+    ("consume-answer-names-a-partition-not-requested", [("c2s", _consume_of_partition("consume-from-0", 5)), ("s2c", _vector("consume-response-3-bundles"))],
+     0, "which was not requested", "which was not requested"),
+]  # fmt: skip
+
+
+def _client_machine(sends: list[tuple[str, bytes]]) -> tuple[int, ProtocolError] | None:
+    """Where refwire's client machine rejects the broker's frames (the index among them, and its
+    error), its requests sent as the client's frames say, in the connection's order; None: it
+    accepts every frame the codec reads."""
+    load = descriptor("tank").load("describer")
+    des = {d: load(DEFAULT_LIMITS.max_frame_size, d) for d in ("c2s", "s2c")}
+    conn = ClientConnection(now=0.0)
+    k = 0
+    for direction, data in sends:
+        for d in des[direction].feed(data):
+            if d.type == UNDECODED or d.error is not None:
+                return None  # the codec's
+            if direction == "c2s":
+                conn.send(d.frame, now=0.0)
+                continue
+            try:
+                conn.receive_data(d.data, now=0.0)
+                while not isinstance(conn.next_event(), NeedData):
+                    pass
+            except ProtocolError as exc:
+                return k, exc
+            k += 1
+    return None
+
+
+def _machine_warns(node: Any) -> list[str]:
+    """The warnings of refwire's connection machine (``tank.machine``) in a subtree."""
+    out: list[str] = []
+    if isinstance(node, list):
+        for n in node:
+            out += _machine_warns(n)
+    elif isinstance(node, dict):
+        for k, vs in node.items():
+            for v in vs:
+                if k == "_ws.expert" and "tank.machine" in v:
+                    out.append(v["_ws.expert.message"][0])
+                else:
+                    out += _machine_warns(v)
+    return out
 
 
 # --------------------------------------------------------------------------- what refwire reads
@@ -264,6 +331,8 @@ def capture(lua: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
         w.connection("session", PORT, session, kind="session")
         w.connection("session", PORT, [(d, c) for d, data in session for c in segments(data, 7)], kind="session")
         w.connection("session", OTHER_PORT, session, kind="session")
+        for name, sends, *_ in MACHINE:
+            w.connection(name, PORT, sends, kind="machine", wire=sends)
     cases = w.cases
     for layers in run_tshark(lua, cap, "tank", "tank"):
         tcp = layers["tcp"][0]
@@ -271,6 +340,9 @@ def capture(lua: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
         direction = "c2s" if tcp["tcp.dstport"][0] == str(case["port"]) else "s2c"
         shown = case["shown"].setdefault(direction, [])
         for item in layers["tank"]:
+            if "tank.eof" in item:  # the FIN of a direction closed inside a frame (§2)
+                case.setdefault("eof", {})[direction] = item
+                continue
             shown.append({"frame": int(layers["frame"][0]["frame.number"][0]), "item": item})
     return {"cases": cases}
 
@@ -288,10 +360,17 @@ def _check(case: dict[str, Any]) -> None:
         for s, e in zip(shown, expected[:upto], strict=False):
             if e["reject"]:
                 assert any("specs/tank/README.md §" in m for m in warns(s["item"])), (case["name"], e)
+        if bad is None or not expected[bad].get("eof"):
+            assert direction not in case.get("eof", {}), (case["name"], case["eof"])
         if bad is None:
             assert len(shown) == len(expected), case["name"]
         elif expected[bad].get("eof"):
-            assert len(shown) == bad, case["name"]  # TCP reassembly waits for bytes that never come
+            # TCP reassembly waits for bytes that never come: the FIN shows them (§2)
+            assert len(shown) == bad, case["name"]
+            eof = case["eof"][direction]
+            have = sum(map(len, chunks)) - sum(int(s["item"]["tank.size"][0]) for s in shown)
+            assert int(eof["tank.eof.received"][0]) == have, (case["name"], eof)
+            assert any(m.startswith("connection closed inside a") and "specs/tank/README.md §2" in m for m in warns(eof)), eof
         else:
             warnings = warns(shown[bad]["item"])
             assert any("specs/tank/README.md §" in m for m in warnings), (case["name"], expected[bad], warnings)
@@ -328,6 +407,37 @@ def test_a_warning_where_refwire_rejects(capture: dict[str, Any], name: str) -> 
         direction = next(iter(case["chunks"]))
         assert any(e.get("reject") or e.get("undecoded") for e in _refwire(direction, case["chunks"][direction]))
         _check(case)
+
+
+@pytest.mark.parametrize("name", [m[0] for m in MACHINE])
+def test_a_warning_where_the_client_machine_rejects(capture: dict[str, Any], name: str) -> None:
+    """refwire's client machine rejects a response the codec reads (its request id not in flight:
+    answered twice, or a response before any request; of the wrong kind for its request; a Consume
+    response naming a partition not requested): the warning at exactly that response, citing §3;
+    none on any other frame."""
+    _, sends, index, says, shows = next(m for m in MACHINE if m[0] == name)
+    found = _client_machine(sends)
+    assert found is not None and found[0] == index, (name, found)
+    assert says in found[1].reason, (says, found[1].reason)
+    (case,) = [c for c in capture["cases"].values() if c["kind"] == "machine" and c["name"] == name]
+    assert not [m for s in case["shown"]["c2s"] for m in warns(s["item"])]
+    responses = case["shown"]["s2c"]
+    for k, s in enumerate(responses):
+        if k == index:
+            got = _machine_warns(s["item"])
+            assert any(shows in m and "specs/tank/README.md §3)" in m for m in got), got
+            assert [m for m in warns(s["item"]) if m not in got] == [], s  # the codec reads it
+        else:
+            assert not warns(s["item"]), (name, k)
+
+
+def test_the_session_has_no_machine_error(capture: dict[str, Any]) -> None:
+    """refwire's client machine accepts the session; the dissector flags nothing in it."""
+    session = [(d, _vector(n)) for d, n in SESSION]
+    assert _client_machine(session) is None
+    cases = [c for c in capture["cases"].values() if c["kind"] == "session"]
+    assert len(cases) == 3
+    assert not [m for c in cases for ss in c["shown"].values() for s in ss for m in warns(s["item"])]
 
 
 def test_the_session_matches_responses_with_requests(capture: dict[str, Any]) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 from real_peers import ROOT as ROOT_DIR
 from real_peers import Peer, PeerRun, Verdicts, build_peer, conform, free_port, in_ci, merge, server
+from sessions import record_server_session
 from support.commands import REFWIRE
 
 
@@ -92,7 +93,9 @@ def go_lumber_server_run(go_lumber_peer: Peer, tmp_path_factory: pytest.TempPath
     with server(argv, tmp / "ljserver.log", ready=r"^listening on (127\.0\.0\.1:\d+)$") as (_, ready):
         assert ready is not None
         common = ["--server", ready[1], "--agent", "go-lumber-server", "--sink", str(sink)]
-        return _lj_server_run("go-lumber", program, "go-lumber", common, tmp, how, tmp / "ljserver.log")
+        run = _lj_server_run("go-lumber", program, "go-lumber", common, tmp, how, tmp / "ljserver.log")
+        record_server_session("go-lumber", tmp, ready[1])  # (test_peer_dissector.py, while the server is up)
+        return run
 
 
 def _go_lumber_client_run(level: int, go_lumber_peer: Peer, tmp_path_factory: pytest.TempPathFactory) -> PeerRun:
@@ -133,7 +136,9 @@ def logstash_server_run(logstash_peer: Peer, tmp_path_factory: pytest.TempPathFa
     argv = [str(logstash_peer.dir() / "bin" / "logstash-beats"), "--port", str(port), "--out", str(sink)]
     with server(argv, tmp / "logstash.log", port=port):
         common = ["--server", f"127.0.0.1:{port}", "--agent", "logstash-beats", "--sink", str(sink)]
-        return _lj_server_run("logstash", program, "logstash", common, tmp, how, tmp / "logstash.log")
+        run = _lj_server_run("logstash", program, "logstash", common, tmp, how, tmp / "logstash.log")
+        record_server_session("logstash", tmp, f"127.0.0.1:{port}")  # (test_peer_dissector.py, while the server is up)
+        return run
 
 
 # --------------------------------------------------------------------------- TANK
@@ -155,6 +160,7 @@ def tank_server_run(tank_peer: Peer, tmp_path_factory: pytest.TempPathFactory) -
     with server(argv, tmp / "tank.log", port=port):
         args = ["--server", f"127.0.0.1:{port}", "--agent", "tank-broker", "--profile", TANK_PROFILE, "--jobs", "8", "--tags", "slow"]
         verdicts = conform(args, tmp / "report", protocol="tank")
+        record_server_session("tank", tmp, f"127.0.0.1:{port}")  # (test_peer_dissector.py, while the server is up)
     return PeerRun("tank", program, "server", "tank", TANK_PROFILE, verdicts, how, (tmp / "tank.log").read_text(errors="replace"))
 
 
@@ -208,6 +214,8 @@ def _seastar_server_run(peer: Peer, tmp: Path, compress: str, args: list[str]) -
         assert ready is not None
         common = ["--server", ready[1], "--agent", f"seastar-{compress}", "--profile", "seastar"]
         v = conform([*common, *args], tmp / "report", protocol="seastar-rpc")
+        if compress == "multi":
+            record_server_session("seastar", tmp, ready[1])  # (test_peer_dissector.py, while the server is up)
     return PeerRun("seastar", program, "server", "seastar-rpc", "seastar", v, how, log.read_text(errors="replace"))
 
 

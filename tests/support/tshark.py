@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -29,10 +29,13 @@ __all__ = [
     "needs_tshark",
     "packets",
     "pairs",
+    "record_session",
     "run_tshark",
+    "session_cases",
     "start_tshark",
     "walk",
     "warns",
+    "wire_order",
 ]
 
 TSHARK = shutil.which("tshark")
@@ -155,3 +158,94 @@ def run_tshark(
 ) -> list[dict[str, Any]]:
     """:func:`start_tshark` and :func:`packets`."""
     return packets(start_tshark(lua, cap, protos, display, two_pass=two_pass, prefs=prefs), lua_error_items=lua_error_items)
+
+
+# --------------------------------------------------------------------------- sessions with real peers
+
+
+def record_session(
+    pcap: Path,
+    talk: Callable[[str, int], Awaitable[object]],
+    *,
+    upstream: tuple[str, int] | Callable[[Any, Path], Awaitable[tuple[str, int]]] | None = None,
+    reference: str | None = None,
+    timeout: float = 60.0,
+) -> Path:
+    """A session recorded as ``refwire record --pcap`` records it: refwire's tap
+    (:func:`refwire.tap.open_tap`, its :class:`~refwire.pcap.PcapWriter`) between a
+    client and ``upstream`` (host, port; or ``await upstream(nursery, workdir)`` starts
+    a server and gives its address), or refwire's own server of the protocol
+    ``reference`` (its descriptor's reference server, started here); ``talk(host,
+    port)`` is the client, connecting to the tap.  Ends once every connection through
+    the tap has ended (both sides closed), within ``timeout`` s; the pcapng is
+    ``pcap``, the capture directory and the server's work directory beside it."""
+    import trio
+
+    from refwire.protocols import descriptor
+    from refwire.tap import open_tap
+
+    async def main() -> None:
+        with trio.fail_after(timeout):
+            async with trio.open_nursery() as nursery:
+                work = pcap.with_name(pcap.stem + "-server")
+                work.mkdir(exist_ok=True)
+                if reference is not None:
+                    running = await descriptor(reference).load("reference_server")(nursery, None, work)
+                    up = (running.host, running.port)
+                elif callable(upstream):
+                    up = await upstream(nursery, work)
+                else:
+                    assert upstream is not None
+                    up = upstream
+                with PcapWriter(pcap) as writer:
+                    async with open_tap(("127.0.0.1", 0), up, pcap.with_name(pcap.stem + "-capture"), pcap=writer) as tap:
+                        host, port = tap.addresses[0].rsplit(":", 1)
+                        await talk(host, int(port))
+                        await tap.wait_finished(tap.started)
+                nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    return pcap
+
+
+def wire_order(conn: Any) -> list[tuple[str, bytes]]:
+    """A connection reassembled by :func:`refwire.pipeline.capture.read_pcap` (what ``refwire
+    decode`` reads) as its segments, both directions in the order they were captured."""
+    out: list[tuple[float, int, str, bytes]] = []
+    for direction in ("c2s", "s2c"):
+        data, times = bytes(conn.data[direction]), conn.times[direction]
+        for k, (offset, ts) in enumerate(times):
+            end = times[k + 1][0] if k + 1 < len(times) else len(data)
+            out.append((ts, len(out), direction, data[offset:end]))
+    return [(d, b) for _, _, d, b in sorted(out)]
+
+
+def session_cases(lua: Path, pcap: Path, protos: str, display: str, *, prefs: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Every TCP connection of a recorded session as a case of the dissector tests: ``name``,
+    ``port`` (the server's), ``chunks`` (per direction, its segments), ``wire`` (both directions'
+    segments in capture order), ``shown`` (per direction, ``{"frame", "item"}`` of each PDU of
+    ``protos`` tshark shows with the generated Lua, two passes).  The bytes are refwire's own
+    reassembly of the pcap (:func:`refwire.pipeline.capture.read_pcap`)."""
+    from refwire.pipeline.capture import read_pcap
+
+    cases: dict[tuple[int, int], dict[str, Any]] = {}
+    for n, conn in enumerate(read_pcap(pcap)):
+        assert not conn.gaps and conn.cut is None, (pcap, n, conn.gaps, conn.cut)
+        wire = wire_order(conn)
+        chunks: dict[str, list[bytes]] = {}
+        for d, b in wire:
+            chunks.setdefault(d, []).append(b)
+        cases[(conn.client[1], conn.server[1])] = {
+            "name": f"{pcap.name} connection {n + 1}", "port": conn.server[1], "chunks": chunks, "wire": wire, "shown": {},
+        }  # fmt: skip
+    names = protos.split()
+    for layers in run_tshark(lua, pcap, protos, display, prefs=prefs):
+        tcp = layers["tcp"][0]
+        sport, dport = int(tcp["tcp.srcport"][0]), int(tcp["tcp.dstport"][0])
+        c2s = (sport, dport) in cases
+        case = cases[(sport, dport) if c2s else (dport, sport)]
+        for proto in names:
+            for item in layers.get(proto, []):
+                shown = {"frame": int(layers["frame"][0]["frame.number"][0]), "item": item, "proto": proto}
+                case["shown"].setdefault("c2s" if c2s else "s2c", []).append(shown)
+    return list(cases.values())

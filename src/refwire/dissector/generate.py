@@ -29,7 +29,26 @@ sets ``Part.frame_type``: ``PART.frame_type`` then names each frame's type inste
 
 What a table cannot say -- variable sizes, payloads, nested frames, matching
 requests with responses -- is hand-written Lua in the protocol's :class:`Part`,
-inserted verbatim between comment lines naming it.  The output is
+inserted verbatim between comment lines naming it.
+
+Connection state (refwire's sans-io machines, as far as one conversation's bytes
+show it) is the part's too, through two hooks the loop calls.  ``PART.machine[T]``
+(asked before ``PART.body[T]``, on the first pass only) returns nil, or the text
+and the spec sections of the error refwire's machine raises at this frame: the
+frame gets an expert-info warning (``<name>.machine``, group SEQUENCE) with it, on
+every pass, and the direction's later frames are not asked (refwire's machine
+stops at its first error).  A part whose check needs what its body reads calls
+``machine_error(tvb, off, size, item, pinfo, v, ctx, check)`` from the body
+instead; per-connection state lives in ``ctx.conv.state``, the error of a frame
+in ``ctx.conv.machine`` (by the frame's key, ``ctx.key``: a part may place one on
+an earlier frame, where refwire's error points) and the frame that stopped a
+direction in ``ctx.conv.machine_broken``.  The end of a direction is read by a
+postdissector (``<name>_eof``: the FIN has no payload for the dissector): a FIN
+that ends a direction inside a frame gets the warning of refwire's "connection
+closed inside a frame" (the frame's type, the bytes received of its size;
+``Part.eof_section``), and a FIN between frames asks ``PART.at_eof(conv, dir)``
+(nil, or the text and sections of what refwire's machine raises when that side
+closes, e.g. Lumberjack's batch cut short), unless the direction already broke.  The output is
 deterministic: the same layout and part give the same bytes.
 
 This module names no protocol and does no I/O.
@@ -124,6 +143,9 @@ class Part:
     #: -> the frame's type (a layout's key), or nil and the bytes it needs to know it (the type follows
     #: from the connection's state: what a negotiation said); ``type_field`` is then unused
     frame_type: bool = False
+    #: the spec sections refwire's "connection closed inside a frame" error breaks (its error table's
+    #: row): cited by the warning on the FIN that ends a direction inside a frame
+    eof_section: str = ""
     #: the hand-written Lua: fills ``PART.start``, ``PART.size``, ``PART.body``,
     #: ``PART.summary`` and ``PART.heuristic`` (see the generated file's comments)
     lua: str = ""
@@ -259,13 +281,19 @@ ${fields}
 -- generic ones
 hf["_size"] = ProtoField.uint32(NAME .. ".size", "frame size", base.DEC)
 hf["_undecoded"] = ProtoField.bytes(NAME .. ".undecoded", "undecoded bytes")
+hf["_eof"] = ProtoField.bool(NAME .. ".eof", "connection closed here")
+hf["_eof_have"] = ProtoField.uint32(NAME .. ".eof.received", "bytes of the frame received", base.DEC)
+hf["_eof_size"] = ProtoField.uint32(NAME .. ".eof.size", "the frame's size", base.DEC)
 
 -- ----------------------------------------------------------------- expert infos
 local ef = {
   malformed = ProtoExpert.new(NAME .. ".malformed", "refwire rejects this", expert.group.MALFORMED, expert.severity.WARN),
   limit = ProtoExpert.new(NAME .. ".limit", "over a refwire limit", expert.group.PROTOCOL, expert.severity.WARN),
   note = ProtoExpert.new(NAME .. ".note", "note", expert.group.SEQUENCE, expert.severity.CHAT),
+  machine = ProtoExpert.new(NAME .. ".machine", "refwire's connection machine rejects this", expert.group.SEQUENCE, expert.severity.WARN),
+  eof = ProtoExpert.new(NAME .. ".eof", "connection closed inside a frame", expert.group.MALFORMED, expert.severity.WARN),
 }
+local SPEC_FILE = ${spec_lua}
 
 -- ----------------------------------------------------------------- helpers
 -- The value of fixed field f of the frame at off (integers as numbers, or UInt64
@@ -289,7 +317,8 @@ local function read_fixed(tvb, off, lay)
   return v
 end
 
--- Per direction of a connection: what the first pass learnt (a break, matches).
+-- Per direction of a connection: what the first pass learnt (a break, matches, machine errors,
+-- the frame a direction's bytes end inside).
 local f_stream = Field.new("tcp.stream")
 local conversations = {}
 local function conversation(pinfo)
@@ -297,7 +326,7 @@ local function conversation(pinfo)
   local key = fi and tostring(fi.value) or "?"
   local c = conversations[key]
   if c == nil then
-    c = {broken = {}, state = {}}
+    c = {broken = {}, state = {}, machine = {}, machine_broken = {}, cut = {}, consumed = {}, eof = {}}
     conversations[key] = c
   end
   return c
@@ -317,11 +346,18 @@ end
 --                                              or nil: more bytes are needed to know it
 --   PART.body[T](tvb, off, size, item, pinfo, v, ctx) -> what follows the fixed fields
 --   PART.summary[T](v)                      -> the frame's one-line text
---   PART.heuristic(tvb, pinfo)              -> whether a connection's first bytes are this protocol${frame_type_doc}
+--   PART.heuristic(tvb, pinfo)              -> whether a connection's first bytes are this protocol
+--   PART.machine[T](tvb, off, size, pinfo, v, ctx) -> nil, or the text and the spec sections of the
+--                                              connection-state error refwire's machine raises at this
+--                                              frame (asked before PART.body[T], on the first pass only,
+--                                              until the direction's first such error: refwire stops there)
+--   PART.at_eof(conv, dir)                  -> nil, or text and sections: what refwire's machine raises
+--                                              when dir's side closes between frames${frame_type_doc}
 -- CHECKS[T](v) -> {{expert, text}, ...}: the generated checks of the fixed fields.
-local PART = {size = {}, body = {}, summary = {}}
+local PART = {size = {}, body = {}, summary = {}, machine = {}}
 local CHECKS = {}
 local dissect_stream  -- (tvb, pinfo, tree, off, ctx) -> stop offset, bytes needed (or nil), broken
+local machine_error  -- (tvb, off, size, item, pinfo, v, ctx, check): a PART.machine check at a frame
 
 ${checks}
 
@@ -343,11 +379,28 @@ table.sort(enames)
 for _, k in ipairs(enames) do experts[#experts + 1] = ef[k] end
 P.experts = experts
 
+-- ----------------------------------------------------------------- connection state
+-- A connection-state error of refwire's machine at this frame (PART.machine[T]): decided on the
+-- first pass, until the direction's first one (refwire's machine stops there), shown on every pass.
+machine_error = function(tvb, off, size, item, pinfo, v, ctx, check)
+  local c = ctx.conv
+  if not pinfo.visited and c.machine_broken[ctx.dir] == nil then
+    local text, section = check(tvb, off, size, pinfo, v, ctx)
+    if text ~= nil then
+      c.machine[ctx.key] = text .. " (" .. SPEC_FILE .. (section and (" " .. section) or "") .. ")"
+      c.machine_broken[ctx.dir] = pinfo.number
+    end
+  end
+  local text = c.machine[ctx.key]
+  if text ~= nil then item:add_proto_expert_info(ef.machine, text) end
+end
+
 -- ----------------------------------------------------------------- the frame loop
 -- One frame at off: its size; or nil and how many more bytes it needs; or false
 -- when these bytes are no frame (they are shown undecoded, with why).
 local function frame_at(tvb, pinfo, tree, off, ctx)
   local avail = tvb:len() - off
+  ctx.cut_t, ctx.cut_size, ctx.cut_known = nil, nil, false  -- what an incomplete frame is, so far
   if PART.start then
     local bad = PART.start(tvb, off, avail${start_extra})
     if bad then undecoded(tvb, tree, off, bad[1], bad[2]); return false end
@@ -358,6 +411,7 @@ ${type_read}
     undecoded(tvb, tree, off, "malformed", string.format(${unknown_type_fmt}, tostring(t)))
     return false
   end
+  ctx.cut_t = t
 ${sizing}
   -- a whole frame
   ctx.count.n = ctx.count.n + 1
@@ -371,6 +425,7 @@ ${sizing}
   if CHECKS[t] then
     for _, c in ipairs(CHECKS[t](v)) do item:add_proto_expert_info(ef[c[1]], c[2]) end
   end
+  if PART.machine[t] then machine_error(tvb, off, size, item, pinfo, v, ctx, PART.machine[t]) end
   if PART.body[t] then PART.body[t](tvb, off, size, item, pinfo, v, ctx) end
   local text = PART.summary[t] and PART.summary[t](v) or t
   item:set_text(${short_lua} .. " " .. text)
@@ -405,6 +460,11 @@ function P.dissector(tvb, pinfo, tree)
   pinfo.cols.info:clear()
   local ctx = {depth = 0, conv = conv, dir = dir, count = {n = 0}${ctx_extra}}
   local off, need, broken = dissect_stream(tvb, pinfo, tree, 0, ctx)
+  if not pinfo.visited then  -- the frame this direction's bytes end inside, if any (for its FIN)
+    conv.cut[dir] = (need ~= nil and not broken)
+      and {at = (conv.consumed[dir] or 0) + off, t = ctx.cut_t, size = ctx.cut_size, known = ctx.cut_known} or nil
+    conv.consumed[dir] = (conv.consumed[dir] or 0) + off  -- the stream offset of the next call's first byte
+  end
   if broken then
     if not pinfo.visited and broke == nil then conv.broken[dir] = pinfo.number end
     return len
@@ -416,6 +476,55 @@ function P.dissector(tvb, pinfo, tree)
   return len
 end
 
+-- ----------------------------------------------------------------- the end of a direction
+-- A FIN from a side whose bytes end inside a frame: refwire's machine raises "connection closed
+-- inside a frame" there, and those bytes wait in TCP's reassembly for ever (shown nowhere else);
+-- a FIN between frames asks PART.at_eof.  A postdissector (it sees the FIN, which has no payload).
+local f_fin = Field.new("tcp.flags.fin")
+local f_fin_seq = Field.new("tcp.seq")  -- relative: the FIN's is the direction's byte count + 1
+local END = Proto(NAME .. "_eof", ${title_lua} .. ": connection end")
+function END.dissector(tvb, pinfo, tree)
+  local fin = f_fin()
+  if fin == nil or not fin.value then return end
+  local stream = f_stream()
+  local conv = stream and conversations[tostring(stream.value)]
+  if conv == nil then return end
+  local dir = tostring(pinfo.src) .. ":" .. tostring(pinfo.src_port)
+  -- (decided once: tshark's first pass of two builds no tree, so the FIN flag may first be
+  -- seen on the second, where conv.cut holds what the first pass ended with: the same)
+  if conv.eof[pinfo.number] == nil then
+    local cut, text, section = conv.cut[dir], nil, ${eof_section_lua}
+    local seq = f_fin_seq()
+    if cut ~= nil and seq ~= nil then
+      cut = {have = tonumber(tostring(seq.value)) - 1 - cut.at, t = cut.t, size = cut.size, known = cut.known}
+      local what = cut.t and ((cut.t:match("^[AEIOUaeiou]") and "an " or "a ") .. cut.t .. " frame") or "a frame"
+      if cut.t == nil then
+        text = string.format("connection closed inside %s: %d byte%s, before its type", what, cut.have, cut.have == 1 and "" or "s")
+      elseif cut.known then
+        text = string.format("connection closed inside %s: %d of %d bytes", what, cut.have, cut.size)
+      else
+        text = string.format("connection closed inside %s: %d of at least %d bytes", what, cut.have, cut.size)
+      end
+    elseif conv.broken[dir] == nil and conv.machine_broken[dir] == nil and PART.at_eof then
+      text, section = PART.at_eof(conv, dir)
+    end
+    conv.eof[pinfo.number] = text ~= nil
+      and {text = text .. " (" .. SPEC_FILE .. (section and (" " .. section) or "") .. ")", cut = cut} or false
+  end
+  local e = conv.eof[pinfo.number]
+  if not e then return end
+  local item = tree:add(P, tvb:range(0, 0))
+  item:set_text(${short_lua} .. " " .. e.text)
+  item:add(hf._eof, true):set_generated()
+  if e.cut ~= nil then
+    item:add(hf._eof_have, e.cut.have):set_generated()
+    if e.cut.known then item:add(hf._eof_size, e.cut.size):set_generated() end
+  end
+  item:add_proto_expert_info(ef.eof, e.text)
+  pinfo.cols.info:append(" [" .. e.text .. "]")
+end
+register_postdissector(END)
+
 -- ----------------------------------------------------------------- registration
 local tcp_port = DissectorTable.get("tcp.port")
 for _, port in ipairs({${ports}}) do tcp_port:add(port, P) end
@@ -424,12 +533,14 @@ end
 """)
 
 #: Sizing a frame by its type's fixed part or the part's size function.
-_SIZING_BY_TYPE: Final = r"""  if avail < lay.min_size then return nil, lay.min_size - avail end
+_SIZING_BY_TYPE: Final = r"""  ctx.cut_size, ctx.cut_known = lay.min_size, PART.size[t] == nil
+  if avail < lay.min_size then return nil, lay.min_size - avail end
   local v = read_fixed(tvb, off, lay)
   local size, by = lay.min_size, nil
   if PART.size[t] then
     size, by = PART.size[t](tvb, off, avail, v)
     if size == nil then return nil, DESEGMENT_ONE_MORE_SEGMENT end
+    ctx.cut_size, ctx.cut_known = size, true
   end
   if size > LIMIT.max_frame_size then
     undecoded(tvb, tree, off, "limit", string.format(${limit_fmt}, t, size, LIMIT.max_frame_size, by or "size"))
@@ -440,6 +551,7 @@ _SIZING_BY_TYPE: Final = r"""  if avail < lay.min_size then return nil, lay.min_
 #: Sizing every frame by its header: a fixed part plus a length field (``Part.length_rule``).
 _SIZING_BY_LENGTH: Final = r"""  -- every frame is HEADER bytes plus its length field (the header alone sizes it)
   local size, by = HEADER + field_value(tvb, off, LENGTH_FIELD), LENGTH_FIELD.name
+  ctx.cut_size, ctx.cut_known = size, true
   if size > LIMIT.max_frame_size then
     undecoded(tvb, tree, off, "limit", string.format(${limit_fmt}, t, size, LIMIT.max_frame_size, by))
     return false
@@ -529,6 +641,8 @@ def generate(desc: Descriptor, part: Part | None = None, layout: Layout | None =
         layout_ref=str(desc.layout),
         part_ref=str(desc.dissector),
         spec=spec,
+        spec_lua=lua_string(spec),
+        eof_section_lua=lua_string(part.eof_section) if part.eof_section else "nil",
         limits=", ".join(f"{k} = {v}" for k, v in sorted(part.limits.items())),
         order=layout.byte_order,
         layout=_layout_lua(layout, keys),

@@ -214,6 +214,96 @@ PART.body["C"] = function(tvb, off, size, item, pinfo, v, ctx)
   end
 end
 
+-- ----------------------------------------------------------------- refwire's machines (§3, §4)
+-- The server's machine (a client's frames) and the client's (a server's acks), from the bytes of
+-- one connection: the client is the side that sends W/J/D/C (or an A to port 5044); a server's
+-- acks are checked only once the client's side was seen (a capture of one side cannot tell).
+local function machine(ctx)
+  local s = ctx.conv.state
+  if s.m == nil then s.m = {} end
+  return s.m
+end
+
+local function from_client(m, pinfo, ctx, t)
+  if m.client == nil then
+    if t ~= "A" or pinfo.dst_port == 5044 then m.client = ctx.dir else return false end
+  end
+  return m.client == ctx.dir
+end
+
+local function other_version(m, v)
+  if m.version == nil then m.version = v.version; return nil end
+  if v.version ~= m.version then
+    return string.format("version byte '%s' on a version '%s' connection", v.version, m.version), "§3.10, §4"
+  end
+end
+
+PART.machine["W"] = function(tvb, off, size, pinfo, v, ctx)
+  local m = machine(ctx)
+  if not from_client(m, pinfo, ctx, "W") then return "the server sent a W frame (it sends only A)", "§2.5, §4" end
+  local bad, section = other_version(m, v)
+  if bad then return bad, section end
+  if m.left ~= nil and m.left > 0 then
+    return string.format("W while the previous window still expects %d events", m.left), "§3.1, §4"
+  end
+  if v.count > LIMIT.max_window then  -- the check above flags it; refwire's machine stops there
+    ctx.conv.machine_broken[ctx.dir] = pinfo.number
+  elseif v.count > 0 then
+    m.left, m.count, m.batch_version = v.count, v.count, v.version
+    m.win = {count = v.count, seqs = {}, acked = 0}  -- the client's outstanding window
+  end
+end
+
+PART.machine["C"] = function(tvb, off, size, pinfo, v, ctx)
+  local m = machine(ctx)
+  if not from_client(m, pinfo, ctx, "C") then return "the server sent a C frame (it sends only A)", "§2.5, §4" end
+  return other_version(m, v)
+end
+
+local function data_frame(t)
+  return function(tvb, off, size, pinfo, v, ctx)
+    local m = machine(ctx)
+    if not from_client(m, pinfo, ctx, t) then return "the server sent a " .. t .. " frame (it sends only A)", "§2.5, §4" end
+    if m.left == nil or m.left == 0 then return "data frame outside a window (no W announced it)", "§3.1, §4" end
+    if v.version ~= m.batch_version then
+      return string.format("version byte '%s' on a version '%s' connection", v.version, m.batch_version), "§3.10, §4"
+    end
+    m.left = m.left - 1
+    m.win.seqs[#m.win.seqs + 1] = v.seq
+  end
+end
+PART.machine["J"] = data_frame("J")
+PART.machine["D"] = data_frame("D")
+
+PART.machine["A"] = function(tvb, off, size, pinfo, v, ctx)
+  local m = machine(ctx)
+  if from_client(m, pinfo, ctx, "A") then return "the client sent an A frame (acks flow from server to client)", "§2.5, §4" end
+  if m.client == nil then return nil end  -- the client's side unseen: nothing to check against
+  local w = m.win
+  local at = nil
+  if w ~= nil then for i, seq in ipairs(w.seqs) do if seq == v.seq then at = i end end end
+  if v.seq == 0 and at == nil then return nil end  -- a keepalive (§3.4)
+  if m.version ~= nil and v.version ~= m.version then
+    return string.format("ack with version byte '%s' on a version '%s' connection", v.version, m.version), "§4"
+  end
+  if w == nil or w.acked >= w.count then return string.format("ack %d with no window outstanding", v.seq), "§3.3, §4" end
+  if at == nil then
+    return string.format("ack %d names no event of the outstanding window", v.seq), "§3.3, §3.7, §4"
+  end
+  if at < w.acked then
+    return string.format("ack %d goes backwards (%d < %d events already acked)", v.seq, at, w.acked), "§3.7, §4"
+  end
+  w.acked = at
+end
+
+-- The client closes between frames inside a batch: never acked (§4).
+PART.at_eof = function(conv, dir)
+  local m = conv.state.m
+  if m ~= nil and m.client == dir and m.left ~= nil and m.left > 0 then
+    return string.format("connection closed inside a batch (%d of %d events received)", m.count - m.left, m.count), "§4"
+  end
+end
+
 -- A: acks the window whose last seq it names (§3.3); seq 0 is a keepalive (§3.4).
 PART.body["A"] = function(tvb, off, size, item, pinfo, v, ctx)
   local s = windows(ctx)
@@ -262,6 +352,7 @@ PART: Final = Part(
     spec=SPEC,
     unknown_type_section="§2, §4",
     limit_section="§4",
+    eof_section="§4",
     checks=(
         Check("D", 'v.version ~= "1"', "a D frame on version '2' (D exists only in version 1)", "§2.2, §4"),
         Check("J", 'v.version ~= "2"', "a J frame on version '1' (J exists only in version 2)", "§2.3, §4"),

@@ -20,6 +20,15 @@ frame loop from :data:`~refwire.pravega.describe.LAYOUT`; this module adds what 
   rest of its event (the AppendBlockEnd data that follows): the two halves are shown where they are;
 * matching replies with requests by ``requestId`` per connection: "response in frame N" on a
   request (two passes), "request in frame M" and the latency on a reply;
+* refwire's machines (a warning at the command they reject, citing the section): the server's on
+  what the client sends -- a reply (§1.2, §3), a top-level PartialEvent (§5.3, §10.1), §5.3's
+  append rules in their order (an append command while an AppendBlock is held, a writer before its
+  SetupAppend, ``numEvents <= 0``, ``lastEventNumber`` or a conditional ``eventNumber`` going
+  backwards, an AppendBlockEnd of another writer or a ``sizeOfWholeEvents`` past its block, the
+  block's remainder -- shown on the AppendBlock, where refwire's error points --), more writers than
+  ``max_writers`` (§11), nothing after an incompatible Hello (it is answered and closed, §7.1); the
+  client's on what the server sends -- a request (§1.2, §3), a Hello outside the versions of the
+  client's Hello (§7.1).  What depends on the store's replies (§5.4) is not checked;
 * the dialect (the issue's rule): a connection that opens with a Hello (``ffffff81 00000008``,
   §7.1) is Pravega; one that does not is the 2017 draft (which has no Hello), handed over to the
   draft's dissector when it is loaded (``refwire dissector pravega pravega-draft-2017``).  The
@@ -33,6 +42,7 @@ from typing import Any, Final
 
 from ..pravega.commands import _MIN_BYTES, _NO_DEFAULT, CLIENT_LIMITS, DEFAULT_LIMITS, Dialect
 from ..pravega.describe import _FIXED
+from ..pravega.frames import OLDEST_COMPATIBLE_VERSION, WIRE_VERSION
 from ..pravega.frames_codec import CURRENT
 from .generate import Part, lua_string
 
@@ -390,6 +400,11 @@ local function match(item, pinfo, ctx, c, vals)
   end
 end
 
+-- refwire's machines (the dialect's MACHINE.check(c, vals, tvb, off, size, pinfo, ctx) -> nil, or
+-- the text and sections of the error refwire's machine raises at this command), asked once the
+-- payload is read: a payload the codec refuses ends the machine there (refwire stops at it).
+local MACHINE = {}
+
 local function body(tvb, off, size, item, pinfo, v, ctx)
   local code = tvb:range(off, 4):int()
   local c = CMDS[code]
@@ -397,7 +412,14 @@ local function body(tvb, off, size, item, pinfo, v, ctx)
   if vals == nil then
     item:add_proto_expert_info(ef.malformed, why)
     v._text = c.name .. " [rejected]"
+    local mb = ctx.conv.machine_broken
+    if not pinfo.visited and mb[ctx.dir] == nil then mb[ctx.dir] = pinfo.number end
     return
+  end
+  if MACHINE.check then
+    machine_error(tvb, off, size, item, pinfo, v, ctx, function()
+      return MACHINE.check(c, vals, tvb, off, size, pinfo, ctx)
+    end)
   end
   match(item, pinfo, ctx, c, vals)
   local text = c.name
@@ -451,6 +473,126 @@ PART.dispatch = function(tvb, pinfo, tree, conv)
   if s.dialect == "draft" then return draft_dissector() end
 end
 
+-- ----------------------------------------------------------------- refwire's machines
+-- The server's machine (§5.3's AppendDecoder rules in their order, and the directions of §3) on
+-- what the client sends, the client's (§3, §7.1) on what the server sends.  Not here: what
+-- depends on the server's replies (§5.4: an append before its AppendSetup, "already appended").
+-- An error about the bytes of the held AppendBlock (its remainder, §5.3 rule 5.4) is found at its
+-- AppendBlockEnd and shown on the AppendBlock, where refwire's error points.
+local WIRE_VERSION, OLDEST_VERSION = ${versions}
+local APPEND_PATH = {SetupAppend = true, AppendBlock = true, AppendBlockEnd = true, Padding = true,
+  ConditionalAppend = true, ConditionalBlockEnd = true}
+local ZERO = Int64.new(0)
+local function be_i32(s, i)  -- the signed big-endian int32 at byte i (1-based) of string s
+  local a, b, c, d = s:byte(i, i + 3)
+  local n = ((a * 256 + b) * 256 + c) * 256 + d
+  return n >= 2147483648 and n - 4294967296 or n
+end
+
+-- The held block's remainder after sizeOfWholeEvents (§5.3 rule 5.4): nil, or the error, and
+-- whether it is about the block's bytes (else the AppendBlockEnd's).
+local function remainder(block, size, end_data)
+  local left = #block.data - size
+  if left == 0 then return nil end  -- the AppendBlockEnd's data is ignored (§10.3)
+  if left < 8 then return string.format("%d bytes after the whole events are not a command header", left), true end
+  local code, n = be_i32(block.data, size + 1), be_i32(block.data, size + 5)
+  if code ~= -2 and code ~= -1 then
+    return string.format("the block's remainder must be a PartialEvent or Padding, found type %d", code), true
+  end
+  if n < 0 or n > left - 8 then
+    return string.format("the %s length %d does not match the %d bytes left in the block",
+      code == -2 and "PartialEvent" or "Padding", n, left - 8), true
+  end
+  if code == -1 and end_data > 0 then return "an AppendBlockEnd after Padding must carry no data", false end
+end
+
+local function server_check(m, c, vals, tvb, off, size, pinfo, ctx)
+  local name = c.name
+  if m.block ~= nil and APPEND_PATH[name] and name ~= "AppendBlockEnd" then
+    return string.format("unexpected %s following an append block", name), "§5.3"
+  end
+  local function session(w)
+    local s = m.sessions[w]
+    if s == nil then return nil, string.format("writer %s referenced before SetupAppend", w) end
+    return s
+  end
+  if name == "Hello" then
+    if vals.low_version > WIRE_VERSION or vals.high_version < OLDEST_VERSION then m.closing = true end  -- answered, then closed (§7.1)
+  elseif name == "SetupAppend" then
+    if m.sessions[vals.writer_id] == nil then
+      if m.writers + 1 > LIMIT.max_writers then
+        return string.format("writer_id %d exceeds the limit max_writers=%d", m.writers + 1, LIMIT.max_writers), "§11"
+      end
+      m.writers = m.writers + 1
+    end
+    m.sessions[vals.writer_id] = {last = ZERO}
+  elseif name == "AppendBlock" then
+    local _, bad = session(vals.writer_id)
+    if bad then return bad, "§5.3" end
+    m.block = {writer = vals.writer_id, length = size - 24, data = tvb:raw(off + 24, size - 24), key = ctx.key}
+  elseif name == "AppendBlockEnd" then
+    local s, bad = session(vals.writer_id)
+    if bad then return bad, "§5.3" end
+    if vals.num_events <= 0 then return string.format("numEvents must be positive, got %d", vals.num_events), "§5.3" end
+    if vals.last_event_number < s.last then
+      return string.format("last event number went backwards: %s after %s", tostring(vals.last_event_number), tostring(s.last)), "§5.3"
+    end
+    local block = m.block
+    if block ~= nil then
+      if block.writer ~= vals.writer_id then
+        return string.format("AppendBlockEnd writer %s does not match its AppendBlock writer %s", vals.writer_id, block.writer), "§5.3"
+      end
+      if vals.size_of_whole_events < 0 or vals.size_of_whole_events > block.length then
+        return string.format("sizeOfWholeEvents %d is outside the block's %d bytes", vals.size_of_whole_events, block.length), "§5.3"
+      end
+      local end_data = math.max(tvb:range(off + 28, 4):int(), 0)  -- a negative length reads as none, as the codec reads it
+      local text, in_block = remainder(block, vals.size_of_whole_events, end_data)
+      if text ~= nil and in_block then  -- shown on the AppendBlock (machine_error shows it there)
+        ctx.conv.machine[block.key] = text .. " (" .. SPEC .. " §5.3)"
+        ctx.conv.machine_broken[ctx.dir] = pinfo.number
+        return nil
+      end
+      if text ~= nil then return text, "§5.3" end
+    end
+    m.block = nil
+    s.last = vals.last_event_number
+  elseif name == "ConditionalAppend" or name == "ConditionalBlockEnd" then
+    local s, bad = session(vals.writer_id)
+    if bad then return bad, "§5.3" end
+    if vals.event_number < s.last then
+      return string.format("event number went backwards: %s after %s", tostring(vals.event_number), tostring(s.last)), "§5.3"
+    end
+    s.last = vals.event_number
+  elseif name == "PartialEvent" then  -- (refwire's decoder refuses it before its machine does)
+    return "PartialEvent is not a top-level command: type -2", "§5.3, §10.1"
+  elseif name ~= "Padding" and c.dir ~= "request" and c.dir ~= "both" then
+    return string.format("%s is a reply, not a request", name), "§1.2, §3"
+  end
+end
+
+local function client_check(m, c, vals)
+  local name = c.name
+  if name == "Hello" then
+    local mine = m.hello  -- the client's own Hello, when seen: the range refwire's client speaks
+    if mine ~= nil and (vals.low_version > mine[1] or vals.high_version < mine[2]) then
+      return string.format("server speaks versions %d..%d, the client %d..%d", vals.low_version, vals.high_version, mine[2], mine[1]), "§7.1"
+    end
+  elseif c.dir ~= "reply" and c.dir ~= "both" then
+    return string.format("%s is a request, not a reply", name), "§1.2, §3"
+  end
+end
+
+MACHINE.check = function(c, vals, tvb, off, size, pinfo, ctx)
+  local st = ctx.conv.state
+  if st.pm == nil then st.pm = {server = {sessions = {}, writers = 0}, client = {}} end
+  if ctx.depth ~= 0 then return nil end
+  if from_server(pinfo, ctx.conv) then return client_check(st.pm.client, c, vals) end
+  local m = st.pm.server
+  if m.closing then return nil end  -- refwire's server reads nothing after an incompatible Hello
+  if c.name == "Hello" and st.pm.client.hello == nil then st.pm.client.hello = {vals.high_version, vals.low_version} end
+  return server_check(m, c, vals, tvb, off, size, pinfo, ctx)
+end
+
 -- The heuristic: the connection's first bytes are a Hello (§7.1).
 local f_seq = Field.new("tcp.seq")
 PART.heuristic = function(tvb, pinfo)
@@ -476,14 +618,19 @@ PART: Final = Part(
     type_codes={code: cls.NAME for code, cls in CURRENT.commands.items()},
     length_rule=(8, "length"),
     # the generic check is the larger (client-role) limit; PART.start checks each side's own (§1.1)
-    limits={"max_frame_size": CLIENT_LIMITS.max_frame_size, "max_request_size": DEFAULT_LIMITS.max_frame_size},
+    limits={
+        "max_frame_size": CLIENT_LIMITS.max_frame_size,
+        "max_request_size": DEFAULT_LIMITS.max_frame_size,
+        "max_writers": DEFAULT_LIMITS.max_window,  # ServerConnection's SetupAppends per connection (§11)
+    },
     spec=SPEC,
     unknown_type_text="unknown type %s",
     unknown_type_section="§1, §3",
     limit_section="§1.1, §11",
+    eof_section="§1.2",
     start_ctx=True,
     header_by_segment=True,
     dispatch=True,
     fields_lua=fields_lua(CURRENT, "pravega"),
-    lua=part_lua(CURRENT, _LUA),
+    lua=part_lua(CURRENT, _LUA.replace("${versions}", f"{WIRE_VERSION}, {OLDEST_COMPATIBLE_VERSION}")),
 )

@@ -29,12 +29,15 @@ state (``Part.frame_type``).  This module holds only what is Seastar RPC's own:
   "request in frame M" and the latency on a response (an exception's id is the
   request's negated).
 
-Where refwire rejects (§2, §3, §4, §6: a wrong magic, a negotiation ``len`` over
+Where refwire's codec rejects (§2, §3, §4, §6: a wrong magic, a negotiation ``len`` over
 ``max_string_size``, a record header or record cut short, a CONNECTION_ID or
 STREAM_PARENT that is not 8 bytes, a compressor no-one knows, a ``len`` or ``clen`` over
 ``max_frame_size``, an LZ4 declared size of 0 or over ``max_decompressed_size`` or past
 LZ4's ratio, a block that does not decode to its size, an inflated frame shorter than
-its header), the frame gets an expert-info warning citing the section.
+its header) and where its machines do (``PART.machine``: a stream message or a second
+end-of-stream after a direction's end-of-stream, §5; a server reply naming a compressor the
+client did not offer, §2, checked once the client's offer was seen), the frame gets an
+expert-info warning citing the section.
 """
 
 from __future__ import annotations
@@ -374,6 +377,49 @@ PART.summary["stream"] = function(v) return string.format("stream len=%d", v.len
 PART.body["stream-end"] = function(tvb, off, size, item, pinfo, v, ctx) item:add(hf.kind, "stream-end"):set_generated() end
 PART.summary["stream-end"] = function(v) return "stream-end" end
 
+-- ----------------------------------------------------------------- refwire's machines (§2, §5)
+-- Each direction of a stream connection ends with one end-of-stream: a stream message or a second
+-- end-of-stream after it is refused (§5).  The client refuses a server reply naming a compressor it
+-- did not offer (§2: "RPC server responded with compression X - unsupported"), checked once the
+-- client's offer was seen.
+local function eos(ctx)
+  local s = state(ctx)
+  if s.eos == nil then s.eos = {} end
+  return s.eos
+end
+PART.machine["stream"] = function(tvb, off, size, pinfo, v, ctx)
+  if eos(ctx)[ctx.dir] then return "stream message after end-of-stream", "§5" end
+end
+PART.machine["stream-end"] = function(tvb, off, size, pinfo, v, ctx)
+  local e = eos(ctx)
+  if e[ctx.dir] then return "a second end-of-stream", "§5" end
+  e[ctx.dir] = true
+end
+
+-- The first COMPRESS record of the negotiation frame at off (nil: none; the body reads the rest).
+local function compress_record(tvb, off, size)
+  local pos, stop = off + 12, off + size
+  while stop - pos >= 8 do
+    local num, flen = tvb:range(pos, 4):le_uint(), tvb:range(pos + 4, 4):le_uint()
+    if flen > stop - pos - 8 then return nil end
+    if num == 0 then return flen > 0 and tvb:range(pos + 8, flen):raw() or "" end
+    pos = pos + 8 + flen
+  end
+end
+PART.machine["negotiation"] = function(tvb, off, size, pinfo, v, ctx)
+  local s = state(ctx)
+  if ctx.dir == s.client or s.offer == nil then return nil end
+  local name = compress_record(tvb, off, size)
+  if name == nil then return nil end
+  local names = {}
+  for n in name:gmatch("[^,]+") do names[n] = true end
+  for mine in (s.offer.compress or ""):gmatch("[^,]+") do
+    if names[mine] then return nil end
+  end
+  return string.format("RPC server responded with compression %s - unsupported (the client offered %s)", name,
+    s.offer.compress and ("'" .. s.offer.compress .. "'") or "none"), "§2"
+end
+
 -- ----------------------------------------------------------------- LZ4 (§4)
 -- One LZ4 block (s[i..j]) decoded onto out (a table of bytes, which may already hold
 -- the message's earlier chunks: matches may reach back into them), at most `limit`
@@ -555,6 +601,7 @@ PART: Final = Part(
     spec=SPEC,
     unknown_type_section="§3",
     limit_section="§6",
+    eof_section="§1",
     fields_lua=_FIELDS,
     lua=_LUA,
 )

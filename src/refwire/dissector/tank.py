@@ -30,7 +30,9 @@ what is TANK's own:
 Where refwire rejects (§2, §3, §4, §6: unknown message id, ``payloadLen`` over the
 limit, a payload overrun or trailing bytes, a varint over 5 bytes or over u32, an
 unknown consume error code, a bundle refwire's broker refuses), the frame gets an
-expert-info warning citing the section.
+expert-info warning citing the section; so does a response refwire's client machine rejects
+(§3: a request id not in flight, a response of another kind than its request, a Consume
+response naming a partition its request did not ask for), once the client's side was seen.
 """
 
 from __future__ import annotations
@@ -525,6 +527,7 @@ REQ.Consume = function(r, v, req)
     local name, tt, at = r:topic()
     for _ = 1, r:u8("partitionsCnt", "partitions_count", tt) do
       local pid, pt, pat = r:partition(tt)
+      if req ~= nil then req.asked = req.asked or {}; req.asked[name .. "/" .. pid] = true end
       local seq = r:u64("absSeqNum", "seq", pt)
       r:u32("fetchSize", "fetch_size", pt)
       pt:set_len(r.pos - pat)
@@ -608,7 +611,8 @@ RESP.Consume = function(r, v, req)
   end
   local h = new_reader(r.tvb, r.pos, r.pos + header_len, r.tree, "Consume")
   h:u32("requestId")
-  local wants, names = {}, {}
+  local wants, names, parts = {}, {}, {}
+  v._parts = parts  -- (topic, partition) of every entry: refwire's machine checks them (§3)
   for _ = 1, h:u8("topicsCnt", "topics_count") do
     local name, tt, at = h:topic()
     names[#names + 1] = name
@@ -620,6 +624,7 @@ RESP.Consume = function(r, v, req)
     end
     for _ = 1, count do
       local pid, pt, pat = h:partition(tt)
+      parts[#parts + 1] = {name, pid}
       local err = h:u8("err", "err", pt)
       local text = string.format("partitionId: %d err 0x%02x", pid, err)
       if err == 0x00 or err == 0xfe or err == 0x01 then
@@ -729,12 +734,43 @@ RESP.DiscoverTopology = function(r)
 end
 
 -- ----------------------------------------------------------------- every frame
+-- refwire's client machine (§3) on what the broker sends, in its order: the response decodes (else
+-- the codec's warning, and the machine stops there), it names a request id in flight, it answers
+-- that request's kind, and a Consume response names only partitions the request asked for.
+-- Checked once the client's side was seen (a capture of one side cannot tell).  The first two are
+-- decided before the response is matched (and taken off the requests in flight).
+local function in_flight(t, v, ctx)
+  local s = match_state(ctx)
+  if not s.requests_seen then return nil end
+  local q = s.pending[v.request_id]
+  if q == nil or #q == 0 then return string.format("response to unknown request id %d", v.request_id), "§3" end
+  for _, req in ipairs(q) do
+    if req.type == t or (ANSWERS[t] and ANSWERS[t][req.type]) then return nil end
+  end
+  return string.format("a %s response answers a %s request", t, q[1].type), "§3"
+end
+
+local function consume_parts(req, parts)
+  if req == nil or req.asked == nil or parts == nil then return nil end
+  for _, p in ipairs(parts) do
+    if not req.asked[p[1] .. "/" .. p[2]] then
+      return string.format("response names %s/%d, which was not requested", p[1], p[2]), "§3"
+    end
+  end
+end
+
 local function body(t)
   return function(tvb, off, size, item, pinfo, v, ctx)
     item:add(hf.response, ctx.server):set_generated()
-    local req
+    local req, text, section
     if v.request_id ~= nil then
-      if ctx.server then req = track_response(pinfo, item, v, ctx, t) else req = track_request(pinfo, item, v, ctx, t) end
+      if ctx.server then
+        if not pinfo.visited then text, section = in_flight(t, v, ctx) end
+        req = track_response(pinfo, item, v, ctx, t)
+      else
+        match_state(ctx).requests_seen = true
+        req = track_request(pinfo, item, v, ctx, t)
+      end
     end
     local parse = (ctx.server and RESP or REQ)[t]
     local r = new_reader(tvb, off + HEADER, off + size, item, t)
@@ -748,11 +784,18 @@ local function body(t)
       if type(res) ~= "table" or res.tank == nil then error(res, 0) end
       item:add_proto_expert_info(ef[res.kind], res.tank)
       res = nil
+      local mb = ctx.conv.machine_broken
+      if not pinfo.visited and mb[ctx.dir] == nil then mb[ctx.dir] = pinfo.number end  -- refwire stops here
+    elseif ctx.server and v.request_id ~= nil then
+      machine_error(tvb, off, size, item, pinfo, v, ctx, function()
+        if text ~= nil then return text, section end
+        if t == "Consume" then return consume_parts(req, v._parts) end
+      end)
     end
-    local text = t .. (t == "Ping" and "" or (ctx.server and " response" or " request"))
-    if v.request_id ~= nil then text = text .. " id=" .. v.request_id end
-    if type(res) == "string" and res ~= "" then text = text .. " " .. res end
-    v._text = text
+    local summary = t .. (t == "Ping" and "" or (ctx.server and " response" or " request"))
+    if v.request_id ~= nil then summary = summary .. " id=" .. v.request_id end
+    if type(res) == "string" and res ~= "" then summary = summary .. " " .. res end
+    v._text = summary
   end
 end
 for _, t in pairs(TYPE_CODES) do
@@ -781,6 +824,7 @@ PART: Final = Part(
     unknown_type_text="unknown message id %s",
     unknown_type_section="§3, §6",
     limit_section="§2",
+    eof_section="§2",
     fields_lua=_FIELDS,
     lua=_LUA,
 )
