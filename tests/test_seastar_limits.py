@@ -12,6 +12,7 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
 import lz4.block
 import pytest
 
@@ -877,3 +878,77 @@ def test_eof_inside_a_frame_text() -> None:
     e = d.eof_error()
     assert e is not None
     assert (e.reason, e.frame, e.field, e.offset) == ("connection closed inside a frame (5 bytes of it outstanding)", "request", "(eof)", 0)
+
+
+# --------------------------------------------------------------------------- the per-connection budget (§6)
+
+
+def _budget_server(budget: int, fast: bool, *, lz4: bool = False, stream: bool = False) -> Any:
+    """A server machine negotiated (plain or LZ4; RPC or a stream) under ``max_connection_memory=budget``."""
+    from refwire.seastar_rpc.connection import ServerConnection
+    from refwire.seastar_rpc.negotiation import Features
+
+    conn = ServerConnection(limits=attrs.evolve(DEFAULT_LIMITS, max_connection_memory=budget), fast=fast)
+    offer = Features(compress="LZ4" if lz4 else None, timeout=False, stream_parent=0x10000 if stream else None)
+    conn.receive_data(offer.encode(), now=0.0)
+    conn.next_event()
+    conn.accept(connection_id=0x20000, now=0.0)
+    conn.data_to_send()
+    return conn
+
+
+def _budget_outcome(conn: Any, data: bytes) -> object:
+    """The event ``data`` makes, or the limit error it raises (the machine's remote face of it)."""
+    try:
+        conn.receive_data(data, now=0.0)
+        return conn.next_event()
+    except ProtocolError as exc:
+        assert "Limit" in type(exc).__name__
+        return exc
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_budget_caps_a_request_at_a_quarter_at_the_line_and_one_past(fast: bool) -> None:
+    """16 MiB: a request's data may be 4 MiB (admission aside: ``admit_len`` unset here)."""
+    from refwire.seastar_rpc.events import CallReceived
+
+    cap = 4 << 20
+    ok = _budget_outcome(_budget_server(16 << 20, fast), sf.Request(2, 1, bytes(cap)).encode(with_timeout=False))
+    assert isinstance(ok, CallReceived) and len(ok.payload) == cap
+    err = _budget_outcome(_budget_server(16 << 20, fast), sf.Request(2, 1, bytes(cap + 1)).encode(with_timeout=False))
+    assert isinstance(err, ProtocolError)
+    assert err.reason == f"len {cap + 1} exceeds the {cap} bytes the limit max_connection_memory={16 << 20} allows a frame"
+    assert (err.frame, err.field, err.offset) == ("request", "len", 28)
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_budget_caps_what_an_envelope_inflates_to(fast: bool) -> None:
+    from refwire.seastar_rpc.events import CallReceived
+
+    cap = 4 << 20
+    for size, fits in ((cap - 20, True), (cap - 19, False)):
+        conn = _budget_server(16 << 20, fast, lz4=True)
+        got = _budget_outcome(conn, envelope(LZ4Compressor(), sf.Request(2, 1, bytes(size)).encode(with_timeout=False)))
+        if fits:
+            assert isinstance(got, CallReceived)
+        else:
+            assert isinstance(got, ProtocolError)
+            assert f"the {cap} bytes the limit max_connection_memory={16 << 20} allows a frame" in got.reason
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_budget_caps_a_stream_message_at_a_32nd(fast: bool) -> None:
+    cap = (16 << 20) // 32
+    ok = _budget_outcome(_budget_server(16 << 20, fast, stream=True), sf.StreamMessage(bytes(cap)).encode())
+    assert isinstance(ok, sf.StreamMessage)
+    err = _budget_outcome(_budget_server(16 << 20, fast, stream=True), sf.StreamMessage(bytes(cap + 1)).encode())
+    assert isinstance(err, ProtocolError)
+    assert err.reason == f"len {cap + 1} exceeds the {cap} bytes the limit max_connection_memory={16 << 20} allows a frame"
+
+
+def test_the_default_budget_leaves_the_frame_limits_as_they_were() -> None:
+    from refwire.seastar_rpc.machine import memory_caps
+
+    assert memory_caps(DEFAULT_LIMITS) == (DEFAULT_LIMITS, None)
+    limits, budget = memory_caps(DEFAULT_LIMITS, stream=True)
+    assert limits.max_frame_size == 8 << 20 and budget == (256 << 20, 8 << 20)

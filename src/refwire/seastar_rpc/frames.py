@@ -33,7 +33,7 @@ from typing import Final, Literal, TypedDict
 import attrs
 
 from .._mypyc import mypyc_attr
-from ..errors import LocalProtocolError, ProtocolError
+from ..errors import LimitExceeded, LocalProtocolError, ProtocolError
 from ..sansio import closed_inside
 from ..speed import use_fast
 from ..wire import Limits, Reader, ReceiveBuffer, check_limit
@@ -341,6 +341,10 @@ class FrameDecoder:
         self.duration = False
         self.compressor: Compressor | None = None
         self.discard_over: int | None = None
+        #: the connection's memory budget when it, not the limits, caps this decoder's
+        #: frames (spec §6): ``(max_connection_memory, the cap it leaves a frame)``;
+        #: a refusal at that cap then names ``max_connection_memory``
+        self.budget: tuple[int, int] | None = None
         self._buf = ReceiveBuffer()
         self._phase: Literal["negotiation", "paused", "frames"] = "negotiation" if negotiation else "frames"
         self._skip = 0
@@ -422,7 +426,23 @@ class FrameDecoder:
     def _next_frame(self) -> Frame | None:
         """:meth:`next_frame` on the plain path (and the speed path's general path):
         a held oversized request once its body is skipped, the negotiation frame
-        (§2), an envelope (§4), or a request, response or stream frame (§3, §5)."""
+        (§2), an envelope (§4), or a request, response or stream frame (§3, §5).
+        A frame over the cap the connection's memory budget leaves it is refused
+        naming ``max_connection_memory`` (§6)."""
+        if self.budget is None:
+            return self._decode()
+        try:
+            return self._decode()
+        except LimitExceeded as exc:
+            budget, cap = self.budget
+            for name in ("max_frame_size", "max_decompressed_size"):
+                exc.reason = exc.reason.replace(
+                    f"the limit {name}={cap}", f"the {cap} bytes the limit max_connection_memory={budget} allows a frame"
+                )
+            exc.args = (exc._render(),)
+            raise
+
+    def _decode(self) -> Frame | None:
         if self._skip or self._phase == "paused":
             return None
         if self._held is not None:  # its body has been skipped (§3): answered now

@@ -21,6 +21,8 @@ import enum
 from collections.abc import Sequence
 from typing import Final
 
+import attrs
+
 from ..errors import LocalProtocolError
 from ..sansio import NEED_DATA, FrameMachine, NeedData, earliest
 from ..speed import use_fast
@@ -55,7 +57,60 @@ from .frames import (
     UserError,
 )
 
-__all__ = ["NEGOTIATION_TIMED_OUT", "SERVER_TRANSITIONS", "ServerConnection", "State"]
+__all__ = [
+    "FRAME_SHARE",
+    "MAX_STREAMS",
+    "NEGOTIATION_TIMED_OUT",
+    "REQUEST_SHARE",
+    "SERVER_TRANSITIONS",
+    "STREAM_SHARE",
+    "ServerConnection",
+    "State",
+    "memory_caps",
+]
+
+# --------------------------------------------------------------------------- the memory budget (§6)
+
+#: An RPC connection's frame -- a request, an envelope, or what an envelope inflates
+#: to -- may take ``max_connection_memory // FRAME_SHARE`` bytes (64 MiB of the
+#: default 256 MiB: the frame limits' own value).  It costs about twice that while
+#: it is received: the receive buffer and the copy cut or inflated from it (§6).
+FRAME_SHARE: Final = 4
+#: The requests in flight on one connection (admitted, their handlers running) may
+#: hold ``max_connection_memory // REQUEST_SHARE`` bytes of data (16 MiB of 256 MiB:
+#: ``max_memory``'s default), and as much again of replies may wait to be written
+#: before the connection reads no more.  A request's byte costs about four times
+#: itself: its data, the reply encoded from it, the connection's output buffer and
+#: the bytes handed to the socket (§6).
+REQUEST_SHARE: Final = 16
+#: A stream connection's message may take ``max_connection_memory // STREAM_SHARE``
+#: bytes, and its queue for the application as many (8 MiB each of 256 MiB) ...
+STREAM_SHARE: Final = 32
+#: ... and one RPC connection parents at most this many streams, which all count
+#: against its budget (each holds up to about four times its share: the queue, the
+#: message waiting to join it, the next one in the receive buffer, and the copy).
+MAX_STREAMS: Final = 4
+
+
+def memory_caps(limits: Limits, *, stream: bool = False) -> tuple[Limits, tuple[int, int] | None]:
+    """The decoder's limits under ``max_connection_memory`` (§6): a frame of an RPC
+    connection may take ``budget // FRAME_SHARE`` bytes, a stream connection's
+    ``budget // STREAM_SHARE`` (compressed or inflated alike); and, when that cap is
+    tighter than ``max_frame_size`` or ``max_decompressed_size``, ``(budget, cap)``
+    (the decoder then names ``max_connection_memory`` in its refusal)."""
+    budget = limits.max_connection_memory
+    cap = budget // (STREAM_SHARE if stream else FRAME_SHARE)
+    if cap < limits.max_frame_size or cap < limits.max_decompressed_size:
+        return (
+            attrs.evolve(
+                limits,
+                max_frame_size=min(cap, limits.max_frame_size),
+                max_decompressed_size=min(cap, limits.max_decompressed_size),
+            ),
+            (budget, cap),
+        )
+    return limits, None
+
 
 
 class State(enum.Enum):
@@ -289,6 +344,7 @@ class ServerConnection(_Machine):
         self.compressors = tuple(compressors)
         self.multi_algo = multi_algo
         self.admit_len = admit_len
+        self._decoder.limits, self._decoder.budget = memory_caps(limits)
         #: the client's offer, once received.
         self.offer: Features | None = None
         #: what this server replied.
@@ -385,6 +441,8 @@ class ServerConnection(_Machine):
         self._compressor = None if name is None else make_compressor(name)
         stream = offer.stream_parent is not None
         self._transition("accept-stream" if stream else "accept")
+        if stream:  # a stream's messages take a smaller share of the budget (§6)
+            self._decoder.limits, self._decoder.budget = memory_caps(self.limits, stream=True)
         self._decoder.configure(
             kind="stream" if stream else "request",
             timeout=offer.timeout,

@@ -15,6 +15,13 @@ admission and streams (specs/seastar-rpc/README.md §2-§7).
   exceeds ``max_memory`` is answered with Seastar's USER text and its data is
   skipped unread; otherwise the reader waits for that much memory, until the
   request's propagated deadline (then the request is dropped, no reply).
+* The per-connection budget, ``Limits.max_connection_memory`` (§6), holds
+  everything one connection and its streams can make the server keep, as caps
+  inside it: its frames (:func:`~refwire.seastar_rpc.machine.memory_caps`), the
+  data of its requests in flight (a second admission, per connection, of
+  ``budget // REQUEST_SHARE``: larger requests get the USER exception too), the
+  replies waiting to be written (the pump's ``max_unwritten``, as much), and its
+  streams (at most ``MAX_STREAMS``, each with a queue of ``budget // STREAM_SHARE``).
 * Replies go out in completion order; a reply past the request's propagated
   deadline is not sent.
 * Streams: a connection negotiating STREAM_PARENT is registered under its parent
@@ -36,7 +43,16 @@ from typing import Any, Final, Literal
 import attrs
 import trio
 
-from ..drivers import DEFAULT_MAX_CONNECTIONS, RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer, listener_address
+from ..drivers import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_UNWRITTEN,
+    RESET,
+    WRITE_FAILED,
+    WRITE_TIMEOUT,
+    Pump,
+    StreamServer,
+    listener_address,
+)
 from ..errors import RemoteProtocolError
 from ..logs import limited
 from ..wire import Limits
@@ -55,6 +71,7 @@ from .connection import (
 from .errors import DEPRECATED, BadArguments, StreamClosedError
 from .events import oversized_message
 from .frames import DEFAULT_LIMITS, UNMEASURED, StreamEnd, StreamMessage, UnknownVerb, UserError
+from .machine import MAX_STREAMS, REQUEST_SHARE, STREAM_SHARE
 from .registry import Verb, VerbRegistry
 
 __all__ = ["BadArguments", "CallContext", "HandlerGroup", "SeastarServer", "ServerConfig", "ServerStream", "StreamClosedError"]
@@ -173,7 +190,7 @@ class ServerStream:
         """Hand a message to the application: past ``stream_queue_bytes`` queued
         (and ``stream_queue`` messages, the channel's size) the reader waits."""
         if msg is not None:
-            limit = self._server.config.stream_queue_bytes
+            limit = self._server.stream_queue_bytes
             while self.queued_bytes and self.queued_bytes + len(msg) > limit:
                 await self._taken.wait()
             self.queued_bytes += len(msg)
@@ -259,6 +276,11 @@ class SeastarServer:
         self._rpc: dict[int, list[ServerStream]] = {}  # live RPC connection id -> its streams
         self._streams: dict[int, ServerStream] = {}
         self.memory = _Memory(config.max_memory)
+        budget = config.limits.max_connection_memory
+        #: what one connection's requests in flight may hold, and its unwritten replies (§6)
+        self.connection_share = budget // REQUEST_SHARE
+        #: bytes queued per stream: ``stream_queue_bytes``, or less under the budget (§6)
+        self.stream_queue_bytes = min(config.stream_queue_bytes, budget // STREAM_SHARE)
         self.default_group = HandlerGroup("default", config.default_concurrency)
         self.groups = {cookie: HandlerGroup(cookie.decode("latin-1"), n) for cookie, n in config.groups.items()}
         self.addresses: list[str] = []
@@ -324,8 +346,14 @@ class SeastarServer:
         await self._stream_server.shutdown(grace)
 
     def _admit_len(self) -> int:
+        """The most data a request may carry to be admitted: ``max_memory``'s
+        (Seastar's admission), or the connection's share of its budget (§6)."""
         cfg = self.config
-        return max(0, (cfg.max_memory - cfg.basic_request_size) // cfg.bloat_factor)
+        return max(0, (min(cfg.max_memory, self.connection_share) - cfg.basic_request_size) // cfg.bloat_factor)
+
+    def _budget_binds(self) -> bool:
+        """Whether the connection's budget, not ``max_memory``, refuses a request's size."""
+        return self.connection_share < self.config.max_memory
 
     # -- one connection ----------------------------------------------------------------
     async def handle_stream(self, stream: trio.abc.Stream) -> None:
@@ -367,8 +395,14 @@ class SeastarServer:
             return
         cfg = self.config
         need = cfg.basic_request_size + len(call.payload) * cfg.bloat_factor
-        if not await self.memory.acquire(need, call.deadline):
+        # the connection's share first (§6), then the server's admission (§3): a
+        # connection waiting for its own requests to finish holds none of the server's
+        if not await session.memory.acquire(need, call.deadline):
             self.stats["dropped_expired"] += 1  # still waiting for memory at its deadline: dropped, no reply (§3)
+            return
+        if not await self.memory.acquire(need, call.deadline):
+            session.memory.release(need)
+            self.stats["dropped_expired"] += 1
             return
         group = session.group
         assert group is not None and session.handlers is not None
@@ -409,6 +443,7 @@ class SeastarServer:
                     group.limiter.release_on_behalf_of(ctx)
         finally:
             self.memory.release(need)
+            session.memory.release(need)
 
 
 class _Session:
@@ -420,7 +455,13 @@ class _Session:
         self.conn = conn
         self.conn_id = conn_id
         cfg = server.config
-        self.pump = Pump(stream, conn, self.on_event, receive_size=cfg.recv_size, write_timeout=cfg.write_timeout)
+        # replies waiting to be written count against the budget too (§6): past them the pump reads no more
+        unwritten = min(DEFAULT_MAX_UNWRITTEN, server.connection_share)
+        self.pump = Pump(
+            stream, conn, self.on_event, receive_size=cfg.recv_size, write_timeout=cfg.write_timeout, max_unwritten=unwritten
+        )
+        #: the data of this connection's requests in flight (its share of the budget, §6)
+        self.memory = _Memory(server.connection_share)
         self.group: HandlerGroup | None = None
         self.cookie: bytes | None = None
         self.rpc = False  # registered as a parent in server._rpc
@@ -467,7 +508,22 @@ class _Session:
             cfg = server.config
             server.stats["oversized"] += 1
             estimate = cfg.basic_request_size + ev.length * cfg.bloat_factor
-            text = oversized_message(estimate, cfg.max_memory)
+            if estimate > cfg.max_memory or not server._budget_binds():
+                text = oversized_message(estimate, cfg.max_memory)
+            else:
+                budget = cfg.limits.max_connection_memory
+                share = server.connection_share
+                text = oversized_message(estimate, share) + f" (the limit max_connection_memory={budget} allows a connection's requests)".encode()
+                limited(
+                    log,
+                    "connection-memory",
+                    "seastar-rpc: connection %#x: a request of %d bytes exceeds the %d bytes the limit max_connection_memory=%d "
+                    "allows a connection's requests in flight; answered with an exception, its data skipped",
+                    self.conn_id,
+                    ev.length,
+                    share,
+                    budget,
+                )
             await self.reply(ev, trio.current_time(), RespondError(ev, UserError(text)))
         elif isinstance(ev, NegotiationRequested):
             parent = ev.features.stream_parent
@@ -534,6 +590,19 @@ class _Session:
             conn.reject("streaming is not configured for the server", now=now)
         elif parent_id not in server._rpc:
             conn.reject(f"Unknown parent connection {parent_id:#x}", now=now)
+        elif len(server._rpc[parent_id]) >= MAX_STREAMS:
+            # its streams count against the parent's budget (§6): a fifth would pass it
+            budget = server.config.limits.max_connection_memory
+            log.warning(
+                "seastar-rpc: stream connection %#x refused: connection %#x has %d streams, all the limit "
+                "max_connection_memory=%d allows (each may hold %d bytes queued); closing without a reply",
+                self.conn_id,
+                parent_id,
+                MAX_STREAMS,
+                budget,
+                server.stream_queue_bytes,
+            )
+            conn.reject("max_connection_memory: too many streams", now=now)
         if conn.state is State.CLOSED:
             server.stats["rejected"] += 1
             log.info("seastar-rpc: stream connection %#x refused (parent %#x); closing without a reply", self.conn_id, parent_id)
