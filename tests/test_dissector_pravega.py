@@ -13,6 +13,12 @@ dialect's describer (:mod:`refwire.pravega.describe`); where refwire rejects, th
 an expert-info warning citing the dialect's spec; replies name their request's frame (by
 requestId) and the latency, requests their reply's.  The strings of strings.json are no frames
 and are not sent.
+
+Each dialect also has a session of refwire's own client and server recorded through refwire's tap
+(as ``refwire record --pcap`` records it; the draft has no real peer to record): one more tshark
+run reads both, and every frame must be what ``refwire decode --json`` reads, with no warning, the
+draft's connections as the draft and Pravega's as Pravega (the checks of the real peers' sessions,
+tests/peers/test_peer_dissector.py).
 """
 
 from __future__ import annotations
@@ -24,7 +30,19 @@ from typing import Any, Final
 
 import pytest
 from pravega_draft_harness import DraftHarness, populate
-from support.tshark import Capture, needs_tshark, packets, segments, start_tshark, walk, warns
+from support.tshark import (
+    Capture,
+    check_session_cases,
+    decoded,
+    needs_tshark,
+    packets,
+    record_session,
+    segments,
+    session_cases,
+    start_tshark,
+    walk,
+    warns,
+)
 
 from refwire.cli import main
 from refwire.describe import UNDECODED, Described
@@ -592,3 +610,195 @@ def test_one_file_holds_both_and_is_deterministic(lua: Path, tmp_path: Path) -> 
     assert again.read_text() == text
     assert "refwire.pravega.describe:LAYOUT" in text and "refwire.dissector.pravega_draft:PART" in text
     assert 'ProtoField.int64("pravega.request_id", "request_id", base.DEC)' in text
+
+
+# --------------------------------------------------------------------------- recorded sessions
+
+
+#: the segments the recorded sessions write (the draft's store holds its segment from the start:
+#: the draft has no CreateSegment, specs/pravega-draft-2017/README.md §6.2)
+DRAFT_SEGMENT: Final = "dissector/draft/0"
+SESSION_SEGMENT: Final = "dissector/pravega/0"
+#: the draft session's ConnectionId, and the size of its server's reply parts (§5 "Sending")
+_DRAFT_CID: Final = uuid.UUID(int=0x2017)
+_DRAFT_REPLY_PART: Final = 16 * 1024
+#: an event of this size or more is cut into partial messages of _DRAFT_CUT bytes
+_DRAFT_LARGE: Final = 64 * 1024
+_DRAFT_CUT: Final = 24 * 1024
+
+
+#: the draft store of the recorded session (its protocol errors must stay none)
+_DRAFT_FRONTS: list[Any] = []
+
+
+class _DraftPlan:
+    """The draft writer's plan (:class:`refwire.pravega.draft2017.writer.Planner`, §5, §6.3, §6.4):
+    three events a block, a large event cut into partial messages whose last part follows the
+    EndAppendBlock (``straddle``), every block padded with a KeepAlive."""
+
+    def block_events(self) -> int:
+        return 3
+
+    def cuts(self, frame_len: int) -> list[int]:
+        return list(range(_DRAFT_CUT, frame_len, _DRAFT_CUT)) if frame_len >= _DRAFT_LARGE else []
+
+    def straddle(self) -> bool:
+        return True
+
+    def padding(self) -> bytes | None:
+        return b"pad"
+
+
+async def _draft_store(nursery: Any, workdir: Path) -> tuple[str, int]:
+    """refwire's draft segment store (:class:`~refwire.pravega.draft2017.server.DraftFrontend`,
+    in memory) holding :data:`DRAFT_SEGMENT`, its replies cut in parts of _DRAFT_REPLY_PART bytes
+    (the draft's descriptor names no reference server)."""
+    import trio
+
+    from refwire.pravega.draft2017.server import DraftConfig, DraftFrontend
+    from refwire.pravega.server import SegmentStoreServer
+
+    server = SegmentStoreServer()
+    server.store.create(DRAFT_SEGMENT)
+    front = DraftFrontend(server, config=DraftConfig(reply_part_size=_DRAFT_REPLY_PART))
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    await nursery.start(server.sync_forever)
+    await nursery.start(front.serve, listeners)
+    _DRAFT_FRONTS.append(front)
+    return "127.0.0.1", int(listeners[0].socket.getsockname()[1])
+
+
+#: the draft session's events: small ones, then one cut into partial messages, then more
+_DRAFT_EVENTS: Final = ([b"draft event %d" % i for i in range(4)] + [bytes(range(256)) * 400], [b"after %d" % i for i in range(2)])
+
+
+async def _draft_talk(host: str, port: int) -> None:
+    """refwire's draft client (specs/pravega-draft-2017/README.md §5-§8): a :class:`DraftWriter`
+    writes twice (a connection each: SetupAppend, AppendSetup with the ack level, blocks with
+    Events, KeepAlive padding and the partial messages of a large event, DataAppended); then a
+    :class:`DraftConnection` sends a KeepAlive (echoed) and a :class:`DraftReader` reads the segment
+    back (the large read's SegmentRead comes as partial messages)."""
+    import trio
+
+    from refwire.pravega.client import parse_events
+    from refwire.pravega.draft2017.client import DraftConnection, DraftReader, DraftWriter
+    from refwire.pravega.draft2017.frames import KeepAlive
+
+    writer = DraftWriter(host, port, DRAFT_SEGMENT, connection_id=_DRAFT_CID, planner=_DraftPlan())
+    for events in _DRAFT_EVENTS:
+        level = await writer.write(events)
+    assert writer.stats == {"connections": 2, "reconnects": 0, "protocol_errors": 0}, writer.stats
+    conn = DraftConnection(await trio.open_tcp_stream(host, port))
+    data = b""
+    async with trio.open_nursery() as nursery:
+        await nursery.start(conn.run)
+        await conn.send(KeepAlive(data=b"ping"))
+        reader = DraftReader(conn, DRAFT_SEGMENT, read_size=100)
+        data += (await reader.read(timeout=10)).data
+        reader.read_size = 1024 * 1024
+        while not (r := await reader.read(timeout=10)).at_tail:
+            data += r.data
+        data += r.data
+        nursery.cancel_scope.cancel()
+    assert len(data) == level and [e for _, e in parse_events(data)[0]] == [e for es in _DRAFT_EVENTS for e in es]
+
+
+async def _pravega_talk(host: str, port: int) -> None:
+    """refwire's Pravega client (specs/pravega/README.md §5-§7): CreateSegment; an
+    :class:`EventWriter` in the Rust client's style (a bare AppendBlockEnd per batch, a large event
+    among them) and one in the Java client's (1000-byte AppendBlocks: whole events, then the head of
+    the event that did not fit as a PartialEvent, its tail in the AppendBlockEnd; the last padded);
+    SealSegment; then GetStreamSegmentInfo and a
+    :class:`SegmentReader` reading every event back to the sealed end."""
+    import trio
+
+    from refwire.pravega.client import (
+        EventWriter,
+        PravegaConnection,
+        SegmentReader,
+        WriterConfig,
+        create_segment,
+        seal_segment,
+        segment_info,
+    )
+
+    assert await create_segment(host, port, SESSION_SEGMENT) is True
+    rust = [[b"rust event %d" % i for i in range(3)], [bytes(range(256)) * 400, b"after the large one"]]
+    java = [[b"java event %03d " % i * 20 for i in range(10)]]  # 300-byte events in 1000-byte blocks
+    for config, batches in ((WriterConfig(style="rust"), rust), (WriterConfig(style="java"), java)):
+        async with EventWriter(host, port, SESSION_SEGMENT, writer_id=uuid.uuid4(), config=config) as writer:
+            writer.session.java_block_sizes = [1000]  # (Java's blocks: whole events, a PartialEvent, or Padding)
+            for batch in batches:
+                await writer.write(batch)
+    await seal_segment(host, port, SESSION_SEGMENT)
+    conn = await PravegaConnection.connect(host, port)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(conn.run)
+        info = await segment_info(conn, SESSION_SEGMENT)
+        assert info.is_sealed
+        got = [e async for _, e in SegmentReader(conn, SESSION_SEGMENT, read_size=64 * 1024).events()]
+        nursery.cancel_scope.cancel()
+    assert got == [e for batches in (rust, java) for b in batches for e in b]
+
+
+@pytest.fixture(scope="module")
+def sessions(lua: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[list[dict[str, Any]], list[Any]]]:
+    """Each dialect's session with refwire's own client and server, recorded as ``refwire record
+    --pcap`` records it (:func:`support.tshark.record_session`): by dialect, every connection as
+    tshark shows it (one run over both files, concatenated: a pcapng of two sections; the draft's
+    port decoded as Pravega, the dissector's automatic rule choosing) and what ``refwire decode
+    FILE --json`` printed of it."""
+    from refwire.pipeline.capture import read_pcap
+
+    tmp = tmp_path_factory.mktemp("sessions")
+    _DRAFT_FRONTS.clear()
+    draft = record_session(tmp / "pravega-draft-2017.pcapng", _draft_talk, upstream=_draft_store, timeout=30)
+    assert [f.stats["protocol_errors"] for f in _DRAFT_FRONTS] == [0] and not _DRAFT_FRONTS[0].errors
+    today = record_session(tmp / "pravega.pcapng", _pravega_talk, reference="pravega", timeout=30)
+    both = tmp / "both.pcapng"
+    both.write_bytes(draft.read_bytes() + today.read_bytes())
+    (port,) = {c.server[1] for c in read_pcap(draft)}  # the tap's: no port of the dissector's
+    assert port not in {c.client[1] for c in read_pcap(today)}, port
+    cases = session_cases(lua, both, "pravega pravega_draft", "pravega or pravega_draft", prefs=["-d", f"tcp.port=={port},pravega"])
+    n = len(read_pcap(draft))
+    assert [c["port"] == port for c in cases] == [k < n for k in range(len(cases))]
+    return {"pravega_draft": (cases[:n], decoded(draft, "pravega-draft-2017")), "pravega": (cases[n:], decoded(today, "pravega"))}
+
+
+def _check_recorded(dialect: str, case: dict[str, Any]) -> None:
+    """Every frame of a recorded connection as refwire's describer of ``dialect`` reads it (no
+    frame refwire rejects, nothing undecoded), shown by that dialect's dissector (:func:`_check`)."""
+    for direction, chunks in case["chunks"].items():
+        expected = _refwire("pravega" if dialect == "pravega" else "draft", direction, chunks)
+        assert not [e for e in expected if e.get("undecoded") or e["reject"]], (case["name"], direction)
+    shown = {d: [(s["proto"], s["item"]) for s in v] for d, v in case["shown"].items()}
+    _check({**case, "dialect": dialect, "shown": shown})
+
+
+@pytest.mark.parametrize("dialect", ["pravega", "pravega_draft"])
+def test_a_recorded_session_shows_what_refwire_decodes(sessions: dict[str, tuple[list[dict[str, Any]], list[Any]]], dialect: str) -> None:
+    """refwire's own client and server of the dialect, through refwire's tap: every frame of every
+    connection as refwire reads it, as many per direction as ``refwire decode --json`` prints, no
+    warning; the draft's connections (no Hello) read as the draft, Pravega's (a Hello first, found
+    on the tap's port by the heuristic) as Pravega."""
+    from refwire.pravega.draft2017 import frames as D
+
+    cases, rows = sessions[dialect]
+    seen = check_session_cases(cases, rows, lambda case: _check_recorded(dialect, case))
+    c2s, s2c = seen["c2s"], seen["s2c"]
+    firsts = [int(case["shown"]["c2s"][0]["item"][f"{dialect}.type"][0]) for case in cases]
+    if dialect == "pravega_draft":
+        # 2 writer connections (blocks of 3 events, each padded with a KeepAlive, the 102 KB event in
+        # 5 partial messages, its last after the EndAppendBlock), then a reader's (a KeepAlive, 2
+        # reads, the second's SegmentRead in 16 KB parts)
+        assert len(cases) == 3 and firsts == [D.SetupAppend.TYPE, D.SetupAppend.TYPE, D.KeepAlive.TYPE], firsts  # no Hello
+        assert (c2s["SetupAppend"], c2s["BeginAppendBlock"], c2s["EndAppendBlock"], c2s["KeepAlive"], c2s["ReadSegment"]) == (2, 3, 3, 4, 2), seen
+        assert (c2s["Event"], c2s["PartialMessage"]) == (sum(map(len, _DRAFT_EVENTS)), 5), seen  # (the cut event: 1 Event, in its parts)
+        assert (s2c["AppendSetup"], s2c["DataAppended"], s2c["KeepAlive"], s2c["SegmentRead"]) == (2, 3, 4, 2), seen
+        assert s2c["PartialMessage"] > 100 * 1024 // _DRAFT_REPLY_PART, seen
+    else:
+        # CreateSegment, the Rust-style writer, the Java-style one, SealSegment, the reader: a Hello each
+        assert len(cases) == 5 and firsts == [F.Hello.TYPE] * 5 and c2s["Hello"] == s2c["Hello"] == 5, seen
+        assert (c2s["CreateSegment"], c2s["SetupAppend"], c2s["SealSegment"], c2s["GetStreamSegmentInfo"]) == (1, 2, 1, 1), seen
+        assert (c2s["AppendBlockEnd"], c2s["AppendBlock"], s2c["DataAppended"]) == (5, 3, 5), seen
+        assert c2s["ReadSegment"] == s2c["SegmentRead"] == 2, seen

@@ -14,9 +14,6 @@ valid), and as many frames per direction as ``refwire decode FILE --json`` print
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -29,7 +26,7 @@ import test_dissector_tank as tank_t
 from conftest import CONFORM_PEERS, SEASTAR_FLAGS
 from real_peers import TEST_TIMEOUT, Peer, PeerRun
 from sessions import CAPTURES, TANK_TOPIC, PravegaSession, reference_then, run_clients, tank_topic
-from support.tshark import needs_tshark, record_session, session_cases, warns
+from support.tshark import check_session_cases, decoded, needs_tshark, record_session, session_cases
 
 from refwire.cli import main
 
@@ -66,22 +63,6 @@ def lua(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 # --------------------------------------------------------------------------- the comparison
 
 
-def _decoded(pcap: Path, protocol: str) -> list[dict[str, Counter[str]]]:
-    """Per connection (in the file's order), per direction: the frames ``refwire decode --json``
-    prints (``top``: not inside another frame; ``error``: rows that are errors)."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["decode", str(pcap), "--json", "--protocol", protocol]) == 0, out.getvalue()[-2000:]
-    conns: dict[str, dict[str, Counter[str]]] = {}
-    for line in out.getvalue().splitlines():
-        row = json.loads(line)
-        counts = conns.setdefault(row["conn"], {"c2s": Counter(), "s2c": Counter()})[row["direction"]]
-        counts["error"] += row["type"] == "error"
-        counts["top"] += row["parent_offset"] is None
-        counts[str(row["type"])] += 1
-    return [conns[c] for c in sorted(conns)]
-
-
 def _check(protocol: str, case: dict[str, Any]) -> None:
     """Every frame and field as refwire's describer reads it (the dissector tests' own comparison)."""
     if protocol == "lumberjack":
@@ -108,19 +89,7 @@ def check_session(protocol: str, pcap: Path, lua: Path) -> dict[str, Counter[str
     """The dissector against refwire on every connection of ``pcap``; per direction, what
     refwire decoded (for the assertions on what the session held)."""
     protos, display = SHOWN[protocol]
-    cases = session_cases(lua, pcap, protos, display)
-    decoded = _decoded(pcap, protocol)
-    assert len(cases) == len(decoded) >= 1
-    total: dict[str, Counter[str]] = {"c2s": Counter(), "s2c": Counter()}
-    for case, rows in zip(cases, decoded, strict=True):
-        _check(protocol, case)
-        for direction in ("c2s", "s2c"):
-            shown = case["shown"].get(direction, [])
-            assert not [m for s in shown for m in warns(s["item"])], (case["name"], direction)
-            assert rows[direction]["error"] == 0, (case["name"], direction, rows[direction])
-            assert len(shown) == rows[direction]["top"], (case["name"], direction, len(shown), rows[direction])
-            total[direction].update(rows[direction])
-    return total
+    return check_session_cases(session_cases(lua, pcap, protos, display), decoded(pcap, protocol), lambda case: _check(protocol, case))
 
 
 # --------------------------------------------------------------------------- real servers

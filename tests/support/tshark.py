@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -24,6 +25,8 @@ __all__ = [
     "TSHARK",
     "WARN",
     "Capture",
+    "check_session_cases",
+    "decoded",
     "segments",
     "experts",
     "needs_tshark",
@@ -249,3 +252,44 @@ def session_cases(lua: Path, pcap: Path, protos: str, display: str, *, prefs: Se
                 shown = {"frame": int(layers["frame"][0]["frame.number"][0]), "item": item, "proto": proto}
                 case["shown"].setdefault("c2s" if c2s else "s2c", []).append(shown)
     return list(cases.values())
+
+
+def decoded(pcap: Path, protocol: str) -> list[dict[str, Counter[str]]]:
+    """Per connection (in the file's order), per direction: the frames ``refwire decode FILE --json
+    --protocol PROTOCOL`` prints (``top``: not inside another frame; ``error``: rows that are errors)."""
+    import contextlib
+    import io
+
+    from refwire.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["decode", str(pcap), "--json", "--protocol", protocol]) == 0, out.getvalue()[-2000:]
+    conns: dict[str, dict[str, Counter[str]]] = {}
+    for line in out.getvalue().splitlines():
+        row = json.loads(line)
+        counts = conns.setdefault(row["conn"], {"c2s": Counter(), "s2c": Counter()})[row["direction"]]
+        counts["error"] += row["type"] == "error"
+        counts["top"] += row["parent_offset"] is None
+        counts[str(row["type"])] += 1
+    return [conns[c] for c in sorted(conns)]
+
+
+def check_session_cases(
+    cases: Sequence[dict[str, Any]], rows: Sequence[dict[str, Counter[str]]], check: Callable[[dict[str, Any]], None]
+) -> dict[str, Counter[str]]:
+    """A recorded session's cases (:func:`session_cases`) against what ``refwire decode`` read of
+    each connection (:func:`decoded`, in the same order): ``check(case)`` (every frame and field as
+    refwire's describer reads it), then per direction no warning, no error row and as many frames
+    as decode printed.  Returns, per direction, what refwire decoded over all connections."""
+    assert len(cases) == len(rows) >= 1, (len(cases), len(rows))
+    total: dict[str, Counter[str]] = {"c2s": Counter(), "s2c": Counter()}
+    for case, row in zip(cases, rows, strict=True):
+        check(case)
+        for direction in ("c2s", "s2c"):
+            shown = case["shown"].get(direction, [])
+            assert not [m for s in shown for m in warns(s["item"])], (case["name"], direction)
+            assert row[direction]["error"] == 0, (case["name"], direction, row[direction])
+            assert len(shown) == row[direction]["top"], (case["name"], direction, len(shown), row[direction])
+            total[direction].update(row[direction])
+    return total
