@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 
+import attrs
 import cramjam
 import pytest
 
@@ -18,6 +19,7 @@ from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError
 from refwire.tank import Message, decode_bundle, encode_bundle, encode_entry, read_chunk
 from refwire.tank import frames as tf
 from refwire.tank.bundles import U64_MAX, choose_compression, parse_bundle_header, snappy_decompress
+from refwire.tank.connection import BrokerConnection
 from refwire.tank.errors import TruncatedBundle
 from refwire.wire import Limits, encode_uvarint
 
@@ -1001,3 +1003,36 @@ def test_produce_with_seqnum_needs_a_base_seq() -> None:
         _produce(topics=(tf.ProduceTopic("t", (tf.ProducePartition(1, b""),)),)).encode()
     e = info.value
     assert (e.reason, e.protocol, e.field) == ("ProduceWithSeqnum needs base_seq on every partition", "tank", "baseSeqNum")
+
+
+# -- the connection's memory budget (specs/tank/README.md §6, limits) -----------------------
+
+
+def _budget_broker(budget: int) -> BrokerConnection:
+    from refwire.tank.frames import broker_limits
+
+    return BrokerConnection(now=0.0, limits=attrs.evolve(broker_limits(), max_connection_memory=budget))
+
+
+def test_a_request_may_take_a_third_of_the_budget_at_its_header() -> None:
+    """At the line (header included) the frame is taken; one byte past, its header is refused."""
+    from refwire.errors import RemoteLimitExceeded
+    from refwire.tank.connection import NEED_DATA
+
+    budget = 3 * 1000
+    ok = _budget_broker(budget)
+    ok.receive_data(struct.pack("<BI", 0x03, 1000 - 5), now=0.0)  # a Ping of 995 payload bytes: announced, not refused
+    assert ok.next_event() is NEED_DATA
+    over = _budget_broker(budget)
+    over.receive_data(struct.pack("<BI", 0x03, 1000 - 4), now=0.0)
+    with pytest.raises(RemoteLimitExceeded, match=r"max_connection_memory=3000 \(a request may take 1000 bytes"):
+        over.next_event()
+
+
+def test_the_default_budget_keeps_the_64_mib_request_limit() -> None:
+    from refwire.tank.frames import DEFAULT_MAX_REQUEST, broker_limits, memory_caps
+
+    limits, name = memory_caps(broker_limits())
+    assert (limits.max_frame_size, name) == (DEFAULT_MAX_REQUEST, "max_frame_size")
+    small, name = memory_caps(attrs.evolve(broker_limits(), max_connection_memory=16 << 20))
+    assert (small.max_frame_size, small.max_decompressed_size, name) == ((16 << 20) // 3, 4 << 20, "max_connection_memory")

@@ -184,9 +184,15 @@ class ReceiveBuffer:
         if n > len(self):
             raise ValueError("take() past the end of the buffer")
         start = self.pos
-        out = bytes(self.data[start : start + n]) if type(self.data) is bytearray else self.data[start : start + n]
+        data = self.data
+        if type(data) is bytearray:
+            # One copy: a bytearray slice and then bytes() of it would be two.
+            with memoryview(data) as view:
+                out = bytes(view[start : start + n])
+        else:
+            out = data[start : start + n]  # type: ignore[assignment]
         self.advance_to(start + n)
-        return out  # type: ignore[return-value]
+        return out
 
     def peek(self, n: int) -> bytes:
         """Return up to ``n`` next bytes without consuming them."""

@@ -9,6 +9,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+import attrs
 import trio
 
 from ..cliutil import (
@@ -78,6 +79,15 @@ def register(cmds: Commands) -> None:
         metavar="BYTES",
         help="largest request frame (header included) a client may send; a larger one closes its connection "
         f"from the header alone (default {DEFAULT_MAX_REQUEST >> 20} MiB)",
+    )
+    s.add_argument(
+        "--connection-memory",
+        type=positive_int,
+        default=256 << 20,
+        metavar="N",
+        help="most bytes one connection may hold: a request may take a third of it and one answer's chunks a third "
+        "(each byte costs about 3x), its parked long polls a quarter, its unread answers a sixteenth; past it a request "
+        "closes the connection, a long poll is answered early (default 256 MiB)",
     )
     s.add_argument(
         "--topic",
@@ -270,7 +280,7 @@ async def _serve(args: argparse.Namespace) -> int:
         startup_ts=int(time.time()),
         max_long_polls=args.max_long_polls,
         frame_timeout=frame_timeout(args),
-        limits=broker_limits(args.max_request_size),
+        limits=attrs.evolve(broker_limits(args.max_request_size), max_connection_memory=args.connection_memory),
     )
     broker = TankBroker(storage, config, max_connections=max_connections(args))
     host, port = args.listen

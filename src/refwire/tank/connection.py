@@ -51,6 +51,7 @@ from .frames import (
     Request,
     StatusRequest,
     decode_request,
+    memory_caps,
 )
 from .responses import (
     ConsumeResponse,
@@ -127,11 +128,12 @@ class _Base(FrameMachine):
     ERROR_STATE = State.ERROR
     CLOSED_STATE = State.CLOSED
 
-    def __init__(self, accept: frozenset[int], limits: Limits, state: State, now: float) -> None:
+    def __init__(self, accept: frozenset[int], limits: Limits, state: State, now: float, frame_limit: str = "max_frame_size") -> None:
         super().__init__(state)
         self._decoder = FrameDecoder(
             accept,
             limits,
+            frame_limit=frame_limit,
             obsolete_msg={
                 REPLICA_ID: "obsolete ReplicaID (the real broker closes the connection)",
                 0x09: "ConsumePeer is broker-to-broker (cluster mode); not supported",
@@ -364,7 +366,9 @@ class ClientConnection(_Base):
 
 class BrokerConnection(_Base):
     """The broker side of one connection: requests out, responses in.  The
-    greeting Ping (§6) is queued at construction: the driver's first flush sends it."""
+    greeting Ping (§6) is queued at construction: the driver's first flush sends it.
+    ``limits.max_connection_memory`` caps requests (a third of it, checked at
+    ``payloadLen``) and Snappy sets (a quarter): :func:`~refwire.tank.frames.memory_caps`."""
 
     TRANSITIONS = BROKER_TRANSITIONS
 
@@ -376,7 +380,8 @@ class BrokerConnection(_Base):
         idle_timeout: float | None = 16.0,
         frame_timeout: float | None = None,
     ) -> None:
-        super().__init__(REQUEST_IDS, limits, State.OPEN, now)
+        capped, frame_limit = memory_caps(limits)
+        super().__init__(REQUEST_IDS, capped, State.OPEN, now, frame_limit)
         self.idle_timeout = idle_timeout
         self.frame_timeout = frame_timeout
         self.long_polls = 0  #: outstanding long polls (set by the driver); no idle close while > 0

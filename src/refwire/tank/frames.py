@@ -52,9 +52,11 @@ __all__ = [
     "ReloadConfRequest",
     "Request",
     "StatusRequest",
+    "REQUEST_COST",
     "broker_limits",
     "decode_request",
     "frame",
+    "memory_caps",
 ]
 
 PROTOCOL: Final = "tank"
@@ -103,6 +105,28 @@ def broker_limits(max_request_size: int = DEFAULT_MAX_REQUEST) -> Limits:
     return attrs.evolve(DEFAULT_LIMITS, max_frame_size=max_request_size, max_buffered=max_request_size)
 
 
+#: What a request byte costs the broker against ``max_connection_memory`` (§6, limits):
+#: the received bytes, the request's payload cut from them and the bundle's
+#: decoded messages (the validation, §4) live at once; measured 3x (the stored
+#: entry is the store's, not the connection's).
+REQUEST_COST: Final = 3
+
+
+def memory_caps(limits: Limits) -> tuple[Limits, str]:
+    """A broker connection's decoder limits under ``max_connection_memory`` (§6):
+    a request frame may be at most a third of it (:data:`REQUEST_COST`), and a
+    Snappy set may inflate to at most a quarter (its bytes and their messages);
+    with the name of the limit that bounds frames (``max_frame_size`` unless the
+    budget is the tighter)."""
+    budget = limits.max_connection_memory
+    room = budget // REQUEST_COST
+    inflate = min(limits.max_decompressed_size, budget // 4)
+    if room < limits.max_frame_size:
+        return attrs.evolve(limits, max_frame_size=room, max_buffered=min(room, limits.max_buffered),
+                            max_decompressed_size=inflate), "max_connection_memory"
+    return attrs.evolve(limits, max_decompressed_size=inflate), "max_frame_size"
+
+
 _HDR: Final = struct.Struct("<BI")
 HEADER_SIZE: Final = 5
 
@@ -116,16 +140,30 @@ def _name(msg_id: int) -> str:
     return MSG_NAMES.get(msg_id, f"0x{msg_id:02x}")
 
 
+#: Test-only: tests/fuzz/test_fuzz.py sets this to plant a defect the fuzz run must
+#: find (an IndexError on an empty frame other than a Ping).  Never set otherwise.
+_FUZZ_PLANTED_DEFECT = False
+
+
 class FrameDecoder:
     """Incremental frame splitter: ``feed(bytes)`` then ``next_frame()`` →
     ``(msgId, payload, offset)`` or ``None``.  ``accept`` is the set of ids this
     side may receive; anything else is an error as soon as its header arrives.
     ``offset`` is the stream offset of the frame's first byte."""
 
-    def __init__(self, accept: frozenset[int], limits: Limits = DEFAULT_LIMITS, *, obsolete_msg: dict[int, str] | None = None) -> None:
+    def __init__(
+        self,
+        accept: frozenset[int],
+        limits: Limits = DEFAULT_LIMITS,
+        *,
+        obsolete_msg: dict[int, str] | None = None,
+        frame_limit: str = "max_frame_size",
+    ) -> None:
         self.buffer = ReceiveBuffer()
         self.accept = accept
         self.limits = limits
+        #: the name a refused ``payloadLen`` gives (``max_connection_memory`` when the budget is the tighter)
+        self.frame_limit = frame_limit
         self._need = HEADER_SIZE
         self._hdr: tuple[int, int] | None = None
         self._obsolete = obsolete_msg or {}
@@ -150,10 +188,17 @@ class FrameDecoder:
                 why = self._obsolete.get(msg_id, "unknown message id")
                 raise LocalProtocolError(f"{why} {msg_id:#04x}", protocol=PROTOCOL, frame=_name(msg_id), field="msgId", offset=off)
             if length + HEADER_SIZE > self.limits.max_frame_size:
+                if self.frame_limit == "max_frame_size":
+                    why = f"max_frame_size={self.limits.max_frame_size}"
+                else:
+                    why = (f"{self.frame_limit}={self.limits.max_connection_memory} "
+                           f"(a request may take {self.limits.max_frame_size} bytes: each costs {REQUEST_COST}x)")
                 raise LimitExceeded(
-                    f"payloadLen {length} exceeds the limit max_frame_size={self.limits.max_frame_size}",
+                    f"payloadLen {length} exceeds the limit {why}",
                     protocol=PROTOCOL, frame=_name(msg_id), field="payloadLen", offset=off + 1,
                 )
+            if _FUZZ_PLANTED_DEFECT and length == 0 and msg_id != PING:
+                raise IndexError("planted defect (tests/fuzz/test_fuzz.py)")
             self._hdr = (msg_id, length)
             self._need = HEADER_SIZE + length
             if len(buf) < self._need:
@@ -161,7 +206,7 @@ class FrameDecoder:
         msg_id, length = self._hdr
         off = buf.consumed
         buf.advance_to(buf.pos + HEADER_SIZE)
-        payload = buf.take(length)
+        payload = buf.take(length)  # one copy (ReceiveBuffer.take)
         self._hdr = None
         self._need = HEADER_SIZE
         return msg_id, payload, off

@@ -8,6 +8,11 @@ to other connections (a produce wakes long polls) and go out through that
 connection's ``pump.send``.  One timer task answers long polls whose
 ``maxWait`` ran out.  A malformed request closes its connection only -- as the
 real broker does, without an error frame -- and nothing of it is stored.
+
+Replies are bounded by the connection's memory budget (§6, limits): while more
+than a sixteenth of ``max_connection_memory`` (at most the pump's 16 MiB) waits
+to be written, the request just answered waits for it to be written before the
+next is read -- a client that sends requests but reads no answers holds no more.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any
 import attrs
 import trio
 
-from ..drivers import DEFAULT_MAX_CONNECTIONS, Pump, StreamServer
+from ..drivers import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_UNWRITTEN, Pump, StreamServer
 from ..errors import ProtocolError
 from ..logs import limited
 from ..reference import RunningServer
@@ -68,6 +73,9 @@ class TankBroker:
         self.config = config
         self.service = BrokerService(self.storage, config)
         self._server = StreamServer(self._handle, name="tank", max_connections=max_connections)
+        #: bytes of answers one connection may have queued before its next request waits (§6, limits)
+        self.max_unwritten = min(DEFAULT_MAX_UNWRITTEN, config.limits.max_connection_memory // 16)
+        self.service.queued = self._queued
         self._conns: dict[int, _Conn] = {}
         self._ids = itertools.count(1)
         self._timer_changed = trio.Event()
@@ -95,6 +103,10 @@ class TankBroker:
     async def shutdown(self, grace: float = 1.0) -> None:
         """Stop accepting, give open connections ``grace`` seconds to finish, then close them."""
         await self._server.shutdown(grace)
+
+    def _queued(self, cid: int) -> int:
+        c = self._conns.get(cid)
+        return 0 if c is None else c.pump.unwritten
 
     # -- dispatch -----------------------------------------------------------
     def _dispatch(self, outbox: Outbox) -> None:
@@ -139,8 +151,10 @@ class TankBroker:
             self._dispatch(out)
             machine.long_polls = self.service.waits_of(cid)
             pump.kick()
+            if pump.unwritten > self.max_unwritten:  # the client is not reading: read on once it has
+                await pump.flush()
 
-        pump = Pump(stream, machine, on_event, receive_size=self._recv_size)
+        pump = Pump(stream, machine, on_event, receive_size=self._recv_size, max_unwritten=self.max_unwritten)
         self._conns[cid] = _Conn(cid, machine, pump)
         self.stats["connections"] += 1
         pump.kick()  # the greeting Ping the machine queued

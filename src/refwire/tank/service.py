@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections import Counter
+from collections.abc import Callable
 from typing import Final
 
 import attrs
 
-from ..errors import LocalProtocolError
+from ..errors import LimitExceeded, LocalProtocolError
 from ..wire import Limits
 from .bundles import U64_MAX, BundleHeader, decode_bundle, encode_entry, parse_bundle_header
 from .frames import (
@@ -30,6 +32,7 @@ from .frames import (
     Request,
     StatusRequest,
     broker_limits,
+    memory_caps,
 )
 from .responses import (
     ERR_BOUNDARY,
@@ -56,7 +59,7 @@ from .responses import (
 )
 from .storage import Entry, PartitionLog, Storage
 
-__all__ = ["BrokerConfig", "BrokerService", "is_valid_topic_name", "normalize_max_wait"]
+__all__ = ["ANSWER_COST", "LISTING_COST", "WAIT_COST", "BrokerConfig", "BrokerService", "is_valid_topic_name", "normalize_max_wait"]
 
 MAX_CLAMP: Final = 64 * 1024 * 1024  #: fetchSize / minBytes clamp (§6)
 MAX_WAIT_CAP_MS: Final = 3_600_000
@@ -64,6 +67,17 @@ MAX_PARTITIONS: Final = 65530
 _TOPIC_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 Outbox = list[tuple[int, Response]]
+
+#: What a byte of chunks in an answer costs against ``max_connection_memory`` (§6,
+#: limits): the chunk joined from stored entries, the encoded frame, the
+#: driver's joined write.  One answer's chunks (and a connection's long polls'
+#: captured data, with what it has not read yet) may take a third of the budget.
+ANSWER_COST: Final = 3
+#: What a parked long poll costs (§6, limits): its own record, and each
+#: partition it names (its layout and the result the answer builds for it).
+#: A connection's parked polls may take a quarter of the budget.
+WAIT_COST: Final = 1024
+LISTING_COST: Final = 256
 
 
 def is_valid_topic_name(name: str) -> bool:
@@ -107,6 +121,14 @@ class _Wait:
     deadline: float
     captured: int = 0
     got: dict[tuple[str, int], list[Entry]] = attrs.Factory(dict)
+    #: how many times the request names each partition (a chunk goes out once per naming)
+    names: Counter[tuple[str, int]] = attrs.Factory(Counter)
+    #: chunk bytes its answer would carry now (each captured entry times its namings)
+    answer: int = 0
+
+    @property
+    def cost(self) -> int:
+        return WAIT_COST + LISTING_COST * sum(self.names.values())
 
 
 class BrokerService:
@@ -118,6 +140,18 @@ class BrokerService:
         self._waits: dict[int, _Wait] = {}
         self._by_partition: dict[tuple[str, int], dict[int, None]] = {}
         self._ids = itertools.count(1)
+        #: per connection: the parked polls' cost and the chunk bytes they captured (§6, limits)
+        self._parked: dict[int, int] = {}
+        self._captured: dict[int, int] = {}
+        #: bytes already queued to a connection and not yet written (the driver sets it)
+        self.queued: Callable[[int], int] = lambda conn: 0
+        budget = config.limits.max_connection_memory
+        #: the decoder's limits under the budget (Snappy sets a quarter of it, §6)
+        self._limits = memory_caps(config.limits)[0]
+        #: most chunk bytes one answer (and a connection's captured long-poll data) may carry
+        self.answer_room = budget // ANSWER_COST
+        #: most a connection's parked long polls may cost
+        self.parked_room = budget // 4
         self.stats = {"produced_messages": 0, "produced_bundles": 0, "consumes": 0, "long_polls": 0, "woken": 0, "timeouts": 0}
 
     # -- helpers -----------------------------------------------------------
@@ -135,7 +169,11 @@ class BrokerService:
             self._remove(w)
 
     def _remove(self, w: _Wait) -> None:
-        self._waits.pop(w.id, None)
+        if self._waits.pop(w.id, None) is not None:
+            self._parked[w.conn] -= w.cost
+            self._captured[w.conn] -= w.answer
+            if not self._parked[w.conn]:
+                del self._parked[w.conn], self._captured[w.conn]
         for key in [(t, p) for t, ps in w.layout for p in ps]:
             ws = self._by_partition.get(key)
             if ws is not None:
@@ -206,7 +244,7 @@ class BrokerService:
                 where = f"topic {t.name!r} partition {p.partition}"
                 try:
                     if self.config.validate_bundles:
-                        headers[ti, pi] = decode_bundle(p.bundle, limits=self.config.limits)[0]
+                        headers[ti, pi] = decode_bundle(p.bundle, limits=self._limits)[0]
                     else:
                         headers[ti, pi] = parse_bundle_header(p.bundle)
                 except LocalProtocolError as exc:
@@ -259,15 +297,30 @@ class BrokerService:
         return out
 
     def _wake(self, key: tuple[str, int], entry: Entry) -> Outbox:
+        """Give ``entry`` to the polls waiting on ``key``.  A poll whose
+        connection has no room left for it (a third of the budget, less what it
+        has not read and what its polls captured) is answered at once without
+        it: with what it captured, or empty as on timeout; the client asks again."""
         ids = self._by_partition.get(key)
         if not ids:
             return []
         out: Outbox = []
+        sent: dict[int, int] = {}
         for wid in list(ids):
             w = self._waits[wid]
+            delta = len(entry.data) * w.names[key]
+            if self.queued(w.conn) + sent.get(w.conn, 0) + self._captured[w.conn] + delta > self.answer_room:
+                self._remove(w)
+                self.stats["woken"] += 1
+                sent[w.conn] = sent.get(w.conn, 0) + w.answer
+                out.append((w.conn, self._wait_response(w)))
+                continue
             w.got.setdefault(key, []).append(entry)
             w.captured += len(entry.data)
+            w.answer += delta
+            self._captured[w.conn] += delta
             if w.captured >= w.min_bytes:
+                sent[w.conn] = sent.get(w.conn, 0) + w.answer
                 self._remove(w)
                 self.stats["woken"] += 1
                 out.append((w.conn, self._wait_response(w)))
@@ -296,6 +349,7 @@ class BrokerService:
     def _consume(self, conn: int, req: ConsumeRequest, now: float) -> Outbox:
         self.stats["consumes"] += 1
         immediate = req.max_wait_ms == 0
+        room = self.answer_room  # chunk bytes this answer may still carry (§6, limits)
         topics: list[ConsumeTopicResult] = []
         for t in req.topics:
             if t.name not in self.storage.topics:
@@ -318,7 +372,20 @@ class BrokerService:
                     parts.append(ConsumePartitionResult(p.partition, ERR_BOUNDARY, 0, last, b"", first))
                 else:
                     immediate = True
-                    entry, chunk = lg.read(seq, min(p.fetch_size, MAX_CLAMP))
+                    entry, chunk = lg.read(seq, max(1, min(p.fetch_size, MAX_CLAMP, room)))
+                    if len(chunk) > room:
+                        if len(entry.data) > room and room == self.answer_room:
+                            raise LimitExceeded(
+                                f"{t.name}/{p.partition}: its bundle at {seq} is {len(entry.data)} bytes, more than the "
+                                f"{self.answer_room} an answer may carry under the limit max_connection_memory="
+                                f"{self.config.limits.max_connection_memory} (each byte costs {ANSWER_COST}x)",
+                                protocol="tank", frame="Consume", field="fetchSize",
+                            )
+                        if len(entry.data) > room:  # no room left in this answer: none of it; the client asks again
+                            parts.append(ConsumePartitionResult(p.partition, 0, seq, last))
+                            continue
+                        chunk = entry.data  # the first bundle only (whole bundles, §6)
+                    room -= len(chunk)
                     if entry.sparse:
                         parts.append(ConsumePartitionResult(p.partition, ERR_SPARSE, None, last, chunk))
                     else:
@@ -337,15 +404,20 @@ class BrokerService:
             min(req.min_bytes, MAX_CLAMP),
             deadline,
         )
+        w.names.update((t.name, p.partition) for t in req.topics for p in t.partitions)
+        if w.cost > self.parked_room:  # it alone is over the connection's share: answered now, as at EOF
+            return [(conn, ConsumeResponse(req.request_id, tuple(topics)))]
         early: Outbox = []
-        mine = [x for x in self._waits.values() if x.conn == conn]
-        if len(mine) >= self.config.max_long_polls:
-            oldest = min(mine, key=lambda x: x.id)
+        mine = sorted((x for x in self._waits.values() if x.conn == conn), key=lambda x: x.id)
+        while mine and (len(mine) >= self.config.max_long_polls or self._parked.get(conn, 0) + w.cost > self.parked_room):
+            oldest = mine.pop(0)  # answered at once, as its timeout would (§6)
             self._remove(oldest)
             self.stats["timeouts"] += 1
             oldest.got.clear()
             early.append((conn, self._timeout_response(oldest)))
         self._waits[w.id] = w
+        self._parked[conn] = self._parked.get(conn, 0) + w.cost
+        self._captured.setdefault(conn, 0)
         for name, pids in w.layout:
             for pid in pids:
                 self._by_partition.setdefault((name, pid), {})[w.id] = None
