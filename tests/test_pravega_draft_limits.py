@@ -295,3 +295,78 @@ def test_draft_directions_and_strictness() -> None:
     assert (info.value.field, info.value.offset, info.value.protocol) == ("(trailing)", 32, PROTOCOL)
     with pytest.raises(LocalProtocolError):
         decode_command(0, b"x", dialect=df.DRAFT)  # an Event is not a top-level command
+
+
+# --------------------------------------------------------------------------- the connection's memory budget (§11)
+
+
+def _budget_server(budget: int) -> tuple[object, uuid.UUID]:
+    """A draft server machine with ``max_connection_memory=budget`` and one ConnectionId set up."""
+    import attrs
+
+    from refwire.pravega.draft2017.connection import DEFAULT_LIMITS, ServerConnection
+    from refwire.sansio import NEED_DATA
+
+    cid = uuid.UUID(int=5)
+    conn = ServerConnection(attrs.evolve(DEFAULT_LIMITS, max_connection_memory=budget))
+    conn.receive_data(df.SetupAppend(connection_id=cid, segment="s").encode(), now=0)
+    while conn.next_event() is not NEED_DATA:
+        pass
+    conn.send(df.AppendSetup(segment="s", connection_id=cid, connection_offset_ack_level=0), now=0)
+    conn.data_to_send()
+    return conn, cid
+
+
+def _refusal(conn: object, data: bytes) -> ProtocolError | None:
+    from refwire.sansio import NEED_DATA
+
+    try:
+        conn.receive_data(data, now=0)  # type: ignore[attr-defined]
+        while conn.next_event() is not NEED_DATA:  # type: ignore[attr-defined]
+            pass
+    except ProtocolError as exc:
+        return exc
+    return None
+
+
+SHARE = (16 << 20) // 8
+
+
+def test_budget_caps_the_block_at_its_eighth_and_names_the_limit() -> None:
+    """§11: at 16 MiB a block's ``length`` may be 2 MiB; one more is refused on the field."""
+    conn, cid = _budget_server(16 << 20)
+    assert _refusal(conn, df.BeginAppendBlock(connection_id=cid, connection_offset=0, length=SHARE).encode()) is None
+    conn, cid = _budget_server(16 << 20)
+    exc = _refusal(conn, df.BeginAppendBlock(connection_id=cid, connection_offset=0, length=SHARE + 1).encode())
+    assert exc is not None and exc.field == "length" and exc.frame == "BeginAppendBlock"
+    assert f"length {SHARE + 1} exceeds the {SHARE} bytes the limit max_connection_memory=16777216" in str(exc)
+
+
+def test_budget_caps_a_frame_at_its_eighth_from_its_header() -> None:
+    """§11: a frame of 2 MiB is taken (a block's Event), one byte more refused at its header."""
+    conn, cid = _budget_server(16 << 20)
+    event = df.Event(data=b"e" * (SHARE - HEADER)).encode()
+    begin = df.BeginAppendBlock(connection_id=cid, connection_offset=0, length=len(event)).encode()
+    assert len(event) == SHARE and _refusal(conn, begin + event) is None
+    conn, cid = _budget_server(16 << 20)
+    start = len(df.SetupAppend(connection_id=cid, segment="s").encode())
+    exc = _refusal(conn, df.KeepAlive(data=b"k" * (SHARE - HEADER + 1)).encode()[:HEADER])
+    assert exc is not None and exc.field == "length" and exc.offset == start + 4
+    assert f"exceeds the {SHARE} bytes the limit max_connection_memory=16777216" in str(exc)
+
+
+def test_budget_caps_a_partial_message_at_its_eighth() -> None:
+    """§11: a partial message announcing 2 MiB is taken; one announcing a byte more is refused
+    as soon as its length is in (on the part, with the inner location)."""
+    conn, _cid = _budget_server(16 << 20)
+    assert _refusal(conn, PartialMessage(part=int(Part.BEGIN), data=_head(df.KeepAlive.TYPE, SHARE - HEADER)).encode()) is None
+    conn, _cid = _budget_server(16 << 20)
+    exc = _refusal(conn, PartialMessage(part=int(Part.BEGIN), data=_head(df.KeepAlive.TYPE, SHARE - HEADER + 1)).encode())
+    assert isinstance(exc, ProtocolError) and "max_connection_memory=16777216" in str(exc)
+
+
+def test_the_default_budget_leaves_the_draft_limits_in_force() -> None:
+    """At 256 MiB the eighth (32 MiB) is above every draft limit (16 MiB): nothing changes."""
+    from refwire.pravega.draft2017.connection import DEFAULT_LIMITS, ServerConnection
+
+    assert ServerConnection(DEFAULT_LIMITS).limits == DEFAULT_LIMITS

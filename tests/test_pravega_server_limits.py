@@ -228,3 +228,104 @@ async def test_a_held_append_block_costs_its_own_size_and_no_more() -> None:
     print(f"three held 4 MiB blocks: {held / (1 << 20):.1f} MiB")
     assert held < 3 * 2.5 * block, f"{held >> 20} MiB held for three 4 MiB blocks"
     assert all(server.store.segments[f"{SEG}-{k}"].length == 0 for k in range(3))
+
+
+# --------------------------------------------------------------------------- the connection's memory budget (§11)
+
+
+def _budget_machine(budget: int, *, fast: bool) -> ServerConnection:
+    """A server machine with ``max_connection_memory=budget``, a writer set up on SEG."""
+    import attrs
+
+    from refwire.pravega.frames import DEFAULT_LIMITS, Hello
+
+    conn = ServerConnection(attrs.evolve(DEFAULT_LIMITS, max_connection_memory=budget), fast=fast)
+    conn.receive_data(Hello(high_version=17, low_version=5).encode() + SetupAppend(request_id=1, writer_id=_BW, segment=SEG).encode(), now=0)
+    while conn.next_event() is not NEED_DATA:
+        pass
+    conn.send(AppendSetup(request_id=1, segment=SEG, writer_id=_BW, last_event_number=NULL_VALUE), now=0)
+    conn.data_to_send()
+    return conn
+
+
+_BW = uuid.UUID(int=77)
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "reference"])
+def test_a_16_mib_budget_takes_a_frame_at_its_eighth_and_refuses_one_byte_more(fast: bool) -> None:
+    """§11: a frame may take an eighth of ``max_connection_memory``: an AppendBlock frame of
+    exactly 2 MiB is held, one of 2 MiB + 1 is refused at its length field (before its body
+    arrives), the error naming the limit and the share; both paths alike."""
+    budget, share = 16 << 20, 2 << 20
+    conn = _budget_machine(budget, fast=fast)
+    assert conn.limits.max_frame_size == share
+    at_line = AppendBlock(writer_id=_BW, data=encode_event(b"e" * (share - 24 - 8))).encode()
+    assert len(at_line) == share
+    conn.receive_data(at_line, now=0)
+    assert conn.next_event() is NEED_DATA and conn.state.value == "in-block"
+
+    conn = _budget_machine(budget, fast=fast)
+    start = conn._decoder.offset
+    past = AppendBlock(writer_id=_BW, data=encode_event(b"e" * (share - 24 - 7))).encode()
+    conn.receive_data(past[:8], now=0)  # the header alone: refused before the payload
+    with pytest.raises(ProtocolError) as info:
+        conn.next_event()
+    assert isinstance(info.value, RemoteLimitExceeded)
+    assert "AppendBlock frame of 2097153 bytes exceeds the 2097152 bytes the limit max_connection_memory=16777216 allows a frame" in str(info.value)
+    assert info.value.field == "length" and info.value.offset == start + 4
+
+
+def test_the_default_budget_leaves_the_protocols_frame_limit_in_force() -> None:
+    """At 256 MiB the eighth (32 MiB) is above the 16 MiB frame: limits and errors are as before."""
+    conn = _budget_machine(256 << 20, fast=False)
+    assert conn.limits.max_frame_size == 0x00FFFFFF
+    assert conn._decoder.frame_limit == "max_frame_size"
+
+
+def test_queued_bytes_counts_replies_waiting_behind_a_reserved_slot() -> None:
+    """§11: what the connection owes includes replies queued behind one waiting for durability."""
+    conn = _budget_machine(16 << 20, fast=False)
+    assert conn.queued_bytes == 0
+    slot = conn.reserve(now=0)
+    read = SegmentRead(segment=SEG, offset=0, at_tail=False, end_of_segment=False, data=b"d" * 1000, request_id=5)
+    conn.send(read, now=0)
+    assert conn.queued_bytes == len(read.encode())
+    assert conn.data_to_send() == b""
+    conn.send(AppendSetup(request_id=9, segment=SEG, writer_id=_BW, last_event_number=NULL_VALUE), now=0, slot=slot)
+    assert conn.queued_bytes > len(read.encode())
+    conn.data_to_send()
+    assert conn.queued_bytes == 0
+
+
+async def test_a_16_mib_budget_answers_parked_reads_past_the_eighth_empty_at_once() -> None:
+    """§11: parked reads may take an eighth of the budget (2 MiB at 16 MiB), each costing its
+    strings and about 4 KiB: reads with 60,000-character tokens park about 16 at a time, each
+    one past answers the oldest empty at once."""
+    import attrs
+
+    from refwire.pravega.budget import parked_cost
+    from refwire.pravega.frames import DEFAULT_LIMITS, CreateSegment, Hello
+
+    limits = attrs.evolve(DEFAULT_LIMITS, max_connection_memory=16 << 20)
+    server = SegmentStoreServer(config=ServerConfig(limits=limits, tail_wait=None))
+    token = "t" * 60_000
+    fits = (2 << 20) // parked_cost(SEG, token)
+    sent = fits + 5
+    with trio.fail_after(30):
+        async with running(server) as (host, port):
+            c = await RawClient.connect(host, port)
+            await c.send(Hello(high_version=17, low_version=5).encode() + CreateSegment(request_id=1, segment=SEG).encode())
+            assert type(await c.reply()).__name__ == "Hello"
+            assert type(await c.reply()).__name__ == "SegmentCreated"
+            reads = [ReadSegment(segment=SEG, offset=0, suggested_length=100, delegation_token=token, request_id=10 + i) for i in range(sent)]
+            await c.send(b"".join(r.encode() for r in reads))
+            answered = []
+            for _ in range(sent - fits):
+                r = await c.reply()
+                assert isinstance(r, SegmentRead) and r.at_tail and r.data == b""
+                answered.append(r.request_id)
+            with trio.move_on_after(0.5):
+                extra = await c.reply()
+                pytest.fail(f"a read within the parked share was answered: {extra!r}")
+            await c.aclose()
+    assert sorted(answered) == list(range(10, 10 + sent - fits))

@@ -92,6 +92,15 @@ def register(cmds: Commands) -> None:
         metavar="N",
         help="reads one connection may have parked at the tail; one more answers its oldest at once (default 1000)",
     )
+    s.add_argument(
+        "--connection-memory",
+        type=positive_int,
+        default=256 << 20,
+        metavar="N",
+        help="most bytes one connection may hold (both dialects): a frame (and the draft's block and partial message) "
+        "may take an eighth of it, replies owed to the client a quarter (at most 16 MiB), reads parked at the tail an "
+        "eighth (a held byte costs about 3x; data the store accepted is not counted; default 256 MiB)",
+    )
     s.add_argument("--stack-traces", action="store_true", help="fill serverStackTrace in error replies")
     add_frame_timeout(s, "; idle connections between frames stay open, as with the real server")
     add_idle_timeout(s, ", as the real server; both dialects")
@@ -164,10 +173,14 @@ def _add_timeout(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
+    import attrs
+
     from .controller import PravegaController
+    from .frames import DEFAULT_LIMITS
     from .server import SegmentStoreServer, ServerConfig
 
     config = ServerConfig(
+        limits=attrs.evolve(DEFAULT_LIMITS, max_connection_memory=args.connection_memory),
         tail_wait=args.tail_wait or None,
         max_parked_reads=args.max_parked_reads,
         stack_traces=args.stack_traces,
@@ -199,9 +212,18 @@ async def _serve(args: argparse.Namespace) -> int:
             print(f"listening on {listener_address(lst)} (segment store)", file=sys.stderr, flush=True)
         draft = None
         if draft_listeners:
+            from .draft2017.connection import DEFAULT_LIMITS as DRAFT_LIMITS
             from .draft2017.server import DraftConfig, DraftFrontend
 
-            draft = DraftFrontend(server, config=DraftConfig(tail_wait=args.tail_wait or None, max_connections=max_connections(args), frame_timeout=frame_timeout(args), idle_timeout=idle_timeout(args)))
+            draft_config = DraftConfig(
+                limits=attrs.evolve(DRAFT_LIMITS, max_connection_memory=args.connection_memory),
+                tail_wait=args.tail_wait or None,
+                max_parked_reads=args.max_parked_reads,
+                max_connections=max_connections(args),
+                frame_timeout=frame_timeout(args),
+                idle_timeout=idle_timeout(args),
+            )
+            draft = DraftFrontend(server, config=draft_config)
             await nursery.start(draft.serve, draft_listeners)
             for lst in draft_listeners:
                 print(f"listening on {listener_address(lst)} (segment store, draft-2017 dialect)", file=sys.stderr, flush=True)

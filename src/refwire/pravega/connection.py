@@ -41,6 +41,7 @@ from ..errors import LocalProtocolError
 from ..sansio import NEED_DATA, FrameMachine, NeedData, closed_inside
 from ..speed import use_fast
 from ..wire import Limits, check_limit
+from .budget import capped
 from .events import (
     Append,
     AppendBytes,
@@ -161,13 +162,13 @@ class _Base(FrameMachine):
     ERROR_STATE = State.ERROR
     CLOSED_STATE = State.CLOSED
 
-    def __init__(self, limits: Limits, fast: bool | None) -> None:
+    def __init__(self, limits: Limits, fast: bool | None, frame_limit: str = "max_frame_size") -> None:
         super().__init__(State.OPEN)
         self.limits = limits
         #: whether this machine takes its speed paths (the decoder's, and the server's
         #: :mod:`._fast_connection`): decided once, here (:mod:`refwire.speed`)
         self.fast = use_fast(fast)
-        self._decoder = CommandDecoder(limits, fast=self.fast)
+        self._decoder = CommandDecoder(limits, fast=self.fast, frame_limit=frame_limit)
         self.peer_version: tuple[int, int] | None = None
         self._closed_owed = False
 
@@ -257,8 +258,13 @@ class ServerConnection(_Base):
         fast: bool | None = None,
     ) -> None:
         """``fast``: take the speed path of appends (:mod:`._fast_connection`) and of
-        the decoder; None follows :mod:`refwire.speed`."""
-        super().__init__(limits, fast)
+        the decoder; None follows :mod:`refwire.speed`.
+
+        ``limits.max_connection_memory`` caps frames at its frame share (§11,
+        :mod:`.budget`): a frame past it is refused at its length field, naming the limit;
+        :attr:`limits` holds the caps in force."""
+        limits, bound = capped(limits, "max_frame_size")
+        super().__init__(limits, fast, "max_connection_memory" if bound else "max_frame_size")
         #: spec §11: an idle connection *between* frames stays open, as the real
         #: server keeps it, but one stuck inside a frame is closed (the shared
         #: frame timer of :class:`~refwire.sansio.FrameMachine`).
@@ -289,6 +295,7 @@ class ServerConnection(_Base):
         self.ignored_block_end_bytes = 0
         #: replies waiting behind a reserved slot, in order (the head is unfilled)
         self._replies: deque[ReplySlot] = deque()
+        self._waiting_bytes = 0  #: bytes of the replies in ``_replies``
 
     def next_event(self) -> ServerEvent | NeedData:
         """The next event or :data:`NEED_DATA`; raises :class:`RemoteProtocolError`
@@ -506,15 +513,24 @@ class ServerConnection(_Base):
         if slot is None:
             if replies:
                 replies.append(ReplySlot(data))
+                self._waiting_bytes += len(data)
             else:
                 self._out += data
             return
         if slot.data is not None:
             raise RuntimeError("reply slot filled twice")
         slot.data = data
+        self._waiting_bytes += len(data)
         while replies and (ready := replies[0].data) is not None:
             replies.popleft()
+            self._waiting_bytes -= len(ready)
             self._out += ready
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes of replies queued and not yet taken by :meth:`data_to_send`, those waiting
+        behind a reserved slot included (what the connection owes, §11)."""
+        return len(self._out) + self._waiting_bytes
 
     def send(self, cmd: Command, *, now: float, slot: ReplySlot | None = None) -> None:
         """Queue a reply (into ``slot`` if given).  An AppendSetup (re)starts the
@@ -583,6 +599,7 @@ class ServerConnection(_Base):
         store already holds stay stored (the writer's next SetupAppend learns of
         them from AppendSetup, §5.5).  The connection is over."""
         self._replies.clear()
+        self._waiting_bytes = 0
         super().send_failed(now=now)
 
 

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 from .._mypyc import mypyc_attr
-from ..errors import LocalProtocolError
+from ..errors import LimitExceeded, LocalProtocolError
 from ..speed import use_fast
 from ..wire import Limits, ReceiveBuffer, check_limit
 from .commands import _FAST as _FAST
@@ -154,19 +154,26 @@ class CommandDecoder:
         "allow_inner",
         "dialect",
         "fast",
+        "frame_limit",
         "limits",
         "offset",
     )
 
     def __new__(
-        cls, limits: Limits = DEFAULT_LIMITS, *, allow_inner: bool = False, dialect: Dialect = CURRENT, fast: bool | None = None
+        cls,
+        limits: Limits = DEFAULT_LIMITS,
+        *,
+        allow_inner: bool = False,
+        dialect: Dialect = CURRENT,
+        fast: bool | None = None,
+        frame_limit: str = "max_frame_size",
     ) -> CommandDecoder:
         # ``CommandDecoder(...)`` is this class, the plain path, or the speed path's
         # subclass (:class:`._fast_frames.FastCommandDecoder`); a subclass of this
         # class takes the plain path
         if cls is CommandDecoder and use_fast(fast) and _SPEED:
             speed = _SPEED[0]
-            return speed.__new__(speed, limits, allow_inner=allow_inner, dialect=dialect, fast=fast)
+            return speed.__new__(speed, limits, allow_inner=allow_inner, dialect=dialect, fast=fast, frame_limit=frame_limit)
         return super().__new__(cls)
 
     def __getnewargs_ex__(self) -> tuple[tuple[()], dict[str, Any]]:
@@ -174,9 +181,19 @@ class CommandDecoder:
         return (), {"fast": self.fast}
 
     def __init__(
-        self, limits: Limits = DEFAULT_LIMITS, *, allow_inner: bool = False, dialect: Dialect = CURRENT, fast: bool | None = None
+        self,
+        limits: Limits = DEFAULT_LIMITS,
+        *,
+        allow_inner: bool = False,
+        dialect: Dialect = CURRENT,
+        fast: bool | None = None,
+        frame_limit: str = "max_frame_size",
     ) -> None:
+        """``frame_limit``: the limit that bounds frames, named in the error: ``max_frame_size``,
+        or ``max_connection_memory`` when a server's budget made ``limits.max_frame_size``
+        its share (specs/pravega/README.md §11)."""
         self.dialect = dialect
+        self.frame_limit = frame_limit
         #: whether this decoder takes the speed path (:mod:`._fast_frames`)
         self.fast = bool(_SPEED) and type(self) is _SPEED[0]
         #: the speed path's hand-written decoders of top-level commands (none on the
@@ -233,6 +250,15 @@ class CommandDecoder:
             if n < 0:
                 raise LocalProtocolError(
                     f"negative frame length {n}", protocol=protocol, frame=frame, field="length", offset=self.offset + 4
+                )
+            if self.frame_limit == "max_connection_memory":
+                raise LimitExceeded(
+                    f"{frame} frame of {HEADER + n} bytes exceeds the {self.limits.max_frame_size} bytes the limit "
+                    f"max_connection_memory={self.limits.max_connection_memory} allows a frame",
+                    protocol=protocol,
+                    frame=frame,
+                    field="length",
+                    offset=self.offset + 4,
                 )
             check_limit(
                 n,

@@ -16,8 +16,8 @@ import logging
 import math
 import os
 import ssl
-from collections import deque
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from ..logs import limited, plural
 from ..reference import RunningServer
 from ..transport import peer_name
 from ..wire import Limits
+from .budget import parked_cost, shares
 from .connection import ServerConnection
 from .disk import FileLog
 from .errors import NoSuchSegmentError, SegmentExistsError
@@ -39,7 +40,7 @@ from .service import SegmentStoreService, TokenVerifier
 from .storage import Log, MemoryLog
 from .store import SegmentStore
 
-__all__ = ["SegmentStoreServer", "ServerConfig", "StoreAdmin", "memory_server", "serve_reference"]
+__all__ = ["ReplyRoom", "SegmentStoreServer", "ServerConfig", "StoreAdmin", "memory_server", "serve_reference"]
 
 log = logging.getLogger("refwire.pravega.server")
 
@@ -50,6 +51,7 @@ class ServerConfig:
     ``verifier``, ``read_only``, whether error replies carry ``stack_traces``,
     and per-connection bounds."""
 
+    #: ``max_connection_memory`` is the per-connection budget (spec §11, :mod:`.budget`)
     limits: Limits = DEFAULT_LIMITS
     #: answer a read parked at the tail with an empty atTail SegmentRead after
     #: this many seconds (None = wait forever, as Java does)
@@ -210,6 +212,50 @@ class SegmentStoreServer:
         return -1 if seg is None else seg.length
 
 
+class ReplyRoom:
+    """Waits until the replies a connection owes are within its reply share.
+
+    ``queued()``: bytes the machine holds and has not handed to the pump (replies waiting
+    behind one that waits for durability).  :meth:`wait` only waits on events, so it may be
+    cancelled anywhere (a parked read's timeout or eviction); the writing is done by
+    :meth:`keeper`, a task of the connection that ends with it.
+    """
+
+    def __init__(self, pump: Pump, cap: int, queued: Callable[[], int]) -> None:
+        self.pump = pump
+        self.cap = cap
+        self._queued = queued
+        self._wanted = trio.Event()
+        self._room = trio.Event()
+
+    def owed(self) -> int:
+        """Bytes owed to the client now (moving the machine's bytes to the pump first)."""
+        self.pump.kick()
+        return self.pump.unwritten + self._queued()
+
+    def over(self) -> bool:
+        return not self.pump.broken and self.owed() > self.cap
+
+    async def wait(self) -> None:
+        """Return once what is owed is within the share (or the connection is broken)."""
+        while self.over():
+            room = self._room
+            self._wanted.set()
+            await room.wait()
+
+    async def keeper(self) -> None:
+        """Write what is owed whenever someone waits for room, then wake the waiters."""
+        while True:
+            await self._wanted.wait()
+            self._wanted = trio.Event()
+            before = self.owed()
+            await self.pump.flush()
+            if self.over() and self.owed() >= before:
+                await trio.sleep(0.01)  # the head reply waits for durability: look again soon
+            room, self._room = self._room, trio.Event()
+            room.set()
+
+
 #: a reply that waits for durability: (log position, its place in the reply order, what fills it)
 _Waiting = tuple[int, ReplySlot, Append | Command]
 
@@ -227,12 +273,22 @@ class _StoreConnection:
         self.conn = server.connection_class(cfg.limits, frame_timeout=cfg.frame_timeout)
         if cfg.idle_timeout is not None:
             self.conn.set_idle_timeout(cfg.idle_timeout, now=trio.current_time())
-        self.pump = Pump(stream, self.conn, self.on_event, receive_size=cfg.receive_size, write_timeout=None)
+        share = shares(cfg.limits)
+        self.pump = Pump(
+            stream, self.conn, self.on_event, receive_size=cfg.receive_size, write_timeout=None, max_unwritten=share.replies
+        )
+        #: spec §11: replies owed past the reply share stop reading and answering
+        self.room = ReplyRoom(self.pump, share.replies, lambda: self.conn.queued_bytes)
+        self._parked_room = share.parked
         self._waiting_tx, self._waiting_rx = trio.open_memory_channel[_Waiting](cfg.max_queued_replies)
         self._waiting = 0  #: replies queued for the replier and not yet filled
         self._closing = False
         self._ignored = 0
-        self._parked: deque[trio.CancelScope] = deque()
+        #: reads parked at the tail (evictable), oldest first, with their cost (spec §11)
+        self._parked: OrderedDict[trio.CancelScope, int] = OrderedDict()
+        #: the cost of every parked read not yet answered (parked, or woken and waiting for room)
+        self._live: dict[trio.CancelScope, int] = {}
+        self._parked_bytes = 0
         self._nursery: trio.Nursery | None = None
         #: ``-vv``: one debug line per append batch and per request (decided once: the hot path pays one test)
         self._debug = log.isEnabledFor(logging.DEBUG)
@@ -242,6 +298,7 @@ class _StoreConnection:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self.replier)
+            nursery.start_soon(self.room.keeper)
             try:
                 ended = await self.pump.run()
                 if self._broken:
@@ -249,7 +306,10 @@ class _StoreConnection:
             except RemoteProtocolError as exc:
                 # Real Pravega closes without a reply (§8); what was queued before still goes out.
                 self.server.stats["protocol_errors"] += 1
-                limited(log, "protocol-error", "pravega: closing connection: %s", exc, level=logging.INFO)
+                if "max_connection_memory" in str(exc):  # the operator's budget (spec §11): worth a warning
+                    limited(log, "connection-memory", "pravega: closing connection: %s", exc)
+                else:
+                    limited(log, "protocol-error", "pravega: closing connection: %s", exc, level=logging.INFO)
             finally:
                 self._closing = True
                 self._waiting_tx.close()  # the replier fills what is queued, then ends the parked reads
@@ -289,6 +349,11 @@ class _StoreConnection:
     async def on_event(self, ev: ServerEvent) -> None:
         if self._closing:
             return  # the connection is closing: nothing after the last reply is served
+        await self._on_event(ev)
+        if not self._closing:
+            await self.room.wait()  # spec §11: nothing more is read while the replies owed exceed their share
+
+    async def _on_event(self, ev: ServerEvent) -> None:
         server, conn = self.server, self.conn
         service = server.service
         if isinstance(ev, Append):
@@ -362,13 +427,24 @@ class _StoreConnection:
 
     # -- reads parked at the tail (§6) ----------------------------------------------
     def _park(self, cmd: ReadSegment) -> None:
-        """Park a read at the tail, in arrival order: beyond the cap the oldest is answered empty now."""
+        """Park a read at the tail, in arrival order: beyond ``max_parked_reads``, or past the
+        parked share of the budget (spec §11), the oldest is answered empty now; a read that
+        still finds no room (reads woken and waiting to reply hold it) is answered empty itself."""
         cfg = self.server.config
+        cost = parked_cost(cmd.segment, cmd.delegation_token)
+        room = self._parked_room
+        while self._parked and (len(self._parked) >= cfg.max_parked_reads or self._parked_bytes + cost > room):
+            scope, _ = self._parked.popitem(last=False)
+            scope.cancel()  # its task replies empty (a reply no larger than what it held)
+            self._parked_bytes -= self._live.pop(scope, 0)
+        if self._parked_bytes + cost > room:
+            self._reply_woken(self._empty(cmd))
+            return
         deadline = math.inf if cfg.tail_wait is None else trio.current_time() + cfg.tail_wait
         scope = trio.CancelScope(deadline=deadline)
-        self._parked.append(scope)
-        if len(self._parked) > cfg.max_parked_reads:
-            self._parked.popleft().cancel()
+        self._parked[scope] = cost
+        self._live[scope] = cost
+        self._parked_bytes += cost
         assert self._nursery is not None
         self._nursery.start_soon(self._parked_read, cmd, scope)
 
@@ -376,8 +452,14 @@ class _StoreConnection:
         try:
             await self._wait_for_data(cmd, scope)
         finally:
-            if scope in self._parked:
-                self._parked.remove(scope)
+            self._parked.pop(scope, None)
+            self._parked_bytes -= self._live.pop(scope, 0)
+
+    @staticmethod
+    def _empty(cmd: ReadSegment) -> SegmentRead:
+        return SegmentRead(
+            segment=cmd.segment, offset=cmd.offset, at_tail=True, end_of_segment=False, data=b"", request_id=cmd.request_id
+        )
 
     async def _wait_for_data(self, cmd: ReadSegment, scope: trio.CancelScope) -> None:
         server = self.server
@@ -385,6 +467,7 @@ class _StoreConnection:
             while True:
                 ev = server._wakeups.setdefault(cmd.segment, trio.Event())
                 await ev.wait()
+                await self.room.wait()  # spec §11: the data is read once the client takes what it is owed
                 out = server.service.process(cmd, now=server._time_ms(), was_parked=True)
                 if out.park:
                     continue
@@ -392,10 +475,8 @@ class _StoreConnection:
                     self._reply_woken(out.reply)
                 return
         # tail_wait passed, or the read was the oldest of too many
-        empty = SegmentRead(
-            segment=cmd.segment, offset=cmd.offset, at_tail=True, end_of_segment=False, data=b"", request_id=cmd.request_id
-        )
-        self._reply_woken(empty)
+        self._parked.pop(scope, None)
+        self._reply_woken(self._empty(cmd))
 
     def _reply_woken(self, reply: Command) -> None:
         """A woken read goes out after the reply to the command that woke it (spec §6)."""

@@ -47,6 +47,7 @@ no speed path: this is the one path.
 from __future__ import annotations
 
 import math
+import struct
 import uuid
 from collections import deque
 from typing import Final
@@ -56,7 +57,8 @@ import attrs
 from ...errors import LocalProtocolError, ProtocolError
 from ...sansio import NeedData, closed_inside
 from ...wire import Limits, check_limit
-from ..frames import HEADER, MAX_WIRECOMMAND_SIZE, Command, encode_command, encode_event
+from ..budget import capped, check_share
+from ..frames import HEADER, MAX_WIRECOMMAND_SIZE, Command, encode_command
 from .events import BlockAppend, Blocks, ConnectionClosed, KeepAliveReceived, ReplyReceived, RequestReceived
 from .frames import (
     DRAFT,
@@ -159,6 +161,15 @@ _CLIENT_INPUT: Final = {
 }
 
 
+def _add_event(block: bytearray, payload: bytes) -> None:
+    """Append ``payload`` framed as an Event (``encode_event``) without copying it twice (§11)."""
+    block += _EVENT_HEADER.pack(0, len(payload))
+    block += payload
+
+
+_EVENT_HEADER: Final = struct.Struct(">ii")
+
+
 @attrs.define
 class _Session:
     segment: str
@@ -193,7 +204,12 @@ class ServerConnection(_Base):
     def __init__(
         self, limits: Limits = DEFAULT_LIMITS, *, reply_part_size: int = REPLY_PART_SIZE, frame_timeout: float | None = None
     ) -> None:
-        super().__init__(limits)
+        """``limits.max_connection_memory`` caps frames, partial messages and blocks at its
+        frame share each (§11, :mod:`refwire.pravega.budget`); :attr:`limits` holds the caps in force."""
+        #: the limits replies are split by: the dialect's, not the budget's receive caps
+        self._reply_limits = limits
+        limits, bound = capped(limits, "max_frame_size", "max_decompressed_size", "max_buffered")
+        super().__init__(limits, bound)
         if reply_part_size < 1:
             raise ValueError("reply_part_size must be positive")
         self.frame_timeout = frame_timeout
@@ -202,6 +218,7 @@ class ServerConnection(_Base):
         self._block: _Block | None = None
         #: replies waiting for their position to be durable (and those after them), in order
         self._held: deque[tuple[int, bytes]] = deque()
+        self._held_bytes = 0  #: bytes of the replies in ``_held``
         self._durable = 0  #: the durable position reported by :meth:`durable`
 
     def next_event(self) -> RequestReceived | BlockAppend | KeepAliveReceived | ConnectionClosed | NeedData:
@@ -254,7 +271,7 @@ class ServerConnection(_Base):
                 self._echo(msg)
             else:
                 assert self._block is not None
-                self._block.data += encode_event(msg.data)  # type: ignore[attr-defined]
+                _add_event(self._block.data, msg.data)  # type: ignore[attr-defined]
             if self.state is State.TRAILER:
                 self._finish_block(trailer=True)
             return
@@ -297,7 +314,7 @@ class ServerConnection(_Base):
         elif isinstance(cmd, Event):
             self._transition("event", offset=offset, frame="Event")
             assert self._block is not None
-            self._block.data += encode_event(cmd.data)
+            _add_event(self._block.data, cmd.data)
         elif isinstance(cmd, SetupAppend):
             if cmd.connection_id not in self._sessions:
                 check_limit(
@@ -339,9 +356,11 @@ class ServerConnection(_Base):
             )
         if cmd.length < 0:
             raise error(f"negative block length {cmd.length}", "BeginAppendBlock", "length", offset + HEADER + 24)
-        check_limit(
+        check_share(
             cmd.length,
-            self.limits.max_buffered,
+            self.limits,
+            "max_buffered",
+            self._bound,
             name="max_block_size",
             field="length",
             frame="BeginAppendBlock",
@@ -401,10 +420,11 @@ class ServerConnection(_Base):
 
     # -- send -------------------------------------------------------------------------
     def _reply(self, cmd: Command) -> bytes:
-        frame = encode_command(cmd, max_frame_size=max(self.limits.max_frame_size, self.limits.max_decompressed_size))
+        limits = self._reply_limits
+        frame = encode_command(cmd, max_frame_size=max(limits.max_frame_size, limits.max_decompressed_size))
         part = self.reply_part_size
-        if len(frame) > self.limits.max_frame_size:
-            part = min(part, self.limits.max_frame_size - HEADER - 1)
+        if len(frame) > limits.max_frame_size:
+            part = min(part, limits.max_frame_size - HEADER - 1)
         return split_reply(frame, part)
 
     def _queue(self, data: bytes, after: int) -> None:
@@ -412,6 +432,13 @@ class ServerConnection(_Base):
             self._out += data
         else:
             self._held.append((after, data))
+            self._held_bytes += len(data)
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes of replies queued and not yet taken by :meth:`data_to_send`, those held
+        for durability included (what the connection owes, §11)."""
+        return len(self._out) + self._held_bytes
 
     def send(self, cmd: Command, *, now: float, after: int = 0) -> None:
         """Queue a reply (split per §5 "Sending"); an AppendSetup starts the
@@ -437,7 +464,9 @@ class ServerConnection(_Base):
         held = self._held
         n = 0
         while held and held[0][0] <= self._durable and (limit is None or n < limit):
-            self._out += held.popleft()[1]
+            data = held.popleft()[1]
+            self._held_bytes -= len(data)
+            self._out += data
             n += 1
 
     def held_until(self) -> int | None:
@@ -448,6 +477,7 @@ class ServerConnection(_Base):
         """Replies not written are lost (blocks already stored stay stored: the
         writer's next SetupAppend learns of them)."""
         self._held.clear()
+        self._held_bytes = 0
         super().send_failed(now=now)
 
 

@@ -23,7 +23,8 @@ import enum
 
 from ...errors import ProtocolError
 from ...sansio import NEED_DATA, FrameMachine, NeedData, closed_inside
-from ...wire import Limits, ReceiveBuffer, check_limit
+from ...wire import Limits, ReceiveBuffer
+from ..budget import check_share
 from ..frames import HEADER, Command, decode_command
 from .events import ConnectionClosed
 from .frames import DRAFT, PROTOCOL, Part, PartialMessage
@@ -51,14 +52,20 @@ class _Base(FrameMachine):
     CLOSED_STATE = State.CLOSED
     _INPUT: dict[int, str]
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, bound: frozenset[str] = frozenset()) -> None:
+        """``bound``: the Limits fields a server's budget made tighter (:func:`..budget.capped`):
+        their errors name ``max_connection_memory`` (§11)."""
         super().__init__(State.OPEN)
         self.limits = limits
+        self._bound = bound
         self._buf = ReceiveBuffer()
         self._offset = 0  #: stream offset of the next undecoded frame
         self._code: int | None = None  #: type of the frame being received, once checked
         self._length: int | None = None  #: its payload length, once checked
-        self._partial = Reassembly(limits.max_decompressed_size)
+        self._partial = Reassembly(
+            limits.max_decompressed_size,
+            budget=limits.max_connection_memory if "max_decompressed_size" in bound else None,
+        )
 
     def _feed(self, data: bytes | bytearray | memoryview) -> None:
         self._buf.feed(data)
@@ -92,9 +99,11 @@ class _Base(FrameMachine):
         name = command_name(code)
         if n < 0:
             raise error(f"negative frame length {n}", name, "length", offset + 4)
-        check_limit(
+        check_share(
             HEADER + n,
-            self.limits.max_frame_size,
+            self.limits,
+            "max_frame_size",
+            self._bound,
             name="max_frame_size",
             field="length",
             frame=name,

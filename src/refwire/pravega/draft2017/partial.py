@@ -59,8 +59,10 @@ def command_name(code: int) -> str | None:
 class Reassembly:
     """One partial message in progress (§5), checked as its bytes arrive (rule 4)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, budget: int | None = None) -> None:
+        """``budget``: the server's ``max_connection_memory`` when it made ``limit`` its share (§11)."""
         self.limit = limit
+        self.budget = budget
         self.buf: bytearray | None = None
         self.started_at = 0  #: stream offset of the Begin part's frame
         self.in_block = False  #: began inside an append block
@@ -96,6 +98,15 @@ class Reassembly:
                 if n < 0:
                     raise wrap_inner(error(f"negative length {n}", name, "length", 4), data_at)
                 try:
+                    if self.budget is not None and HEADER + n > self.limit:
+                        raise LimitExceeded(
+                            f"length {HEADER + n} exceeds the {self.limit} bytes the limit max_connection_memory="
+                            f"{self.budget} allows (max_partial_size is {self.limit} under it)",
+                            protocol=PROTOCOL,
+                            frame=name,
+                            field="length",
+                            offset=4,
+                        )
                     check_limit(
                         HEADER + n, self.limit, name="max_partial_size", field="length", frame=name, offset=4, protocol=PROTOCOL
                     )

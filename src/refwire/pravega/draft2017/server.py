@@ -41,9 +41,10 @@ from ...drivers import DEFAULT_MAX_CONNECTIONS, PROTOCOL_ERROR, RESET, WRITE_FAI
 from ...errors import LocalProtocolError, ProtocolError
 from ...logs import limited
 from ...wire import Limits, encode_mutf8
+from ..budget import parked_cost, shares
 from ..errors import IllegalArgumentError, NoSuchSegmentError, SegmentSealedError, SegmentTruncatedError, StoreError
 from ..frames import HEADER, NULL_VALUE, Command
-from ..server import SegmentStoreServer
+from ..server import ReplyRoom, SegmentStoreServer
 from .connection import DEFAULT_LIMITS, REPLY_PART_SIZE, ServerConnection
 from .events import BlockAppend, KeepAliveReceived, RequestReceived
 from .frames import PROTOCOL, AppendSetup, ReadSegment, SegmentRead, SetupAppend
@@ -65,6 +66,7 @@ def level_attribute(connection_id: uuid.UUID) -> uuid.UUID:
 class DraftConfig:
     """:class:`DraftFrontend` settings (specs/pravega-draft-2017/README.md §5-§7)."""
 
+    #: ``max_connection_memory`` is the per-connection budget (§11, :mod:`refwire.pravega.budget`)
     limits: Limits = DEFAULT_LIMITS
     #: connections served at once; one past it is closed at once (None: no limit)
     max_connections: int | None = DEFAULT_MAX_CONNECTIONS
@@ -98,6 +100,7 @@ class _Parked:
     cmd: ReadSegment
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     done: bool = False
+    cost: int = 0  #: what it holds (§11), counted in ``_Conn.parked_bytes`` until it is answered
 
 
 class _Conn:
@@ -110,7 +113,14 @@ class _Conn:
         self.machine = front.connection_class(cfg.limits, reply_part_size=cfg.reply_part_size, frame_timeout=cfg.frame_timeout)
         if cfg.idle_timeout is not None:
             self.machine.set_idle_timeout(cfg.idle_timeout, now=trio.current_time())
-        self.pump = Pump(stream, self.machine, self.on_event, receive_size=cfg.receive_size, write_timeout=None)
+        share = shares(cfg.limits)
+        self.pump = Pump(
+            stream, self.machine, self.on_event, receive_size=cfg.receive_size, write_timeout=None, max_unwritten=share.replies
+        )
+        #: §11: replies owed past the reply share stop reading and answering
+        self.room = ReplyRoom(self.pump, share.replies, lambda: self.machine.queued_bytes)
+        self.parked_room = share.parked
+        self.parked_bytes = 0
         self.unacked = 0  #: bytes of completed blocks not yet durable and acked
         self.released: deque[tuple[int, int]] = deque()  #: (log position, block bytes) awaiting their DataAppended
         self.resume = trio.Event()
@@ -127,6 +137,13 @@ class _Conn:
             await self.front._on_event(self, ev)
         except _Closing as closing:
             self.close(closing.error)
+        if not self.closing:
+            await self.room.wait()  # §11: nothing more is read while the replies owed exceed their share
+
+    def unpark(self, p: _Parked) -> None:
+        """``p`` is answered (or being answered): its cost leaves the parked share."""
+        self.parked_bytes -= p.cost
+        p.cost = 0
 
     def close(self, error: LocalProtocolError) -> None:
         """Stop reading; the replies owed so far still go out (§1.1)."""
@@ -255,12 +272,16 @@ class DraftFrontend:
             async with trio.open_nursery() as nursery:  # the replier and parked reads
                 c.nursery = nursery
                 nursery.start_soon(c.replier)
+                nursery.start_soon(c.room.keeper)
                 try:
                     ended = await c.pump.run()
                 except ProtocolError as exc:
                     self.stats["protocol_errors"] += 1
                     self.errors.append(exc)
-                    limited(log, "protocol-error", "pravega draft: closing connection: %s", exc, level=logging.INFO)
+                    if "max_connection_memory" in str(exc):  # the operator's budget (§11): worth a warning
+                        limited(log, "connection-memory", "pravega draft: closing connection: %s", exc)
+                    else:
+                        limited(log, "protocol-error", "pravega draft: closing connection: %s", exc, level=logging.INFO)
                     ended = PROTOCOL_ERROR
                 c.closing = True
                 nursery.cancel_scope.cancel()  # parked reads end with the connection
@@ -319,15 +340,25 @@ class DraftFrontend:
         return SegmentRead(segment=cmd.segment, offset=cmd.offset, at_tail=at_tail, end_of_segment=eos, data=data)
 
     async def _park(self, c: _Conn, cmd: ReadSegment, at: int | None) -> None:
-        """§7: a read at the tail of an unsealed segment waits."""
+        """§7: a read at the tail of an unsealed segment waits; beyond ``max_parked_reads``,
+        or past the parked share of the budget (§11), the oldest is answered empty at once; a
+        read that still finds no room (reads woken and waiting to reply hold it) is answered
+        empty itself."""
         self.stats["parked_reads"] += 1
-        if len(c.parked) >= self.config.max_parked_reads:
+        cost = parked_cost(cmd.segment)
+        while c.parked and (len(c.parked) >= self.config.max_parked_reads or c.parked_bytes + cost > c.parked_room):
             _key, oldest = c.parked.popitem(last=False)
             oldest.done = True
             oldest.scope.cancel()
+            c.unpark(oldest)
             self.stats["evicted_reads"] += 1
             await c.reply(self._segment_read(oldest.cmd, b"", True, False))
-        p = _Parked(cmd)
+        if c.parked_bytes + cost > c.parked_room:
+            self.stats["evicted_reads"] += 1
+            await c.reply(self._segment_read(cmd, b"", True, False))
+            return
+        p = _Parked(cmd, cost=cost)
+        c.parked_bytes += cost
         key = c.next_read
         c.next_read += 1
         c.parked[key] = p
@@ -335,6 +366,12 @@ class DraftFrontend:
         c.nursery.start_soon(self._parked_read, c, key, p, at)
 
     async def _parked_read(self, c: _Conn, key: int, p: _Parked, at: int | None) -> None:
+        try:
+            await self._wait_parked(c, key, p, at)
+        finally:
+            c.unpark(p)
+
+    async def _wait_parked(self, c: _Conn, key: int, p: _Parked, at: int | None) -> None:
         store = self.server
         cmd = p.cmd
         wait = self.config.tail_wait
@@ -345,6 +382,13 @@ class DraftFrontend:
                 ev = store._wakeups.setdefault(cmd.segment, trio.Event())
                 with trio.move_on_at(deadline) as timer:
                     await ev.wait()
+                if p.done:
+                    return
+                if timer.cancelled_caught:
+                    reply = self._segment_read(cmd, b"", True, False)
+                    break
+                with trio.move_on_at(deadline) as timer:
+                    await c.room.wait()  # §11: the data is read once the client takes what it is owed
                 if p.done:
                     return
                 if timer.cancelled_caught:
