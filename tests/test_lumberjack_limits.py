@@ -22,6 +22,7 @@ from refwire.errors import LimitExceeded, LocalProtocolError, ProtocolError, Rem
 from refwire.lumberjack.connection import EVENT_COST, ServerConnection, memory_caps
 from refwire.lumberjack.events import Batch
 from refwire.lumberjack.frames import (
+    D_PAIR_HELD,
     DEFAULT_LIMITS,
     V1,
     V2,
@@ -206,15 +207,18 @@ def test_d_frame_one_past_the_limit_in_the_key(step: int) -> None:
 
 
 def test_d_frame_pair_count_at_the_line() -> None:
-    # 10 + 8 * 11 = 98 fits 98, not 97; refused from the header alone
+    # each pair is held as D_PAIR_HELD (32) bytes or more: 10 + 32 * 11 = 362 fits 362,
+    # not 361; refused from the header alone (a frame of empty pairs, 8 bytes each on the
+    # wire, would otherwise be held as ten times its size)
+    assert D_PAIR_HELD == 32
     head = b"1D" + u32(1) + u32(11)
-    dec = FrameDecoder(limits(98))
+    dec = FrameDecoder(limits(362))
     dec.feed(head)
     assert dec.frames() == []
-    e = refused(PREFIX + head, limits(97))
+    e = refused(PREFIX + head, limits(361))
     assert where(e) == ("LimitExceeded", "D", "pairs", 6 + 6)
     frame = d_frame([(b"", b"")] * 11)
-    assert len(frame) == 98 and decode_split(frame, limits(98), 1) == [DataFrame(1, ((b"", b""),) * 11)]
+    assert len(frame) == 98 and decode_split(frame, limits(362), 1) == [DataFrame(1, ((b"", b""),) * 11)]
 
 
 def test_d_frame_version_and_empty() -> None:
@@ -252,6 +256,7 @@ def test_frames_near_the_limit_end_quickly(kind: str, size: int, over: int, step
     elif kind == "C":
         frame = Compressed(b"c" * (size - 6)).encode()
     else:
+        size = max(size, 10 + D_PAIR_HELD + 2)  # a pair is held as 32 bytes or more
         frame = d_frame([(b"k", b"v" * (size - 19))])
     lim = limits(len(frame) + over)
     dec = FrameDecoder(lim, validate_json=False)
@@ -263,7 +268,7 @@ def test_frames_near_the_limit_end_quickly(kind: str, size: int, over: int, step
             dec.frames()
         assert over >= 0 and dec.buffered == 0
     except LimitExceeded as e:
-        assert over < 0 and e.field in ("len", "vlen")
+        assert over < 0 and e.field in ("len", "vlen", "pairs")
     assert calls <= len(frame)
 
 
@@ -381,7 +386,7 @@ def test_sizes_and_held_bytes() -> None:
     j, c, d = JsonFrame(1, b"{}"), Compressed(b"xyz"), DataFrame(1, ((b"ab", b"c"), (b"", b"")))
     assert [frame_size(f) for f in (j, c, d, Window(1), Ack(1))] == [12, 9, 10 + 11 + 8, 6, 6]
     assert [len(f.encode()) for f in (j, c, d)] == [12, 9, 29]
-    assert [held_bytes(f) for f in (j, c, d, Window(1), Ack(1))] == [2, 3, 3, 0, 0]
+    assert [held_bytes(f) for f in (j, c, d, Window(1), Ack(1))] == [2, 3, 3 + 2 * D_PAIR_HELD, 0, 0]
 
 
 def test_constructors_check_ranges() -> None:
@@ -527,7 +532,8 @@ def test_error_texts_in_the_decoder() -> None:
     e = refused(b"2D" + u32(1) + u32(0), DEFAULT_LIMITS)
     assert e.reason == "D frame with version byte '2' (D exists only in v1)"
     e = refused(b"1D" + u32(1) + u32(50), limits(97))
-    assert e.reason == "D frame with 50 pairs cannot fit the limit max_frame_size=97" and e.protocol == "lumberjack"
+    assert e.reason == "D frame with 50 pairs cannot fit the limit max_frame_size=97 (a pair is held as 32 bytes or more)"
+    assert e.protocol == "lumberjack"
     e = refused(d_frame([(b"k" * 100, b"")]), limits(50))
     assert e.reason == "D key of 100 bytes exceeds the limit max_frame_size=50"
     e = refused(b"9X", DEFAULT_LIMITS)

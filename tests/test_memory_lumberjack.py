@@ -136,3 +136,17 @@ def test_at_16_mib_an_event_at_the_batch_share_is_acked_and_one_byte_more_is_not
         got = _send(served, Window(2).encode(), first, _event(share - share // 2 + 1, 2))
         assert got == b""
         _refused(served)
+
+
+def test_d_frames_of_empty_pairs_stay_within_a_16_mib_budget() -> None:
+    """v1 ``D`` frames at the 4 MiB frame cap whose pairs are all empty (8 bytes each on the
+    wire) were counted as 0 bytes of events and held as 38 MiB each (153 MiB for four); a
+    pair now counts 32 bytes more than its key and value, so such a frame is refused from
+    its header (found by a review, not by the first tests)."""
+    pairs = (4 * MiB - 10) // 8
+    frame = b"1D" + struct.pack(">II", 1, pairs) + b"\x00" * (8 * pairs)
+    with serving("lumberjack", "--out", "/dev/null", "--connection-memory", str(16 * MiB)) as served:
+        _send(served, Window(4).encode(), *[frame] * 4)
+        assert served.growth() <= allowance(16 * MiB), served.growth() / MiB
+        assert served.wait_for(f"D frame with {pairs} pairs cannot fit the 4194304 bytes the limit max_connection_memory")
+        _well_behaved(served)

@@ -24,6 +24,7 @@ from support.rss import MiB, Served, allowance, needs_proc, serving
 
 from refwire.tank.bundles import Message, encode_bundle
 from refwire.tank.frames import ConsumePartition, ConsumeRequest, ConsumeTopic, ProducePartition, ProduceRequest, ProduceTopic
+from refwire.wire import encode_uvarint
 
 pytestmark = needs_proc
 
@@ -181,4 +182,23 @@ def test_parked_polls_naming_many_partitions_stay_within_a_16_mib_budget() -> No
         time.sleep(1.0)
         assert served.growth() <= allowance(SMALL), served.growth() / MiB
         s.close()
+        _well_behaved(served)
+
+
+def _tiny_messages(n: int) -> bytes:
+    """A produce of one bundle of ``n`` 2-byte messages (empty, the timestamp repeated):
+    what costs a broker most per byte sent -- each decoded message's objects, not its bytes."""
+    body = b"\x00" + b"\x00" * 8 + b"\x00" + b"\x02\x00" * (n - 1)
+    bundle = b"\x00" + encode_uvarint(n) + body
+    return ProduceRequest(1, (ProduceTopic("t", (ProducePartition(0, bundle),)),)).encode()
+
+
+def test_a_bundle_of_millions_of_tiny_messages_is_refused_from_its_count_at_16_mib() -> None:
+    """2.8 million 2-byte messages fit a 16 MiB budget's request share (5.3 MiB) but were held
+    as 306 MiB (about 110 bytes a message); the count is now refused from the bundle's header,
+    each message counted as 128 bytes at least (found by a review, not by the first tests)."""
+    with serving("tank", *_serve(SMALL)) as served:
+        _exchange(served, _tiny_messages(2_796_000))
+        assert served.growth() <= allowance(SMALL), served.growth() / MiB
+        assert served.wait_for("messages: each is held as 128 bytes or more"), "".join(served.lines)[-2000:]
         _well_behaved(served)

@@ -1036,3 +1036,26 @@ def test_the_default_budget_keeps_the_64_mib_request_limit() -> None:
     assert (limits.max_frame_size, name) == (DEFAULT_MAX_REQUEST, "max_frame_size")
     small, name = memory_caps(attrs.evolve(broker_limits(), max_connection_memory=16 << 20))
     assert (small.max_frame_size, small.max_decompressed_size, name) == ((16 << 20) // 3, 4 << 20, "max_connection_memory")
+
+
+def test_a_bundle_is_refused_when_its_messages_would_be_held_over_the_request_share() -> None:
+    """16 MiB budget: a request's share is 5592405 bytes, a message is held as 128 bytes at
+    least, so 43690 messages are decoded and 43691 refused from the bundle's count, on both
+    paths, before a Snappy set is inflated."""
+    from refwire.tank.bundles import MESSAGE_HELD
+
+    assert MESSAGE_HELD == 128
+    lim = Limits(max_connection_memory=16 << 20)
+
+    def bundle(n: int) -> bytes:
+        return b"\x00" + encode_uvarint(n) + b"\x00" * 10 + b"\x02\x00" * (n - 1)
+
+    for fast in (False, True):
+        header, msgs = decode_bundle(bundle(43690), limits=lim, fast=fast)
+        assert header.count == len(msgs) == 43690
+        with pytest.raises(LimitExceeded) as info:
+            decode_bundle(bundle(43691), limits=lim, fast=fast, base=7)
+        assert loc(info.value) == ("count", 7) and "max_connection_memory=16777216" in info.value.reason
+        snappy = b"\x01" + encode_uvarint(43691) + bytes(cramjam.snappy.compress_raw(bundle(43691)[4:]))
+        with pytest.raises(LimitExceeded, match="held as 128 bytes"):
+            decode_bundle(snappy, limits=lim, fast=fast)

@@ -70,6 +70,7 @@ __all__ = [
     "encode_event",
     "encode_events",
     "encode_window",
+    "D_PAIR_HELD",
     "frame_size",
     "held_bytes",
     "json_frames",
@@ -254,14 +255,20 @@ def frame_size(f: Frame | JsonRun) -> int:
     return 6
 
 
+#: What a ``D`` pair is held as beyond its key and value (§4): its Python objects (a
+#: tuple, two bytes objects, a list slot) take about this much, so a frame of empty
+#: pairs -- 8 bytes each on the wire -- cannot hold ten times its size uncounted.
+D_PAIR_HELD: Final = 32
+
+
 def held_bytes(frame: Frame) -> int:
     """The bytes of events a frame makes a server hold (§4 ``max_batch_bytes``):
-    a ``J``'s payload, a ``D``'s keys and values, a ``C``'s compressed payload
-    (its inflated frames count once they are decoded)."""
+    a ``J``'s payload, a ``D``'s keys and values plus :data:`D_PAIR_HELD` a pair,
+    a ``C``'s compressed payload (its inflated frames count once they are decoded)."""
     if isinstance(frame, JsonFrame | Compressed):
         return len(frame.payload)
     if isinstance(frame, DataFrame):
-        return sum(len(k) + len(v) for k, v in frame.pairs)
+        return sum(D_PAIR_HELD + len(k) + len(v) for k, v in frame.pairs)
     return 0
 
 

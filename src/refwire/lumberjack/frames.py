@@ -53,6 +53,7 @@ from .codec import (
     _HDR8,
     ACK,
     COMPRESSED,
+    D_PAIR_HELD,
     DATA,
     DEFAULT_LIMITS,
     EVENT_ENCODERS,
@@ -124,6 +125,7 @@ __all__ = [
     "encode_events",
     "encode_window",
     "frame_size",
+    "D_PAIR_HELD",
     "held_bytes",
     "inflate",
     "inflate_frames",
@@ -373,9 +375,9 @@ class FrameDecoder:
             raise _err("D frame with version byte '2' (D exists only in v1)", frame="D", field="version", offset=pos + base)
         seq, count = _HDR8.unpack_from(data, pos + 2)
         max_frame = self.limits.max_frame_size
-        if 10 + 8 * count > max_frame:
+        if 10 + D_PAIR_HELD * count > max_frame:  # each pair is held as D_PAIR_HELD bytes or more
             raise _limit(
-                f"D frame with {count} pairs cannot fit {self.frame_limit}",
+                f"D frame with {count} pairs cannot fit {self.frame_limit} (a pair is held as {D_PAIR_HELD} bytes or more)",
                 frame="D",
                 field="pairs",
                 offset=pos + 6 + base,

@@ -35,6 +35,7 @@ from ..errors import LimitExceeded, LocalProtocolError
 from ..speed import use_fast
 from ..wire import Limits, decode_uvarint, encode_uvarint
 from .errors import TruncatedBundle
+from .frames import REQUEST_COST
 
 __all__ = [
     "CODEC_NONE",
@@ -394,6 +395,33 @@ def _decode_messages(
     return p
 
 
+#: What one decoded message is held as while a bundle is checked, whatever its size
+#: (its objects and column slots; measured about 110 bytes for a 2-byte message).
+MESSAGE_HELD: Final = 128
+
+
+def _check_held(bundle: bytes | memoryview, limits: Limits, base: int) -> None:
+    """A bundle whose messages would be held as more than a request's share of
+    ``max_connection_memory`` (a third, :data:`~refwire.tank.frames.REQUEST_COST`;
+    each message :data:`MESSAGE_HELD` bytes at least) is refused from its header,
+    before anything is inflated or decoded (§4, §6).  A header that does not parse
+    is left to the decoder, which reports it."""
+    try:
+        header = parse_bundle_header(bundle, 0, len(bundle), base=base)
+    except LocalProtocolError:
+        return
+    share = limits.max_connection_memory // REQUEST_COST
+    if header.count * MESSAGE_HELD > share:
+        raise LimitExceeded(
+            f"bundle of {header.count} messages: each is held as {MESSAGE_HELD} bytes or more, over the {share} bytes "
+            f"the limit max_connection_memory={limits.max_connection_memory} allows a request",
+            protocol=PROTOCOL,
+            frame="bundle",
+            field="count",
+            offset=base,
+        )
+
+
 def decode_bundle(
     bundle: bytes | memoryview,
     *,
@@ -411,6 +439,8 @@ def decode_bundle(
     an error (the declared sizes lie).  ``fast`` chooses the path
     (:func:`refwire.speed.use_fast`): the speed path decodes in columns.
     """
+    if limits is not None:
+        _check_held(bundle, limits, base)
     if use_fast(fast):
         return _SPEED["decode_bundle"](bundle, base_seq, limits, base)
     max_decompressed = limits.max_decompressed_size if limits else 64 * 1024 * 1024
