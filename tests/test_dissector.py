@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from support.tshark import WARN, Capture, experts, needs_tshark, run_tshark, segments
 
@@ -25,8 +26,8 @@ from refwire.cli import main
 from refwire.describe import UNDECODED, Described
 from refwire.errors import ProtocolError
 from refwire.lumberjack.connection import ServerConnection
-from refwire.lumberjack.events import ConnectionClosed
-from refwire.lumberjack.frames import DEFAULT_LIMITS, Ack, Compressed, JsonFrame, Window
+from refwire.lumberjack.events import Batch, ConnectionClosed
+from refwire.lumberjack.frames import DEFAULT_LIMITS, V1, Ack, Compressed, DataFrame, JsonFrame, Window
 from refwire.protocols import descriptor
 from refwire.sansio import NeedData
 
@@ -36,6 +37,43 @@ VECTORS = Path(__file__).resolve().parent.parent / "specs" / "lumberjack" / "vec
 PORT = 5044
 OTHER_PORT = 15044  # no dissector registered: the heuristic must find these
 FIELDS = ("version", "count", "seq", "len", "pairs")
+#: the limits of the events a batch holds (§4) the one tshark run sets (the Lua's preferences,
+#: refwire's defaults otherwise: 128 and 256 MiB would need a capture of over 64 MiB of events)
+#: and refwire's server machine is given: a batch holds 64 KiB, or less once 100 KiB (a quarter
+#: of max_connection_memory) less the batches not acked yet is less
+LIMITS = attrs.evolve(DEFAULT_LIMITS, max_batch_bytes=64 * 1024, max_connection_memory=400 * 1024)
+PREFS = ["-o", f"lumberjack.max_batch_bytes:{LIMITS.max_batch_bytes}", "-o", f"lumberjack.max_connection_memory:{LIMITS.max_connection_memory}"]
+
+
+def _j(seq: int, n: int) -> bytes:
+    """A J frame whose JSON object payload is ``n`` bytes (held as ``n``, §4)."""
+    return JsonFrame(seq, b'{"a":"' + b"x" * (n - 8) + b'"}').encode()
+
+
+def _d(seq: int, pairs: int) -> bytes:
+    """A D frame of ``pairs`` pairs of a 1-byte key and an empty value (held as 33 bytes each, §4)."""
+    return DataFrame(seq, tuple((b"k", b"") for _ in range(pairs)), version=V1).encode()
+
+
+#: client streams over the bytes of events a batch may hold (name, chunks, the frame refwire's
+#: server rejects, what its error says), and streams just within them (the frame None)
+BATCH_BYTES: list[tuple[str, list[bytes], int | None, str]] = [
+    ("j-over-max-batch-bytes", [Window(2).encode(), _j(1, 40000), _j(2, 40000)], 2, "the batch's events exceed the limit max_batch_bytes=65536"),
+    ("j-at-max-batch-bytes", [Window(2).encode(), _j(1, 32768), _j(2, 32768)], None, ""),
+    ("d-pairs-over-max-batch-bytes", [Window(1, version=V1).encode(), _d(1, 1986)], 1, "the batch's events exceed the limit max_batch_bytes=65536"),
+    ("d-pairs-at-max-batch-bytes", [Window(1, version=V1).encode(), _d(1, 1985)], None, ""),
+    # a C's events are held together (§4): all of its frames against what the batch may still hold, at the C
+    ("c-inflating-over-max-batch-bytes", [Window(2).encode(), Compressed.wrap(_j(1, 40000) + _j(2, 40000)).encode()], 1,
+     "the C frame's events, with the batch's before it, exceed the limit max_batch_bytes=65536 (a C frame's events are held together, even when they span windows)"),
+    ("c-inflating-within-max-batch-bytes", [Window(3).encode(), _j(1, 5536), Compressed.wrap(_j(2, 30000) + _j(3, 30000)).encode()], None, ""),
+    ("c-with-its-window-over-max-batch-bytes", [Compressed.wrap(Window(2).encode() + _j(1, 40000) + _j(2, 40000)).encode()], 0,
+     "the C frame's events, with the batch's before it, exceed the limit max_batch_bytes=65536 (a C frame's events are held together, even when they span windows)"),
+    ("c-after-unacked-batches-over-max-connection-memory",
+     [*(b for k in range(3) for b in (Window(1).encode(), _j(k + 1, 30000))), Window(1).encode(), Compressed.wrap(_j(4, 30000)).encode()], 7,
+     "the batch's events exceed the 12400 bytes the limit max_connection_memory=409600 leaves them (each byte counts 4x; 90000 bytes of events await their ack) (a C frame's events are held together, even when they span windows)"),
+    ("unacked-batches-over-max-connection-memory", [b for k in range(4) for b in (Window(1).encode(), _j(k + 1, 30000))], 7,
+     "the batch's events exceed the 12400 bytes the limit max_connection_memory=409600 leaves them (each byte counts 4x; 90000 bytes of events await their ack)"),
+]  # fmt: skip
 
 
 def _vectors() -> list[tuple[str, dict[str, Any]]]:
@@ -84,7 +122,7 @@ def _refwire(chunks: list[bytes]) -> list[dict[str, Any]]:
 
 def _server_machine(chunks: list[bytes]) -> ProtocolError | None:
     """What refwire's server machine raises on a client's stream, then its EOF (None: nothing)."""
-    conn = ServerConnection()
+    conn = ServerConnection(limits=LIMITS)
     try:
         for c in [*chunks, b""]:
             conn.receive_data(c, now=0.0)
@@ -139,8 +177,11 @@ def capture(lua: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
         session = _session()
         w.connection("session", PORT, session, kind="session", vector={})
         w.connection("session (5-byte segments)", PORT, [(d, c) for d, data in session for c in segments(data, 5)], kind="session", vector={})
+        for name, chunks, *_ in BATCH_BYTES:
+            w.connection(name, PORT, [("c2s", c) for c in chunks], kind="batch", vector={"name": name})
+        w.connection("acked", PORT, ACKED, kind="acked", vector={"name": "acked"})
     cases = w.cases
-    for layers in run_tshark(lua, cap, "lumberjack", "lumberjack", two_pass=False, lua_error_items=False):
+    for layers in run_tshark(lua, cap, "lumberjack", "lumberjack", two_pass=False, lua_error_items=False, prefs=PREFS):
         tcp = layers["tcp"][0]
         direction = "c2s" if tcp["tcp.dstport"][0] in (str(PORT), str(OTHER_PORT)) else "s2c"
         shown = cases[int(tcp["tcp.stream"][0])]["shown"].setdefault(direction, [])
@@ -177,7 +218,7 @@ def _ids() -> list[str]:
 def test_every_case_is_in_the_capture(capture: dict[str, Any]) -> None:
     assert len(capture["cases"]) == 2 * len(_vectors()) + sum(
         k != "errors" and v["direction"] == "client->server" for k, v in _vectors()
-    ) + 2 + len(_client_context())
+    ) + 2 + len(_client_context()) + len(BATCH_BYTES) + 1
 
 
 @pytest.mark.parametrize("case_name", _ids())
@@ -235,6 +276,63 @@ def _warns(item: dict[str, Any]) -> list[str]:
     return [m for sev, m in experts(item) if sev == WARN]
 
 
+#: the server acks each batch (refwire's application accepts it): what it held is released (§3.3, §4)
+ACKED: list[tuple[str, bytes]] = [d for k in range(5) for d in (("c2s", Window(1).encode() + _j(k + 1, 30000)), ("s2c", Ack(k + 1).encode()))]
+
+
+@pytest.mark.parametrize("acked", [False, True])
+def test_acked_batches_release_what_they_held(capture: dict[str, Any], acked: bool) -> None:
+    """Five batches of 30000 bytes: refwire's server refuses the fourth while none is acked (the
+    memory's quarter, 100 KiB, is used up), and accepts all five when each is acked (accepted) before
+    the next W; the dissector agrees (no warning on the acked connection)."""
+    conn = ServerConnection(limits=LIMITS)
+    error = None
+    batches: list[Batch] = []
+    try:
+        for direction, data in ACKED:
+            if direction == "s2c":
+                if acked:
+                    conn.accept(batches.pop(0), now=0.0)
+                    assert conn.data_to_send() == data
+                continue
+            conn.receive_data(data, now=0.0)
+            while not isinstance(ev := conn.next_event(), NeedData):
+                assert isinstance(ev, Batch)
+                batches.append(ev)
+    except ProtocolError as exc:
+        error = exc
+    assert (error is None) == acked, error
+    (case,) = [c for c in capture["cases"].values() if c["kind"] == "acked"]
+    assert len(case["shown"]["c2s"]) == 10 and len(case["shown"]["s2c"]) == 5
+    assert not [m for ss in case["shown"].values() for s in ss for m in _warns(s["item"])], case["name"]
+
+
+@pytest.mark.parametrize("name", [b[0] for b in BATCH_BYTES])
+def test_the_bytes_a_batch_holds(capture: dict[str, Any], name: str) -> None:
+    """refwire's server counts the bytes of events a batch holds (§4: a J's payload, a D's keys and
+    values plus 32 a pair, a C's inflated frames), within max_batch_bytes and what
+    max_connection_memory leaves once earlier batches await their ack: the warning at the data
+    frame that crosses it, or at a C whose frames together do, saying what refwire's error says;
+    none within them."""
+    _, chunks, at, says = next(b for b in BATCH_BYTES if b[0] == name)
+    err = _server_machine(chunks)
+    (case,) = [c for c in capture["cases"].values() if c["kind"] == "batch" and c["vector"]["name"] == name]
+    shown = case["shown"]["c2s"]
+    assert [_shown(s["item"]) for s in shown] == _refwire(chunks), name
+    assert _machine_error("c2s", chunks, [int(s["item"]["lumberjack.size"][0]) for s in shown]) == at
+    for k, s in enumerate(shown):
+        got = _warns(s["item"])
+        if k == at:
+            assert err is not None and err.reason == says, (name, err)
+            # (Wireshark cuts a label at 240 bytes: a long one is shown up to there)
+            full = f"{says} (specs/lumberjack/README.md §4)"
+            assert len(got) == 1 and (got[0] == full or (len(got[0]) >= 200 and full.startswith(got[0]))), (name, got)
+        else:
+            assert not got, (name, k, got)
+    if at is None:
+        assert err is None, (name, err)
+
+
 @pytest.mark.parametrize("name", [v["name"] for v in _client_context()])
 def test_a_bad_ack_after_the_window_gets_a_warning(capture: dict[str, Any], name: str) -> None:
     """The client's window, then the server's ack refwire's client machine rejects: the warning
@@ -264,6 +362,13 @@ def test_the_session_matches_acks_with_windows(capture: dict[str, Any]) -> None:
         assert [int(a["lumberjack.ack.window"][0]) for a in acks[1:]] == windows
         assert all(float(a["lumberjack.ack.time"][0]) > 0 for a in acks[1:])
         assert [_shown(s["item"]) for s in case["shown"]["c2s"]] == _refwire(case["chunks"]["c2s"])
+
+
+def test_the_lua_limits_default_to_refwires(lua: Path) -> None:
+    """The preferences the tests set default to refwire's limits (§4)."""
+    text = lua.read_text()
+    assert f'Pref.uint("max_batch_bytes", {DEFAULT_LIMITS.max_batch_bytes},' in text
+    assert f'Pref.uint("max_connection_memory", {DEFAULT_LIMITS.max_connection_memory},' in text
 
 
 def test_the_lua_is_deterministic_and_names_its_sources(lua: Path, tmp_path: Path) -> None:

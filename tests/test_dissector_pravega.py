@@ -24,6 +24,7 @@ tests/peers/test_peer_dissector.py).
 from __future__ import annotations
 
 import json
+import struct
 import uuid
 from pathlib import Path
 from typing import Any, Final
@@ -200,7 +201,7 @@ def _draft_segments() -> dict[str, list[dict[str, Any]]]:
 
 #: refwire's draft errors the dissector does not flag (``_draft_machine_at`` returns them as such):
 #: what depends on the store's AppendSetup (a Begin before it, an offset other than the running
-#: one), a store refusing, and a reassembled message's fields the codec refuses
+#: one), a store refusing
 DRAFT_UNSEEN: Final = ("used before its AppendSetup", "is not the running offset", "exceeds the limit max_window")
 
 
@@ -228,7 +229,7 @@ def _draft_machine_at(case: dict[str, Any], direction: str) -> tuple[int | None,
             err = exc
     if err is None or err.offset is None or err.field == "(eof)":
         return None
-    unseen = any(u in err.reason for u in DRAFT_UNSEEN) or (err.inner is not None and "reassembled" in err.reason and err.inner.field not in ("type", "length", "(trailing)", "(eof)"))
+    unseen = any(u in err.reason for u in DRAFT_UNSEEN)
     des = draft_describer(DRAFT_LIMITS.max_frame_size, direction)
     frames = [d for c in chunks for d in des.feed(c)]
     # the last frame starting at or before the offset (a part's data offset may be its frame's end)
@@ -358,6 +359,11 @@ MACHINE: list[tuple[str, list[tuple[str, bytes]], str, str]] = [
     ("partial-event-longer-than-the-block", [("c2s", _setup() + F.AppendBlock(writer_id=_W1, data=_EVENT + bytes.fromhex("fffffffe00000009") + b"ab").encode() + _end(size=len(_EVENT), data=b"z"))], "the PartialEvent length 9 does not match the 2 bytes left in the block", "§5.3"),
     ("too-many-writers", [("c2s", b"".join(_setup(uuid.UUID(int=k + 1), k) for k in range(DEFAULT_LIMITS.max_window + 1)))], f"exceeds the limit max_writers={DEFAULT_LIMITS.max_window}", "§11"),
     ("server-hello-outside-the-client-versions", [("c2s", HELLO), ("s2c", F.Hello(high_version=4, low_version=2).encode())], "server speaks versions 2..4", "§7.1"),
+    # a reassembled append (the block's whole events, its PartialEvent, the AppendBlockEnd's data) over
+    # max_buffered + max_frame_size with the default limits: two frames of 15 and 10 MiB (§5.3, §11)
+    ("reassembled-append-over-max-buffered", [("c2s", _setup() + F.AppendBlock(writer_id=_W1, data=_EVENT + F.PartialEvent(data=bytes(15 << 20)).encode()).encode()
+                                               + _end(size=len(_EVENT), data=b"\xaa" * (10 << 20)))],
+     f"data {len(_EVENT) + (25 << 20)} exceeds the limit max_buffered={DEFAULT_LIMITS.max_buffered + DEFAULT_LIMITS.max_frame_size}", "§5.3, §11"),
 ]
 #: refwire's server reads nothing after an incompatible Hello: no warning after it
 MACHINE_NONE: list[tuple[str, list[tuple[str, bytes]]]] = [
@@ -382,7 +388,15 @@ def _draft_blocks() -> list[tuple[str, str, int, list[tuple[str, bytes]]]]:
     def end(offset: int) -> bytes:
         return D.EndAppendBlock(connection_id=cid, connection_offset=offset, block_length=len(event)).encode()
 
+    def split(code: int, payload: bytes) -> bytes:  # a message of type code, as a Begin and an End part
+        return b"".join(split_message(struct.pack(">ii", code, len(payload)) + payload, [10]))
+
+    setup_payload = setup[8:]
     return [
+        # reassembled messages whose fields the codec refuses (§5 rule 5): at the End part
+        ("draft-partial-setup-truncated-field", "talk", PORT, [("c2s", split(D.SetupAppend.TYPE, bytes(16) + b"\x00\x10ab"))]),
+        ("draft-partial-setup-trailing-byte", "talk", PORT, [("c2s", split(D.SetupAppend.TYPE, setup_payload + b"x"))]),
+        ("draft-partial-setup-bad-utf", "talk", PORT, [("c2s", split(D.SetupAppend.TYPE, bytes(16) + b"\x00\x01\xff"))]),
         ("draft-partial-begin-and-end", "talk", PORT, [("c2s", setup + begin(len(event)) + event + end(len(event)))]),
         ("draft-partial-begin-wire-length-short", "talk", PORT, [("c2s", setup + begin(len(event) + 7) + event + end(len(event)))]),
         ("draft-partial-end-offset-lies", "talk", PORT, [("c2s", setup + begin(len(event)) + event + end(len(event) + 1))]),
@@ -535,6 +549,19 @@ def test_the_draft_machine_errors_get_a_warning(runs: dict[str, dict[int, dict[s
     short, lies = blocks["draft-partial-begin-wire-length-short"], blocks["draft-partial-end-offset-lies"]
     assert short is not None and short[0] == 2 and "wire bytes between Begin and End" in short[1].reason, short
     assert lies is not None and lies[0] == 4 and "is not Begin's" in lies[1].reason, lies
+    # a reassembled message's fields the codec refuses: at its End part (frame 1), as the codec's
+    # warning on a whole frame says it (refwire's and the dissector's wording of a field differ)
+    for name, says, section in [
+        ("draft-partial-setup-truncated-field", "truncated: segment needs 16 bytes, 2 left", "§2, §4"),
+        ("draft-partial-setup-trailing-byte", "1 bytes after the last field", "§2, §10.1 D11"),
+        ("draft-partial-setup-bad-utf", "malformed modified UTF-8", "§2"),
+    ]:
+        found = blocks[name]
+        assert found is not None and found[0] == 1 and found[1].reason.startswith("reassembled message: "), (name, found)
+        assert says in found[1].reason, (name, found[1].reason)
+        case = next(c for c in runs["pravega_draft"].values() if c["name"] == name)
+        got = _machine_warns("pravega_draft", case["shown"]["c2s"][1][1])
+        assert any(m.startswith("reassembled message: ") and says in m and f"{SPECS['pravega_draft']}{section[1:]})" in m for m in got), (name, got)
 
 
 def test_replies_name_their_request(runs: dict[str, dict[int, dict[str, Any]]]) -> None:

@@ -139,6 +139,17 @@ def _lz4(frame: bytes) -> bytes:
 
 
 _EOS, _MSG = StreamEnd().encode(), StreamMessage(b"abc").encode()
+
+
+def _call_answered(exception: bytes, *, msg_id: int = -1, lz4: bool = False) -> list[tuple[str, bytes]]:
+    """A plain (or LZ4) connection: call 1 of verb 7, and a response of ``msg_id`` whose data is
+    ``exception`` (a negative id: an exception, §3)."""
+    wrap = _lz4 if lz4 else (lambda f: f)
+    comp = {"compress": "LZ4"} if lz4 else {}
+    return [("c2s", _neg(**comp)), ("s2c", _neg(**comp)), ("c2s", wrap(Request(7, 1, b"").encode(with_timeout=False))),
+            ("s2c", wrap(Response(msg_id, exception).encode(with_duration=False)))]  # fmt: skip
+
+
 MACHINE: list[tuple[str, list[tuple[str, bytes]], str, int, str, str]] = [
     ("stream-message-after-end-of-stream", [*_STREAM, ("c2s", _MSG + _EOS), ("c2s", _MSG)], "c2s", 3, "stream message after end-of-stream", "§5"),
     ("second-end-of-stream", [*_STREAM, ("s2c", _MSG + _EOS + _EOS)], "s2c", 3, "a second end-of-stream", "§5"),
@@ -151,7 +162,25 @@ MACHINE: list[tuple[str, list[tuple[str, bytes]], str, int, str, str]] = [
      "RPC server responded with compression LZ4 - unsupported", "§2"),
     ("compressor-other-than-offered", [("c2s", _neg(compress="LZ4_FRAGMENTED")), ("s2c", _neg(compress="LZ4"))], "s2c", 0,
      "RPC server responded with compression LZ4 - unsupported", "§2"),
-]
+    # a malformed exception for a call in flight: refwire's client drops the connection (§3)
+    ("exception-cut-short-for-a-call-in-flight", _call_answered(b"\x00\x00"), "s2c", 1, "truncated: type needs 4 bytes, 2 left", "§3"),
+    ("exception-without-its-len-for-a-call-in-flight", _call_answered(b"\x00\x00\x00\x00\x05\x00"), "s2c", 1,
+     "truncated: len needs 4 bytes, 2 left", "§3"),
+    ("exception-body-overruns-for-a-call-in-flight", _call_answered(b"\x00\x00\x00\x00\x09\x00\x00\x00ab"), "s2c", 1,
+     "exception body claims 9 bytes, the response has 2", "§3"),
+    ("unknown-verb-of-2-bytes-for-a-call-in-flight", _call_answered(b"\x01\x00\x00\x00\x02\x00\x00\x00ab"), "s2c", 1,
+     "UNKNOWN_VERB body must be 8 bytes, got 2", "§3, §9"),
+    ("exception-body-overruns-for-a-call-in-flight-in-lz4", _call_answered(b"\x00\x00\x00\x00\x09\x00\x00\x00ab", lz4=True),
+     "s2c", 1, "exception body claims 9 bytes, the response has 2", "§3"),
+]  # fmt: skip
+
+#: malformed exceptions refwire's client ignores (no call of that id in flight: a stray reply, §3):
+#: the codec's warning on the response, no machine warning
+STRAY: list[tuple[str, list[tuple[str, bytes]]]] = [
+    ("malformed-exception-for-a-call-never-made", _call_answered(b"\x00\x00\x00\x00\x09\x00\x00\x00ab", msg_id=-5)),
+    ("malformed-exception-for-a-call-answered",
+     [*_call_answered(b"ok", msg_id=1), ("s2c", Response(-1, b"\x00\x00").encode(with_duration=False))]),
+]  # fmt: skip
 
 
 # --------------------------------------------------------------------------- what refwire reads
@@ -189,6 +218,12 @@ def _machine_at(sends: list[tuple[str, bytes]], direction: str) -> tuple[int, Pr
         names = [n for n in (offer["compress"] or "").split(",") if n in COMPRESSOR_NAMES]
         conn = ClientConnection(compressors=names, timeout=offer["timeout"], handler_duration=offer["handler_duration"], stream_parent=offer["stream_parent"], fast=False)
         conn.initiate(now=0.0)
+        # the client's calls on the wire, in flight before the responses (their ids 1, 2, ...)
+        for d in frames["c2s"]:
+            inner = d.inner[0] if d.type == "compressed" and d.inner else d
+            # (refwire's client numbers its calls 1, 2, ...: a request of another id is none of its)
+            if inner.type == "request" and isinstance(inner.frame, Request) and inner.frame.msg_id == conn.next_msg_id:
+                conn.call(inner.frame.verb, inner.frame.payload, now=0.0)
     for k, d in enumerate(frames[direction]):
         if d.type == UNDECODED or d.error is not None:
             return None
@@ -296,9 +331,22 @@ def _shown(item: dict[str, list[Any]]) -> dict[str, Any]:
         if f"{P}.{field}" in item:
             value = str(item[f"{P}.{field}"][0])
             out[key] = value.replace(":", "") if key == "isolation" else value
+    if kind == "response" and any(m.startswith(_EXCEPTION_WARNINGS) for m in _own_warns(item)):
+        out["exception"] = "malformed"  # the codec's warning on the exception (§3)
+        out.pop("message", None)
+        out.pop("verb", None)
     if kind == "compressed":
         out["inner"] = [_shown(i) for i in item.get(P, [])]
     return out
+
+
+#: how the dissector's warnings on an exception refwire's codec refuses begin (§3)
+_EXCEPTION_WARNINGS = ("an exception's data of", "the exception body claims", "UNKNOWN_VERB body must be")
+
+
+def _own_warns(item: dict[str, list[Any]]) -> list[str]:
+    """The warnings on the frame itself (not those of a frame nested in it, §4)."""
+    return warns({k: v for k, v in item.items() if k != P})
 
 
 @pytest.fixture(scope="module")
@@ -322,7 +370,7 @@ def capture(lua: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[int, di
             w.connection(comp, OTHER_PORT, talk, kind="conversation", wire=talk)
             cut = [(d, c) for d, data in talk for c in segments(data, 1000)]
             w.connection(comp, OTHER_PORT, cut, kind="conversation", wire=talk)
-        for name, sends, *_ in MACHINE:
+        for name, sends in [*((m[0], m[1]) for m in MACHINE), *STRAY]:
             w.connection(name, OTHER_PORT, sends, kind="machine", wire=sends)
             w.connection(name, OTHER_PORT, [(d, c) for d, data in sends for c in segments(data, 3)], kind="machine", wire=sends)
     cases = w.cases
@@ -350,7 +398,13 @@ def _check(case: dict[str, Any]) -> None:
         at = _machine_at(case["wire"], direction)
         machine = [k for k, s in enumerate(shown) if _machine_warns(s["item"])]
         assert machine == ([] if at is None else [at[0]]), (case["name"], direction, at, machine)
-        assert not [m for s in shown[:upto] for m in warns(s["item"]) if m not in _machine_warns(s["item"])], (case["name"], direction)
+        for s, e in zip(shown[:upto], exp[:upto], strict=False):
+            # a response whose exception refwire's codec refuses has the codec's warning (§3)
+            codec = [m for m in warns(s["item"]) if m not in _machine_warns(s["item"])]
+            if _refused_exception(e):
+                assert codec and all(f"{SPEC}3" in m for m in codec), (case["name"], direction, codec)
+            else:
+                assert not codec, (case["name"], direction, codec)
         if bad is None or not exp[bad].get("eof"):
             assert direction not in case.get("eof", {}), (case["name"], case["eof"])
         if bad is None:
@@ -364,6 +418,10 @@ def _check(case: dict[str, Any]) -> None:
             assert any(m.startswith("connection closed inside a") and f"{SPEC}1" in m for m in warns(eof)), eof
         else:
             assert any(SPEC in m for m in warns(shown[bad]["item"])), (case["name"], direction, shown[bad]["item"])
+
+
+def _refused_exception(e: dict[str, Any]) -> bool:
+    return e.get("exception") == "malformed" or any(_refused_exception(i) for i in e.get("inner", []))
 
 
 def _named(capture: dict[int, dict[str, Any]], kind: str, name: str) -> list[dict[str, Any]]:
@@ -431,6 +489,19 @@ def test_a_warning_where_the_machine_rejects(capture: dict[int, dict[str, Any]],
         _check(case)
         got = _machine_warns(case["shown"][direction][index]["item"])
         assert any(says in m and f"{SPEC}{section[1:]})" in m for m in got), (case["name"], got)
+
+
+@pytest.mark.parametrize("name", [m[0] for m in STRAY])
+def test_no_machine_warning_for_a_stray_malformed_exception(capture: dict[int, dict[str, Any]], name: str) -> None:
+    """A malformed exception answering no call in flight: refwire's client ignores it (§3); the
+    codec's warning only, whole and in 3-byte segments."""
+    sends = next(m[1] for m in STRAY if m[0] == name)
+    assert _machine_at(sends, "s2c") is None
+    cases = _named(capture, "machine", name)
+    for case in cases:
+        _check(case)
+        assert not [m for s in case["shown"]["s2c"] for m in _machine_warns(s["item"])], case["name"]
+        assert any(f"{SPEC}3" in m for m in warns(case["shown"]["s2c"][-1]["item"])), case["name"]
 
 
 def test_the_lua_is_deterministic_and_names_its_sources(lua: Path, tmp_path: Path) -> None:

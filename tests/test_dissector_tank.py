@@ -44,14 +44,16 @@ from refwire.tank.frames import (
     frame,
 )
 from refwire.tank.responses import (
+    ConsumePartitionResult,
     ConsumeResponse,
+    ConsumeTopicResult,
     CreateTopicResponse,
     DiscoverPartitionsResponse,
     DiscoverTopicsResponse,
     RawProduceResponse,
     ReloadConfResponse,
 )
-from refwire.wire import decode_uvarint
+from refwire.wire import decode_uvarint, encode_uvarint
 
 pytestmark = needs_tshark
 
@@ -147,17 +149,55 @@ def _consume_of_partition(name: str, partition: int) -> bytes:
     return attrs.evolve(req, topics=topics).encode()
 
 
+def _consume_answer(error: int, *bundles: bytes, seq: int = 0, base: int = 1) -> list[tuple[str, bytes]]:
+    """The vector ``consume-from-0`` (asking from ``seq``) and a response to it: ``error`` on its
+    partition, whose chunk holds ``bundles`` (numbered from baseSeqNum ``base`` unless err 0xfe, §5)."""
+    (d,) = descriptor("tank").load("describer")(DEFAULT_LIMITS.max_frame_size, "c2s").feed(_vector("consume-from-0"))
+    req = d.frame
+    assert isinstance(req, ConsumeRequest)
+    req = attrs.evolve(req, topics=tuple(attrs.evolve(t, partitions=tuple(attrs.evolve(p, seq=seq) for p in t.partitions)) for t in req.topics))
+    chunk = b"".join(encode_uvarint(len(b)) + b for b in bundles)
+    (t,) = req.topics
+    (p,) = t.partitions
+    part = ConsumePartitionResult(
+        p.partition, error, base_seq=None if error == 0xFE else base, hwmark=1000, chunk=chunk, first_avail=1 if error == 0x01 else None
+    )
+    return [("c2s", req.encode()), ("s2c", ConsumeResponse(req.request_id, (ConsumeTopicResult(t.name, (part,)),)).encode())]
+
+
+def _sparse(*seqs: int) -> bytes:
+    return encode_bundle([Message(b"m%d" % s, 5, seq=s) for s in seqs], compress=False, sparse=True)
+
+
+_PLAIN = encode_bundle([Message(b"a", 5), Message(b"b", 5)], compress=False)
+
 #: connections refwire's client machine rejects at one response the codec reads (name, sends, the
-#: index of that response, what refwire's error says, what the warning says); the section is §3
-MACHINE: list[tuple[str, list[tuple[str, bytes]], int, str, str]] = [
+#: index of that response, what refwire's error says, what the warning says, the section it cites)
+MACHINE: list[tuple[str, list[tuple[str, bytes]], int, str, str, str]] = [
     ("answered-twice", [("c2s", _vector("create-topic")), ("s2c", _vector("create-topic-response")), ("s2c", _vector("create-topic-response"))],
-     1, "response to unknown request id 1", "response to unknown request id 1"),
+     1, "response to unknown request id 1", "response to unknown request id 1", "§3"),
     ("answer-of-the-wrong-kind", [("c2s", _vector("create-topic")), ("s2c", _vector("discover-partitions-response"))],
-     0, "DiscoverPartitionsResponse answers a CreateTopicRequest", "a DiscoverPartitions response answers a CreateTopic request"),
+     0, "DiscoverPartitionsResponse answers a CreateTopicRequest", "a DiscoverPartitions response answers a CreateTopic request", "§3"),
     ("response-to-an-id-never-sent", [("c2s", _vector("status")), ("s2c", _vector("status-response")), ("s2c", _vector("discover-topics-response"))],
-     1, "response to unknown request id 36", "response to unknown request id 36"),
+     1, "response to unknown request id 36", "response to unknown request id 36", "§3"),
     ("consume-answer-names-a-partition-not-requested", [("c2s", _consume_of_partition("consume-from-0", 5)), ("s2c", _vector("consume-response-3-bundles"))],
-     0, "which was not requested", "which was not requested"),
+     0, "which was not requested", "which was not requested", "§3"),
+    # the chunk walk's own errors (§5), whatever the requested seq (here above, below, and at the bundles)
+    ("consume-chunk-sparse-firstseq-below-the-running-seq", _consume_answer(0, _sparse(10, 11), _sparse(5, 6), seq=8),
+     0, "sparse firstSeq 5 below the running seq 12", "sparse firstSeq 5 below the running seq 12", "§5"),
+    ("consume-chunk-sparse-firstseq-below-the-running-seq-after-a-skipped-bundle",
+     _consume_answer(0, _PLAIN, _sparse(2), seq=500),
+     0, "sparse firstSeq 2 below the running seq 3", "sparse firstSeq 2 below the running seq 3", "§5"),
+    ("consume-chunk-0xfe-first-bundle-not-sparse", _consume_answer(0xFE, _PLAIN),
+     0, "err 0xfe but the first bundle is not sparse", "err 0xfe but the first bundle is not sparse", "§5"),
+]  # fmt: skip
+
+#: the chunk walk accepts these (a sparse bundle first, below baseSeqNum; then a plain one after
+#: a sparse one under err 0xfe; err 0x01's chunk is not walked): no machine warning
+MACHINE_OK: list[tuple[str, list[tuple[str, bytes]]]] = [
+    ("consume-chunk-first-sparse-below-base", _consume_answer(0, _sparse(3), _PLAIN, seq=0, base=20)),
+    ("consume-chunk-0xfe-sparse-then-plain", _consume_answer(0xFE, _sparse(7, 9), _PLAIN, seq=0)),
+    ("consume-chunk-0x01-not-walked", _consume_answer(0x01, _sparse(10, 11), _sparse(5, 6))),
 ]  # fmt: skip
 
 
@@ -331,7 +371,7 @@ def capture(lua: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
         w.connection("session", PORT, session, kind="session")
         w.connection("session", PORT, [(d, c) for d, data in session for c in segments(data, 7)], kind="session")
         w.connection("session", OTHER_PORT, session, kind="session")
-        for name, sends, *_ in MACHINE:
+        for name, sends in [*((m[0], m[1]) for m in MACHINE), *MACHINE_OK]:
             w.connection(name, PORT, sends, kind="machine", wire=sends)
     cases = w.cases
     for layers in run_tshark(lua, cap, "tank", "tank"):
@@ -415,7 +455,7 @@ def test_a_warning_where_the_client_machine_rejects(capture: dict[str, Any], nam
     answered twice, or a response before any request; of the wrong kind for its request; a Consume
     response naming a partition not requested): the warning at exactly that response, citing §3;
     none on any other frame."""
-    _, sends, index, says, shows = next(m for m in MACHINE if m[0] == name)
+    _, sends, index, says, shows, section = next(m for m in MACHINE if m[0] == name)
     found = _client_machine(sends)
     assert found is not None and found[0] == index, (name, found)
     assert says in found[1].reason, (says, found[1].reason)
@@ -425,10 +465,20 @@ def test_a_warning_where_the_client_machine_rejects(capture: dict[str, Any], nam
     for k, s in enumerate(responses):
         if k == index:
             got = _machine_warns(s["item"])
-            assert any(shows in m and "specs/tank/README.md §3)" in m for m in got), got
+            assert any(shows in m and f"specs/tank/README.md {section})" in m for m in got), got
             assert [m for m in warns(s["item"]) if m not in got] == [], s  # the codec reads it
         else:
             assert not warns(s["item"]), (name, k)
+
+
+@pytest.mark.parametrize("name", [m[0] for m in MACHINE_OK])
+def test_no_warning_where_the_chunk_walk_accepts(capture: dict[str, Any], name: str) -> None:
+    """refwire's client accepts these Consume responses' chunks (§5): no warning on any frame."""
+    sends = next(m[1] for m in MACHINE_OK if m[0] == name)
+    assert _client_machine(sends) is None
+    (case,) = [c for c in capture["cases"].values() if c["kind"] == "machine" and c["name"] == name]
+    assert len(case["shown"]["s2c"]) == 1
+    assert not [m for ss in case["shown"].values() for s in ss for m in warns(s["item"])], name
 
 
 def test_the_session_has_no_machine_error(capture: dict[str, Any]) -> None:

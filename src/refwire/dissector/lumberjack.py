@@ -13,7 +13,13 @@ this module holds only what is Lumberjack's own:
   key/value pairs (§2.2), the ``C`` frame, which Lua inflates and dissects as a
   subtree of inner frames, nested at most ``max_nesting_depth`` deep (§2.4, §3.6), and
   the window -> ack matching: an ``A`` acknowledges the window whose last seq it
-  names ("acks window in frame N", with the latency), ``A 0`` is a keepalive (§3.3, §3.4).
+  names ("acks window in frame N", with the latency), ``A 0`` is a keepalive (§3.3, §3.4);
+* refwire's machines (a warning at the frame they reject): among them the bytes of events a
+  batch holds (§4: :func:`~refwire.lumberjack.codec.held_bytes`), over ``max_batch_bytes`` or over
+  what ``max_connection_memory`` leaves (a quarter of it, less the batches the server has not acked
+  yet), at the data frame that crosses it.  The limits are refwire's defaults, as the preferences
+  ``lumberjack.max_batch_bytes`` and ``lumberjack.max_connection_memory`` (a server run with other
+  limits; the tests).
 
 Every expert-info text cites the spec's section; §4 lists every error refwire detects.
 """
@@ -22,7 +28,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from ..lumberjack.frames import DEFAULT_LIMITS
+from ..lumberjack.connection import EVENT_COST
+from ..lumberjack.frames import D_PAIR_HELD, DEFAULT_LIMITS
 from .generate import Check, Part
 
 __all__ = ["PART"]
@@ -238,6 +245,35 @@ local function other_version(m, v)
   end
 end
 
+-- The bytes of events a batch holds (§4, refwire's held_bytes): a J's payload, a D's keys and values
+-- plus D_PAIR_HELD a pair, the frames a C inflates to (each counted as itself).  A batch may hold
+-- max_batch_bytes, or less when max_connection_memory leaves less: a quarter of it (EVENT_COST) less
+-- the events of the batches whose ack the server has not sent yet -- decided at the batch's W.
+-- refwire's defaults; a server run with other limits (or a test) sets the preferences.
+P.prefs.max_batch_bytes = Pref.uint("max_batch_bytes", ${max_batch_bytes},
+  "refwire's max_batch_bytes: the bytes of events one batch may hold (specs/lumberjack/README.md §4)")
+P.prefs.max_connection_memory = Pref.uint("max_connection_memory", ${max_connection_memory},
+  "refwire's max_connection_memory: a quarter of it bounds the events held per connection (specs/lumberjack/README.md §4)")
+local D_PAIR_HELD, EVENT_COST = ${d_pair_held}, ${event_cost}
+
+local function batch_cap(m)
+  local room = math.floor(P.prefs.max_connection_memory / EVENT_COST) - (m.held or 0)
+  if room < P.prefs.max_batch_bytes then
+    m.cap, m.cap_name = math.max(room, 0), "max_connection_memory"
+  else
+    m.cap, m.cap_name = P.prefs.max_batch_bytes, "max_batch_bytes"
+  end
+  m.cur = 0
+end
+
+local function over_cap(m)
+  if m.cap_name == "max_batch_bytes" then
+    return string.format("the batch's events exceed the limit max_batch_bytes=%d", m.cap)
+  end
+  return string.format("the batch's events exceed the %d bytes the limit max_connection_memory=%d leaves them (each byte counts %dx; %d bytes of events await their ack)",
+    m.cap, P.prefs.max_connection_memory, EVENT_COST, m.held or 0)
+end
+
 PART.machine["W"] = function(tvb, off, size, pinfo, v, ctx)
   local m = machine(ctx)
   if not from_client(m, pinfo, ctx, "W") then return "the server sent a W frame (it sends only A)", "§2.5, §4" end
@@ -251,13 +287,66 @@ PART.machine["W"] = function(tvb, off, size, pinfo, v, ctx)
   elseif v.count > 0 then
     m.left, m.count, m.batch_version = v.count, v.count, v.version
     m.win = {count = v.count, seqs = {}, acked = 0}  -- the client's outstanding window
+    batch_cap(m)
   end
+end
+
+-- The bytes of events the whole frames of an inflated stream hold (refwire's held_bytes of each: a
+-- nested C counts its compressed payload); an incomplete or unknown frame ends the count.
+local function be_u32(s, i) local a, b, c, d = s:byte(i, i + 3); return ((a * 256 + b) * 256 + c) * 256 + d end
+local function held_in(raw)
+  local pos, n, total = 1, #raw, 0
+  while n - pos + 1 >= 6 do
+    local t = raw:sub(pos + 1, pos + 1)
+    if t == "W" or t == "A" then
+      pos = pos + 6
+    elseif t == "C" then
+      local len = be_u32(raw, pos + 2)
+      if pos + 6 + len - 1 > n then break end
+      total, pos = total + len, pos + 6 + len
+    elseif t == "J" or t == "D" then
+      if n - pos + 1 < 10 then break end
+      local count = be_u32(raw, pos + 6)
+      if t == "J" then
+        if pos + 10 + count - 1 > n then break end
+        total, pos = total + count, pos + 10 + count
+      else
+        local p, held = pos + 10, 0
+        for _ = 1, count do
+          if p + 3 > n then return total end
+          local klen = be_u32(raw, p)
+          if p + 4 + klen + 3 > n then return total end
+          local vlen = be_u32(raw, p + 4 + klen)
+          p = p + 8 + klen + vlen
+          held = held + D_PAIR_HELD + klen + vlen
+        end
+        if p - 1 > n then break end
+        total, pos = total + held, p
+      end
+    else
+      break
+    end
+  end
+  return total
 end
 
 PART.machine["C"] = function(tvb, off, size, pinfo, v, ctx)
   local m = machine(ctx)
   if not from_client(m, pinfo, ctx, "C") then return "the server sent a C frame (it sends only A)", "§2.5, §4" end
-  return other_version(m, v)
+  local bad, section = other_version(m, v)
+  if bad then return bad, section end
+  -- refwire holds a C's events together (§4): all its frames' against what the batch may still hold
+  if v.len < 6 then return nil end
+  local inflated = tvb:range(off + 6, v.len):uncompress("inflated C payload")
+  if inflated == nil then return nil end
+  local cap = m.cap or P.prefs.max_batch_bytes
+  local held = held_in(inflated:raw())
+  if held > cap - (m.cur or 0) then
+    local why = (m.cap_name or "max_batch_bytes") == "max_batch_bytes"
+      and string.format("the C frame's events, with the batch's before it, exceed the limit max_batch_bytes=%d", P.prefs.max_batch_bytes)
+      or over_cap(m)
+    return why .. " (a C frame's events are held together, even when they span windows)", "§4"
+  end
 end
 
 local function data_frame(t)
@@ -268,8 +357,17 @@ local function data_frame(t)
     if v.version ~= m.batch_version then
       return string.format("version byte '%s' on a version '%s' connection", v.version, m.batch_version), "§3.10, §4"
     end
+    -- a J's payload; a D's pairs (8 bytes of lengths each on the wire) count D_PAIR_HELD each
+    m.cur = m.cur + (t == "J" and v.len or (size - 10 + v.pairs * (D_PAIR_HELD - 8)))
+    if m.cur > m.cap then return over_cap(m), "§4" end
     m.left = m.left - 1
     m.win.seqs[#m.win.seqs + 1] = v.seq
+    if m.left == 0 then  -- the batch is whole: its events are held until the server acks it
+      m.awaiting = m.awaiting or {}
+      m.awaiting[#m.awaiting + 1] = m.cur
+      m.held = (m.held or 0) + m.cur
+      m.cur = 0
+    end
   end
 end
 PART.machine["J"] = data_frame("J")
@@ -294,6 +392,9 @@ PART.machine["A"] = function(tvb, off, size, pinfo, v, ctx)
     return string.format("ack %d goes backwards (%d < %d events already acked)", v.seq, at, w.acked), "§3.7, §4"
   end
   w.acked = at
+  if at == w.count and m.awaiting ~= nil and #m.awaiting > 0 then  -- the oldest batch acked: released
+    m.held = m.held - table.remove(m.awaiting, 1)
+  end
 end
 
 -- The client closes between frames inside a batch: never acked (§4).
@@ -360,5 +461,8 @@ PART: Final = Part(
         Check("W", "v.count > LIMIT.max_window", "a W count over max_window", "§3.1, §4", "limit"),
     ),
     fields_lua=_FIELDS,
-    lua=_LUA,
+    lua=_LUA.replace("${max_batch_bytes}", str(DEFAULT_LIMITS.max_batch_bytes))
+    .replace("${max_connection_memory}", str(DEFAULT_LIMITS.max_connection_memory))
+    .replace("${d_pair_held}", str(D_PAIR_HELD))
+    .replace("${event_cost}", str(EVENT_COST)),
 )

@@ -25,7 +25,8 @@ frame loop from :data:`~refwire.pravega.describe.LAYOUT`; this module adds what 
   append rules in their order (an append command while an AppendBlock is held, a writer before its
   SetupAppend, ``numEvents <= 0``, ``lastEventNumber`` or a conditional ``eventNumber`` going
   backwards, an AppendBlockEnd of another writer or a ``sizeOfWholeEvents`` past its block, the
-  block's remainder -- shown on the AppendBlock, where refwire's error points --), more writers than
+  block's remainder -- shown on the AppendBlock, where refwire's error points --, a reassembled
+  append's data over ``max_buffered`` + ``max_frame_size``, §5.3, §11), more writers than
   ``max_writers`` (§11), nothing after an incompatible Hello (it is answered and closed, §7.1); the
   client's on what the server sends -- a request (§1.2, §3), a Hello outside the versions of the
   client's Hello (§7.1).  What depends on the store's replies (§5.4) is not checked;
@@ -553,6 +554,14 @@ local function server_check(m, c, vals, tvb, off, size, pinfo, ctx)
         return nil
       end
       if text ~= nil then return text, "§5.3" end
+      -- the reassembled data (§5.3 rule 5.4): the block's whole events, a PartialEvent's bytes and
+      -- the AppendBlockEnd's data, at most max_buffered + max_frame_size (§11)
+      local left = #block.data - vals.size_of_whole_events
+      if left > 0 and be_i32(block.data, vals.size_of_whole_events + 1) == -2 then
+        local n = vals.size_of_whole_events + be_i32(block.data, vals.size_of_whole_events + 5) + end_data
+        local limit = LIMIT.max_buffered + LIMIT.max_request_size
+        if n > limit then return string.format("data %d exceeds the limit max_buffered=%d", n, limit), "§5.3, §11" end
+      end
     end
     m.block = nil
     s.last = vals.last_event_number
@@ -622,6 +631,7 @@ PART: Final = Part(
         "max_frame_size": CLIENT_LIMITS.max_frame_size,
         "max_request_size": DEFAULT_LIMITS.max_frame_size,
         "max_writers": DEFAULT_LIMITS.max_window,  # ServerConnection's SetupAppends per connection (§11)
+        "max_buffered": DEFAULT_LIMITS.max_buffered,  # a reassembled append's data, over max_frame_size (§5.3, §11)
     },
     spec=SPEC,
     unknown_type_text="unknown type %s",

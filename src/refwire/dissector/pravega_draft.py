@@ -15,8 +15,9 @@ warning at the frame they reject, citing the section: a type sent the wrong way 
 state refuses (§3, §6.3 rule 2, §6.4), partial messages (§5: Begin first, one at a time, the
 reassembled message's type, length and size) and blocks (§6.3: Begin's length, End against Begin,
 the wire length W, ``block_length``; an error refwire names on an earlier frame is shown there).
-What depends on the store's AppendSetup (a Begin before it, an offset other than the running one,
-``max_window``) and a reassembled message's fields are not checked.  The side on port 12345 (where
+A reassembled message whose fields the codec refuses (§5 rule 5) is refused at the End part
+that completes it, as refwire's codec says it (its sections).  What depends on the store's
+AppendSetup (a Begin before it, an offset other than the running one, ``max_window``) is not checked.  The side on port 12345 (where
 Pravega's dissector hands the draft over) is the server; elsewhere the side that spoke second.
 """
 
@@ -59,8 +60,9 @@ ${walker}
 -- time, the reassembled message checked at 4 and 8 bytes and at its End) and blocks (§6.3: lengths,
 -- End against Begin, the wire length W and block_length N).  Not here: what depends on the store's
 -- AppendSetup (a Begin before it, a connection_offset other than the running offset, the max_window
--- sessions) and the fields of a reassembled message the codec refuses; after a reassembled
--- SetupAppend, Begin or End shorter than its fields nothing more is checked.  An error refwire names
+-- sessions); after a reassembled SetupAppend, Begin or End shorter than its fields nothing more is
+-- checked.  A reassembled message whose fields the codec refuses is refused at its End part, as
+-- the codec's error (its sections).  An error refwire names
 -- on an earlier frame (Begin's length, End's block_length) is shown there.
 ${machine_tables}
 local PM_TYPE, EVENT_TYPE, KEEPALIVE_TYPE, BEGIN_TYPE, END_TYPE = -2, 0, 100, 3, 4
@@ -71,6 +73,9 @@ local function be_i32(s, i)  -- the signed big-endian int32 at byte i (1-based) 
   return n >= 2147483648 and n - 4294967296 or n
 end
 local function hex(s, i, n) return ByteArray.new(s:sub(i, i + n - 1), true):tohex():lower() end
+-- A tree that keeps nothing: a reassembled message read for refwire's checks only (every method
+-- call returns it again).
+local NULL_TREE = setmetatable({}, {__index = function(t) return function() return t end end})
 
 local function allowed(m, inp)
   local ok = TRANSITIONS[m.role][m.state][inp] or false
@@ -228,6 +233,12 @@ local function check(m, c, vals, tvb, off, size, pinfo, ctx)
   end
   m.pm = nil
   local inner = be_i32(pm.buf, 1)
+  -- refwire decodes the reassembled message (§5 rule 5): a field the codec refuses is its error
+  local _, why = read_payload(ByteArray.new(pm.buf, true):tvb("reassembled message"), 0, pm.total, NULL_TREE, inner)
+  if why ~= nil then
+    local text, section = why:match("^(.*) %(" .. SPEC:gsub("%p", "%%%0") .. " (.-)%)$")
+    return "reassembled message: " .. (text or why), section or "§5"
+  end
   if pm.in_block then  -- an Event or a KeepAlive, maybe after the End (§6.4)
     if inner == EVENT_TYPE then m.block.data = m.block.data + pm.total end
     if m.state == "trailer" then return finish_block(m, ctx, pinfo) end

@@ -36,8 +36,9 @@ STREAM_PARENT that is not 8 bytes, a compressor no-one knows, a ``len`` or ``cle
 LZ4's ratio, a block that does not decode to its size, an inflated frame shorter than
 its header) and where its machines do (``PART.machine``: a stream message or a second
 end-of-stream after a direction's end-of-stream, §5; a server reply naming a compressor the
-client did not offer, §2, checked once the client's offer was seen), the frame gets an
-expert-info warning citing the section.
+client did not offer, §2, checked once the client's offer was seen; a malformed exception
+answering a call in flight, which refwire's client drops the connection for, §3 -- a stray
+one it ignores), the frame gets an expert-info warning citing the section.
 """
 
 from __future__ import annotations
@@ -300,18 +301,19 @@ local function request(tvb, off, size, item, pinfo, v, ctx, header)
     .. (v.timeout_ms ~= nil and (" timeout=" .. tostring(v.timeout_ms) .. "ms") or "")
 end
 
--- The data of a negative-id response: type:u32 len:u32 body[len] (§3).
+-- The data of a negative-id response: type:u32 len:u32 body[len] (§3).  Returns its summary and,
+-- when refwire's decode_exception refuses it, its error as refwire says it and the sections.
 local function exception(tvb, at, n, item)
   if n < 8 then
     warn(item, "malformed", string.format("an exception's data of %d bytes is shorter than its type and len", n), "§3")
-    return "exception (cut short)"
+    return "exception (cut short)", {string.format("truncated: %s needs 4 bytes, %d left", n < 4 and "type" or "len", n < 4 and n or n - 4), "§3"}
   end
   local etype, elen = tvb:range(at, 4):le_uint(), tvb:range(at + 4, 4):le_uint()
   item:add_le(hf.exc_type, tvb:range(at, 4))
   item:add_le(hf.exc_len, tvb:range(at + 4, 4))
   if elen > n - 8 then
     warn(item, "malformed", string.format("the exception body claims %d bytes, the response has %d", elen, n - 8), "§3")
-    return "exception (cut short)"
+    return "exception (cut short)", {string.format("exception body claims %d bytes, the response has %d", elen, n - 8), "§3"}
   end
   local body = elen > 0 and tvb:range(at + 8, elen) or nil
   if etype == 0 then
@@ -319,8 +321,9 @@ local function exception(tvb, at, n, item)
     return "USER " .. string.format("%q", body and body:string(ENC_UTF_8) or "")
   elseif etype == 1 then
     if elen ~= 8 then
-      warn(item, "malformed", string.format("UNKNOWN_VERB body must be 8 bytes, got %d", elen), "§3, §9")
-      return "UNKNOWN_VERB (malformed)"
+      local text = string.format("UNKNOWN_VERB body must be 8 bytes, got %d", elen)
+      warn(item, "malformed", text, "§3, §9")
+      return "UNKNOWN_VERB (malformed)", {text, "§3, §9"}
     end
     item:add_le(hf.exc_verb, body)
     return "UNKNOWN_VERB verb=" .. tostring(body:le_uint64())
@@ -334,8 +337,11 @@ local function response(tvb, off, size, item, pinfo, v, ctx, header)
   item:add(hf.kind, "response"):set_generated()
   if v.handler_duration ~= nil and v.handler_duration == EOS then item:add(hf.unmeasured, true):set_generated() end
   local text = string.format("response id=%s len=%d", tostring(v.msg_id), v.len)
+  local bad, in_flight
   if tostring(v.msg_id):sub(1, 1) == "-" then
-    text = text .. " exception " .. exception(tvb, off + header, v.len, item)
+    local etext
+    etext, bad = exception(tvb, off + header, v.len, item)
+    text = text .. " exception " .. etext
   elseif v.len > 0 then
     item:add(hf.payload, tvb:range(off + header, v.len))
   end
@@ -350,8 +356,16 @@ local function response(tvb, off, size, item, pinfo, v, ctx, header)
       s.pending[k] = nil
       req.response = pinfo.number
       s.match[ctx.key] = req
+      in_flight = true
     end
   end
+  -- refwire's client drops the connection at a malformed exception for a call in flight (a stray
+  -- one it ignores): the codec's error, as its machine's (§3)
+  machine_error(tvb, off, size, item, pinfo, v, ctx, function()
+    if bad ~= nil and in_flight then
+      return bad[1] .. ": a malformed exception for call " .. tostring(negate(v.msg_id)) .. " in flight drops the connection", bad[2]
+    end
+  end)
   local req = s.match[ctx.key]
   if req ~= nil then
     item:add(hf.request_in, req.frame):set_generated()

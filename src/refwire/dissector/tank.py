@@ -32,7 +32,10 @@ limit, a payload overrun or trailing bytes, a varint over 5 bytes or over u32, a
 unknown consume error code, a bundle refwire's broker refuses), the frame gets an
 expert-info warning citing the section; so does a response refwire's client machine rejects
 (§3: a request id not in flight, a response of another kind than its request, a Consume
-response naming a partition its request did not ask for), once the client's side was seen.
+response naming a partition its request did not ask for; §5: walking an err 0x00 or 0xfe chunk,
+a later sparse bundle's firstSeq below the running seq, or err 0xfe's first bundle not sparse --
+refwire raises nothing else against the requested seq: bundles wholly below it are skipped), once
+the client's side was seen.
 """
 
 from __future__ import annotations
@@ -303,7 +306,7 @@ end
 -- The bundle at tvb[pos, stop) under tree bt: its header and messages, numbered from
 -- base_seq (nil: no numbers) unless sparse.  partial: the bundle was cut by its chunk's
 -- end (§5): the complete messages are shown, the rest is quiet.  Returns the last seq.
-local function dissect_bundle(tvb, pos, stop, bt, base_seq, partial)
+local function dissect_bundle(tvb, pos, stop, bt, base_seq, partial, hdr)
   local r = new_reader(tvb, pos, stop, bt, "bundle")
   local flags = r:u8("flags", "bundle_flags")
   if flags >= 128 then reject(string.format("bundle flags 0x%02x: bit 7 is not implemented by TANK", flags), "§4") end
@@ -326,6 +329,7 @@ local function dissect_bundle(tvb, pos, stop, bt, base_seq, partial)
     if first == 0 or last >= U64_MAX then reject(string.format("sparse sequence numbers %.0f..%.0f out of range", first, last), "§4") end
     if last - first + 1 < count then reject(string.format("sparse range %.0f..%.0f cannot hold %d messages", first, last, count), "§4") end
   end
+  if hdr then hdr.sparse, hdr.first = sparse, first end  -- the header read: the chunk walk's checks (§5)
   local mtvb, mpos, mstop = tvb, r.pos, stop
   if codec == 1 then
     if partial then  -- a partial Snappy bundle delivers nothing (§5)
@@ -392,11 +396,11 @@ local function dissect_bundle(tvb, pos, stop, bt, base_seq, partial)
 end
 
 -- One bundle under its own subtree; a bundle refwire refuses gets the warning there.
-local function bundle_item(tvb, pos, stop, tree, base_seq, partial, blen)
+local function bundle_item(tvb, pos, stop, tree, base_seq, partial, blen, hdr)
   -- an empty bundle is shown on the last byte of its length varint
   local bt = stop > pos and tree:add(hf.bundle, tvb:range(pos, stop - pos)) or tree:add(hf.bundle, tvb:range(pos - 1, 1))
   if blen ~= nil then bt:add(hf.bundle_len, blen):set_generated() end
-  local ok, res = pcall(dissect_bundle, tvb, pos, stop, bt, base_seq, partial)
+  local ok, res = pcall(dissect_bundle, tvb, pos, stop, bt, base_seq, partial, hdr)
   if not ok then
     if type(res) ~= "table" or res.tank == nil then error(res, 0) end
     bt:add_proto_expert_info(ef[res.kind], res.tank)
@@ -407,22 +411,36 @@ end
 
 -- A consume chunk (§5): bundleLen:varint bundle entries; non-sparse bundles numbered from
 -- base (then the previous end), sparse ones from their own header; a bundle cut by the end is partial.
+-- Returns nil, or what refwire's client raises walking the chunk itself (read_chunk, §5: a later
+-- sparse bundle's firstSeq below the running seq, err 0xfe's first bundle not sparse), checked on
+-- each bundle's header before its messages, whatever the requested seq.
 local function dissect_chunk(tvb, pos, stop, tree, base)
   local r = new_reader(tvb, pos, stop, tree, "chunk")
   local running = base
+  local walk_err
   while r.pos < stop do
+    local entry = r.pos
     local ok, blen = pcall(r.varint, r, "bundleLen")
     if not ok then
       if type(blen) ~= "table" or not blen.truncated then error(blen, 0) end
       tree:add(hf.bundle_partial, true):set_generated()
-      return
+      return walk_err
     end
     local bend = math.min(r.pos + blen, stop)
-    local last, good = bundle_item(tvb, r.pos, bend, tree, running, r.pos + blen > stop, blen)
-    if not good then return end
+    local hdr = {}
+    local last, good = bundle_item(tvb, r.pos, bend, tree, running, r.pos + blen > stop, blen, hdr)
+    if walk_err == nil and hdr.sparse ~= nil then
+      if hdr.sparse and running ~= nil and hdr.first < running and entry > pos then
+        walk_err = string.format("sparse firstSeq %.0f below the running seq %.0f", hdr.first, running)
+      elseif not hdr.sparse and running == nil then
+        walk_err = "err 0xfe but the first bundle is not sparse"
+      end
+    end
+    if not good then return walk_err end
     if last ~= nil then running = last + 1 end
     r.pos = bend
   end
+  return walk_err
 end
 
 -- ----------------------------------------------------------------- matching (§3, §8.16)
@@ -624,7 +642,8 @@ RESP.Consume = function(r, v, req)
     end
     for _ = 1, count do
       local pid, pt, pat = h:partition(tt)
-      parts[#parts + 1] = {name, pid}
+      local part = {name, pid}
+      parts[#parts + 1] = part
       local err = h:u8("err", "err", pt)
       local text = string.format("partitionId: %d err 0x%02x", pid, err)
       if err == 0x00 or err == 0xfe or err == 0x01 then
@@ -633,7 +652,8 @@ RESP.Consume = function(r, v, req)
         local hw = h:u64("highWaterMark", "hwmark", pt)
         local clen = h:u32("chunkLen", "chunk_len", pt)
         if err == 0x01 then h:u64("firstAvailSeqNum", "first_avail", pt) end
-        if clen > 0 then wants[#wants + 1] = {pt, clen, base} end
+        -- refwire's client walks the chunks of err 0x00 and 0xfe only (§5)
+        if clen > 0 then wants[#wants + 1] = {pt, clen, base, err ~= 0x01 and part or nil} end
         text = text .. string.format(" hwmark %.0f chunk %d bytes", hw, clen)
       elseif err == 0xfc then
         h:u32("leaderAddr", "leader_addr", pt)
@@ -656,7 +676,8 @@ RESP.Consume = function(r, v, req)
   for _, w in ipairs(wants) do
     local at = r:take(w[2], "chunk")
     local ct = w[1]:add(hf.chunk, r:range(at, w[2]))
-    dissect_chunk(r.tvb, at, at + w[2], ct, w[3])
+    local walk_err = dissect_chunk(r.tvb, at, at + w[2], ct, w[3])
+    if w[4] ~= nil then w[4][3] = walk_err end
   end
   return table.concat(names, ",")
 end
@@ -736,7 +757,8 @@ end
 -- ----------------------------------------------------------------- every frame
 -- refwire's client machine (§3) on what the broker sends, in its order: the response decodes (else
 -- the codec's warning, and the machine stops there), it names a request id in flight, it answers
--- that request's kind, and a Consume response names only partitions the request asked for.
+-- that request's kind, and a Consume response names only partitions the request asked for (and
+-- their chunks walk, §5).
 -- Checked once the client's side was seen (a capture of one side cannot tell).  The first two are
 -- decided before the response is matched (and taken off the requests in flight).
 local function in_flight(t, v, ctx)
@@ -750,12 +772,15 @@ local function in_flight(t, v, ctx)
   return string.format("a %s response answers a %s request", t, q[1].type), "§3"
 end
 
+-- In partition order (refwire's client stops at the first): a partition not requested (§3), or
+-- what walking its chunk raises (§5).
 local function consume_parts(req, parts)
   if req == nil or req.asked == nil or parts == nil then return nil end
   for _, p in ipairs(parts) do
     if not req.asked[p[1] .. "/" .. p[2]] then
       return string.format("response names %s/%d, which was not requested", p[1], p[2]), "§3"
     end
+    if p[3] ~= nil then return p[3], "§5" end
   end
 end
 
