@@ -77,7 +77,7 @@ FAMILIES = tuple(sorted({".".join(p.split(".")[:2]) for p in PACKAGES}))
 CORE_NAMES = {
     "frames", "codec", "commands", "events", "connection", "partial", "bundles", "responses",
     "compression", "writer", "frames_codec", "service", "store", "storage", "errors", "describe",
-    "machine", "negotiation",
+    "machine", "negotiation", "budget",
 }
 #: What a core may never import (top-level module names).
 FORBIDDEN_IN_CORE = {"trio", "socket", "ssl", "os", "time", "random", "asyncio", "selectors", "threading", "logging"}

@@ -23,7 +23,7 @@ from refwire.seastar_rpc.conform_verbs import add_conformance_verbs
 from refwire.seastar_rpc.connection import ServerConnection, State
 from refwire.seastar_rpc.demo import demo_registry
 from refwire.seastar_rpc.events import OversizedCall, Respond, RespondError
-from refwire.seastar_rpc.frames import Features, Negotiation, UnknownVerb, UserError
+from refwire.seastar_rpc.frames import DEFAULT_LIMITS, Features, Negotiation, UnknownVerb, UserError
 from refwire.seastar_rpc.negotiation import Feature
 from refwire.seastar_rpc.server import NO_SHARD, SHARD, SeastarServer, ServerConfig, _Session
 
@@ -243,7 +243,8 @@ BROKEN: tuple[Broken, ...] = (
         wrong="(not wrong: lacks a requirement) has a memory limit of 64 MiB",
         aimed_at=(),
         expect=(("ss.S6.1", Verdict.UNSUPPORTED),),
-        config=ServerConfig(max_memory=64 << 20),
+        # (a budget of 1 GiB a connection leaves its requests 64 MiB too)
+        config=ServerConfig(max_memory=64 << 20, limits=attrs.evolve(DEFAULT_LIMITS, max_connection_memory=1 << 30)),
     ),
     Broken(
         name="oversized-silent",

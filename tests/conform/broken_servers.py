@@ -407,7 +407,14 @@ BROKEN: tuple[Broken, ...] = (
         aimed_at=("lj.S4.4",),
         wrong="inflates a C without a size cap",
         config=ServerConfig(
-            limits=attrs.evolve(DEFAULT_LIMITS, max_decompressed_size=1 << 30, max_frame_size=1 << 30, max_buffered=1 << 30)
+            # (and no memory budget around it: the budget alone would cap the inflation)
+            limits=attrs.evolve(
+                DEFAULT_LIMITS,
+                max_decompressed_size=1 << 30,
+                max_frame_size=1 << 30,
+                max_buffered=1 << 30,
+                max_connection_memory=1 << 36,
+            )
         ),
     ),
     Broken(
