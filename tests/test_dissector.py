@@ -20,15 +20,14 @@ from typing import Any
 
 import attrs
 import pytest
+from support.dissector_lumberjack import _error, _refwire, _shown
 from support.tshark import WARN, Capture, experts, needs_tshark, run_tshark, segments
 
 from refwire.cli import main
-from refwire.describe import UNDECODED, Described
 from refwire.errors import ProtocolError
 from refwire.lumberjack.connection import ServerConnection
 from refwire.lumberjack.events import Batch, ConnectionClosed
 from refwire.lumberjack.frames import DEFAULT_LIMITS, V1, Ack, Compressed, DataFrame, JsonFrame, Window
-from refwire.protocols import descriptor
 from refwire.sansio import NeedData
 
 pytestmark = needs_tshark
@@ -36,7 +35,6 @@ pytestmark = needs_tshark
 VECTORS = Path(__file__).resolve().parent.parent / "specs" / "lumberjack" / "vectors"
 PORT = 5044
 OTHER_PORT = 15044  # no dissector registered: the heuristic must find these
-FIELDS = ("version", "count", "seq", "len", "pairs")
 #: the limits of the events a batch holds (§4) the one tshark run sets (the Lua's preferences,
 #: refwire's defaults otherwise: 128 and 256 MiB would need a capture of over 64 MiB of events)
 #: and refwire's server machine is given: a batch holds 64 KiB, or less once 100 KiB (a quarter
@@ -76,6 +74,37 @@ BATCH_BYTES: list[tuple[str, list[bytes], int | None, str]] = [
 ]  # fmt: skip
 
 
+#: J payloads around RFC 8259's grammar and orjson's strictness (§2.3, §4): refwire's decoder decides
+#: each (a few valid, most not); each is sent alone in its window and inside a C frame
+JSON_PAYLOADS: list[tuple[str, bytes]] = [
+    ("trailing-comma", b'{"a":1,}'), ("trailing-comma-in-array", b'{"a":[1,2,]}'), ("single-quotes", b"{'a':1}"),
+    ("nan", b'{"a":NaN}'), ("infinity", b'{"a":-Infinity}'), ("unterminated-string", b'{"a":"b}'),
+    ("unterminated-object", b'{"a":1'), ("bad-escape", b'{"a":"\\x"}'), ("bad-u-escape", b'{"a":"\\u00g1"}'),
+    ("lone-high-surrogate", b'{"a":"\\ud800"}'), ("high-surrogate-then-other", b'{"a":"\\ud800\\u0041"}'),
+    ("lone-low-surrogate", b'{"a":"\\udc00"}'), ("invalid-utf8", b'{"a":"\xff"}'), ("overlong-utf8", b'{"a":"\xc0\x80"}'),
+    ("utf8-surrogate", b'{"a":"\xed\xa0\x80"}'), ("utf8-over-10ffff", b'{"a":"\xf4\x90\x80\x80"}'),
+    ("utf8-cut-short", b'{"a":"\xe2\x82"}'), ("utf8-key", b'{"\xff":1}'), ("control-character", b'{"a":"\x01"}'),
+    ("top-level-array", b"[1,2]"), ("top-level-string", b'"a"'), ("top-level-number", b"12"), ("top-level-null", b"null"),
+    ("leading-zero", b'{"a":01}'), ("negative-leading-zero", b'{"a":-01}'), ("no-fraction-digit", b'{"a":1.}'),
+    ("no-integer-digit", b'{"a":.5}'), ("no-exponent-digit", b'{"a":1e+}'), ("bom", b'\xef\xbb\xbf{"a":1}'),
+    ("two-documents", b"{}{}"), ("form-feed", b'\x0c{"a":1}'), ("overflow-exponent", b'{"a":1e400}'),
+    ("overflow-double", b'{"a":1.7976931348623159e308}'), ("overflow-digits", b'{"a":1' + b"0" * 400 + b"}"),
+    ("too-deep", b'{"a":' + b"[" * 1024 + b"]" * 1024 + b"}"), ("blank", b" "), ("key-without-value", b'{"a"}'),
+    ("no-colon", b'{"a" 1}'), ("comma-first", b"{,}"), ("bad-literal", b'{"a":tru}'), ("capital-true", b'{"a":True}'),
+    ("mismatched-close", b'{"a":[1,2}'), ("number-key", b"{1:2}"), ("comment", b'{"a":1 /* c */}'),
+    ("valid-nested", b' {"a": {"b": [1, {"c": []}, {}], "d": null}, "e": [true, false, -0.5e-3]} \r\n'),
+    ("valid-escapes", b'{"\\"\\\\\\/\\b\\f\\n\\r\\t": "\\u0000\\u00e9\\ud834\\udd1e\\uFFFF"}'),
+    ("valid-unicode", '{"é": "𝄞 \uffff ü 日本"}'.encode()), ("valid-big-numbers", b'{"a":123456789012345678901234567890,"b":1.7976931348623157e308,"c":1e-400,"d":-0,"e":1E+5,"f":0.0e-0}'),
+    ("valid-max-digits", b'{"a":17976931348623157' + b"0" * 292 + b"}"), ("valid-deep", b'{"a":' + b"[" * 1023 + b"]" * 1023 + b"}"),
+    ("valid-empty-key", b'{"":""}'), ("valid-delete", b'{"a":"\x7f"}'),
+]  # fmt: skip
+
+
+def _json_j(payload: bytes) -> bytes:
+    """A J frame carrying ``payload`` as it is (§2.3)."""
+    return b"2J" + (1).to_bytes(4, "big") + len(payload).to_bytes(4, "big") + payload
+
+
 def _vectors() -> list[tuple[str, dict[str, Any]]]:
     return [
         (kind, v)
@@ -103,23 +132,6 @@ def _session() -> list[tuple[str, bytes]]:
 # --------------------------------------------------------------------------- what refwire reads
 
 
-def _expected(d: Described) -> dict[str, Any]:
-    if d.type == UNDECODED:
-        return {"undecoded": True, "error": d.error}
-    out: dict[str, Any] = {"type": d.type, **{k: str(d.fields[k]) for k in FIELDS if k in d.fields}}
-    if d.type == "C" and "inner_error" not in d.fields:
-        out["inner"] = [_expected(i) for i in d.inner]
-    if "inner_error" in d.fields:
-        out["error"] = d.fields["inner_error"]
-    return out
-
-
-def _refwire(chunks: list[bytes]) -> list[dict[str, Any]]:
-    des = descriptor("lumberjack").load("describer")(DEFAULT_LIMITS.max_frame_size, strict=True)
-    frames = [_expected(d) for c in chunks for d in des.feed(c)]
-    return frames + [{"undecoded": True, "eof": True, "error": d.error} for d in des.end()]
-
-
 def _server_machine(chunks: list[bytes]) -> ProtocolError | None:
     """What refwire's server machine raises on a client's stream, then its EOF (None: nothing)."""
     conn = ServerConnection(limits=LIMITS)
@@ -133,22 +145,7 @@ def _server_machine(chunks: list[bytes]) -> ProtocolError | None:
     return None
 
 
-def _error(e: dict[str, Any]) -> bool:
-    """Whether refwire rejects this frame or one inside it."""
-    return e.get("error") is not None or any(_error(i) for i in e.get("inner", ()))
-
-
 # --------------------------------------------------------------------------- what tshark shows
-
-
-def _shown(item: dict[str, list[Any]], inner: bool = True) -> dict[str, Any]:
-    if "lumberjack.undecoded" in item:
-        return {"undecoded": True}
-    out: dict[str, Any] = {"type": item["lumberjack.type"][0]}
-    out.update({k: item[f"lumberjack.{k}"][0] for k in FIELDS if f"lumberjack.{k}" in item})
-    if out["type"] == "C" and "lumberjack.inner_frames" in item:
-        out["inner"] = [_shown(i) for i in item.get("lumberjack", [])]
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -180,6 +177,10 @@ def capture(lua: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
         for name, chunks, *_ in BATCH_BYTES:
             w.connection(name, PORT, [("c2s", c) for c in chunks], kind="batch", vector={"name": name})
         w.connection("acked", PORT, ACKED, kind="acked", vector={"name": "acked"})
+        for name, payload in JSON_PAYLOADS:
+            w.connection(name, PORT, [("c2s", Window(1).encode() + _json_j(payload))], kind="json", vector={"name": name}, inside=False)
+            c = Compressed.wrap(_json_j(payload)).encode()
+            w.connection(name, PORT, [("c2s", Window(1).encode()), ("c2s", c)], kind="json", vector={"name": name}, inside=True)
     cases = w.cases
     for layers in run_tshark(lua, cap, "lumberjack", "lumberjack", two_pass=False, lua_error_items=False, prefs=PREFS):
         tcp = layers["tcp"][0]
@@ -218,7 +219,7 @@ def _ids() -> list[str]:
 def test_every_case_is_in_the_capture(capture: dict[str, Any]) -> None:
     assert len(capture["cases"]) == 2 * len(_vectors()) + sum(
         k != "errors" and v["direction"] == "client->server" for k, v in _vectors()
-    ) + 2 + len(_client_context()) + len(BATCH_BYTES) + 1
+    ) + 2 + len(_client_context()) + len(BATCH_BYTES) + 1 + 2 * len(JSON_PAYLOADS)
 
 
 @pytest.mark.parametrize("case_name", _ids())
@@ -270,6 +271,35 @@ def test_the_dissector_shows_what_refwire_reads(capture: dict[str, Any], case_na
                 continue
             warnings = [m for sev, m in experts(shown[bad]["item"]) if sev == WARN]
             assert any("specs/lumberjack/README.md" in m and "§4" in m for m in warnings), (case["name"], expected[bad], warnings)
+
+
+@pytest.mark.parametrize("name", [n for n, _ in JSON_PAYLOADS])
+def test_the_j_payload_is_checked_as_refwire_parses_it(capture: dict[str, Any], name: str) -> None:
+    """A J payload refwire's decoder refuses (not one strict RFC 8259 JSON object, as orjson parses:
+    §2.3, §4) has a warning on its json field, where refwire's error points (field json, the
+    payload's first byte), citing §2.3 and §4; one it accepts has none -- alone and inside a C."""
+    payload = dict(JSON_PAYLOADS)[name]
+    cases = [c for c in capture["cases"].values() if c["kind"] == "json" and c["vector"]["name"] == name]
+    assert len(cases) == 2
+    for case in cases:
+        expected = _refwire(case["chunks"]["c2s"])
+        refused = any(map(_error, expected))
+        if name.startswith("valid-"):
+            assert not refused, (name, expected)
+        else:
+            assert refused, (name, expected)
+        shown = case["shown"]["c2s"]
+        assert [_shown(s["item"])["type"] for s in shown] == ["W", "C" if case["inside"] else "J"], case["name"]
+        j = shown[1]["item"]["lumberjack"][0] if case["inside"] else shown[1]["item"]
+        assert j["lumberjack.json"], name
+        at_json = _warns(j.get("lumberjack.json_tree", {}))
+        assert _warns(j) == at_json, (name, _warns(j))  # on the json field, nowhere else in the frame
+        if refused:
+            assert len(at_json) == 1 and "specs/lumberjack/README.md §2.3, §4" in at_json[0], (name, at_json)
+            assert at_json[0].startswith("the J payload must be a JSON object" if name.startswith("top-level") else "the J payload is not valid JSON"), at_json
+        else:
+            assert at_json == [], (name, at_json)
+    assert payload
 
 
 def _warns(item: dict[str, Any]) -> list[str]:

@@ -25,18 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.dissector_seastar_rpc import SPEC, P, _check, _machine_at, _machine_warns, _refwire
 from support.tshark import Capture, needs_tshark, run_tshark, segments, walk, warns
 
 from refwire.cli import main
-from refwire.describe import UNDECODED, Described
-from refwire.errors import ProtocolError
-from refwire.protocols import descriptor
-from refwire.sansio import NeedData
-from refwire.seastar_rpc.compression import COMPRESSOR_NAMES, make_compressor
-from refwire.seastar_rpc.connection import ClientConnection, ServerConnection
-from refwire.seastar_rpc.events import NegotiationRequested
+from refwire.seastar_rpc.compression import make_compressor
 from refwire.seastar_rpc.frames import (
-    DEFAULT_LIMITS,
     Features,
     Request,
     Response,
@@ -44,7 +38,6 @@ from refwire.seastar_rpc.frames import (
     StreamMessage,
     UnknownVerb,
     UserError,
-    decode_exception,
 )
 
 pytestmark = needs_tshark
@@ -52,8 +45,6 @@ pytestmark = needs_tshark
 VECTORS = Path(__file__).resolve().parent.parent / "specs" / "seastar-rpc" / "vectors"
 PORT = 7000  # Decode As: Seastar has no port of its own
 OTHER_PORT = 17000  # the heuristic finds these
-SPEC = "specs/seastar-rpc/README.md §"
-P = "seastar_rpc"
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -183,170 +174,22 @@ STRAY: list[tuple[str, list[tuple[str, bytes]]]] = [
 ]  # fmt: skip
 
 
-# --------------------------------------------------------------------------- what refwire reads
+#: segment sizes of the header-boundary connections: a frame ending inside or at the end of the
+#: segment that completed its header (e.g. a 29- or 30-byte request: a 28-byte header) is shown
+BOUNDARY_SEGMENTS = range(1, 8)
 
 
-def _described(sends: list[tuple[str, bytes]]) -> dict[str, list[Described]]:
-    """Per direction, the frames refwire's describers (sharing the connection's session) read."""
-    session: dict[str, Any] = {}
-    load = descriptor("seastar-rpc").load("describer")
-    des = {d: load(DEFAULT_LIMITS.max_frame_size, d, session) for d in ("c2s", "s2c")}
-    out: dict[str, list[Described]] = {"c2s": [], "s2c": []}
-    for direction, data in sends:
-        out[direction] += des[direction].feed(data)
-        client = des["c2s"]
-        if getattr(client, "unblocked", False):
-            client.unblocked = False
-            out["c2s"] += client.feed(b"")
-    return out
-
-
-def _machine_at(sends: list[tuple[str, bytes]], direction: str) -> tuple[int, ProtocolError] | None:
-    """The frame (index among the direction's frames) where refwire's machine of the side reading
-    ``direction`` rejects it, fed one frame at a time, and its error: the server accepting the
-    client's offer (the connection id of the server's reply), the client offering what its offer
-    on the wire names.  None: it accepts every frame the codec reads."""
-    frames = _described(sends)
-    first = {d: next((f for f in frames[d] if f.type == "negotiation" and f.error is None), None) for d in ("c2s", "s2c")}
-    offer = first["c2s"].fields if first["c2s"] is not None else None
-    conn: ServerConnection | ClientConnection
-    if direction == "c2s":
-        conn = ServerConnection(fast=False)
-    elif offer is None:
-        return None  # the client's offer unseen: the dissector checks nothing against it
-    else:
-        names = [n for n in (offer["compress"] or "").split(",") if n in COMPRESSOR_NAMES]
-        conn = ClientConnection(compressors=names, timeout=offer["timeout"], handler_duration=offer["handler_duration"], stream_parent=offer["stream_parent"], fast=False)
-        conn.initiate(now=0.0)
-        # the client's calls on the wire, in flight before the responses (their ids 1, 2, ...)
-        for d in frames["c2s"]:
-            inner = d.inner[0] if d.type == "compressed" and d.inner else d
-            # (refwire's client numbers its calls 1, 2, ...: a request of another id is none of its)
-            if inner.type == "request" and isinstance(inner.frame, Request) and inner.frame.msg_id == conn.next_msg_id:
-                conn.call(inner.frame.verb, inner.frame.payload, now=0.0)
-    for k, d in enumerate(frames[direction]):
-        if d.type == UNDECODED or d.error is not None:
-            return None
-        try:
-            conn.receive_data(d.data, now=0.0)
-            while not isinstance(ev := conn.next_event(), NeedData):
-                if isinstance(ev, NegotiationRequested) and isinstance(conn, ServerConnection):
-                    reply = first["s2c"].fields if first["s2c"] is not None else {}
-                    conn.accept(connection_id=reply.get("connection_id"), now=0.0)
-        except ProtocolError as exc:
-            return k, exc
-    return None
-
-
-def _machine_warns(node: Any) -> list[str]:
-    """The warnings of refwire's connection machine (``seastar_rpc.machine``) in a subtree."""
-    out: list[str] = []
-    if isinstance(node, list):
-        for n in node:
-            out += _machine_warns(n)
-    elif isinstance(node, dict):
-        for k, vs in node.items():
-            for v in vs:
-                if k == "_ws.expert" and f"{P}.machine" in v:
-                    out.append(v["_ws.expert.message"][0])
-                else:
-                    out += _machine_warns(v)
-    return out
-
-
-
-def _exception(payload: bytes) -> dict[str, str]:
-    try:
-        e = decode_exception(payload)
-    except ProtocolError:
-        return {"exception": "malformed"}
-    if isinstance(e, UserError):
-        return {"exception": "0", "message": e.message.decode()}
-    if isinstance(e, UnknownVerb):
-        return {"exception": "1", "verb": str(e.verb)}
-    return {"exception": str(e.type)}
-
-
-def _expected(d: Described) -> dict[str, Any]:
-    if d.type == UNDECODED:
-        return {"undecoded": True}
-    f = d.fields
-    out: dict[str, Any] = {"kind": d.type}
-    if d.type == "negotiation":
-        out.update(timeout=str(int(f["timeout"])), handler_duration=str(int(f["handler_duration"])))
-        out.update({k: str(f[k]) for k in ("compress", "connection_id", "stream_parent") if f[k] is not None})
-        if f["isolation"] is not None:
-            out["isolation"] = f["isolation"].hex()
-    elif d.type in ("request", "response", "stream"):
-        out.update({k: str(v) for k, v in f.items() if v is not None})
-        if d.type == "response" and f["msg_id"] < 0:
-            assert isinstance(d.frame, Response)
-            out.update(_exception(d.frame.payload))
-    elif d.type in ("compressed", "noop"):
-        out.update(compressor=f["compressor"], clen=str(f["clen"]))
-        if d.type == "compressed":
-            out["inflated_len"] = str(f["inflated_len"])
-            out["inner"] = [_expected(i) for i in d.inner]
-    return out
-
-
-def _refwire(sends: list[tuple[str, bytes]]) -> dict[str, list[dict[str, Any]]]:
-    """Per direction, what refwire's describers (sharing the connection's session) read."""
-    session: dict[str, Any] = {}
-    load = descriptor("seastar-rpc").load("describer")
-    des = {d: load(DEFAULT_LIMITS.max_frame_size, d, session) for d in ("c2s", "s2c")}
-    out: dict[str, list[dict[str, Any]]] = {"c2s": [], "s2c": []}
-    for direction, data in sends:
-        out[direction] += [_expected(x) for x in des[direction].feed(data)]
-        client = des["c2s"]
-        if getattr(client, "unblocked", False):
-            client.unblocked = False
-            out["c2s"] += [_expected(x) for x in client.feed(b"")]
-    for direction, d in des.items():
-        out[direction] += [{"undecoded": True, "eof": True} for _ in d.end()]
-    return out
+def _boundary(timeout: bool, duration: bool) -> list[tuple[str, bytes]]:
+    """A connection negotiating ``timeout`` / ``handler_duration``, then requests and responses
+    of every data length 0..8 (their headers 28 / 20 and 16 / 12 bytes, §3), back to back in one
+    send per side: each frame starts at another offset of a segment (§1)."""
+    reqs = b"".join(Request(7, k + 1, b"r" * k, 1000 if timeout else None).encode(with_timeout=timeout) for k in range(9))
+    resps = b"".join(Response(k + 1, b"s" * k, 5 if duration else None).encode(with_duration=duration) for k in range(9))
+    return [("c2s", _neg(timeout=timeout, handler_duration=duration)), ("s2c", _neg(timeout=timeout, handler_duration=duration)),
+            ("c2s", reqs[:29]), ("c2s", reqs[29:]), ("s2c", resps[:17]), ("s2c", resps[17:])]  # fmt: skip
 
 
 # --------------------------------------------------------------------------- what tshark shows
-
-_SHOWN = {
-    "negotiation": {"neg.compress": "compress", "neg.timeout": "timeout", "neg.connection_id": "connection_id",
-                    "neg.stream_parent": "stream_parent", "neg.isolation": "isolation", "neg.handler_duration": "handler_duration"},
-    "request": {"timeout_ms": "timeout_ms", "verb": "verb", "msg_id": "msg_id", "len": "len"},
-    "response": {"msg_id": "msg_id", "handler_duration": "handler_duration", "len": "len", "exception.type": "exception",
-                 "exception.message": "message", "exception.verb": "verb"},
-    "stream": {"len": "len"},
-    "stream-end": {},
-    "compressed": {"compressor": "compressor", "clen": "clen", "inflated_len": "inflated_len"},
-    "noop": {"compressor": "compressor", "clen": "clen"},
-}  # fmt: skip
-
-
-def _shown(item: dict[str, list[Any]]) -> dict[str, Any]:
-    if f"{P}.undecoded" in item:
-        return {"undecoded": True}
-    kind = item[f"{P}.kind"][0]
-    out: dict[str, Any] = {"kind": kind}
-    for field, key in _SHOWN[kind].items():
-        if f"{P}.{field}" in item:
-            value = str(item[f"{P}.{field}"][0])
-            out[key] = value.replace(":", "") if key == "isolation" else value
-    if kind == "response" and any(m.startswith(_EXCEPTION_WARNINGS) for m in _own_warns(item)):
-        out["exception"] = "malformed"  # the codec's warning on the exception (§3)
-        out.pop("message", None)
-        out.pop("verb", None)
-    if kind == "compressed":
-        out["inner"] = [_shown(i) for i in item.get(P, [])]
-    return out
-
-
-#: how the dissector's warnings on an exception refwire's codec refuses begin (§3)
-_EXCEPTION_WARNINGS = ("an exception's data of", "the exception body claims", "UNKNOWN_VERB body must be")
-
-
-def _own_warns(item: dict[str, list[Any]]) -> list[str]:
-    """The warnings on the frame itself (not those of a frame nested in it, §4)."""
-    return warns({k: v for k, v in item.items() if k != P})
 
 
 @pytest.fixture(scope="module")
@@ -373,6 +216,12 @@ def capture(lua: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[int, di
         for name, sends in [*((m[0], m[1]) for m in MACHINE), *STRAY]:
             w.connection(name, OTHER_PORT, sends, kind="machine", wire=sends)
             w.connection(name, OTHER_PORT, [(d, c) for d, data in sends for c in segments(data, 3)], kind="machine", wire=sends)
+        for seg in BOUNDARY_SEGMENTS:
+            for timeout in (True, False):
+                for duration in (True, False):
+                    sends = _boundary(timeout, duration)
+                    cut = [(d, c) for d, data in sends for c in segments(data, seg)]
+                    w.connection(f"boundary {seg} {timeout} {duration}", PORT, cut, kind="boundary", wire=sends, seg=seg)
     cases = w.cases
     for layers in run_tshark(lua, cap, P, P, prefs=["-d", f"tcp.port=={PORT},{P}"]):
         tcp = layers["tcp"][0]
@@ -384,44 +233,6 @@ def capture(lua: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[int, di
                 continue
             case["shown"].setdefault(direction, []).append({"frame": int(layers["frame"][0]["frame.number"][0]), "item": item})
     return cases
-
-
-def _check(case: dict[str, Any]) -> None:
-    expected = _refwire(case["wire"])
-    for direction in ("c2s", "s2c"):
-        exp = expected[direction]
-        shown = case["shown"].get(direction, [])
-        bad = next((k for k, e in enumerate(exp) if e.get("undecoded")), None)
-        upto = len(exp) if bad is None else bad
-        assert [_shown(s["item"]) for s in shown[:upto]] == exp[:upto], (case["name"], direction)
-        # refwire's machine: a warning on exactly the frame it rejects, none elsewhere
-        at = _machine_at(case["wire"], direction)
-        machine = [k for k, s in enumerate(shown) if _machine_warns(s["item"])]
-        assert machine == ([] if at is None else [at[0]]), (case["name"], direction, at, machine)
-        for s, e in zip(shown[:upto], exp[:upto], strict=False):
-            # a response whose exception refwire's codec refuses has the codec's warning (§3)
-            codec = [m for m in warns(s["item"]) if m not in _machine_warns(s["item"])]
-            if _refused_exception(e):
-                assert codec and all(f"{SPEC}3" in m for m in codec), (case["name"], direction, codec)
-            else:
-                assert not codec, (case["name"], direction, codec)
-        if bad is None or not exp[bad].get("eof"):
-            assert direction not in case.get("eof", {}), (case["name"], case["eof"])
-        if bad is None:
-            assert len(shown) == len(exp), case["name"]
-        elif exp[bad].get("eof"):
-            # TCP reassembly waits for bytes that never come: the FIN shows how many (§1)
-            assert len(shown) == bad, case["name"]
-            eof = case["eof"][direction]
-            sent = sum(len(data) for d, data in case["wire"] if d == direction)
-            assert int(eof[f"{P}.eof.received"][0]) == sent - sum(int(s["item"][f"{P}.size"][0]) for s in shown), eof
-            assert any(m.startswith("connection closed inside a") and f"{SPEC}1" in m for m in warns(eof)), eof
-        else:
-            assert any(SPEC in m for m in warns(shown[bad]["item"])), (case["name"], direction, shown[bad]["item"])
-
-
-def _refused_exception(e: dict[str, Any]) -> bool:
-    return e.get("exception") == "malformed" or any(_refused_exception(i) for i in e.get("inner", []))
 
 
 def _named(capture: dict[int, dict[str, Any]], kind: str, name: str) -> list[dict[str, Any]]:
@@ -502,6 +313,21 @@ def test_no_machine_warning_for_a_stray_malformed_exception(capture: dict[int, d
         _check(case)
         assert not [m for s in case["shown"]["s2c"] for m in _machine_warns(s["item"])], case["name"]
         assert any(f"{SPEC}3" in m for m in warns(case["shown"]["s2c"][-1]["item"])), case["name"]
+
+
+@pytest.mark.parametrize("seg", BOUNDARY_SEGMENTS)
+def test_a_frame_ending_in_the_segment_that_completed_its_header(capture: dict[int, dict[str, Any]], seg: int) -> None:
+    """In segments of ``seg`` bytes, requests and responses of every size around their header's
+    (with and without ``timeout_ms`` / ``handler_duration``, §2, §3) are each shown as refwire
+    reads them, though the segment that completes a header also ends the frame or holds part of
+    its data: TCP is asked for whole segments until a frame's size is known."""
+    cases = [c for c in capture.values() if c["kind"] == "boundary" and c["seg"] == seg]
+    assert len(cases) == 4
+    for case in cases:
+        expected = _refwire(case["wire"])
+        assert [len(expected[d]) for d in ("c2s", "s2c")] == [10, 10], case["name"]
+        assert not [e for d in expected.values() for e in d if e.get("undecoded")], case["name"]
+        _check(case)
 
 
 def test_the_lua_is_deterministic_and_names_its_sources(lua: Path, tmp_path: Path) -> None:

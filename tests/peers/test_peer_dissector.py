@@ -8,8 +8,9 @@ client -> tap -> refwire's server (ljclient, tank-client, the Seastar ``rpc::cli
 the Pravega Rust client from PyPI).  tshark runs the generated Lua over the pcapng (two
 passes); every frame of every connection and its fields must equal what refwire's
 describers read from refwire's own reassembly of the same file (the comparisons of
-tests/test_dissector*.py, reused), with no warning (a real peer's ordinary session is
-valid), and as many frames per direction as ``refwire decode FILE --json`` prints.
+tests/test_dissector*.py, in tests/support/dissector_*.py), with no warning (a real peer's
+ordinary session is valid), and as many frames per direction as ``refwire decode FILE
+--json`` prints.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_dissector as lumberjack_t
-import test_dissector_pravega as pravega_t
-import test_dissector_seastar_rpc as seastar_t
-import test_dissector_tank as tank_t
 from conftest import CONFORM_PEERS, SEASTAR_FLAGS
 from real_peers import TEST_TIMEOUT, Peer, PeerRun
 from sessions import CAPTURES, TANK_TOPIC, PravegaSession, reference_then, run_clients, tank_topic
+from support import dissector_lumberjack as lumberjack_t
+from support import dissector_pravega as pravega_t
+from support import dissector_seastar_rpc as seastar_t
+from support import dissector_tank as tank_t
 from support.tshark import check_session_cases, decoded, needs_tshark, record_session, session_cases
 
 from refwire.cli import main

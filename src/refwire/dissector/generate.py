@@ -6,7 +6,8 @@ table (per frame type its fixed fields and its smallest size) and a
 8-byte fields, characters as strings); a generic frame loop reads the frame
 type, sizes each frame (its fixed size, or the protocol's size function), asks
 TCP for more bytes when a frame is incomplete (``desegment_offset`` /
-``desegment_len``), and adds an expert-info warning where refwire would reject
+``desegment_len``: the missing bytes once the frame's size is known, one more
+segment while it is not -- see below), and adds an expert-info warning where refwire would reject
 the bytes (a first byte no frame starts with, an unknown frame type, a frame
 over ``max_frame_size``, a :class:`Check` that fails) -- after a byte that is
 no frame, the rest of that direction is undecoded, as refwire's describers say
@@ -20,10 +21,9 @@ alone; fixed fields past a short frame's end are not read), and a second layout
 for the frames the server sends (``Part.server_layout``: the part's
 ``PART.from_server`` says which side sent a packet, and each frame is read with its
 side's layout).  Integers follow the layout's byte order (``add_le`` for little-endian).
-Three switches serve a part's Lua: ``Part.start_ctx`` (``PART.start`` also gets ``pinfo`` and the
-context, for a check that depends on the side), ``Part.dispatch`` (``PART.dispatch`` may hand a
-connection over to another dissector: a dialect chosen per connection) and
-``Part.header_by_segment`` (an incomplete header asks TCP for one more segment).  A protocol
+Two switches serve a part's Lua: ``Part.start_ctx`` (``PART.start`` also gets ``pinfo`` and the
+context, for a check that depends on the side), and ``Part.dispatch`` (``PART.dispatch`` may hand a
+connection over to another dissector: a dialect chosen per connection).  A protocol
 whose frames carry no type field (what a frame is follows from what the connection negotiated)
 sets ``Part.frame_type``: ``PART.frame_type`` then names each frame's type instead.
 
@@ -50,6 +50,17 @@ closed inside a frame" (the frame's type, the bytes received of its size;
 (nil, or the text and sections of what refwire's machine raises when that side
 closes, e.g. Lumberjack's batch cut short), unless the direction already broke.  The output is
 deterministic: the same layout and part give the same bytes.
+
+Reassembly.  While a frame's size is not known yet (its header, its type, or what a
+size function needs is incomplete) the loop asks TCP for one more segment
+(``DESEGMENT_ONE_MORE_SEGMENT``), never for the header's exact missing bytes; only
+a frame whose size is known asks for exactly what it lacks.  Asked for the
+header's missing bytes, TCP ends the reassembled bytes inside the segment that
+completes the header; when the frame then needs more, Wireshark 4.0 extends that
+reassembly (a partial reassembly), and a frame that ends inside or at the end of
+that same segment is dissected on the first pass but on tshark's second pass
+(``-2``) it is never shown -- e.g. a 29-byte Seastar request (a 28-byte header)
+or a 12-byte Lumberjack ``J`` frame sent in 3-byte segments.
 
 This module names no protocol and does no I/O.
 """
@@ -127,10 +138,6 @@ class Part:
     checks: tuple[Check, ...] = ()
     #: extra ProtoField declarations (Lua statements assigning ``hf.<key>``)
     fields_lua: str = ""
-    #: an incomplete header asks TCP for one more segment, not for the header's missing bytes: the
-    #: bytes then never end inside a segment before the frame's size is known (a frame that ends in
-    #: the segment that completed its header is otherwise lost on tshark's second pass, ``-2``)
-    header_by_segment: bool = False
     #: ``PART.start`` is also given ``pinfo`` and ``ctx`` (``PART.start(tvb, off, avail, pinfo, ctx)``):
     #: for a start check that depends on the side that sent the bytes
     start_ctx: bool = False
@@ -140,7 +147,7 @@ class Part:
     #: bytes seen so far cannot tell yet (TCP is asked for one more segment), or nil: this one reads it
     dispatch: bool = False
     #: the frames have no type field: the part defines ``PART.frame_type(tvb, off, avail, pinfo, ctx)``
-    #: -> the frame's type (a layout's key), or nil and the bytes it needs to know it (the type follows
+    #: -> the frame's type (a layout's key), or nil while more bytes are needed to know it (the type follows
     #: from the connection's state: what a negotiation said); ``type_field`` is then unused
     frame_type: bool = False
     #: the spec sections refwire's "connection closed inside a frame" error breaks (its error table's
@@ -534,7 +541,7 @@ end
 
 #: Sizing a frame by its type's fixed part or the part's size function.
 _SIZING_BY_TYPE: Final = r"""  ctx.cut_size, ctx.cut_known = lay.min_size, PART.size[t] == nil
-  if avail < lay.min_size then return nil, lay.min_size - avail end
+  if avail < lay.min_size then return nil, PART.size[t] and DESEGMENT_ONE_MORE_SEGMENT or lay.min_size - avail end
   local v = read_fixed(tvb, off, lay)
   local size, by = lay.min_size, nil
   if PART.size[t] then
@@ -622,15 +629,14 @@ def generate(desc: Descriptor, part: Part | None = None, layout: Layout | None =
         )
     if part.frame_type:
         type_decl = "-- no type field: PART.frame_type names each frame's type from the connection's state"
-        type_read = "  local t, t_need = PART.frame_type(tvb, off, avail, pinfo, ctx)\n  if t == nil then return nil, t_need end"
+        type_read = "  local t = PART.frame_type(tvb, off, avail, pinfo, ctx)\n  if t == nil then return nil, DESEGMENT_ONE_MORE_SEGMENT end"
     else:
         type_decl = (
             f"local TYPE_FIELD = {{name = {lua_string(tf.name)}, offset = {tf.offset}, size = {tf.size}, kind = {lua_string(tf.kind)}}}\n"
             f"local TYPE_END = {type_end}  -- bytes needed before the frame type is known"
         )
-        header_need = "DESEGMENT_ONE_MORE_SEGMENT" if part.header_by_segment else "TYPE_END - avail"
         type_lookup = '\n  t = TYPE_CODES[t] or string.format("0x%02x", t)' if part.type_codes else ""
-        type_read = f"  if avail < TYPE_END then return nil, {header_need} end\n  local t = field_value(tvb, off, TYPE_FIELD){type_lookup}"
+        type_read = f"  if avail < TYPE_END then return nil, DESEGMENT_ONE_MORE_SEGMENT end\n  local t = field_value(tvb, off, TYPE_FIELD){type_lookup}"
     sizing = Template(_SIZING_BY_TYPE if part.length_rule is None else _SIZING_BY_LENGTH).substitute(limit_fmt=lua_string(over))
     text = _TEMPLATE.substitute(
         name=part.name,
@@ -650,7 +656,7 @@ def generate(desc: Descriptor, part: Part | None = None, layout: Layout | None =
         type_decl=type_decl,
         type_read=type_read,
         frame_type_doc=(
-            "\n--   PART.frame_type(tvb, off, avail, pinfo, ctx) -> the frame's type, or nil and the bytes needed"
+            "\n--   PART.frame_type(tvb, off, avail, pinfo, ctx) -> the frame's type, or nil: more bytes are needed"
             if part.frame_type
             else ""
         ),

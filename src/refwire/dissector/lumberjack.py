@@ -9,7 +9,8 @@ this module holds only what is Lumberjack's own:
 * the checks of fixed fields refwire rejects: a ``D`` on version ``'2'`` (§2.2),
   a ``J`` on version ``'1'`` or of length 0 (§2.3), a ``W`` over ``max_window`` (§3.1, §4);
 * hand-written Lua for what a table cannot say: the version byte (§1), the sizes of
-  ``J``, ``C`` and ``D`` (§2.2-§2.4), ``J``'s JSON payload as a string (§2.3), ``D``'s
+  ``J``, ``C`` and ``D`` (§2.2-§2.4), ``J``'s JSON payload as a string (§2.3), checked by a
+  linear strict JSON scanner as refwire's orjson parses it (one RFC 8259 object, §4), ``D``'s
   key/value pairs (§2.2), the ``C`` frame, which Lua inflates and dissects as a
   subtree of inner frames, nested at most ``max_nesting_depth`` deep (§2.4, §3.6), and
   the window -> ack matching: an ``A`` acknowledges the window whose last seq it
@@ -136,17 +137,195 @@ local function event(pinfo, v, ctx)
   if #w.seqs >= w.count then s.filling = nil end
 end
 
--- J: its JSON document as a string (§2.3).  refwire requires a JSON object (§4): a
--- cheap look at its first and last non-blank bytes (Lua has no JSON parser).
+-- J: its JSON document as a string (§2.3), checked as refwire checks it (§4): one strict
+-- RFC 8259 JSON object, as orjson parses it -- UTF-8 only (no overlong form, no surrogate, nothing
+-- over U+10FFFF), no byte-order mark, no NaN or Infinity, no number that is infinity as a double,
+-- \u escapes with their surrogates paired, nesting at most orjson's 1024 deep.  A linear scan
+-- of the payload's bytes (runs of plain string bytes, blanks and digits skipped by string.find):
+-- nil, nil and the first byte of the document, or what is wrong and its byte offset.
+local JSON_DEPTH = 1024
+local JSON_ESCAPES = {[34] = true, [92] = true, [47] = true, [98] = true, [102] = true, [110] = true, [114] = true, [116] = true}
+
+local function json_ws(s, i)
+  local _, e = s:find("^[ \t\r\n]*", i)
+  return e + 1
+end
+
+-- the length of the well-formed UTF-8 sequence at i (a byte >= 0x80), or nil
+local function json_utf8(s, i)
+  local c = s:byte(i)
+  local len, lo, hi = 0, 128, 191
+  if c >= 194 and c <= 223 then len = 2
+  elseif c == 224 then len, lo = 3, 160
+  elseif c == 237 then len, hi = 3, 159
+  elseif c >= 225 and c <= 239 then len = 3
+  elseif c == 240 then len, lo = 4, 144
+  elseif c >= 241 and c <= 243 then len = 4
+  elseif c == 244 then len, hi = 4, 143
+  else return nil end
+  local c2 = s:byte(i + 1)
+  if c2 == nil or c2 < lo or c2 > hi then return nil end
+  for k = i + 2, i + len - 1 do
+    local b = s:byte(k)
+    if b == nil or b < 128 or b > 191 then return nil end
+  end
+  return len
+end
+
+local function json_hex4(s, i)
+  local h = s:match("^%x%x%x%x", i)
+  return h and tonumber(h, 16)
+end
+
+-- a string whose opening quote is at i - 1: the index after its closing quote, or nil, why, where
+local function json_string(s, i)
+  while true do
+    local j = s:find('[\0-\31"\\\128-\255]', i)
+    if j == nil then return nil, "unterminated string", #s end
+    local c = s:byte(j)
+    if c == 34 then return j + 1 end
+    if c == 92 then
+      local e = s:byte(j + 1)
+      if e == 117 then
+        local u = json_hex4(s, j + 2)
+        if u == nil then return nil, "invalid \\u escape", j - 1 end
+        i = j + 6
+        if u >= 55296 and u <= 56319 then
+          local low = s:byte(i) == 92 and s:byte(i + 1) == 117 and json_hex4(s, i + 2)
+          if not low or low < 56320 or low > 57343 then return nil, "a high surrogate escape without its low surrogate", j - 1 end
+          i = i + 6
+        elseif u >= 56320 and u <= 57343 then
+          return nil, "a low surrogate escape without its high surrogate", j - 1
+        end
+      elseif e ~= nil and JSON_ESCAPES[e] then
+        i = j + 2
+      else
+        return nil, "invalid escape in a string", j - 1
+      end
+    elseif c < 32 then
+      return nil, "a control character in a string", j - 1
+    else
+      local len = json_utf8(s, j)
+      if len == nil then return nil, "invalid UTF-8", j - 1 end
+      i = j + len
+    end
+  end
+end
+
+-- a number at i (RFC 8259 §6): the index after it, or nil and why
+local function json_number(s, i)
+  local first = s:byte(i) == 45 and i + 1 or i
+  local _, e = s:find("^%d+", first)
+  if e == nil then return nil, "no digit after the sign" end
+  if s:byte(first) == 48 and e > first then return nil, "a number with a leading zero" end
+  local j, exp = e + 1, false
+  if s:byte(j) == 46 then
+    local _, f = s:find("^%d+", j + 1)
+    if f == nil then return nil, "no digit after the decimal point" end
+    j = f + 1
+  end
+  local b = s:byte(j)
+  if b == 101 or b == 69 then
+    local _, f = s:find("^[+-]?%d+", j + 1)
+    if f == nil then return nil, "no digit in the exponent" end
+    j, exp = f + 1, true
+  end
+  if exp or e - first >= 308 then  -- (only these can be over the largest double)
+    local x = tonumber(s:sub(i, j - 1))
+    if x == nil or x == math.huge or x == -math.huge then return nil, "a number that is infinity as a double" end
+  end
+  return j
+end
+
+-- an object's key at i, its colon: the index of its value, or nil, why, where
+local function json_key(s, i)
+  if s:byte(i) ~= 34 then return nil, "expected a string key", i - 1 end
+  local e, err, at = json_string(s, i + 1)
+  if e == nil then return nil, err, at end
+  i = json_ws(s, e)
+  if s:byte(i) ~= 58 then return nil, "expected ':' after a key", i - 1 end
+  return json_ws(s, i + 1)
+end
+
+local function json_check(s)
+  local n = #s
+  if s:sub(1, 3) == "\239\187\191" then return "a UTF-8 byte order mark", 0 end
+  local stack, depth, top = {}, 0, nil  -- stack[d]: whether the container at depth d is an object
+  local i = json_ws(s, 1)
+  while true do
+    local c, closed = s:byte(i), true  -- a value at i (closed: it ended)
+    if c == nil then return "the payload ends where a value is expected", n end
+    top = top or c
+    if c == 123 or c == 91 then
+      depth = depth + 1
+      if depth > JSON_DEPTH then return string.format("nested deeper than orjson's limit of %d", JSON_DEPTH), i - 1 end
+      local obj = c == 123
+      stack[depth] = obj
+      i = json_ws(s, i + 1)
+      if s:byte(i) == (obj and 125 or 93) then
+        depth, i = depth - 1, i + 1
+      else
+        closed = false
+        if obj then
+          local err, at
+          i, err, at = json_key(s, i)
+          if i == nil then return err, at end
+        end
+      end
+    elseif c == 34 then
+      local e, err, at = json_string(s, i + 1)
+      if e == nil then return err, at end
+      i = e
+    elseif c == 45 or (c >= 48 and c <= 57) then
+      local e, err = json_number(s, i)
+      if e == nil then return err, i - 1 end
+      i = e
+    elseif c == 116 and s:sub(i, i + 3) == "true" then i = i + 4
+    elseif c == 102 and s:sub(i, i + 4) == "false" then i = i + 5
+    elseif c == 110 and s:sub(i, i + 3) == "null" then i = i + 4
+    else
+      return "expected a JSON value", i - 1
+    end
+    while closed do  -- after a value: the document's end, or ',' and the next (after its key), or the container's end
+      i = json_ws(s, i)
+      if depth == 0 then
+        if i <= n then return "content after the document", i - 1 end
+        return nil, nil, top
+      end
+      local obj, d = stack[depth], s:byte(i)
+      if d == 44 then
+        i = json_ws(s, i + 1)
+        if obj then
+          local err, at
+          i, err, at = json_key(s, i)
+          if i == nil then return err, at end
+        end
+        closed = false
+      elseif d == (obj and 125 or 93) then
+        depth, i = depth - 1, i + 1
+      else
+        return obj and "expected ',' or '}'" or "expected ',' or ']'", i - 1
+      end
+    end
+  end
+end
+
+local JSON_TOP = {[34] = "a string", [91] = "an array", [116] = "true", [102] = "false", [110] = "null"}
+
 PART.body["J"] = function(tvb, off, size, item, pinfo, v, ctx)
   event(pinfo, v, ctx)
   if v.len == 0 then return end
   local r = tvb:range(off + 10, v.len)
-  item:add(hf.json, r)
-  local s = r:raw()
-  if s:match("^[ \t\r\n]*{") == nil or s:match("}[ \t\r\n]*$") == nil then
-    item:add_proto_expert_info(ef.malformed, "the J payload is not a JSON object (" .. SPEC .. " §2.3, §4)")
+  local json = item:add(hf.json, r)
+  local err, at, top = json_check(r:raw())
+  local text
+  if err ~= nil then
+    text = string.format("the J payload is not valid JSON: %s at byte %d of it", err, at)
+  elseif top ~= 123 then
+    text = "the J payload must be a JSON object, got " .. (JSON_TOP[top] or "a number")
   end
+  -- (refwire's error names the field json, at the payload's first byte)
+  if text ~= nil then json:add_proto_expert_info(ef.malformed, text .. " (" .. SPEC .. " §2.3, §4)") end
 end
 
 -- D: its key/value pairs (§2.2).

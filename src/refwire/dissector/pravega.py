@@ -639,7 +639,6 @@ PART: Final = Part(
     limit_section="§1.1, §11",
     eof_section="§1.2",
     start_ctx=True,
-    header_by_segment=True,
     dispatch=True,
     fields_lua=fields_lua(CURRENT, "pravega"),
     lua=part_lua(CURRENT, _LUA.replace("${versions}", f"{WIRE_VERSION}, {OLDEST_COMPATIBLE_VERSION}")),

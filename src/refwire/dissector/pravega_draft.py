@@ -308,7 +308,6 @@ PART: Final = Part(
     limit_section="§1, §11",
     eof_section="§6.7",
     start_ctx=True,
-    header_by_segment=True,
     fields_lua=fields_lua(DRAFT, "pravega_draft"),
     lua=part_lua(DRAFT, _LUA.replace("${machine_tables}", _machine_tables())),
 )

@@ -605,7 +605,6 @@ PART: Final = Part(
     heuristic=True,
     frame_type=True,
     start_ctx=True,
-    header_by_segment=False,
     limits={
         "max_frame_size": DEFAULT_LIMITS.max_frame_size + _LARGEST_HEADER,
         "max_len": DEFAULT_LIMITS.max_frame_size,
