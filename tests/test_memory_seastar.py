@@ -125,7 +125,7 @@ def test_streams_at_the_default_budget() -> None:
         streams = []
         for _ in range(4):
             st, _ = _negotiate(served, parent=neg.connection_id)
-            st.settimeout(2)
+            st.settimeout(1)  # the server stops reading at its cap: a second is enough to find out
             _send(st, *[_message(8 * MiB)] * 4)
             streams.append(st)
         fifth = served.connect(timeout=10)
@@ -159,7 +159,7 @@ def test_streams_at_16_mib() -> None:
         streams = []
         for _ in range(4):
             st, _ = _negotiate(served, parent=neg.connection_id)
-            st.settimeout(2)
+            st.settimeout(1)  # the server stops reading at its cap: a second is enough to find out
             _send(st, *[_message(512 * 1024)] * 40)
             streams.append(st)
         _within(served, 16 * MiB)
