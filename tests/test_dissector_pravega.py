@@ -36,7 +36,6 @@ from support.dissector_pravega import (
     _draft_blocks,
     _draft_machine_at,
     _machine_at,
-    _machine_warns,
     _refwire,
     _vectors,
 )
@@ -44,6 +43,7 @@ from support.tshark import (
     Capture,
     check_session_cases,
     decoded,
+    machine_warns,
     needs_tshark,
     packets,
     record_session,
@@ -256,7 +256,7 @@ def test_a_warning_where_the_machine_rejects(runs: dict[str, dict[int, dict[str,
     at, err = found
     assert says in err.reason, (says, err.reason)
     _check(case)  # the warning on exactly frame `at`, none elsewhere, every frame as refwire reads it
-    got = _machine_warns("pravega", case["shown"][direction][at][1])
+    got = machine_warns("pravega", case["shown"][direction][at][1])
     assert any(says in m and f"specs/pravega/README.md {section})" in m for m in got), got
 
 
@@ -287,9 +287,9 @@ def test_the_draft_machine_errors_get_a_warning(runs: dict[str, dict[int, dict[s
                 continue
             if at[0] is None:
                 unseen += 1
-                assert not [m for _, item in case["shown"].get(direction, []) for m in _machine_warns("pravega_draft", item)]
+                assert not [m for _, item in case["shown"].get(direction, []) for m in machine_warns("pravega_draft", item)]
                 continue
-            got = _machine_warns("pravega_draft", case["shown"][direction][at[0]][1])
+            got = machine_warns("pravega_draft", case["shown"][direction][at[0]][1])
             words = " ".join(at[1].reason.split()[:2])  # (ids and offsets are written otherwise)
             assert any(words in m and SPECS["pravega_draft"] in m for m in got), (case["name"], at[1].reason, got)
             seen += 1
@@ -310,7 +310,7 @@ def test_the_draft_machine_errors_get_a_warning(runs: dict[str, dict[int, dict[s
         assert found is not None and found[0] == 1 and found[1].reason.startswith("reassembled message: "), (name, found)
         assert says in found[1].reason, (name, found[1].reason)
         case = next(c for c in runs["pravega_draft"].values() if c["name"] == name)
-        got = _machine_warns("pravega_draft", case["shown"]["c2s"][1][1])
+        got = machine_warns("pravega_draft", case["shown"]["c2s"][1][1])
         assert any(m.startswith("reassembled message: ") and says in m and f"{SPECS['pravega_draft']}{section[1:]})" in m for m in got), (name, got)
 
 

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.dissector_seastar_rpc import SPEC, P, _check, _machine_at, _machine_warns, _refwire
-from support.tshark import Capture, needs_tshark, run_tshark, segments, walk, warns
+from support.dissector_seastar_rpc import SPEC, P, _check, _machine_at, _refwire
+from support.tshark import Capture, machine_warns, needs_tshark, run_tshark, segments, walk, warns
 
 from refwire.cli import main
 from refwire.seastar_rpc.compression import make_compressor
@@ -298,7 +298,7 @@ def test_a_warning_where_the_machine_rejects(capture: dict[int, dict[str, Any]],
     assert says in found[1].reason, (says, found[1].reason)
     for case in _named(capture, "machine", name):
         _check(case)
-        got = _machine_warns(case["shown"][direction][index]["item"])
+        got = machine_warns(P, case["shown"][direction][index]["item"])
         assert any(says in m and f"{SPEC}{section[1:]})" in m for m in got), (case["name"], got)
 
 
@@ -311,7 +311,7 @@ def test_no_machine_warning_for_a_stray_malformed_exception(capture: dict[int, d
     cases = _named(capture, "machine", name)
     for case in cases:
         _check(case)
-        assert not [m for s in case["shown"]["s2c"] for m in _machine_warns(s["item"])], case["name"]
+        assert not [m for s in case["shown"]["s2c"] for m in machine_warns(P, s["item"])], case["name"]
         assert any(f"{SPEC}3" in m for m in warns(case["shown"]["s2c"][-1]["item"])), case["name"]
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 import pytest
 from support.dissector_tank import _check, _refwire
-from support.tshark import Capture, needs_tshark, run_tshark, segments, warns
+from support.tshark import Capture, machine_warns, needs_tshark, run_tshark, segments, warns
 
 from refwire.cli import main
 from refwire.describe import UNDECODED
@@ -213,21 +213,6 @@ def _client_machine(sends: list[tuple[str, bytes]]) -> tuple[int, ProtocolError]
     return None
 
 
-def _machine_warns(node: Any) -> list[str]:
-    """The warnings of refwire's connection machine (``tank.machine``) in a subtree."""
-    out: list[str] = []
-    if isinstance(node, list):
-        for n in node:
-            out += _machine_warns(n)
-    elif isinstance(node, dict):
-        for k, vs in node.items():
-            for v in vs:
-                if k == "_ws.expert" and "tank.machine" in v:
-                    out.append(v["_ws.expert.message"][0])
-                else:
-                    out += _machine_warns(v)
-    return out
-
 
 # --------------------------------------------------------------------------- what tshark shows
 
@@ -323,7 +308,7 @@ def test_a_warning_where_the_client_machine_rejects(capture: dict[str, Any], nam
     responses = case["shown"]["s2c"]
     for k, s in enumerate(responses):
         if k == index:
-            got = _machine_warns(s["item"])
+            got = machine_warns("tank", s["item"])
             assert any(shows in m and f"specs/tank/README.md {section})" in m for m in got), got
             assert [m for m in warns(s["item"]) if m not in got] == [], s  # the codec reads it
         else:

@@ -22,6 +22,7 @@ import attrs
 import trio
 
 from .argtypes import hostport, nonneg_float, positive_float, positive_int
+from .wire import Limits
 
 __all__ = [
     "Commands",
@@ -76,6 +77,18 @@ def add_frame_timeout(parser: argparse.ArgumentParser, note: str = "") -> None:
         default=30.0,
         metavar="S",
         help="close a connection whose frame stays incomplete S seconds after it began (default 30; 0 = never)" + note,
+    )
+
+
+def add_connection_memory(parser: argparse.ArgumentParser, shares: str) -> None:
+    """Every serve command's ``--connection-memory N`` (``Limits.max_connection_memory``,
+    default 256 MiB); ``shares`` says how that server spends it."""
+    parser.add_argument(
+        "--connection-memory",
+        type=positive_int,
+        default=Limits().max_connection_memory,
+        metavar="N",
+        help=f"most bytes one connection may hold{shares} (default 256 MiB; docs/guides/limits.rst)",
     )
 
 

@@ -24,7 +24,7 @@ from refwire.pravega.draft2017.describe import describer as draft_describer
 from refwire.pravega.events import Append, ConnectionClosed, RequestReceived
 from refwire.pravega.frames import AppendSetup, SetupAppend
 from refwire.sansio import NeedData
-from support.tshark import warns
+from support.tshark import machine_warns, warns
 
 ROOT = Path(__file__).resolve().parents[2] / "specs"
 
@@ -168,24 +168,9 @@ def _draft_machine_at(case: dict[str, Any], direction: str) -> tuple[int | None,
     return (None if unseen else k), err
 
 
-def _machine_warns(proto: str, node: Any) -> list[str]:
-    """The messages of the warnings of refwire's connection machine (``<proto>.machine``) in a subtree."""
-    out: list[str] = []
-    if isinstance(node, list):
-        for n in node:
-            out += _machine_warns(proto, n)
-    elif isinstance(node, dict):
-        for k, vs in node.items():
-            for v in vs:
-                if k == "_ws.expert" and f"{proto}.machine" in v:
-                    out.append(v["_ws.expert.message"][0])
-                else:
-                    out += _machine_warns(proto, v)
-    return out
-
 
 def _codec_warns(proto: str, item: Any) -> list[str]:
-    machine = _machine_warns(proto, item)
+    machine = machine_warns(proto, item)
     return [m for m in warns(item) if m not in machine]
 
 
@@ -250,7 +235,7 @@ def _check(case: dict[str, Any]) -> None:
         shown = case["shown"].get(direction, [])
         # refwire's machine: its warning on exactly the frame it rejects, none elsewhere
         at = _machine_at(case, direction) if proto == "pravega" else _draft_machine_at(case, direction)
-        got_machine = [k for k, (_, item) in enumerate(shown) if _machine_warns(proto, item)]
+        got_machine = [k for k, (_, item) in enumerate(shown) if machine_warns(proto, item)]
         assert got_machine == ([] if at is None or at[0] is None else [at[0]]), (case["name"], direction, at, got_machine)
         assert all(p == proto for p, _ in shown), (case["name"], [p for p, _ in shown])
         bad = next((k for k, e in enumerate(expected) if e.get("undecoded")), None)

@@ -22,7 +22,7 @@ from refwire.seastar_rpc.frames import (
     UserError,
     decode_exception,
 )
-from support.tshark import warns
+from support.tshark import machine_warns, warns
 
 SPEC = "specs/seastar-rpc/README.md §"
 
@@ -80,21 +80,6 @@ def _machine_at(sends: list[tuple[str, bytes]], direction: str) -> tuple[int, Pr
             return k, exc
     return None
 
-
-def _machine_warns(node: Any) -> list[str]:
-    """The warnings of refwire's connection machine (``seastar_rpc.machine``) in a subtree."""
-    out: list[str] = []
-    if isinstance(node, list):
-        for n in node:
-            out += _machine_warns(n)
-    elif isinstance(node, dict):
-        for k, vs in node.items():
-            for v in vs:
-                if k == "_ws.expert" and f"{P}.machine" in v:
-                    out.append(v["_ws.expert.message"][0])
-                else:
-                    out += _machine_warns(v)
-    return out
 
 
 def _exception(payload: bytes) -> dict[str, str]:
@@ -199,11 +184,11 @@ def _check(case: dict[str, Any]) -> None:
         assert [_shown(s["item"]) for s in shown[:upto]] == exp[:upto], (case["name"], direction)
         # refwire's machine: a warning on exactly the frame it rejects, none elsewhere
         at = _machine_at(case["wire"], direction)
-        machine = [k for k, s in enumerate(shown) if _machine_warns(s["item"])]
+        machine = [k for k, s in enumerate(shown) if machine_warns(P, s["item"])]
         assert machine == ([] if at is None else [at[0]]), (case["name"], direction, at, machine)
         for s, e in zip(shown[:upto], exp[:upto], strict=False):
             # a response whose exception refwire's codec refuses has the codec's warning (§3)
-            codec = [m for m in warns(s["item"]) if m not in _machine_warns(s["item"])]
+            codec = [m for m in warns(s["item"]) if m not in machine_warns(P, s["item"])]
             if _refused_exception(e):
                 assert codec and all(f"{SPEC}3" in m for m in codec), (case["name"], direction, codec)
             else:

@@ -29,6 +29,7 @@ __all__ = [
     "decoded",
     "segments",
     "experts",
+    "machine_warns",
     "needs_tshark",
     "packets",
     "pairs",
@@ -76,6 +77,23 @@ def experts(node: Any) -> list[tuple[str, str]]:
                 out.append((v["_ws.expert.severity"][0], v["_ws.expert.message"][0]))
             else:
                 out += experts(v)
+    return out
+
+
+def machine_warns(proto: str, node: Any) -> list[str]:
+    """The messages of the warnings of refwire's connection machine (``<proto>.machine``,
+    the generated Lua's ``machine_error``) in a tshark JSON subtree."""
+    out: list[str] = []
+    if isinstance(node, list):
+        for n in node:
+            out += machine_warns(proto, n)
+    elif isinstance(node, dict):
+        for k, vs in node.items():
+            for v in vs:
+                if k == "_ws.expert" and f"{proto}.machine" in v:
+                    out.append(v["_ws.expert.message"][0])
+                else:
+                    out += machine_warns(proto, v)
     return out
 
 

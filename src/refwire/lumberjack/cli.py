@@ -16,6 +16,7 @@ import trio
 from ..cliutil import (
     Commands,
     UsageError,
+    add_connection_memory,
     add_frame_timeout,
     frame_timeout,
     hostport,
@@ -57,14 +58,7 @@ def register(cmds: Commands) -> None:
         metavar="N",
         help="most bytes of events a connection holds for the batch it receives (default 128 MiB)",
     )
-    s.add_argument(
-        "--connection-memory",
-        type=positive_int,
-        default=256 << 20,
-        metavar="N",
-        help="most bytes one connection may hold: a frame, and a batch's events with those of the batches awaiting "
-        "their ack, may take a quarter of it each (an event costs about 4x its bytes; default 256 MiB)",
-    )
+    add_connection_memory(s, ": a frame, and a batch's events with those of the batches awaiting their ack, may take a quarter of it each (an event costs about 4x its bytes)")
     s.add_argument("--no-validate-json", action="store_true", help="pass J payloads on unparsed (faster; no JSON check)")
     s.add_argument("--accept-mixed-versions", action="store_true", help="accept frames whose version byte differs from the connection's (as Logstash)")
     s.add_argument(

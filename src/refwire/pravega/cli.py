@@ -13,6 +13,7 @@ import trio
 from ..cliutil import (
     Commands,
     UsageError,
+    add_connection_memory,
     add_frame_timeout,
     add_idle_timeout,
     frame_timeout,
@@ -92,15 +93,7 @@ def register(cmds: Commands) -> None:
         metavar="N",
         help="reads one connection may have parked at the tail; one more answers its oldest at once (default 1000)",
     )
-    s.add_argument(
-        "--connection-memory",
-        type=positive_int,
-        default=256 << 20,
-        metavar="N",
-        help="most bytes one connection may hold (both dialects): a frame (and the draft's block and partial message) "
-        "may take an eighth of it, replies owed to the client a quarter (at most 16 MiB), reads parked at the tail an "
-        "eighth (a held byte costs about 3x; data the store accepted is not counted; default 256 MiB)",
-    )
+    add_connection_memory(s, " (both dialects): a frame (and the draft's block and partial message) may take an eighth of it, replies owed to the client a quarter (at most 16 MiB), reads parked at the tail an eighth (a held byte costs about 3x; data the store accepted is not counted)")
     s.add_argument("--stack-traces", action="store_true", help="fill serverStackTrace in error replies")
     add_frame_timeout(s, "; idle connections between frames stay open, as with the real server")
     add_idle_timeout(s, ", as the real server; both dialects")

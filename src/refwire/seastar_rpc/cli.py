@@ -13,6 +13,7 @@ import trio
 from ..cliutil import (
     Commands,
     UsageError,
+    add_connection_memory,
     add_frame_timeout,
     add_idle_timeout,
     frame_timeout,
@@ -71,15 +72,7 @@ def register(cmds: Commands) -> None:
     s.add_argument("--compress", type=_compressors, default=("LZ4", "LZ4_FRAGMENTED"), metavar="LIST", help="compressors accepted, e.g. LZ4,LZ4_FRAGMENTED (default) or none; the client's order decides")
     s.add_argument("--no-streaming", action="store_true", help="no streaming domain: no CONNECTION_ID sent, stream connections refused")
     s.add_argument("--max-memory", type=positive_int, default=16 * 1024 * 1024, metavar="BYTES", help="request memory budget; larger requests get Seastar's USER exception (default 16 MiB)")
-    s.add_argument(
-        "--connection-memory",
-        type=positive_int,
-        default=256 << 20,
-        metavar="N",
-        help="most bytes one connection may hold, its streams included: a frame may take a quarter of it, its requests "
-        "in flight and its unwritten replies a sixteenth each, and each of its at most 4 streams a 32nd for a message "
-        "and as much for its queue (default 256 MiB)",
-    )
+    add_connection_memory(s, ', its streams included: a frame may take a quarter of it, its requests in flight and its unwritten replies a sixteenth each, and each of its at most 4 streams a 32nd for a message and as much for its queue')
     s.add_argument("--group", type=_group, action="append", default=[], metavar="COOKIE[=N]", help="an isolation group (cookie) with at most N concurrent handlers; repeatable")
     s.add_argument("--reject-unknown-cookie", action="store_true", help="close connections whose isolation cookie names no --group (as a throwing isolate_connection)")
     s.add_argument("--exit-after", type=positive_int, metavar="N", help="shut down after N calls")

@@ -15,6 +15,7 @@ import trio
 from ..cliutil import (
     Commands,
     UsageError,
+    add_connection_memory,
     add_frame_timeout,
     frame_timeout,
     hostport,
@@ -80,15 +81,7 @@ def register(cmds: Commands) -> None:
         help="largest request frame (header included) a client may send; a larger one closes its connection "
         f"from the header alone (default {DEFAULT_MAX_REQUEST >> 20} MiB)",
     )
-    s.add_argument(
-        "--connection-memory",
-        type=positive_int,
-        default=256 << 20,
-        metavar="N",
-        help="most bytes one connection may hold: a request may take a third of it and one answer's chunks a third "
-        "(each byte costs about 3x), its parked long polls a quarter, its unread answers a sixteenth; past it a request "
-        "closes the connection, a long poll is answered early (default 256 MiB)",
-    )
+    add_connection_memory(s, ": a request may take a third of it and one answer's chunks a third (each byte costs about 3x), its parked long polls a quarter, its unread answers a sixteenth; past it a request closes the connection, a long poll is answered early")
     s.add_argument(
         "--topic",
         action="append",
