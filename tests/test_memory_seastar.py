@@ -128,7 +128,7 @@ def test_streams_at_the_default_budget() -> None:
             st.settimeout(1)  # the server stops reading at its cap: a second is enough to find out
             _send(st, *[_message(8 * MiB)] * 4)
             streams.append(st)
-        fifth = served.connect(timeout=10)
+        fifth = served.connect(timeout=30)
         c = ClientConnection(stream_parent=neg.connection_id)
         c.initiate(now=0.0)
         fifth.sendall(c.data_to_send())

@@ -45,8 +45,9 @@ def _consume(rid: int, layout: list[tuple[str, list[tuple[int, int]]]], *, max_w
 
 
 def _exchange(served: Served, data: bytes, *, read: bool = True) -> bytes:
-    """Send ``data``, then (with ``read``) read until the broker closes or 3 s pass without bytes."""
-    s = served.connect(timeout=3)
+    """Send ``data``, then (with ``read``) read until the broker closes (it answers what it read,
+    then closes) or 30 s pass without bytes: a bound 10x what a loaded machine takes, not a wait."""
+    s = served.connect(timeout=30)
     got = b""
     try:
         s.sendall(data)

@@ -245,7 +245,7 @@ def test_ctrl_c_on_a_spark_campaign_is_one_line_and_130(tmp_path: Path) -> None:
     if java_problem():
         pytest.skip(str(java_problem()))
     args = ["campaign", "--protocols", "lumberjack", "--seeds", "400", "--out", str(tmp_path), "--campaign", "x"]
-    proc = interrupt_at(args, [("stderr", r"^  seeds \S+/400 ")], timeout=150)
+    proc = interrupt_at(args, [("stderr", r"^  seeds \S+/400 ")], timeout=150, stop_timeout=60)
     text = proc.stdout + proc.stderr
     assert proc.returncode == 130, text
     assert len(text.strip().splitlines()) <= 3, text

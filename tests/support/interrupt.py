@@ -22,13 +22,24 @@ __all__ = ["interrupt_at", "looks_clean"]
 
 
 def interrupt_at(
-    args: Sequence[str], moments: Sequence[tuple[str, str]], *, timeout: float = 60.0, cwd: str | None = None
+    args: Sequence[str],
+    moments: Sequence[tuple[str, str]],
+    *,
+    timeout: float = 60.0,
+    stop_timeout: float = 30.0,
+    cwd: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``refwire ARGS``; for each ``(stream, regex)`` of ``moments`` in turn
     ("stdout"/"stderr"), wait for a match in that stream's output after the
     previous moment's match, then send SIGINT to the process group (an empty
     regex: at once, e.g. a second Ctrl-C right after the first).  Returns the
-    whole output and the exit status."""
+    whole output and the exit status.
+
+    ``timeout`` bounds the wait for the moments (a busy machine may take most of
+    it to start the command); ``stop_timeout``, counted from the last SIGINT,
+    bounds the wait for the command to exit -- its own bound, so a slow start
+    cannot eat the time the command has to stop (on an idle machine it stops in
+    well under a second)."""
     proc = subprocess.Popen([*REFWIRE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, cwd=cwd)
     assert proc.stdout is not None and proc.stderr is not None
     fds = {"stdout": proc.stdout.fileno(), "stderr": proc.stderr.fileno()}
@@ -55,7 +66,7 @@ def interrupt_at(
                             assert sel.get_map(), f"{args} exited ({proc.wait()}) before /{pattern}/: {seen}"
                         seen[key.data] += chunk
                 os.killpg(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        out, err = proc.communicate(timeout=stop_timeout)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
