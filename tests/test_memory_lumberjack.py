@@ -9,7 +9,7 @@ process's peak resident memory grow by at most 1.5 x the budget + 32 MiB
 connection is refused with the limit named, and the server goes on serving.
 
 Before the budget, the shapes here took 480 MiB (four ``C`` frames inflating to 60 MiB
-each) and about 600 MiB (two 63 MiB ``J`` frames) of a server with the default limits.
+each) and 441 MiB (two 63 MiB ``J`` frames; 378 MiB with the budget) of a server with the default limits.
 """
 
 from __future__ import annotations
