@@ -82,13 +82,24 @@ def add_frame_timeout(parser: argparse.ArgumentParser, note: str = "") -> None:
 
 def add_connection_memory(parser: argparse.ArgumentParser, shares: str) -> None:
     """Every serve command's ``--connection-memory N`` (``Limits.max_connection_memory``,
-    default 256 MiB); ``shares`` says how that server spends it."""
+    default 256 MiB; ``shares`` says how that server spends it) and ``--server-memory N``
+    (``Limits.max_server_memory``, :mod:`refwire.admission`)."""
     parser.add_argument(
         "--connection-memory",
         type=positive_int,
         default=Limits().max_connection_memory,
         metavar="N",
         help=f"most bytes one connection may hold{shares} (default 256 MiB; docs/guides/limits.rst)",
+    )
+    parser.add_argument(
+        "--server-memory",
+        type=positive_int,
+        default=Limits().max_server_memory,
+        metavar="N",
+        help="most bytes the server holds for all its connections together: a busy connection takes "
+        "1.5 x --connection-memory of it first, and one that finds too little waits (its reads pause) "
+        "until another gives its share back (default: half of this machine's physical memory, at least 12 x --connection-memory; "
+        "docs/guides/limits.rst)",
     )
 
 

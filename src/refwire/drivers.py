@@ -18,6 +18,7 @@ from typing import Any, Final
 
 import trio
 
+from .admission import Admission
 from .errors import RemoteProtocolError
 from .sansio import NEED_DATA, Machine
 from .transport import DEFAULT_MAX_CONNECTIONS as DEFAULT_MAX_CONNECTIONS
@@ -93,6 +94,14 @@ class Pump:
     Memory is bounded on the way out too: while more than ``max_unwritten``
     bytes wait to be written (a peer that sends requests but does not read the
     replies), the reader reads nothing more until the writer is below it again.
+
+    A server's pump may be given an ``admission`` (:mod:`refwire.admission`):
+    then bytes that arrive while the connection holds nothing wait for the
+    connection's charge from the server's pool before the machine sees them --
+    nothing more is read meanwhile, and no timer of the machine fires -- and the
+    charge goes back once the connection holds nothing again (checked after every
+    delivery, write and :meth:`kick`, and by :meth:`release`, which the server
+    calls when it is done with the connection).
     """
 
     def __init__(
@@ -104,8 +113,14 @@ class Pump:
         receive_size: int = 65536,
         write_timeout: float | None = 30.0,
         max_unwritten: int | None = DEFAULT_MAX_UNWRITTEN,
+        admission: Admission | None = None,
     ) -> None:
         self.stream = stream
+        self.admission = admission
+        #: the connection holds its charge from the server's pool
+        self.admitted = False
+        #: set while the reader waits for the charge (the timer waits with it)
+        self._paused: trio.Event | None = None
         self.max_unwritten = max_unwritten
         #: bytes queued or being written, not yet accepted by the transport
         self.unwritten = 0
@@ -154,6 +169,39 @@ class Pump:
             self.unwritten += len(data)
             self._write_wanted.set()
         self._rearm()
+        if self.admitted:
+            self._release_if_idle()
+
+    def release(self) -> None:
+        """Give the connection's charge back to the server's pool, whatever it holds:
+        the server is done with the connection."""
+        if self.admitted:
+            self.admitted = False
+            assert self.admission is not None
+            self.admission.pool.release(self.admission.charge)
+
+    def _release_if_idle(self) -> None:
+        """Give the charge back once the connection holds nothing."""
+        admission = self.admission
+        assert admission is not None
+        if self.unwritten or self._delivering or self._out or admission.holding():
+            return
+        self.admitted = False
+        admission.pool.release(admission.charge)
+
+    async def _admit(self) -> None:
+        """Wait for the connection's charge (the caller holds bytes the machine has
+        not seen; the timer waits until the reader has fed them)."""
+        admission = self.admission
+        assert admission is not None
+        self._paused = trio.Event()
+        await admission.pool.acquire(admission.charge)
+        self.admitted = True
+
+    def _resume(self) -> None:
+        paused, self._paused = self._paused, None
+        if paused is not None:
+            paused.set()
 
     async def flush(self) -> bool:
         """Write what the machine owes now; returns once it is written (True) or the
@@ -363,28 +411,35 @@ class Pump:
         receive_some = self.stream.receive_some
         size = self.receive_size
         limit = self.max_unwritten
-        while not self._stopping:
-            with trio.CancelScope() as scope:
-                self._rx_scope = scope
-                if limit is not None and self.unwritten > limit:
-                    await self._wait_drained()  # backpressure: the peer is not reading what we owe it
-                try:
-                    data = await receive_some(size)
-                except _TRANSPORT_ERRORS:
-                    if self.ended is None:
-                        self.ended = RESET
-                    self._broken = True
-                    machine.connection_lost(now=trio.current_time())
+        admission = self.admission
+        try:
+            while not self._stopping:
+                with trio.CancelScope() as scope:
+                    self._rx_scope = scope
+                    if limit is not None and self.unwritten > limit:
+                        await self._wait_drained()  # backpressure: the peer is not reading what we owe it
+                    try:
+                        data = await receive_some(size)
+                    except _TRANSPORT_ERRORS:
+                        if self.ended is None:
+                            self.ended = RESET
+                        self._broken = True
+                        machine.connection_lost(now=trio.current_time())
+                        break
+                    if data and admission is not None and not self.admitted:
+                        await self._admit()  # the server's budget: wait for this connection's charge
+                self._rx_scope = None
+                if scope.cancelled_caught:
                     break
-            self._rx_scope = None
-            if scope.cancelled_caught:
-                break
-            machine.receive_data(data, now=trio.current_time())
-            if not data:
-                if self.ended is None:
-                    self.ended = EOF
-                break
-            await self._deliver()
+                machine.receive_data(data, now=trio.current_time())
+                self._resume()
+                if not data:
+                    if self.ended is None:
+                        self.ended = EOF
+                    break
+                await self._deliver()
+        finally:
+            self._resume()
         await self._deliver()
 
     async def _deliver(self) -> None:
@@ -453,6 +508,8 @@ class Pump:
                 self._written.set()
                 self._written = None
             self._wake_reader()
+            if self.admitted:
+                self._release_if_idle()
 
     def _wake_reader(self) -> None:
         """The reader waits for the unwritten bytes to drop to the limit: wake it once they have (or the write failed)."""
@@ -486,6 +543,9 @@ class Pump:
                 self._timer_scope = scope
                 await trio.sleep_forever()
             self._timer_scope = None
+            if self._paused is not None:  # the reader holds bytes the machine has not seen
+                await self._paused.wait()
+                continue
             now = trio.current_time()
             deadline = machine.next_deadline()
             if deadline is None or now < deadline:

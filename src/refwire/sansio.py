@@ -277,6 +277,15 @@ class FrameMachine:
         self._out.clear()
         return out
 
+    @property
+    def holds_input(self) -> bool:
+        """Bytes received and not yet decoded (a frame begun), or events not yet
+        taken: a server counts the connection busy (``refwire.admission``)."""
+        if self._events:
+            return True
+        progress = self._receive_progress()
+        return progress is not None and progress[0] > 0
+
     # -- for subclasses -----------------------------------------------------------
     def _feed(self, data: bytes | bytearray | memoryview) -> None:
         raise NotImplementedError

@@ -79,6 +79,13 @@ class Limits:
     #: ack); the limits above stay caps inside it.  A server that does not
     #: count yet ignores it (each server's docs say whether it counts).
     max_connection_memory: int = 256 * 1024 * 1024
+    #: most memory a server may hold for all its connections together, bytes
+    #: (``--server-memory``): a connection takes its share before it holds
+    #: anything and waits, its reads paused, while the server has none to give
+    #: (see :mod:`refwire.admission`).  0, the default, means half of the
+    #: machine's physical memory, read when the server starts (at least 12 times
+    #: ``max_connection_memory``: eight busy connections).  Clients ignore it.
+    max_server_memory: int = 0
 
     def __attrs_post_init__(self) -> None:
         for field in attrs.fields(type(self)):

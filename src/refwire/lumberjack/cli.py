@@ -205,7 +205,7 @@ async def _serve_lumberjack(args: argparse.Namespace) -> int:
             DEFAULT_LIMITS,
             max_window=args.max_window,
             max_batch_bytes=args.max_batch_bytes,
-            max_connection_memory=args.connection_memory,
+            max_connection_memory=args.connection_memory, max_server_memory=args.server_memory,
         ),
         validate_json=not args.no_validate_json,
         ack_mode=args.ack_mode,

@@ -28,6 +28,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
+from ..admission import ServerBudget
 from ..drivers import DEFAULT_MAX_CONNECTIONS, RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer, listener_address
 from ..errors import RemoteProtocolError
 from ..logs import limited
@@ -183,7 +184,9 @@ class LumberjackServer:
         config: ServerConfig = ServerConfig(),
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        self.config = config
+        #: the server's memory budget (``limits.max_server_memory``), shared by its connections
+        self.budget = ServerBudget(config.limits)
+        self.config = config = attrs.evolve(config, limits=self.budget.limits)
         self._handler = handler
         self._stream_server = StreamServer(
             self.handle_stream,
@@ -351,7 +354,15 @@ class LumberjackServer:
                 await finish()
             # EmptyWindow: its A 0 is queued (behind the acks of pending batches); it goes out with them.
 
-        pump = Pump(stream, conn, on_event, receive_size=cfg.recv_size, write_timeout=None)
+        pump = Pump(
+            stream,
+            conn,
+            on_event,
+            receive_size=cfg.recv_size,
+            write_timeout=None,
+            # it holds a partial frame or batch, or batches awaiting their ack (§4)
+            admission=self.budget.admission(lambda: conn.mid_batch or conn.pending_batches > 0),
+        )
 
         async def watch_shutdown() -> None:
             await closing.wait()
@@ -375,6 +386,7 @@ class LumberjackServer:
         except* _Close:
             pass
         finally:
+            pump.release()
             self.transitions_seen |= conn.transitions_seen
             await trio.aclose_forcefully(stream)
 

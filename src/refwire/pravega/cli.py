@@ -173,7 +173,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from .server import SegmentStoreServer, ServerConfig
 
     config = ServerConfig(
-        limits=attrs.evolve(DEFAULT_LIMITS, max_connection_memory=args.connection_memory),
+        limits=attrs.evolve(DEFAULT_LIMITS, max_connection_memory=args.connection_memory, max_server_memory=args.server_memory),
         tail_wait=args.tail_wait or None,
         max_parked_reads=args.max_parked_reads,
         stack_traces=args.stack_traces,
@@ -209,7 +209,7 @@ async def _serve(args: argparse.Namespace) -> int:
             from .draft2017.server import DraftConfig, DraftFrontend
 
             draft_config = DraftConfig(
-                limits=attrs.evolve(DRAFT_LIMITS, max_connection_memory=args.connection_memory),
+                limits=attrs.evolve(DRAFT_LIMITS, max_connection_memory=args.connection_memory, max_server_memory=args.server_memory),
                 tail_wait=args.tail_wait or None,
                 max_parked_reads=args.max_parked_reads,
                 max_connections=max_connections(args),

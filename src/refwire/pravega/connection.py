@@ -532,6 +532,12 @@ class ServerConnection(_Base):
         behind a reserved slot included (what the connection owes, §11)."""
         return len(self._out) + self._waiting_bytes
 
+    @property
+    def holds(self) -> bool:
+        """The connection holds something (§11): a frame begun or not yet handled, an
+        AppendBlock awaiting its end, a reply reserved or not yet taken."""
+        return self.holds_input or self._block is not None or bool(self._replies) or bool(self._out)
+
     def send(self, cmd: Command, *, now: float, slot: ReplySlot | None = None) -> None:
         """Queue a reply (into ``slot`` if given).  An AppendSetup (re)starts the
         writer's state (§5.4)."""

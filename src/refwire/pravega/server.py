@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 import trio
 
+from ..admission import ServerBudget
 from ..drivers import DEFAULT_MAX_CONNECTIONS, Pump, StreamServer, listener_address
 from ..errors import RemoteProtocolError
 from ..logs import limited, plural
@@ -95,7 +96,10 @@ class SegmentStoreServer:
         ssl_context: ssl.SSLContext | None = None,
         now: Any = None,
     ) -> None:
-        self.config = config
+        #: the server's memory budget (``limits.max_server_memory``), shared by its connections,
+        #: the draft's listener's included
+        self.budget = ServerBudget(config.limits)
+        self.config = config = attrs.evolve(config, limits=self.budget.limits)
         self.log = log
         self._wakeups: dict[str, trio.Event] = {}
         self.store = SegmentStore(log, on_visible=self._wake)
@@ -275,7 +279,14 @@ class _StoreConnection:
             self.conn.set_idle_timeout(cfg.idle_timeout, now=trio.current_time())
         share = shares(cfg.limits)
         self.pump = Pump(
-            stream, self.conn, self.on_event, receive_size=cfg.receive_size, write_timeout=None, max_unwritten=share.replies
+            stream,
+            self.conn,
+            self.on_event,
+            receive_size=cfg.receive_size,
+            write_timeout=None,
+            max_unwritten=share.replies,
+            # what the machine holds, replies waiting for durability, parked reads (§11)
+            admission=server.budget.admission(lambda: self.conn.holds or self._waiting > 0 or bool(self._live)),
         )
         #: spec §11: replies owed past the reply share stop reading and answering
         self.room = ReplyRoom(self.pump, share.replies, lambda: self.conn.queued_bytes)
@@ -295,6 +306,12 @@ class _StoreConnection:
         self._peer = peer_name(stream, "a client")
 
     async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            self.pump.release()
+
+    async def _run(self) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self.replier)

@@ -134,7 +134,7 @@ async def _serve(args: argparse.Namespace) -> int:
     if args.reject_unknown_cookie and not args.group:
         raise UsageError("--reject-unknown-cookie needs at least one --group")
     config = ServerConfig(
-        limits=attrs.evolve(DEFAULT_LIMITS, max_connection_memory=args.connection_memory),
+        limits=attrs.evolve(DEFAULT_LIMITS, max_connection_memory=args.connection_memory, max_server_memory=args.server_memory),
         max_connections=max_connections(args),
         compressors=args.compress,
         streaming=not args.no_streaming,

@@ -43,6 +43,7 @@ from typing import Any, Final, Literal
 import attrs
 import trio
 
+from ..admission import ServerBudget
 from ..drivers import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_UNWRITTEN,
@@ -270,7 +271,10 @@ class SeastarServer:
 
     def __init__(self, registry: VerbRegistry, *, config: ServerConfig = ServerConfig()) -> None:
         self.registry = registry
-        self.config = config
+        #: the server's memory budget (``limits.max_server_memory``), shared by its connections;
+        #: ``max_memory`` stays the per-request admission it is in Seastar (§6)
+        self.budget = ServerBudget(config.limits)
+        self.config = config = attrs.evolve(config, limits=self.budget.limits)
         self._stream_server = StreamServer(self.handle_stream, name="seastar-rpc", max_connections=config.max_connections)
         self._counter = 0
         self._rpc: dict[int, list[ServerStream]] = {}  # live RPC connection id -> its streams
@@ -458,7 +462,13 @@ class _Session:
         # replies waiting to be written count against the budget too (§6): past them the pump reads no more
         unwritten = min(DEFAULT_MAX_UNWRITTEN, server.connection_share)
         self.pump = Pump(
-            stream, conn, self.on_event, receive_size=cfg.recv_size, write_timeout=cfg.write_timeout, max_unwritten=unwritten
+            stream,
+            conn,
+            self.on_event,
+            receive_size=cfg.recv_size,
+            write_timeout=cfg.write_timeout,
+            max_unwritten=unwritten,
+            admission=server.budget.admission(self._holding),
         )
         #: the data of this connection's requests in flight (its share of the budget, §6)
         self.memory = _Memory(server.connection_share)
@@ -468,6 +478,15 @@ class _Session:
         self.stream: ServerStream | None = None
         self.handlers: trio.Nursery | None = None
         self._scope = trio.CancelScope()  # around the pump: a stream's abort cancels it
+
+    def _holding(self) -> bool:
+        """A frame begun or not yet handled, a request in flight, a stream message not yet taken (§6)."""
+        stream = self.stream
+        return (
+            self.conn.holds_input
+            or self.memory.available < self.memory.total
+            or (stream is not None and stream.queued_bytes > 0)
+        )
 
     async def run(self) -> None:
         server = self.server
@@ -487,6 +506,7 @@ class _Session:
                     self.stream.abort()
                 # EOF: Seastar stops reading; handlers still running finish (their replies are dropped).
         finally:
+            self.pump.release()
             if self.rpc:
                 for child in server._rpc.pop(self.conn_id, []):
                     child.abort()  # a parent's close aborts its streams (§5)

@@ -273,7 +273,7 @@ async def _serve(args: argparse.Namespace) -> int:
         startup_ts=int(time.time()),
         max_long_polls=args.max_long_polls,
         frame_timeout=frame_timeout(args),
-        limits=attrs.evolve(broker_limits(args.max_request_size), max_connection_memory=args.connection_memory),
+        limits=attrs.evolve(broker_limits(args.max_request_size), max_connection_memory=args.connection_memory, max_server_memory=args.server_memory),
     )
     broker = TankBroker(storage, config, max_connections=max_connections(args))
     host, port = args.listen

@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 import trio
 
+from ..admission import ServerBudget
 from ..drivers import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_UNWRITTEN, Pump, StreamServer
 from ..errors import ProtocolError
 from ..logs import limited
@@ -70,7 +71,9 @@ class TankBroker:
         max_connections: int | None = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
         self.storage = storage if storage is not None else MemoryStorage()
-        self.config = config
+        #: the server's memory budget (``limits.max_server_memory``), shared by its connections
+        self.budget = ServerBudget(config.limits)
+        self.config = config = attrs.evolve(config, limits=self.budget.limits)
         self.service = BrokerService(self.storage, config)
         self._server = StreamServer(self._handle, name="tank", max_connections=max_connections)
         #: bytes of answers one connection may have queued before its next request waits (§6, limits)
@@ -154,7 +157,19 @@ class TankBroker:
             if pump.unwritten > self.max_unwritten:  # the client is not reading: read on once it has
                 await pump.flush()
 
-        pump = Pump(stream, machine, on_event, receive_size=self._recv_size, max_unwritten=self.max_unwritten)
+        def holding() -> bool:
+            # a request begun or not yet handled, or a long poll parked (its answer may come at
+            # any time: the connection keeps its charge while it waits)
+            return machine.holds_input or self.service.waits_of(cid) > 0
+
+        pump = Pump(
+            stream,
+            machine,
+            on_event,
+            receive_size=self._recv_size,
+            max_unwritten=self.max_unwritten,
+            admission=self.budget.admission(holding),
+        )
         self._conns[cid] = _Conn(cid, machine, pump)
         self.stats["connections"] += 1
         pump.kick()  # the greeting Ping the machine queued
@@ -168,6 +183,7 @@ class TankBroker:
         finally:
             del self._conns[cid]
             self.service.drop_connection(cid)
+            pump.release()
             self.transitions_seen |= machine.transitions_seen
             self._timer_changed.set()
 

@@ -440,6 +440,12 @@ class ServerConnection(_Base):
         for durability included (what the connection owes, §11)."""
         return len(self._out) + self._held_bytes
 
+    @property
+    def holds(self) -> bool:
+        """The connection holds something (§11): a frame begun or not yet handled, a block
+        or a partial message being received, a reply held for durability or not yet taken."""
+        return self.holds_input or self._block is not None or self._partial.active or bool(self._held) or bool(self._out)
+
     def send(self, cmd: Command, *, now: float, after: int = 0) -> None:
         """Queue a reply (split per §5 "Sending"); an AppendSetup starts the
         ConnectionId's session at its level at once (§6.2).  The reply leaves

@@ -37,6 +37,7 @@ from typing import Any, Final
 import attrs
 import trio
 
+from ...admission import ServerBudget
 from ...drivers import DEFAULT_MAX_CONNECTIONS, PROTOCOL_ERROR, RESET, WRITE_FAILED, WRITE_TIMEOUT, Pump, StreamServer
 from ...errors import LocalProtocolError, ProtocolError
 from ...logs import limited
@@ -115,7 +116,14 @@ class _Conn:
             self.machine.set_idle_timeout(cfg.idle_timeout, now=trio.current_time())
         share = shares(cfg.limits)
         self.pump = Pump(
-            stream, self.machine, self.on_event, receive_size=cfg.receive_size, write_timeout=None, max_unwritten=share.replies
+            stream,
+            self.machine,
+            self.on_event,
+            receive_size=cfg.receive_size,
+            write_timeout=None,
+            max_unwritten=share.replies,
+            # what the machine holds and the parked reads (§11); blocks the store took are the store's
+            admission=front.budget.admission(lambda: self.machine.holds or bool(self.parked)),
         )
         #: §11: replies owed past the reply share stop reading and answering
         self.room = ReplyRoom(self.pump, share.replies, lambda: self.machine.queued_bytes)
@@ -216,7 +224,9 @@ class DraftFrontend:
 
     def __init__(self, store: SegmentStoreServer, *, config: DraftConfig = DraftConfig()) -> None:
         self.server = store
-        self.config = config
+        #: the store's memory budget, shared with its other listeners (its pool, this dialect's charge)
+        self.budget = ServerBudget(attrs.evolve(config.limits, max_server_memory=store.budget.pool.capacity), store.budget.pool)
+        self.config = config = attrs.evolve(config, limits=self.budget.limits)
         self._stream_server = StreamServer(
             self.handle_stream, name="pravega-draft-2017", max_connections=config.max_connections
         )
@@ -290,6 +300,7 @@ class DraftFrontend:
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
             log.debug("pravega draft: connection lost: %s", group.exceptions[0])
         finally:
+            c.pump.release()
             self.transitions_seen |= c.machine.transitions_seen
 
     async def _on_event(self, c: _Conn, ev: object) -> None:
