@@ -1,17 +1,24 @@
-"""Sphinx configuration: the API reference (autodoc) and the guides.
+"""Sphinx configuration: the manual (tutorials, guides), the CLI reference,
+the specs and the API reference (autodoc).
 
 Built warning-free by ``tests/test_docs.py``::
 
-    sphinx-build -W --keep-going -b html docs docs/_build/html
+    sphinx-build -W --keep-going -b html docs OUT
 
 No intersphinx (the build needs no network); cross-references resolve inside
-refwire only.
+refwire only.  ``_ext/refwire_docs.py`` generates the CLI reference from the
+parsers and the specs' vector tables; myst-parser reads the specs'
+``README.md``; the theme is furo.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "_ext"))
 
 project = "refwire"
 author = "the refwire authors"
@@ -20,11 +27,13 @@ release = "0.1.0"
 
 # napoleon: a few docstrings (the machines' constructors, ProtocolError, the
 # simulator's knobs) list their arguments Google-style ("Args:", "Attributes:").
-extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon"]
+# myst_parser: docs/specs/*.md include the specs' README.md (markdown).
+# refwire_docs (docs/_ext/): the CLI reference and the vector tables.
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "myst_parser", "refwire_docs"]
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 
-exclude_patterns = ["_build", "examples", ".gitignore"]
+exclude_patterns = ["_build", "_ext", "examples", ".gitignore"]
 
 # The docstrings are reST; the signatures carry the types, the descriptions
 # stay readable ("ServerConfig" rather than "refwire.lumberjack.server.ServerConfig").
@@ -32,6 +41,10 @@ autodoc_default_options = {
     "show-inheritance": True,
 }
 autodoc_member_order = "bysource"
+# refwire.pipeline.datasource subclasses pyspark's Data Source classes at import
+# time; pyspark is the optional "spark" extra, so the build mocks it (and never
+# needs Spark or Java).  Every other pipeline module imports pyspark lazily.
+autodoc_mock_imports = ["pyspark"]
 autodoc_typehints = "signature"
 autodoc_typehints_format = "short"
 autodoc_preserve_defaults = False
@@ -39,7 +52,12 @@ add_module_names = False
 # Docstrings quote wire text and code ("``A 0``", '2A'): keep quotes straight.
 smartquotes = False
 
-html_theme = "alabaster"
+# The page's own contents list its sections (a module, a command), not every
+# class and function autodoc describes: furo rebuilds the site's navigation for
+# each page, and with an entry per object that took a third of the build.
+toc_object_entries = False
+
+html_theme = "furo"
 html_title = "refwire"
 html_static_path: list[str] = []
 

@@ -25,6 +25,11 @@ if ! command -v tshark >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-g
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tshark >/dev/null; } \
         || echo "tshark could not be installed: tests/test_dissector.py will skip" >&2
 fi
+# Headless Chromium screenshots the built docs (tests/test_docs_screenshot.py; it skips without it).
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+        || echo "chromium could not be installed: tests/test_docs_screenshot.py will skip" >&2
+fi
 # Third-party Lumberjack peer(s) from npm, versions pinned by the lock file.
 npm ci --prefix tests/interop/node --no-audit --no-fund --loglevel=error
 

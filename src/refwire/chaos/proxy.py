@@ -767,16 +767,16 @@ async def open_chaos(
 ) -> AsyncIterator[ChaosProxy]:
     """A proxy on ``listen`` (port 0: any) for the ``async with`` block::
 
-    async with open_chaos("lumberjack", upstream=("127.0.0.1", 5044), schedule=s) as proxy:
-        ...  # clients connect to proxy.addresses[0]
-        async with proxy.rule(name="drop-acks", type="A", direction="s2c", action="drop"):
-            ...
+        async with open_chaos("lumberjack", upstream=("127.0.0.1", 5044), schedule=s) as proxy:
+            ...  # clients connect to proxy.addresses[0]
+            async with proxy.rule(name="drop-acks", type="A", direction="s2c", action="drop"):
+                ...
 
     Another transport: ``listeners`` to serve on instead of TCP on ``listen``, ``connect`` to open each upstream
     connection instead of TCP to ``upstream`` (see :class:`ChaosProxy`)::
 
-    async with open_chaos("lumberjack", listeners=[front], connect=back.connect) as proxy:
-        ...  # clients connect with front.connect (memory listeners, virtual time)
+        async with open_chaos("lumberjack", listeners=[front], connect=back.connect) as proxy:
+            ...  # clients connect with front.connect (memory listeners, virtual time)
     """
     proxy = ChaosProxy(
         protocol,

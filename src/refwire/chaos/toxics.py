@@ -10,18 +10,18 @@ The byte toxics carry toxiproxy's names and attribute names and units:
 ================  ==========================================  =====================================
 type              attributes                                  what it does to a direction
 ================  ==========================================  =====================================
-``latency``       ``latency``, ``jitter`` (ms)                 each chunk is passed on ``latency``
+``latency``       ``latency``, ``jitter`` (ms)                each chunk is passed on ``latency``
                                                               +/- ``jitter`` ms after it arrived
-``bandwidth``     ``rate`` (KB/s, 1 KB = 1000 bytes)           at most ``rate`` KB per second
-``slow_close``    ``delay`` (ms)                               the end (FIN) is passed on ``delay``
+``bandwidth``     ``rate`` (KB/s, 1 KB = 1000 bytes)          at most ``rate`` KB per second
+``slow_close``    ``delay`` (ms)                              the end (FIN) is passed on ``delay``
                                                               ms late
-``timeout``       ``timeout`` (ms)                             nothing gets through; the connection
+``timeout``       ``timeout`` (ms)                            nothing gets through; the connection
                                                               is closed after ``timeout`` ms (0:
                                                               never, until the toxic is removed,
                                                               which then closes it)
-``reset_peer``    ``timeout`` (ms)                             at the first data, ``timeout`` ms
+``reset_peer``    ``timeout`` (ms)                            at the first data, ``timeout`` ms
                                                               later both ends get an RST
-``slicer``        ``average_size``, ``size_variation``         each chunk cut into pieces of about
+``slicer``        ``average_size``, ``size_variation``        each chunk cut into pieces of about
                   (bytes), ``delay`` (microseconds)           ``average_size`` bytes, ``delay``
                                                               between them
 ``limit_data``    ``bytes``                                   after ``bytes`` bytes the connection

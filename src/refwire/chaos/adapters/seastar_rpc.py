@@ -2,7 +2,7 @@
 
 Observed (§2-§5): the negotiation frames, then ``request`` (fields ``verb``,
 ``msg_id``, ``timeout_ms``, ``length``), ``response`` (``msg_id``,
-``length``), stream messages and ``noop``s, each opened from its compressed
+``length``), stream messages and ``noop`` messages, each opened from its compressed
 envelope when a compressor was negotiated.  The two directions of a
 connection share what the negotiation said (the server's reply picks the
 compressor for both), so a request sent before the reply is held until the
