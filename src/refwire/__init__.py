@@ -1,5 +1,5 @@
 """refwire: reference implementations of binary stream protocols on trio, with a
-deterministic network simulator (see README.md)."""
+deterministic network simulator (the manual: docs/, built with Sphinx)."""
 
 from __future__ import annotations
 

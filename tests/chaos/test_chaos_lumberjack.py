@@ -357,15 +357,14 @@ async def test_check_tells_a_servers_bug_from_an_injected_fault(autojump_clock: 
 async def test_the_readme_keepalive_rule_keeps_the_client_waiting_and_loses_no_ack(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """The README's ``keepalive-before-ack`` rule, as written there: a keepalive
+    """The ``keepalive-before-ack`` rule of docs/examples/faults.toml (the chaos
+    tutorial's and guide's schedule), as written there: a keepalive
     (``A 0``) arrives before the first ack, the client counts it and waits, and the
     ack that follows is not lost (no resend, no reconnect)."""
-    import re
     import tomllib
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    (block,) = [b for b in re.findall(r"```toml\n(.*?)```", readme, re.S) if "keepalive-before-ack" in b]
+    block = (Path(__file__).resolve().parents[2] / "docs" / "examples" / "faults.toml").read_text()
     (rule,) = [r for r in tomllib.loads(block)["rule"] if r["name"] == "keepalive-before-ack"]
     with trio.fail_after(20):
         async with through_memory_proxy([rule]) as (proxy, got, connect):

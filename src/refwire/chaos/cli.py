@@ -67,7 +67,7 @@ def register(cmds: Commands) -> None:
         "--control",
         type=hostport,
         metavar="HOST:PORT",
-        help="also answer toxiproxy's HTTP API here (toxiproxy's clients drive it; see the README), e.g. 127.0.0.1:8474",
+        help="also answer toxiproxy's HTTP API here (toxiproxy's clients drive it; docs/guides/chaos.rst), e.g. 127.0.0.1:8474",
     )
     chaos.add_argument(
         "--name", metavar="NAME", help="with --control: the proxy's name in the API (default: the protocol's name)"

@@ -13,7 +13,7 @@ workers' output) goes to that file instead of the terminal.
 The same builder takes ``master`` (``spark://…``, ``yarn``, ``k8s://…``) to run
 on a cluster; refwire must then be installed on the executors (a wheel via
 ``spark.submit.pyFiles`` or a packed venv via ``spark.archives``) and their
-Python named by ``PYSPARK_PYTHON`` (see the README's "Running on a cluster").
+Python named by ``PYSPARK_PYTHON`` (docs/guides/pipeline.rst, "Running on a cluster").
 """
 
 from __future__ import annotations
