@@ -227,6 +227,7 @@ async def _serve_lumberjack(args: argparse.Namespace) -> int:
             await nursery.start(server.serve, listeners)
             for lst in listeners:
                 print(f"listening on {listener_address(lst)}", file=sys.stderr, flush=True)
+            logging.getLogger("refwire").info("%s", server.budget.describe())  # --server-memory, -v shows it
             await done.wait()
             await server.shutdown(grace=5.0)
             nursery.cancel_scope.cancel()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import sys
 import time
@@ -203,6 +204,7 @@ async def _serve(args: argparse.Namespace) -> int:
         await nursery.start(server.serve, listeners)
         for lst in listeners:
             print(f"listening on {listener_address(lst)} (segment store)", file=sys.stderr, flush=True)
+        logging.getLogger("refwire").info("%s", server.budget.describe())  # --server-memory, -v shows it
         draft = None
         if draft_listeners:
             from .draft2017.connection import DEFAULT_LIMITS as DRAFT_LIMITS

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -285,6 +286,7 @@ async def _serve(args: argparse.Namespace) -> int:
             await nursery.start(broker.serve, listeners)
             for lst in listeners:
                 print(f"listening on {listener_address(lst)}", file=sys.stderr, flush=True)
+            logging.getLogger("refwire").info("%s", broker.budget.describe())  # --server-memory, -v shows it
             await done.wait()
             await broker.shutdown(grace=1.0)
             nursery.cancel_scope.cancel()
