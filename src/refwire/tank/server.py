@@ -160,7 +160,7 @@ class TankBroker:
         def holding() -> bool:
             # a request begun or not yet handled, or a long poll parked (its answer may come at
             # any time: the connection keeps its charge while it waits)
-            return machine.holds_input or self.service.waits_of(cid) > 0
+            return machine.holds_input or machine.long_polls > 0  # (the driver keeps long_polls current)
 
         pump = Pump(
             stream,
