@@ -360,8 +360,8 @@ class LumberjackServer:
             on_event,
             receive_size=cfg.recv_size,
             write_timeout=None,
-            # it holds a partial frame or batch, or batches awaiting their ack (§4)
-            admission=self.budget.admission(lambda: conn.mid_batch or conn.pending_batches > 0),
+            # it holds a partial frame or batch, events not yet taken, or batches awaiting their ack (§4)
+            admission=self.budget.admission(lambda: conn.mid_batch or conn.pending_batches > 0 or conn.holds_input),
         )
 
         async def watch_shutdown() -> None:
