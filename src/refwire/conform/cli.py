@@ -120,7 +120,7 @@ def register(cmds: Commands) -> None:
     rp.set_defaults(func=_replay)
 
     mx = sub.add_parser("matrix", help="merge several runs' index.json into one agent x case matrix")
-    mx.add_argument("indexes", nargs="+", type=Path, metavar="INDEX.json")
+    mx.add_argument("indexes", nargs="+", type=Path, metavar="INDEX.json", help="the index.json of each report (each run of refwire conform writes one in its --out directory)")
     mx.add_argument("--out", type=Path, required=True, metavar="DIR", help="where index.html and index.json go")
     mx.set_defaults(func=_matrix)
 

@@ -88,7 +88,7 @@ def register(cmds: Commands) -> None:
     s.set_defaults(func=_serve_lumberjack)
 
     c = send_sub.add_parser("lumberjack", help="send events to a Lumberjack server")
-    c.add_argument("address", type=hostport, metavar="HOST:PORT")
+    c.add_argument("address", type=hostport, metavar="HOST:PORT", help="the Lumberjack server (e.g. Logstash's Beats input)")
     c.add_argument("--count", type=positive_int, metavar="N", help="send N generated events instead of JSON lines from stdin")
     c.add_argument("--window", type=positive_int, default=2048, metavar="N", help="events per window (default 2048; at most --max-window)")
     c.add_argument(

@@ -144,7 +144,7 @@ def register(cmds: Commands) -> None:
     if cmds.read is not None:
         r = cmds.read.add_parser("pravega", help="read events from a segment")
         r.add_argument("address", type=hostport, metavar="HOST:PORT", help="the segment store")
-        r.add_argument("--segment", required=True, metavar="NAME")
+        r.add_argument("--segment", required=True, metavar="NAME", help="fully qualified segment, e.g. scope/stream/0.#epoch.0")
         r.add_argument("--offset", type=int, default=0, metavar="N", help="start at this byte offset (default 0)")
         r.add_argument(
             "--follow", action="store_true", help="keep waiting at the tail for new events (until interrupted or sealed)"

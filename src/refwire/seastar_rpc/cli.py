@@ -95,7 +95,7 @@ def register(cmds: Commands) -> None:
     s.set_defaults(func=_serve)
 
     c = cmds.send.add_parser("seastar-rpc", help="call a Seastar RPC verb", description=f"Call VERB (a number, or a demo verb: {demo}).")
-    c.add_argument("address", type=hostport, metavar="HOST:PORT")
+    c.add_argument("address", type=hostport, metavar="HOST:PORT", help="the Seastar RPC server")
     c.add_argument("verb", metavar="VERB", help=f"verb number or demo name ({demo})")
     c.add_argument("--int32", type=int, action="append", default=[], metavar="N", help="append an int32 (LE) to the payload; repeatable")
     c.add_argument("--hex", default="", metavar="HEX", help="append these bytes to the payload")

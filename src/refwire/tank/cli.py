@@ -101,15 +101,15 @@ def register(cmds: Commands) -> None:
     s.set_defaults(func=_serve)
 
     c = cmds.send.add_parser("tank", help="talk to a TANK broker")
-    c.add_argument("address", type=hostport, metavar="HOST:PORT")
+    c.add_argument("address", type=hostport, metavar="HOST:PORT", help="the broker")
     sub = c.add_subparsers(dest="tank_command", metavar="COMMAND", required=True)
     ct = sub.add_parser("create-topic", help="create a topic")
-    ct.add_argument("topic")
-    ct.add_argument("--partitions", type=positive_int, default=1)
+    ct.add_argument("topic", help="the topic to create")
+    ct.add_argument("--partitions", type=positive_int, default=1, metavar="N", help="its partitions (default 1)")
     pr = sub.add_parser("produce", help="publish messages (arguments, or lines on stdin)")
-    pr.add_argument("topic")
+    pr.add_argument("topic", help="the topic to produce to")
     pr.add_argument("messages", nargs="*", help="message contents; KEY=VALUE with --keys")
-    pr.add_argument("--partition", type=int, default=0)
+    pr.add_argument("--partition", type=int, default=0, metavar="N", help="partition (default 0)")
     pr.add_argument("--keys", action="store_true", help="split each message at the first '=' into key and content")
     pr.add_argument("--ts", type=int, metavar="MS", help="timestamp of every message (default: now)")
     pr.add_argument(
@@ -122,8 +122,8 @@ def register(cmds: Commands) -> None:
     pr.add_argument("--step", type=positive_int, default=1, help="sequence step with --sparse-base")
     pr.add_argument("--bundle-size", type=positive_int, default=1000, metavar="N", help="messages per bundle (default 1000)")
     co = sub.add_parser("consume", help="print messages as JSON lines")
-    co.add_argument("topic")
-    co.add_argument("--partition", type=int, default=0)
+    co.add_argument("topic", help="the topic to consume from")
+    co.add_argument("--partition", type=int, default=0, metavar="N", help="partition (default 0)")
     co.add_argument(
         "--from",
         dest="seq",
@@ -134,11 +134,11 @@ def register(cmds: Commands) -> None:
     co.add_argument("--tail", action="store_true", help="keep waiting for new messages (until Ctrl-C or --count)")
     co.add_argument("--max-wait", type=nonneg_float, default=5.0, metavar="S", help="long-poll wait with --tail (default 5)")
     co.add_argument("--min-bytes", type=int, default=0, metavar="N", help="long-poll minimum bytes with --tail")
-    co.add_argument("--fetch-size", type=positive_int, default=1024 * 1024, metavar="N")
+    co.add_argument("--fetch-size", type=positive_int, default=1024 * 1024, metavar="N", help="bytes per fetch (default 1 MiB)")
     co.add_argument("--count", type=positive_int, metavar="N", help="stop after N messages")
     st = sub.add_parser("status", help="broker status")
     di = sub.add_parser("discover", help="topics, or one topic's partitions (first available, high water mark)")
-    di.add_argument("topic", nargs="?")
+    di.add_argument("topic", nargs="?", help="the topic whose partitions to list (default: every topic)")
     for each in (ct, pr, co, st, di):
         _add_timeout(each)
     c.set_defaults(func=_send)
@@ -151,7 +151,7 @@ def register(cmds: Commands) -> None:
             "(seq, ts, key, content); the summary goes to stderr.",
         )
         r.add_argument("address", type=hostport, metavar="HOST:PORT", help="the broker")
-        r.add_argument("topic")
+        r.add_argument("topic", help="the topic to read")
         r.add_argument("--partition", type=int, default=0, metavar="N", help="partition (default 0)")
         r.add_argument(
             "--from",
