@@ -45,7 +45,7 @@ GROUND = {
     "refwire", "refwire.wire", "refwire.errors", "refwire.sansio", "refwire.describe", "refwire.protocols", "refwire.specs",
     "refwire._mypyc", "refwire.speed",
 }
-DRIVERS = {"refwire.drivers", "refwire.admission", "refwire.transport", "refwire.logs", "refwire.tap", "refwire.pcap", "refwire.reference", "refwire.cliutil", "refwire.argtypes"}
+DRIVERS = {"refwire.drivers", "refwire.admission", "refwire.transport", "refwire.logs", "refwire.tap", "refwire.pcap", "refwire.reference", "refwire.cliutil", "refwire.interrupts", "refwire.argtypes"}
 TOOLS = ("refwire.conform", "refwire.chaos", "refwire.pipeline", "refwire.dissector")
 #: Each tool's (and the simulator's) one folder of per-protocol parts.  A tool whose parts
 #: lie in its own folder (the dissector's ``refwire/dissector/<protocol>.py``): its parts are

@@ -1,4 +1,4 @@
-"""``refwire.cliutil.OneInterrupt``: the Ctrl-C of a command of seeds (``refwire sim``,
+"""``refwire.interrupts.OneInterrupt``: the Ctrl-C of a command of seeds (``refwire sim``,
 the campaigns) is never lost, and no verdict is recorded after it.
 
 A Ctrl-C that lands while the garbage collector runs a finalizer was dropped by
@@ -19,8 +19,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
+import trio
 
-from refwire.cliutil import OneInterrupt
+from refwire.interrupts import OneInterrupt
 
 
 @pytest.fixture(autouse=True)
@@ -84,7 +85,7 @@ def test_with_hard_exit_the_redelivery_is_not_a_second_ctrl_c() -> None:
     code = textwrap.dedent(
         """
         import signal, sys, time
-        from refwire.cliutil import OneInterrupt
+        from refwire.interrupts import OneInterrupt
 
         class F:
             def __del__(self):
@@ -152,3 +153,43 @@ def test_refwire_sim_records_no_verdict_after_a_swallowed_ctrl_c(monkeypatch: py
     assert len(calls) == 2
     assert "seed=0 " in out and "seed=1 " not in out and "runs," not in out, out
     assert "interrupted after 1 seeds" in err, err
+
+
+def test_a_ctrl_c_during_a_simulated_run_is_trios_and_reaches_the_main_task_at_a_checkpoint() -> None:
+    """Inside a seed's ``trio.run`` the Ctrl-C is trio's: handed to the main task at its next
+    checkpoint, never raised inside the scheduler (a run left to the garbage collector
+    printed "Exception ignored in: <coroutine ...>"); the run ends with KeyboardInterrupt,
+    which OneInterrupt counts as its first."""
+    from refwire.sim.runtime import run_deterministic
+
+    reached = []
+
+    async def seed() -> None:
+        signal.raise_signal(signal.SIGINT)
+        reached.append("the signal")  # not cut here: no checkpoint yet
+        await trio.sleep(1)
+        reached.append("the checkpoint")
+
+    with OneInterrupt() as ctrl_c:
+        with pytest.raises(KeyboardInterrupt):
+            run_deterministic(seed, 1)
+        assert reached == ["the signal"] and ctrl_c.count == 1
+        assert signal.getsignal(signal.SIGINT) == ctrl_c._handler  # OneInterrupt's again after the run
+        with pytest.raises(KeyboardInterrupt):  # and no verdict after it
+            with ctrl_c.deferred():
+                pass
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_simulated_run_without_ctrl_c_leaves_the_handler_as_it_was() -> None:
+    from refwire.sim.runtime import run_deterministic
+
+    async def seed() -> int:
+        await trio.sleep(1)
+        return 7
+
+    with OneInterrupt() as ctrl_c:
+        assert run_deterministic(seed, 1) == 7
+        assert signal.getsignal(signal.SIGINT) == ctrl_c._handler and ctrl_c.count == 0
+    assert run_deterministic(seed, 1) == 7  # no OneInterrupt: nothing handed over
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

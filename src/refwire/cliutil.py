@@ -8,17 +8,11 @@ its subcommands to the parsers in :class:`Commands` and sets ``func`` on each
 
 from __future__ import annotations
 
-import _thread
 import argparse
 import contextlib
-import os
 import signal
-import sys
 import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
-from types import FrameType
-from typing import Any
+from collections.abc import Iterator, Sequence
 
 import attrs
 import trio
@@ -28,7 +22,6 @@ from .wire import Limits
 
 __all__ = [
     "Commands",
-    "OneInterrupt",
     "UsageError",
     "hostport",
     "max_connections",
@@ -179,110 +172,3 @@ def sigint_ignored() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-class OneInterrupt:
-    """SIGINT while a command of seeds runs: the first raises :class:`KeyboardInterrupt`
-    (as Python's own handler does); later ones, which arrive while the command
-    winds down, are ignored, or with ``hard_exit`` end the process at once with
-    status 130 (after ``on_hard_exit``, e.g. printing the interrupted line).
-
-    Python drops an exception raised inside a finalizer (``__del__``, which the
-    garbage collector runs at any bytecode: "Exception ignored in ..."), so a
-    Ctrl-C landing there would be lost and the command would run on.  The
-    handler sees that frame and delivers the Ctrl-C again as soon as the
-    finalizer returns (:func:`_redeliver_after_finalizers`).  Where Python drops it anyway (a weakref callback, code
-    that swallows it), :meth:`deferred` raises it on entry, so no verdict is
-    recorded after it.
-
-    Use as a context manager in the main thread; elsewhere it does nothing.
-    """
-
-    def __init__(self, *, hard_exit: bool = False, on_hard_exit: Callable[[], None] | None = None) -> None:
-        self.count = 0
-        self.hard_exit = hard_exit
-        self.on_hard_exit = on_hard_exit
-        self._previous: Any = None
-        self._armed = False
-        self._deferring = False
-        self._pending = False
-        self._redelivering = False
-
-    @contextlib.contextmanager
-    def deferred(self) -> Iterator[None]:
-        """A block the first Ctrl-C does not cut in two: it raises
-        :class:`KeyboardInterrupt` when the block ends (recording a verdict and
-        printing it happen both or neither).  A Ctrl-C that came before and was
-        lost on its way (see the class) raises on entry."""
-        if self.count:
-            raise KeyboardInterrupt
-        self._deferring = True
-        try:
-            yield
-        finally:
-            self._deferring = False
-        if self._pending:
-            self._pending = False
-            raise KeyboardInterrupt
-
-    def _handler(self, signum: int, frame: FrameType | None) -> None:
-        if self._redelivering:  # the first Ctrl-C again, once out of a finalizer: not a second one
-            self._redelivering = False
-        else:
-            self.count += 1
-        if self.count == 1:
-            if self._deferring:
-                self._pending = True
-                return
-            if _in_finalizer(frame):
-                self._redelivering = True
-                _redeliver_after_finalizers()
-                return
-            raise KeyboardInterrupt
-        if self.hard_exit:
-            with contextlib.suppress(Exception):
-                if self.on_hard_exit is not None:
-                    self.on_hard_exit()
-                sys.stdout.flush()
-                sys.stderr.flush()
-            os._exit(130)
-
-    @property
-    def interrupted(self) -> bool:
-        """Whether SIGINT arrived."""
-        return self.count > 0
-
-    def __enter__(self) -> OneInterrupt:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handler)
-            self._armed = True
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._armed:
-            signal.signal(signal.SIGINT, self._previous)
-            self._armed = False
-
-
-def _redeliver_after_finalizers() -> None:
-    """SIGINT to the main thread again once it runs no finalizer, from a thread of
-    its own: tripped from the handler itself, the signal would run the handler again
-    at once, still inside the finalizer, and again, without end."""
-    main = threading.main_thread().ident
-
-    def watch() -> None:
-        while main is not None and _in_finalizer(sys._current_frames().get(main)):
-            time.sleep(0.001)  # a finalizer runs for microseconds; this is its poll, not a timeout
-        _thread.interrupt_main(signal.SIGINT)
-
-    threading.Thread(target=watch, name="refwire-ctrl-c", daemon=True).start()
-
-
-def _in_finalizer(frame: FrameType | None) -> bool:
-    """Whether ``frame`` runs inside a ``__del__``, where an exception raised is
-    printed and dropped instead of propagating."""
-    while frame is not None:
-        if frame.f_code.co_name == "__del__":
-            return True
-        frame = frame.f_back
-    return False

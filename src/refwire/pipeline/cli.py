@@ -27,7 +27,8 @@ from typing import Any
 
 import trio
 
-from ..cliutil import Commands, OneInterrupt, UsageError, hostport, positive_int, stop_on_signal
+from ..cliutil import Commands, UsageError, hostport, positive_int, stop_on_signal
+from ..interrupts import OneInterrupt
 from ..logs import plural
 from .progress import CampaignProgress
 

@@ -1,5 +1,5 @@
 """``refwire sim``: a batch of seeds (or one replayed seed) as a person reads it,
-and how it stops on Ctrl-C (:class:`refwire.cliutil.OneInterrupt`).
+and how it stops on Ctrl-C (:class:`refwire.interrupts.OneInterrupt`).
 
 * One line per seed (a failing seed adds its detail and its replay command),
   then one summary line per protocol (runs, passed, failed) and the total.
@@ -93,7 +93,8 @@ def run_sim(args: argparse.Namespace, protocols: list[str]) -> int:
     Raises:
         UsageError: ``--knobs`` is not valid.
     """
-    from ..cliutil import OneInterrupt, UsageError
+    from ..cliutil import UsageError
+    from ..interrupts import OneInterrupt
     from ..pcap import PcapPathError, PcapWriter, numbered_path
     from .faults import Faults
     from .runner import SimResult, check_workload, describe_knobs, run_seed, shrink

@@ -36,6 +36,7 @@ from typing import TypeVar
 import trio
 import trio.testing
 
+from ..interrupts import interrupted, sigint_to_trio
 from .rand import derive_seed
 
 __all__ = ["check_hash_seed", "check_trio_hooks", "interrupted", "run_deterministic", "scheduler_seed", "virtual_clock"]
@@ -45,17 +46,6 @@ T = TypeVar("T")
 _RUN_MODULE = "trio._core._run"
 _FLAG = "_ALLOW_DETERMINISTIC_SCHEDULING"
 _RNG = "_r"
-
-
-def interrupted(exc: BaseException) -> bool:
-    """Whether ``exc`` is Ctrl-C: a :class:`KeyboardInterrupt`, or an exception
-    group holding one (trio delivers Ctrl-C into the running task, and a
-    scenario's nurseries wrap it with whatever their other tasks raised then)."""
-    if isinstance(exc, KeyboardInterrupt):
-        return True
-    if isinstance(exc, BaseExceptionGroup):
-        return any(interrupted(e) for e in exc.exceptions)
-    return False
 
 
 def check_trio_hooks() -> tuple[ModuleType, random.Random]:
@@ -112,7 +102,9 @@ def scheduler_seed(seed: int) -> int:
 def run_deterministic(async_fn: Callable[[], Awaitable[T]], seed: int) -> T:
     """Run ``async_fn()`` under virtual time with trio's scheduler seeded from ``seed``.
 
-    Uses ``trio.run(async_fn, clock=virtual_clock())`` (a ``MockClock(autojump_threshold=0)``).  The
+    Uses ``trio.run(async_fn, clock=virtual_clock())`` (a ``MockClock(autojump_threshold=0)``);
+    Ctrl-C is trio's for the run (:func:`refwire.interrupts.sigint_to_trio`) and reaches it at a
+    checkpoint of the main task: the run ends with KeyboardInterrupt.  The
     scheduling flag and the scheduler RNG state are restored on return, also
     on error, so other trio runs in the same process are unaffected.
 
@@ -126,7 +118,8 @@ def run_deterministic(async_fn: Callable[[], Awaitable[T]], seed: int) -> T:
     setattr(module, _FLAG, True)
     rng.seed(scheduler_seed(seed))
     try:
-        return trio.run(async_fn, clock=virtual_clock())
+        with sigint_to_trio():  # Ctrl-C reaches the run at a checkpoint of its main task, never the scheduler
+            return trio.run(async_fn, clock=virtual_clock(), restrict_keyboard_interrupt_to_checkpoints=True)
     finally:
         setattr(module, _FLAG, saved_flag)
         rng.setstate(saved_state)
