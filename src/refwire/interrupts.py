@@ -1,9 +1,9 @@
 """Ctrl-C in a command that runs seeds or runs (``refwire sim``, the campaigns):
 :class:`OneInterrupt`, and :func:`sigint_to_trio` for a ``trio.run`` inside one.
 
-The rules (docs/guides/simulator.rst, docs/guides/pipeline.rst): the first Ctrl-C stops the command at once
-with exit status 130 and no verdict is recorded after it; later ones are ignored
-while it winds down, or end the process at once.  Python's own handler raises
+The rules (docs/guides/simulator.rst, docs/guides/pipeline.rst): the first
+Ctrl-C stops the command at once with exit status 130 and no verdict is recorded
+after it; later ones are ignored while it winds down, or end the process at once.  Python's own handler raises
 KeyboardInterrupt at whatever bytecode runs, which loses the Ctrl-C in two
 places this module covers: a finalizer (Python drops an exception raised in
 ``__del__``), and trio's scheduler (a run cut there is left for the garbage
@@ -36,9 +36,10 @@ class OneInterrupt:
     garbage collector runs at any bytecode: "Exception ignored in ..."), so a
     Ctrl-C landing there would be lost and the command would run on.  The
     handler sees that frame and delivers the Ctrl-C again as soon as the
-    finalizer returns (:func:`_redeliver_after_finalizers`).  Where Python drops it anyway (a weakref callback, code
-    that swallows it), :meth:`deferred` raises it on entry, so no verdict is
-    recorded after it.
+    finalizer returns (:func:`_redeliver_after_finalizers`).  Where Python drops
+    it anyway (a weakref callback, code that swallows it), :meth:`deferred`
+    raises it on entry, so no verdict is recorded after it.  Inside a seed's
+    ``trio.run`` the Ctrl-C is trio's (:func:`sigint_to_trio`).
 
     Use as a context manager in the main thread; elsewhere it does nothing.
     """
