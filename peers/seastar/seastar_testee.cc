@@ -190,7 +190,13 @@ static future<int> serve(const bpo::variables_map& config) {
             }
         }, true);
     }
-    return stopping->get_future().then([stopping] { return server->stop(); }).then([] { return 0; });
+    // The server and protocol are destroyed here, on the reactor: left to static destruction they
+    // would be torn down after the reactor is gone (a SIGSEGV on every stop).
+    return stopping->get_future().then([stopping] { return server->stop(); }).then([] {
+        server.reset();
+        proto.reset();
+        return 0;
+    });
 }
 
 static future<int> run_client(const bpo::variables_map& config) {

@@ -19,9 +19,12 @@ about 13 min at -j2 on 2 cores).
 
 from __future__ import annotations
 
+import signal
+from pathlib import Path
+
 import pytest
-from conftest import SINGLE_FACTORY
-from real_peers import Peer, PeerRun, Verdicts, assert_as_predicted, build_peer, derived, timeout_for
+from conftest import SEASTAR_FLAGS, SINGLE_FACTORY
+from real_peers import Peer, PeerRun, Verdicts, assert_as_predicted, build_peer, derived, server, timeout_for
 
 pytestmark = [pytest.mark.peers, pytest.mark.timeout(timeout_for("seastar"))]
 
@@ -94,3 +97,14 @@ def test_build_is_cached(seastar_peer: Peer) -> None:
     assert build_peer("seastar").path == built
     assert (built / "bin" / "seastar-testee").is_file()
     assert "g++: " in (built / "versions.txt").read_text()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_the_testee_server_stops_cleanly_on_a_signal(seastar_peer: Peer, tmp_path: Path, sig: signal.Signals) -> None:
+    """The server stops its connections and exits 0 on SIGTERM or SIGINT (it was killed by
+    SIGSEGV: its server object outlived the reactor)."""
+    argv = [str(seastar_peer.dir() / "bin" / "seastar-testee"), *SEASTAR_FLAGS, "--listen", "127.0.0.1:0"]
+    with server(argv, tmp_path / "seastar.log", ready=r"^listening on (127\.0\.0\.1:\d+)$") as (proc, ready):
+        assert ready is not None
+        proc.send_signal(sig)
+        assert proc.wait(60) == 0, (tmp_path / "seastar.log").read_text(errors="replace")
