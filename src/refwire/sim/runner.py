@@ -24,11 +24,12 @@ from typing import Any
 
 import attrs
 
+from ..interrupts import interrupted
 from ..pcap import PcapWriter
 from .faults import FAULT_KINDS, Faults
 from .net import PCAP
 from .rand import SimRandom
-from .runtime import interrupted, run_deterministic
+from .runtime import run_deterministic
 from .scenarios import Scenario
 from .scenarios import scenario as _scenario
 from .trace import Trace

@@ -36,10 +36,10 @@ from typing import TypeVar
 import trio
 import trio.testing
 
-from ..interrupts import interrupted, sigint_to_trio
+from ..interrupts import sigint_to_trio
 from .rand import derive_seed
 
-__all__ = ["check_hash_seed", "check_trio_hooks", "interrupted", "run_deterministic", "scheduler_seed", "virtual_clock"]
+__all__ = ["check_hash_seed", "check_trio_hooks", "run_deterministic", "scheduler_seed", "virtual_clock"]
 
 T = TypeVar("T")
 

@@ -23,11 +23,11 @@ from refwire.pravega.server import SegmentStoreServer, ServerConfig
 from refwire.pravega.storage import MemoryLog
 from refwire.pravega.store import Segment
 
+from ...interrupts import interrupted
 from ..faults import Faults
 from ..harness import Hostile, Misfit, Rogue, RunBase, coverage, crash_restart_loop, safety_then_liveness
 from ..net import SimListener
 from ..rand import SimRandom
-from ..runtime import interrupted
 from ..trace import Trace
 from . import ScenarioReport
 
