@@ -9,7 +9,8 @@ OUT=$(cd "$2" && pwd)
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 type need_debs >/dev/null 2>&1 || { echo "$0: run it through peers/build.sh" >&2; exit 2; }
 
-need_debs make binutils clang-14 libc++-14-dev libc++abi-14-dev zlib1g-dev
+# libboost-dev: service_json.cpp includes Boost's header-only spreadsort (no Boost library is linked).
+need_debs make binutils clang-14 libc++-14-dev libc++abi-14-dev zlib1g-dev libboost-dev
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -31,5 +32,6 @@ install -m 0755 "$HERE/tank-client" "$OUT/bin/tank-client"
     echo "clang: $(clang++-14 --version | head -n1) (clang-14 $(dpkg-query -W -f='${Version}' clang-14))"
     echo "libc++: libc++-14-dev $(dpkg-query -W -f='${Version}' libc++-14-dev), libc++abi-14-dev $(dpkg-query -W -f='${Version}' libc++abi-14-dev)"
     echo "zlib: zlib1g-dev $(dpkg-query -W -f='${Version}' zlib1g-dev)"
+    echo "boost (headers): libboost-dev $(dpkg-query -W -f='${Version}' libboost-dev)"
     echo "snappy, ebtree: bundled with TANK (Switch/ext_snappy, Switch/ext/ebtree)"
 } >"$OUT/versions.txt"
