@@ -58,3 +58,25 @@ def test_the_compatibility_page_is_what_the_runs_give(request: pytest.FixtureReq
     if committed != page:
         diff = "".join(difflib.unified_diff(committed.splitlines(True), page.splitlines(True), str(PAGE), "this run"))
         pytest.fail(f"{PAGE.name} differs from what the runs give (rewrite it: bash scripts/compat-matrix.sh):\n{diff}", pytrace=False)
+
+
+def test_a_cell_that_varies_shows_every_verdict_it_can_get_and_nothing_else(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No peer runs here: the page made from a Seastar run whose ss.S5.3 was
+    judged PASS, or NON-STRICT, under strict is the same page; a verdict outside
+    the set (FAIL) shows as it is, and so does the same case of another peer."""
+    import compat
+    from real_peers import Verdicts
+
+    def page(peer: str, strict_s53: str) -> str:
+        monkeypatch.setattr(compat, "_strict", lambda run, cid: strict_s53 if cid == "ss.S5.3" else "PASS")
+        cases = {"ss.S5.1": {"verdict": "PASS"}, "ss.S5.3": {"verdict": "PASS"}}
+        return compat.render([PeerRun(peer, "testee", "server", "seastar-rpc", "seastar", Verdicts(cases))])
+
+    varies = page("seastar", "PASS")
+    assert page("seastar", "NON-STRICT") == varies
+    assert "PASS (strict: PASS or NON-STRICT: varies, see below)" in varies
+    assert "     - 1 PASS, 1 PASS or NON-STRICT" in varies
+    assert "* ``ss.S5.3``, ``testee``: Seastar reads the 4-byte STREAM_PARENT record as 8 bytes" in varies
+    for shown in (page("seastar", "FAIL"), page("not-seastar", "NON-STRICT")):
+        assert "varies" not in shown
+        assert "PASS (strict: " in shown and "or NON-STRICT" not in shown
